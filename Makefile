@@ -1,0 +1,118 @@
+# pulumi-controller build.
+#
+#   make            release build: bin/pulumi-controller
+#   make deps       install missing Debian packages (apt-get as root, else print the command)
+#   make test       ASan+UBSan build, cmocka unit tests, then the pytest e2e suite
+#   make unit       only the unit tests          make e2e   only the e2e tests
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
+#   make bench      the benchmarks in bench/
+#   make demo       the end-to-end demo on an embedded default
+#   make install    PREFIX (/usr/local) and DESTDIR honoured
+#   make clean
+#
+# Sources are discovered by directory, so a new module is a new .c file and
+# nothing else.  Unit tests are tests/unit/test_<name>.c, one binary each,
+# linked against every object except main.
+
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= gcc
+PKGS      := libcurl libssl libcrypto libarchive libcjson yaml-0.1 libmicrohttpd
+PYTHON    ?= /usr/bin/python3
+FUZZ_SECONDS ?= 60
+
+SRC_DIRS  := src src/base src/kube src/pulumi src/stack fluxsource oci
+LIB_SRCS  := $(filter-out src/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+MAIN_SRC  := src/main.c
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-format-truncation
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -Isrc -I. $(WARN) -DPC_VERSION='"$(VERSION)"' -pthread
+REL_FLAGS := -O2 -g -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+REL_DIR   := build/release
+SAN_DIR   := build/asan
+FUZZ_DIR  := build/fuzz
+
+REL_OBJS  := $(patsubst %.c,$(REL_DIR)/%.o,$(LIB_SRCS))
+SAN_OBJS  := $(patsubst %.c,$(SAN_DIR)/%.o,$(LIB_SRCS))
+UNIT_BINS := $(patsubst tests/unit/%.c,$(SAN_DIR)/tests/%,$(UNIT_SRCS))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
+
+.PHONY: all deps deps-check test unit e2e fuzz bench demo install clean sanitize
+
+all: bin/pulumi-controller
+
+deps:
+	@sh scripts/deps.sh
+
+bin/pulumi-controller: $(REL_OBJS) $(REL_DIR)/src/main.o
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
+
+$(REL_DIR)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(REL_FLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+# The sanitized build used by every test.
+sanitize: $(SAN_DIR)/pulumi-controller $(UNIT_BINS)
+
+$(SAN_DIR)/pulumi-controller: $(SAN_OBJS) $(SAN_DIR)/src/main.o
+	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
+
+$(SAN_DIR)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(SAN_DIR)/tests/%: tests/unit/%.c $(SAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -o $@ $< $(SAN_OBJS) $(PKG_LIBS) -lcmocka
+
+export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+export PC_BIN := $(CURDIR)/$(SAN_DIR)/pulumi-controller
+
+test: deps
+	$(MAKE) unit
+	$(MAKE) e2e
+
+unit: sanitize
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+e2e: sanitize
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+
+# libFuzzer needs clang; the targets link every library object.
+$(FUZZ_DIR)/%: tests/fuzz/%.c $(LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -Isrc -I. -g -O1 -DPC_VERSION='"fuzz"' -pthread \
+	    -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+fuzz: deps $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do \
+	    name=$$(basename $$f); corpus=build/fuzz-corpus/$$name; mkdir -p $$corpus; \
+	    seeds=tests/fuzz/seeds/$$name; [ -d $$seeds ] || seeds=; \
+	    echo "== $$name ($(FUZZ_SECONDS)s)"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 $$corpus $$seeds; \
+	done
+
+bench: deps all
+	@set -e; for b in bench/*; do [ -x "$$b" ] && [ -f "$$b" ] || continue; echo "== $$b"; "$$b"; done
+
+demo: deps all
+	@sh scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/pulumi-controller $(DESTDIR)$(PREFIX)/bin/pulumi-controller
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,563 @@
+/*
+ * http.c - libcurl requests with retries, limits and a pull-style body
+ * stream (see http.h for the contract).
+ *
+ * Buffered requests (http_do) use curl_easy_perform.  Streams use a
+ * one-handle curl multi so the caller can pull body bytes at its own pace:
+ * http_stream_read() drives curl until its write callback has delivered
+ * something.  curl hands the callback at most CURL_MAX_WRITE_SIZE bytes per
+ * call, so the pending buffer stays small whatever the body size.
+ */
+#include "base/http.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ERRBODY_MAX 1024
+
+/* State of one transfer attempt, shared by the callbacks. */
+struct xfer {
+	const struct http_opts *opts;
+	CURL *easy;
+	long status;               /* of the response whose headers are being read */
+	int headers_done;          /* final (non-3xx-followed) header block complete */
+	char *raw_headers;
+	size_t raw_len;
+	/* body: either collected in full (http_do) or pending for the reader */
+	char *body;
+	size_t body_len, body_cap, body_off;
+	int64_t received;
+	int limit_hit;
+	int stream;                /* 1: pending buffer for a stream reader */
+	char errbody[ERRBODY_MAX];
+	size_t errbody_len;
+};
+
+struct http_stream {
+	struct http_opts opts;
+	CURLM *multi;
+	struct curl_slist *hdrs;
+	struct xfer x;
+	struct http_response resp;
+	int done;
+	CURLcode result;
+};
+
+static int is_2xx(long s) { return s >= 200 && s < 300; }
+
+void http_opts_default(struct http_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->connect_timeout_ms = 10000;
+	o->timeout_ms = 300000;
+	o->stall_timeout_ms = 30000;
+	o->retries = 3;
+	o->backoff_initial_ms = 500;
+	o->backoff_max_ms = 30000;
+	o->max_bytes = -1;
+	o->max_redirects = 10;
+}
+
+int http_global_init(struct err *e)
+{
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return err_set(e, ERR_IO, "libcurl initialisation failed");
+	return 0;
+}
+
+void http_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+int http_status_retryable(long status)
+{
+	return status == 429 || (status >= 500 && status <= 599 && status != 501);
+}
+
+long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s, double jitter)
+{
+	long wait = o->backoff_initial_ms;
+
+	for (int i = 1; i < attempt && wait < o->backoff_max_ms; i++)
+		wait *= 2;
+	if (wait > o->backoff_max_ms)
+		wait = o->backoff_max_ms;
+	wait += (long)((double)wait * 0.1 * jitter);
+	if (retry_after_s > 0 && retry_after_s * 1000 > wait)
+		wait = retry_after_s * 1000;
+	if (wait > o->backoff_max_ms)
+		wait = o->backoff_max_ms;
+	return wait;
+}
+
+/* Transport failures worth another try; certificate and protocol errors
+ * will not get better by retrying. */
+static int curl_code_retryable(CURLcode c)
+{
+	switch (c) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+static double jitter_value(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)(ts.tv_nsec % 1000) / 1000.0;
+}
+
+/* --- callbacks --- */
+
+static size_t on_header(char *data, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+
+	if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+		/* A new response (the first, or one after a redirect): restart. */
+		x->raw_len = 0;
+		x->status = 0;
+		const char *sp = memchr(data, ' ', len);
+		if (sp != NULL)
+			x->status = strtol(sp + 1, NULL, 10);
+	}
+	char *nb = realloc(x->raw_headers, x->raw_len + len + 1);
+	if (nb == NULL)
+		return 0;
+	x->raw_headers = nb;
+	memcpy(x->raw_headers + x->raw_len, data, len);
+	x->raw_len += len;
+	x->raw_headers[x->raw_len] = '\0';
+	if ((len == 2 && data[0] == '\r') || (len == 1 && data[0] == '\n')) {
+		int redirect = x->status >= 300 && x->status < 400 && x->opts->max_redirects > 0;
+		if (!redirect && x->status >= 200)
+			x->headers_done = 1;
+	}
+	return len;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+
+	if (!is_2xx(x->status)) {
+		/* Keep only the start of an error body, for the message. */
+		size_t room = sizeof(x->errbody) - 1 - x->errbody_len;
+		size_t take = len < room ? len : room;
+		memcpy(x->errbody + x->errbody_len, data, take);
+		x->errbody_len += take;
+		x->errbody[x->errbody_len] = '\0';
+		return len;
+	}
+	if (x->opts->max_bytes >= 0 && x->received + (int64_t)len > x->opts->max_bytes) {
+		x->limit_hit = 1;
+		return 0;
+	}
+	x->received += (int64_t)len;
+	if (x->stream && x->body_off == x->body_len) {
+		x->body_off = 0;
+		x->body_len = 0;
+	}
+	if (x->body_len + len + 1 > x->body_cap) {
+		size_t cap = x->body_cap ? x->body_cap : 16384;
+		while (cap < x->body_len + len + 1)
+			cap *= 2;
+		char *nb = realloc(x->body, cap);
+		if (nb == NULL)
+			return 0;
+		x->body = nb;
+		x->body_cap = cap;
+	}
+	memcpy(x->body + x->body_len, data, len);
+	x->body_len += len;
+	x->body[x->body_len] = '\0';
+	return len;
+}
+
+/* --- shared setup --- */
+
+static struct curl_slist *build_headers(const struct http_request *req, struct err *e)
+{
+	struct curl_slist *l = NULL, *t;
+
+	/* Never let curl add "Expect: 100-continue" delays to uploads. */
+	l = curl_slist_append(l, "Expect:");
+	for (const char *const *h = req->headers; h != NULL && *h != NULL; h++) {
+		t = curl_slist_append(l, *h);
+		if (t == NULL) {
+			curl_slist_free_all(l);
+			err_set(e, ERR_NOMEM, "out of memory");
+			return NULL;
+		}
+		l = t;
+	}
+	return l;
+}
+
+static void configure(CURL *c, const struct http_opts *o, const struct http_request *req,
+    struct curl_slist *hdrs, struct xfer *x)
+{
+	const char *method = req->method ? req->method : "GET";
+
+	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	if (o->stall_timeout_ms > 0) {
+		long secs = o->stall_timeout_ms / 1000;
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1L);
+	}
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, o->max_redirects > 0 ? 1L : 0L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)o->max_redirects);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "pulumi-controller/" PC_VERSION);
+	if (o->ca_file != NULL)
+		curl_easy_setopt(c, CURLOPT_CAINFO, o->ca_file);
+	if (o->insecure_skip_tls_verify) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	if (strcmp(method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+		if (req->body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+		    strcmp(method, "PATCH") == 0) {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? (const char *)req->body : "");
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+		}
+	}
+}
+
+static void xfer_reset(struct xfer *x)
+{
+	free(x->raw_headers);
+	free(x->body);
+	const struct http_opts *o = x->opts;
+	CURL *c = x->easy;
+	int stream = x->stream;
+	memset(x, 0, sizeof(*x));
+	x->opts = o;
+	x->easy = c;
+	x->stream = stream;
+}
+
+/* Retry-After in seconds, or 0 when absent or an HTTP date. */
+static long retry_after(const char *raw)
+{
+	struct http_response r = { .raw_headers = (char *)raw };
+	char *v = http_response_header(&r, "Retry-After");
+	long s = 0;
+
+	if (v != NULL && isdigit((unsigned char)v[0]))
+		s = strtol(v, NULL, 10);
+	free(v);
+	return s;
+}
+
+/* Turns a failed transfer into an error naming method and URL. */
+static int transfer_error(struct err *e, const struct http_request *req, const struct xfer *x,
+    CURLcode rc, const char *curl_msg)
+{
+	const char *m = req->method ? req->method : "GET";
+
+	if (x->limit_hit)
+		return err_set(e, ERR_LIMIT, "%s %s: response body larger than the limit of %lld bytes",
+		    m, req->url, (long long)x->opts->max_bytes);
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, req->url, curl_msg);
+	if (rc == CURLE_TOO_MANY_REDIRECTS)
+		return err_set(e, ERR_HTTP, "%s %s: more than %d redirects", m, req->url, x->opts->max_redirects);
+	if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
+		return err_set(e, ERR_NET, "%s %s: TLS verification failed: %s", m, req->url, curl_msg);
+	return err_set(e, ERR_NET, "%s %s: %s", m, req->url, curl_msg);
+}
+
+/* Message for a non-2xx final status, with the start of the error body. */
+static int status_error(struct err *e, const struct http_request *req, long status, const char *body)
+{
+	char snippet[201];
+	size_t n = 0;
+	enum err_code code = status == 404 ? ERR_NOTFOUND :
+	    (status == 401 || status == 403) ? ERR_AUTH : ERR_HTTP;
+
+	for (const char *p = body; p && *p && n < sizeof(snippet) - 1; p++)
+		snippet[n++] = (isprint((unsigned char)*p) ? *p : ' ');
+	snippet[n] = '\0';
+	err_set(e, code, "%s %s: HTTP %ld%s%s", req->method ? req->method : "GET", req->url, status,
+	    n ? ": " : "", snippet);
+	e->http_status = (int)status;
+	return -1;
+}
+
+void http_response_free(struct http_response *r)
+{
+	if (r == NULL)
+		return;
+	free(r->body);
+	free(r->raw_headers);
+	free(r->effective_url);
+	memset(r, 0, sizeof(*r));
+}
+
+char *http_response_header(const struct http_response *r, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = r->raw_headers;
+
+	while (p != NULL && *p != '\0') {
+		const char *eol = strchr(p, '\n');
+		size_t linelen = eol ? (size_t)(eol - p) : strlen(p);
+		if (linelen > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+			const char *v = p + nl + 1, *end = p + linelen;
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+			return strndup(v, (size_t)(end - v));
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* --- buffered requests --- */
+
+int http_do(const struct http_opts *o, const struct http_request *req,
+    struct http_response *resp, struct err *e)
+{
+	struct xfer x = { .opts = o };
+	char curl_msg[CURL_ERROR_SIZE];
+	struct curl_slist *hdrs;
+	CURLcode rc;
+
+	memset(resp, 0, sizeof(*resp));
+	hdrs = build_headers(req, e);
+	if (hdrs == NULL)
+		return -1;
+	x.easy = curl_easy_init();
+	if (x.easy == NULL) {
+		curl_slist_free_all(hdrs);
+		return err_set(e, ERR_NOMEM, "curl_easy_init failed");
+	}
+	for (int attempt = 1;; attempt++) {
+		xfer_reset(&x);
+		curl_easy_reset(x.easy);
+		configure(x.easy, o, req, hdrs, &x);
+		curl_msg[0] = '\0';
+		curl_easy_setopt(x.easy, CURLOPT_ERRORBUFFER, curl_msg);
+		rc = curl_easy_perform(x.easy);
+		int last = attempt > o->retries;
+		if (rc != CURLE_OK) {
+			if (!last && !x.limit_hit && curl_code_retryable(rc)) {
+				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
+				continue;
+			}
+			transfer_error(e, req, &x, rc, curl_msg[0] ? curl_msg : curl_easy_strerror(rc));
+			break;
+		}
+		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
+		if (!last && http_status_retryable(resp->status)) {
+			sleep_ms(http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value()));
+			continue;
+		}
+		char *eff = NULL;
+		curl_easy_getinfo(x.easy, CURLINFO_EFFECTIVE_URL, &eff);
+		resp->effective_url = eff ? strdup(eff) : NULL;
+		resp->raw_headers = x.raw_headers;
+		x.raw_headers = NULL;
+		if (is_2xx(resp->status)) {
+			resp->body = x.body ? x.body : strdup("");
+			resp->body_len = x.body_len;
+			x.body = NULL;
+		} else {
+			resp->body = strndup(x.errbody, x.errbody_len);
+			resp->body_len = x.errbody_len;
+		}
+		resp->attempts = attempt;
+		xfer_reset(&x);
+		curl_easy_cleanup(x.easy);
+		curl_slist_free_all(hdrs);
+		return 0;
+	}
+	xfer_reset(&x);
+	curl_easy_cleanup(x.easy);
+	curl_slist_free_all(hdrs);
+	return -1;
+}
+
+/* --- streams --- */
+
+/* Drives the transfer once; waits up to 1 s for activity. */
+static void stream_pump(struct http_stream *s)
+{
+	int running = 0, msgs;
+	CURLMsg *m;
+
+	curl_multi_perform(s->multi, &running);
+	while ((m = curl_multi_info_read(s->multi, &msgs)) != NULL) {
+		if (m->msg == CURLMSG_DONE) {
+			s->done = 1;
+			s->result = m->data.result;
+		}
+	}
+	if (!s->done && running)
+		curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
+	else if (!s->done && !running)
+		s->done = 1;
+}
+
+static int stream_has_data(const struct http_stream *s)
+{
+	return s->x.body_off < s->x.body_len;
+}
+
+struct http_stream *http_stream_open(const struct http_opts *o, const struct http_request *req,
+    struct err *e)
+{
+	struct http_stream *s = calloc(1, sizeof(*s));
+
+	if (s == NULL) {
+		err_set(e, ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	s->opts = *o;
+	s->x.opts = &s->opts;
+	s->x.stream = 1;
+	s->hdrs = build_headers(req, e);
+	s->multi = curl_multi_init();
+	s->x.easy = curl_easy_init();
+	if (s->hdrs == NULL || s->multi == NULL || s->x.easy == NULL) {
+		if (s->hdrs != NULL)
+			err_set(e, ERR_NOMEM, "curl initialisation failed");
+		http_stream_free(s);
+		return NULL;
+	}
+	for (int attempt = 1;; attempt++) {
+		char msg[CURL_ERROR_SIZE] = "";
+		int last = attempt > o->retries;
+
+		xfer_reset(&s->x);
+		curl_easy_reset(s->x.easy);
+		configure(s->x.easy, &s->opts, req, s->hdrs, &s->x);
+		curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, msg);
+		s->done = 0;
+		s->result = CURLE_OK;
+		curl_multi_add_handle(s->multi, s->x.easy);
+		while (!s->done && !(s->x.headers_done && is_2xx(s->x.status)))
+			stream_pump(s);
+		if (s->done && s->result != CURLE_OK) {
+			curl_multi_remove_handle(s->multi, s->x.easy);
+			if (!last && !s->x.limit_hit && curl_code_retryable(s->result)) {
+				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
+				continue;
+			}
+			transfer_error(e, req, &s->x, s->result, msg[0] ? msg : curl_easy_strerror(s->result));
+			http_stream_free(s);
+			return NULL;
+		}
+		if (!is_2xx(s->x.status)) {
+			/* Non-2xx responses are read to the end before judging them. */
+			while (!s->done)
+				stream_pump(s);
+			curl_multi_remove_handle(s->multi, s->x.easy);
+			if (!last && http_status_retryable(s->x.status)) {
+				sleep_ms(http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value()));
+				continue;
+			}
+			status_error(e, req, s->x.status, s->x.errbody);
+			http_stream_free(s);
+			return NULL;
+		}
+		/* The error buffer lives on this frame: detach it before returning. */
+		curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, NULL);
+		s->resp.status = s->x.status;
+		s->resp.raw_headers = s->x.raw_headers ? strdup(s->x.raw_headers) : NULL;
+		char *eff = NULL;
+		curl_easy_getinfo(s->x.easy, CURLINFO_EFFECTIVE_URL, &eff);
+		s->resp.effective_url = eff ? strdup(eff) : NULL;
+		s->resp.attempts = attempt;
+		return s;
+	}
+}
+
+ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct err *e)
+{
+	while (!stream_has_data(s) && !s->done)
+		stream_pump(s);
+	if (stream_has_data(s)) {
+		size_t avail = s->x.body_len - s->x.body_off;
+		size_t n = avail < len ? avail : len;
+		memcpy(buf, s->x.body + s->x.body_off, n);
+		s->x.body_off += n;
+		return (ssize_t)n;
+	}
+	if (s->result != CURLE_OK) {
+		struct http_request req = { .url = s->resp.effective_url ? s->resp.effective_url : "(unknown)" };
+		return transfer_error(e, &req, &s->x, s->result, curl_easy_strerror(s->result));
+	}
+	return 0;
+}
+
+const struct http_response *http_stream_response(const struct http_stream *s)
+{
+	return &s->resp;
+}
+
+int64_t http_stream_content_length(const struct http_stream *s)
+{
+	curl_off_t cl = -1;
+
+	curl_easy_getinfo(s->x.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+	return cl;
+}
+
+void http_stream_free(struct http_stream *s)
+{
+	if (s == NULL)
+		return;
+	if (s->multi != NULL && s->x.easy != NULL)
+		curl_multi_remove_handle(s->multi, s->x.easy);
+	if (s->x.easy != NULL)
+		curl_easy_cleanup(s->x.easy);
+	if (s->multi != NULL)
+		curl_multi_cleanup(s->multi);
+	curl_slist_free_all(s->hdrs);
+	xfer_reset(&s->x);
+	http_response_free(&s->resp);
+	free(s);
+}

@@ -1,0 +1,121 @@
+/*
+ * http.h - the one HTTP client of the program, on libcurl.
+ *
+ * Two ways to make a request:
+ *   - http_do(): the whole response body into memory (bounded by max_bytes),
+ *     for API calls and manifests;
+ *   - http_stream_open()/http_stream_read(): a pull stream over the body,
+ *     for artifacts and blobs, so a download can be hashed and unpacked in
+ *     the same pass without ever being held in memory or written to disk.
+ *
+ * Retry policy (http_should_retry): connection errors, timeouts, 5xx except
+ * 501, and 429 are retried with exponential backoff (Retry-After honoured for
+ * 429 and 503); other 4xx never are.  Retries happen only before the first
+ * body byte reaches the caller; a stream that breaks later fails with
+ * ERR_NET and the caller decides whether to start over.
+ *
+ * TLS verification is always on unless insecure_skip_tls_verify is set;
+ * ca_file adds a custom CA bundle.  Redirects are followed up to
+ * max_redirects; curl does not send an Authorization header to another host.
+ *
+ * Error messages name the method and URL; header values are never put into
+ * them (they may carry credentials).
+ */
+#ifndef PC_HTTP_H
+#define PC_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+struct http_opts {
+	long connect_timeout_ms;   /* default 10 s */
+	long timeout_ms;           /* whole request incl. body; 0 = none. default 5 min */
+	long stall_timeout_ms;     /* abort when no byte arrives for this long; 0 = none. default 30 s */
+	int retries;               /* attempts after the first; default 3 */
+	long backoff_initial_ms;   /* first wait; doubled each retry; default 500 ms */
+	long backoff_max_ms;       /* cap on one wait; default 30 s */
+	int64_t max_bytes;         /* response body limit; -1 = none. default -1 */
+	int max_redirects;         /* 0 = do not follow; default 10 */
+	const char *ca_file;       /* extra CA bundle (PEM), or NULL */
+	int insecure_skip_tls_verify;
+	const char *user_agent;    /* default "pulumi-controller/<version>" */
+};
+
+void http_opts_default(struct http_opts *o);
+
+/* One request.  headers is a NULL-terminated list of "Name: value" lines
+ * (or NULL).  body may be NULL. */
+struct http_request {
+	const char *method;        /* "GET" when NULL */
+	const char *url;
+	const char *const *headers;
+	const void *body;
+	size_t body_len;
+};
+
+/* What came back.  All strings are owned by the response; free with
+ * http_response_free. */
+struct http_response {
+	long status;
+	char *body;                /* NUL-terminated; NULL for streams */
+	size_t body_len;
+	char *raw_headers;         /* header block of the final response */
+	char *effective_url;       /* after redirects */
+	int attempts;              /* how many tries were made */
+};
+
+void http_response_free(struct http_response *r);
+
+/* Case-insensitive header lookup in the final response.  Returns a malloc'd
+ * value (caller frees) or NULL. */
+char *http_response_header(const struct http_response *r, const char *name);
+
+/*
+ * Performs the request with retries and returns the final response whatever
+ * its status (the caller judges 4xx/5xx); -1 only when no response could be
+ * had (network, timeout, size limit), with e set.
+ */
+int http_do(const struct http_opts *o, const struct http_request *req,
+    struct http_response *resp, struct err *e);
+
+/*
+ * Opens a streaming GET-like request.  Returns NULL with e set unless the
+ * final status is 2xx; for a non-2xx final status e->code is ERR_NOTFOUND
+ * (404), ERR_AUTH (401/403) or ERR_HTTP, e->http_status is set, and the
+ * message includes the start of the server's error body.
+ * The stream is freed with http_stream_free, which aborts the transfer.
+ */
+struct http_stream;
+struct http_stream *http_stream_open(const struct http_opts *o, const struct http_request *req,
+    struct err *e);
+
+/* Reads up to len body bytes.  Returns >0 bytes, 0 at the end of the body,
+ * -1 on error (ERR_NET, ERR_TIMEOUT, ERR_LIMIT) with e set. */
+ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct err *e);
+
+/* The response headers of a stream (valid until http_stream_free). */
+const struct http_response *http_stream_response(const struct http_stream *s);
+
+/* Content-Length when the server sent one, else -1. */
+int64_t http_stream_content_length(const struct http_stream *s);
+
+void http_stream_free(struct http_stream *s);
+
+/* --- the retry policy, exposed for tests --- */
+
+/* 1 when a response with this status should be retried. */
+int http_status_retryable(long status);
+
+/* Wait before retry number `attempt` (1-based): initial * 2^(attempt-1),
+ * capped, plus up to 10% jitter from `jitter` in [0,1).  A Retry-After
+ * value (seconds, >= 0) overrides it when larger, still capped. */
+long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s, double jitter);
+
+/* Global libcurl setup; call once from main before any thread starts. */
+int http_global_init(struct err *e);
+void http_global_cleanup(void);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * log.h - structured logging: one JSON object per line (the default, what a
+ * log pipeline in a cluster wants) or a human text format for terminals.
+ *
+ * A record is a level, a message and string key/value pairs:
+ *
+ *     log_info("artifact stored", "digest", d, "path", p, NULL);
+ *
+ * writes {"level":"info","ts":"2026-11-30T10:00:00.123Z","msg":"artifact
+ * stored","digest":"sha256:...","path":"..."}.  The pair list ends with NULL.
+ * Callers must never pass secret values.  Thread-safe: records from several
+ * threads never interleave.
+ */
+#ifndef PC_LOG_H
+#define PC_LOG_H
+
+#include <stdio.h>
+
+enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
+enum log_format { LOG_JSON = 0, LOG_TEXT };
+
+/* Output goes to `out` (not owned; stderr by default). */
+void log_setup(enum log_level level, enum log_format format, FILE *out);
+
+/* Parse "debug|info|warn|error|off" / "json|text"; -1 when unknown. */
+int log_parse_level(const char *s, enum log_level *out);
+int log_parse_format(const char *s, enum log_format *out);
+
+int log_enabled(enum log_level level);
+
+void log_write(enum log_level level, const char *msg, ...);
+
+#define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_write(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_write(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_write(LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * cmd.h - the subcommands of pulumi-controller.  Each lives in its own
+ * src/cmd_<name>.c, parses its own flags with getopt_long, prints its own
+ * --help, and returns the process exit status:
+ *   0 success, 1 the operation failed, 2 bad usage.
+ */
+#ifndef PC_CMD_H
+#define PC_CMD_H
+
+#define EXIT_USAGE 2
+
+int cmd_version(int argc, char **argv);
+int cmd_unpack(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
+
+/* Shared by the commands: applies --log-level / --log-format values.
+ * Returns 0, or -1 after printing what was wrong. */
+int cmd_setup_logging(const char *level, const char *format);
+
+/* Parses a byte count: plain digits, or with a K/M/G/Ki/Mi/Gi suffix;
+ * "-1" means unlimited.  -1 on bad input. */
+int cmd_parse_bytes(const char *s, long long *out);
+
+#endif

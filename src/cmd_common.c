@@ -1,0 +1,55 @@
+/*
+ * cmd_common.c - small helpers shared by the subcommands (see cmd.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cmd.h"
+
+int cmd_setup_logging(const char *level, const char *format)
+{
+	enum log_level lv = LOG_INFO;
+	enum log_format fmt = LOG_JSON;
+
+	if (level != NULL && log_parse_level(level, &lv) < 0) {
+		fprintf(stderr, "invalid --log-level \"%s\" (debug, info, warn, error, off)\n", level);
+		return -1;
+	}
+	if (format != NULL && log_parse_format(format, &fmt) < 0) {
+		fprintf(stderr, "invalid --log-format \"%s\" (json, text)\n", format);
+		return -1;
+	}
+	log_setup(lv, fmt, stderr);
+	return 0;
+}
+
+int cmd_parse_bytes(const char *s, long long *out)
+{
+	static const struct { const char *suffix; long long mult; } units[] = {
+		{ "", 1 }, { "K", 1000LL }, { "M", 1000000LL }, { "G", 1000000000LL },
+		{ "Ki", 1LL << 10 }, { "Mi", 1LL << 20 }, { "Gi", 1LL << 30 },
+	};
+	char *end;
+	long long v;
+
+	if (strcmp(s, "-1") == 0) {
+		*out = -1;
+		return 0;
+	}
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || v < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) == 0) {
+			if (v > __LONG_LONG_MAX__ / units[i].mult)
+				return -1;
+			*out = v * units[i].mult;
+			return 0;
+		}
+	}
+	return -1;
+}

@@ -1,0 +1,64 @@
+/*
+ * main.c - the command line: `pulumi-controller <command> [flags]`.
+ *
+ * main only picks the subcommand; each one lives in src/cmd_<name>.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/http.h"
+#include "cmd.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "version", cmd_version, "print the version" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	    "pulumi-controller keeps Pulumi stacks in the state their programs declare,\n"
+	    "from Flux sources or OCI artifacts.\n\n"
+	    "Usage: pulumi-controller <command> [flags]\n\n"
+	    "Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nRun 'pulumi-controller <command> --help' for a command's flags.\n"
+	    "Documentation: docs/README.md\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct err e;
+	int rc;
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(1, argv + 1);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (http_global_init(&e) < 0) {
+			fprintf(stderr, "pulumi-controller: %s\n", e.msg);
+			return 1;
+		}
+		rc = commands[i].run(argc - 1, argv + 1);
+		http_global_cleanup();
+		return rc;
+	}
+	fprintf(stderr, "pulumi-controller: unknown command \"%s\"\n\n", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}
