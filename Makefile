@@ -27,6 +27,7 @@ LIB_SRCS  := $(filter-out src/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c
 MAIN_SRC  := src/main.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+TOOL_SRCS := $(wildcard tests/tools/*.c)
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -44,6 +45,7 @@ REL_OBJS  := $(patsubst %.c,$(REL_DIR)/%.o,$(LIB_SRCS))
 SAN_OBJS  := $(patsubst %.c,$(SAN_DIR)/%.o,$(LIB_SRCS))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(SAN_DIR)/tests/%,$(UNIT_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
+TOOL_BINS := $(patsubst tests/tools/%.c,$(SAN_DIR)/tools/%,$(TOOL_SRCS))
 
 .PHONY: all deps deps-check test unit e2e fuzz bench demo install clean sanitize
 
@@ -61,7 +63,7 @@ $(REL_DIR)/%.o: %.c
 	$(CC) $(BASEFLAGS) $(REL_FLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 # The sanitized build used by every test.
-sanitize: $(SAN_DIR)/pulumi-controller $(UNIT_BINS)
+sanitize: $(SAN_DIR)/pulumi-controller $(UNIT_BINS) $(TOOL_BINS)
 
 $(SAN_DIR)/pulumi-controller: $(SAN_OBJS) $(SAN_DIR)/src/main.o
 	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
@@ -74,9 +76,15 @@ $(SAN_DIR)/tests/%: tests/unit/%.c $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -o $@ $< $(SAN_OBJS) $(PKG_LIBS) -lcmocka
 
+# Test-only programs (drivers for e2e tests): tests/tools/<name>.c.
+$(SAN_DIR)/tools/%: tests/tools/%.c $(SAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -o $@ $< $(SAN_OBJS) $(PKG_LIBS)
+
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 export PC_BIN := $(CURDIR)/$(SAN_DIR)/pulumi-controller
+export PC_TOOLS := $(CURDIR)/$(SAN_DIR)/tools
 
 test: deps
 	$(MAKE) unit
