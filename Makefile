@@ -114,7 +114,7 @@ bench: deps all
 	@set -e; for b in bench/*; do [ -x "$$b" ] && [ -f "$$b" ] || continue; echo "== $$b"; "$$b"; done
 
 demo: deps all
-	@sh scripts/demo.sh
+	@/usr/bin/python3 scripts/demo.py
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -1,0 +1,225 @@
+"""nginx on loopback as the artifact server source-controller would be.
+
+The fixture writes its own config into a temp dir and runs Debian's nginx in
+the foreground (``nginx -c CONF -p PREFIX``), never touching /etc/nginx.
+Locations:
+
+    /artifacts/NAME       static files from ``server.root``
+    /flaky/NAME           HTTP 500 until ``server.heal("NAME")`` creates a marker
+    /redirect/NAME        302 to /artifacts/NAME
+    /loop                 302 to itself (redirect limit)
+    /slow/NAME            1 byte per second (stall / timeout)
+    /paced/NAME           2 MiB/s (so concurrent downloads overlap)
+
+The access log records "STATUS URI" per request, so tests count downloads.
+A TLS listener with a CA made at fixture time serves the same locations.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+NGINX = "/usr/sbin/nginx"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, deadline_s=10.0, proc=None):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"port {port} did not open")
+
+
+def make_ca_and_cert(d):
+    """A test CA and a server certificate for 127.0.0.1/localhost (openssl CLI)."""
+    d = pathlib.Path(d)
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=pulumi-controller test CA", "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+    run("openssl", "x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.crt"),
+        "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(d / "ext.cnf"),
+        "-out", str(d / "server.crt"))
+    return d / "ca.crt", d / "server.crt", d / "server.key"
+
+
+class Nginx:
+    def __init__(self, base):
+        self.base = pathlib.Path(base)
+        self.root = self.base / "www"
+        self.marks = self.base / "marks"
+        self.root.mkdir()
+        self.marks.mkdir()
+        self.log = self.base / "access.log"
+        self.port = free_port()
+        self.tls_port = free_port()
+        self.ca, cert, key = make_ca_and_cert(self.base)
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        conf = f"""{user}daemon off;
+worker_processes 1;
+pid {self.base}/nginx.pid;
+error_log {self.base}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    log_format status '$status $request_uri';
+    access_log {self.log} status;
+    client_body_temp_path {self.base}/tmp-body;
+    proxy_temp_path {self.base}/tmp-proxy;
+    fastcgi_temp_path {self.base}/tmp-fcgi;
+    uwsgi_temp_path {self.base}/tmp-uwsgi;
+    scgi_temp_path {self.base}/tmp-scgi;
+    default_type application/octet-stream;
+    sendfile on;
+    server {{
+        listen 127.0.0.1:{self.port};
+        listen 127.0.0.1:{self.tls_port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {self.root};
+        location /artifacts/ {{ alias {self.root}/; }}
+        location ~ ^/flaky/(.+)$ {{
+            if (!-f {self.marks}/$1) {{ return 500; }}
+            alias {self.root}/$1;
+        }}
+        location ~ ^/redirect/(.+)$ {{ return 302 /artifacts/$1; }}
+        location = /loop {{ return 302 /loop; }}
+        location /slow/ {{ alias {self.root}/; limit_rate 1; }}
+        location /paced/ {{ alias {self.root}/; limit_rate 2m; }}
+    }}
+}}
+"""
+        self.conf = self.base / "nginx.conf"
+        self.conf.write_text(conf)
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([NGINX, "-c", str(self.conf), "-p", str(self.base)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, proc=self.proc)
+        wait_for_port(self.tls_port, proc=self.proc)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def url(self, path, tls=False):
+        if tls:
+            return f"https://127.0.0.1:{self.tls_port}/{path.lstrip('/')}"
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def put(self, name, data):
+        p = self.root / name
+        p.write_bytes(data)
+        p.chmod(0o644)
+        return p
+
+    def heal(self, name):
+        (self.marks / name).write_text("ok")
+
+    def requests(self, uri_suffix=None):
+        """[(status, uri)] from the access log, optionally only URIs ending so."""
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text().splitlines():
+            status, _, uri = line.partition(" ")
+            if uri_suffix is None or uri.endswith(uri_suffix):
+                out.append((int(status), uri))
+        return out
+
+    def wait_for_request(self, uri_suffix, status, deadline_s=20.0):
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if any(s == status for s, _ in self.requests(uri_suffix)):
+                return
+            time.sleep(0.01)
+        raise TimeoutError(f"no {status} for {uri_suffix} in the access log")
+
+
+@pytest.fixture(scope="session")
+def nginx():
+    if not os.access(NGINX, os.X_OK):
+        pytest.fail("nginx is not installed; run 'make deps'")
+    base = tempfile.mkdtemp(prefix="pc-nginx-")
+    os.chmod(base, 0o755)
+    server = Nginx(base)
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+class BrokenServer:
+    """A raw TCP server that misbehaves in one scripted way per connection:
+    'short' promises Content-Length N and closes after N/2 bytes."""
+
+    def __init__(self, body):
+        self.body = body
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                try:
+                    conn.recv(65536)
+                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n"
+                            "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")
+                    conn.sendall(head.encode() + self.body[: len(self.body) // 2])
+                except OSError:
+                    pass
+
+    def url(self, name="artifact.tar.gz"):
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def close(self):
+        self._stop = True
+        self.sock.close()
+
+
+@pytest.fixture
+def broken_server():
+    servers = []
+
+    def make(body):
+        s = BrokenServer(body)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()
