@@ -75,6 +75,17 @@ int untar_file(const char *path, const char *dest,
     const struct untar_limits *limits, struct untar_stats *stats, struct err *e);
 
 /*
+ * As untar_file, and the archive file's bytes must hash to `want` (digest.h;
+ * NULL skips the check).  The file is read once: it is hashed while it is
+ * extracted and what the extractor leaves unread is drained into the hash;
+ * on a mismatch nothing is renamed into place and the error is ERR_DIGEST
+ * (also when the content was refused too: the wrong file is the diagnosis).
+ */
+struct digest;
+int untar_file_verified(const char *path, const char *dest, const struct digest *want,
+    const struct untar_limits *limits, struct untar_stats *stats, struct err *e);
+
+/*
  * Validates one entry name against the path rules (exposed for tests).
  * Returns 0 when acceptable, else -1 with e naming the rule.
  */
