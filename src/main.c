@@ -16,6 +16,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "fetch",   cmd_fetch,   "download a Flux artifact, verify its digest and unpack it" },
+	{ "unpack",  cmd_unpack,  "safely unpack a tar, tar.gz or tar.zst archive" },
 	{ "version", cmd_version, "print the version" },
 };
 
