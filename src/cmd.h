@@ -12,6 +12,8 @@
 int cmd_version(int argc, char **argv);
 int cmd_unpack(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_push(int argc, char **argv);
 
 /* Shared by the commands: applies --log-level / --log-format values.
  * Returns 0, or -1 after printing what was wrong. */

@@ -1,0 +1,42 @@
+/*
+ * internal.h - private helpers shared by the files of oci/ (client.c,
+ * pull.c, push.c, pack.c).  Not part of the module's interface: other
+ * modules include oci/oci.h only.
+ */
+#ifndef PC_OCI_INTERNAL_H
+#define PC_OCI_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "base/http.h"
+#include "oci/oci.h"
+
+/* asprintf that returns -1 and leaves *out NULL on failure. */
+int oci_asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "repository:<repo>:<actions>", malloc'd (NULL on no memory). */
+char *oci_scope(const char *repo, const char *actions);
+
+/* "https://host:port" of the client. */
+const char *oci_client_base(const struct oci_client *c);
+const struct http_opts *oci_client_http(const struct oci_client *c);
+void oci_client_progress(struct oci_client *c, const char *what, int64_t done, int64_t total);
+
+/*
+ * http_do with the registry's auth: attaches Authorization for `scope` when
+ * req->url is on the registry's origin, answers a 401 challenge and retries.
+ * opts NULL = the client's.  Returns the final response whatever its status
+ * (req->headers is restored before returning).
+ */
+int oci_request(struct oci_client *c, const char *scope, const struct http_opts *opts,
+    struct http_request *req, struct http_response *resp, struct err *e);
+
+/* A GET stream with the same auth handling (one retry after a 401). */
+struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, const char *url,
+    const char *const *extra_headers, struct err *e);
+
+/* Fills e from a non-2xx registry response: "<what>: HTTP 404: CODE: msg". */
+int oci_status_error(struct err *e, const char *what, const struct http_response *r);
+void oci_registry_error_text(const char *body, char *out, size_t outlen);
+
+#endif

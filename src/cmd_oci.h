@@ -1,0 +1,67 @@
+/*
+ * cmd_oci.h - what the `pull` and `push` commands share: the registry
+ * auth and TLS flags, turning them into an oci_client, and the terminal
+ * progress line.  Implemented in src/cmd_pull.c.
+ */
+#ifndef PC_CMD_OCI_H
+#define PC_CMD_OCI_H
+
+#include <getopt.h>
+
+#include "oci/oci.h"
+
+/* Option codes of the shared long options (outside the char range). */
+enum {
+	CMD_OCI_CREDS = 1000, CMD_OCI_PASSWORD_STDIN, CMD_OCI_DOCKER_CONFIG, CMD_OCI_CA_FILE,
+	CMD_OCI_PLAIN_HTTP, CMD_OCI_TIMEOUT, CMD_OCI_RETRIES, CMD_OCI_LOG_LEVEL, CMD_OCI_LOG_FORMAT,
+};
+
+#define CMD_OCI_LONG_OPTIONS \
+	{ "creds", required_argument, NULL, CMD_OCI_CREDS }, \
+	{ "password-stdin", no_argument, NULL, CMD_OCI_PASSWORD_STDIN }, \
+	{ "docker-config", required_argument, NULL, CMD_OCI_DOCKER_CONFIG }, \
+	{ "ca-file", required_argument, NULL, CMD_OCI_CA_FILE }, \
+	{ "plain-http", no_argument, NULL, CMD_OCI_PLAIN_HTTP }, \
+	{ "timeout", required_argument, NULL, CMD_OCI_TIMEOUT }, \
+	{ "retries", required_argument, NULL, CMD_OCI_RETRIES }, \
+	{ "log-level", required_argument, NULL, CMD_OCI_LOG_LEVEL }, \
+	{ "log-format", required_argument, NULL, CMD_OCI_LOG_FORMAT }
+
+#define CMD_OCI_HELP \
+	"Registry access:\n" \
+	"  --creds USER[:PASS]    credentials (a password on the command line is visible\n" \
+	"                         to other users: prefer --password-stdin)\n" \
+	"  --password-stdin       read the password for --creds USER from standard input\n" \
+	"  --docker-config FILE   docker config.json (auths, credHelpers, credsStore);\n" \
+	"                         default $DOCKER_CONFIG/config.json or ~/.docker/config.json\n" \
+	"  --ca-file FILE         extra CA bundle (PEM) for the registry's TLS certificate\n" \
+	"  --plain-http           talk plain HTTP (no TLS) to the registry\n" \
+	"  --timeout DURATION     connect and stall timeout per request (30s, 500ms, 2m)\n" \
+	"  --retries N            retries of failed requests (default 3)\n" \
+	"  --log-level LEVEL      debug, info, warn (default), error, off\n" \
+	"  --log-format FORMAT    json (default) or text\n"
+
+struct cmd_oci_flags {
+	char *creds;
+	int password_stdin;
+	const char *docker_config;
+	const char *ca_file;
+	int plain_http;
+	long timeout_ms;
+	int retries;
+	const char *log_level, *log_format;
+};
+
+void cmd_oci_flags_init(struct cmd_oci_flags *f);
+void cmd_oci_flags_free(struct cmd_oci_flags *f);
+
+/* Handles one shared option: 0 handled, -1 bad value (message printed),
+ * 1 not a shared option. */
+int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char *cmd);
+
+/* Logging, credentials and the client for ref's registry; NULL after
+ * printing the error.  *usage is set when the mistake was in the flags. */
+struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref *ref,
+    const char *cmd, int *usage);
+
+#endif
