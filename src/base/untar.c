@@ -366,10 +366,15 @@ static int write_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Copies the entry's data into fd.  Sparse holes count as written bytes. */
-static int copy_data(struct ctx *c, const char *entry, int fd, struct err *e)
+/*
+ * Copies the entry's data into fd.  Sparse holes, including a trailing one
+ * up to the entry's size (libarchive reports no block for it), count as
+ * written bytes: what a header claims never escapes the limits.
+ */
+static int copy_data(struct ctx *c, const char *entry, int fd, int64_t size_hint, struct err *e)
 {
 	int64_t pos = 0;
+	int holes = 0;
 
 	for (;;) {
 		const void *buf;
@@ -386,12 +391,18 @@ static int copy_data(struct ctx *c, const char *entry, int fd, struct err *e)
 			return entry_error(e, ERR_INVALID, entry, "damaged archive: data blocks out of order");
 		if (charge_bytes(c, entry, pos, (offset - pos) + (int64_t)size, e) < 0)
 			return -1;
+		holes |= offset > pos;
 		if (size > 0 && write_all(fd, buf, size, (off_t)offset) < 0)
 			return entry_error(e, ERR_IO, entry, "write: %s", strerror(errno));
 		pos = offset + (int64_t)size;
 	}
-	/* A trailing sparse hole is only an offset: give the file its length. */
-	if (ftruncate(fd, (off_t)pos) < 0)
+	if (size_hint > pos) {
+		if (charge_bytes(c, entry, pos, size_hint - pos, e) < 0)
+			return -1;
+		pos = size_hint;
+		holes = 1;
+	}
+	if (holes && ftruncate(fd, (off_t)pos) < 0)
 		return entry_error(e, ERR_IO, entry, "truncate: %s", strerror(errno));
 	return 0;
 }
@@ -428,8 +439,8 @@ static int extract_dir(struct ctx *c, const char *entry, const char *parent, con
 	return 0;
 }
 
-static int extract_file(struct ctx *c, const char *entry, const char *parent, const char *leaf,
-    mode_t perm, struct err *e)
+static int extract_file(struct ctx *c, struct archive_entry *ae, const char *entry,
+    const char *parent, const char *leaf, struct err *e)
 {
 	struct stat sb;
 	int dfd, fd, exists;
@@ -448,12 +459,12 @@ static int extract_file(struct ctx *c, const char *entry, const char *parent, co
 	fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return entry_error(e, ERR_IO, entry, "create: %s", strerror(errno));
-	if (copy_data(c, entry, fd, e) < 0) {
+	if (copy_data(c, entry, fd, archive_entry_size(ae), e) < 0) {
 		close(fd);
 		return -1;
 	}
 	/* setuid, setgid and sticky are dropped; umask does not apply. */
-	if (fchmod(fd, perm & 0777) < 0) {
+	if (fchmod(fd, archive_entry_perm(ae) & 0777) < 0) {
 		int saved = errno;
 		close(fd);
 		return entry_error(e, ERR_IO, entry, "chmod: %s", strerror(saved));
@@ -657,7 +668,7 @@ static int extract_entry(struct ctx *c, struct archive_entry *ae, struct err *e)
 	case AE_IFDIR:
 		return extract_dir(c, name, parent, leaf, perm, e);
 	case AE_IFREG:
-		return extract_file(c, name, parent, leaf, perm, e);
+		return extract_file(c, ae, name, parent, leaf, e);
 	case AE_IFLNK:
 		return extract_symlink(c, name, parent, leaf, archive_entry_symlink(ae), e);
 	case AE_IFCHR:
