@@ -12,6 +12,7 @@
 int cmd_version(int argc, char **argv);
 int cmd_unpack(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 

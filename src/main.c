@@ -19,6 +19,7 @@ static const struct command commands[] = {
 	{ "fetch",   cmd_fetch,   "download a Flux artifact, verify its digest and unpack it" },
 	{ "pull",    cmd_pull,    "pull an OCI artifact, verify it and unpack it" },
 	{ "push",    cmd_push,    "push a directory as a Flux OCI artifact" },
+	{ "run",     cmd_run,     "run the controller (watch Stacks and Flux sources, reconcile)" },
 	{ "unpack",  cmd_unpack,  "safely unpack a tar, tar.gz or tar.zst archive" },
 	{ "version", cmd_version, "print the version" },
 };

@@ -1,0 +1,877 @@
+/*
+ * kube_client.c - REST requests to the API server (kube.h "client").
+ *
+ * Ordinary requests go through base/http.h's http_do with its own retries
+ * turned off, because the API decides what is safe to repeat (below).
+ * http.h has no client certificates and no in-memory CA, so a config that
+ * needs them (kubeconfig *-data, client certs, exec plugins returning
+ * certificates) uses a libcurl easy handle set up here instead; watches
+ * always do (kube_informer.c), since they also need to be aborted from
+ * another thread.
+ *
+ * Credentials: a static token, a token file re-read at most every minute
+ * and after any 401 (the kubelet rotates projected tokens), or an exec
+ * plugin's token cached until its expirationTimestamp.  Like client-go,
+ * credentials are only sent over https.
+ *
+ * Retries: 429 always (the server did not act), honouring Retry-After; 5xx
+ * and connection failures only for reads, or for any verb when the server
+ * sent Retry-After (client-go's rule); one retry after a 401 with freshly
+ * read credentials.  Everything else is the caller's to judge.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/http.h"
+#include "base/log.h"
+#include "kube/kube_priv.h"
+
+extern char **environ;
+
+#define TOKEN_REREAD_MS 60000
+#define BODY_MAX (256LL << 20)
+#define EXEC_OUTPUT_MAX (1 << 20)
+#define EXEC_TIMEOUT_MS 60000
+
+struct kube_client {
+	struct kube_config *cfg;
+	pthread_mutex_t lock;
+	char *token;               /* current bearer token; secret */
+	int64_t token_read_ms;     /* monotonic time of the last read */
+	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry, 0 = none */
+	char *exec_cert, *exec_key;   /* exec plugin certificate credentials */
+	int tls;
+	long timeout_ms;
+	int retries;
+};
+
+struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
+{
+	struct kube_client *c;
+
+	if (cfg == NULL || cfg->server == NULL) {
+		kube_config_free(cfg);
+		err_set(e, ERR_INVALID, "kube client: no server configured");
+		return NULL;
+	}
+	c = kx_calloc(1, sizeof(*c));
+	c->cfg = cfg;
+	pthread_mutex_init(&c->lock, NULL);
+	c->tls = strncmp(cfg->server, "https://", 8) == 0;
+	c->timeout_ms = 60000;
+	c->retries = 5;
+	return c;
+}
+
+void kube_client_free(struct kube_client *c)
+{
+	if (c == NULL)
+		return;
+	if (c->token)
+		explicit_bzero(c->token, strlen(c->token));
+	free(c->token);
+	free(c->exec_cert);
+	if (c->exec_key)
+		explicit_bzero(c->exec_key, strlen(c->exec_key));
+	free(c->exec_key);
+	pthread_mutex_destroy(&c->lock);
+	kube_config_free(c->cfg);
+	free(c);
+}
+
+const struct kube_config *kube_client_config(const struct kube_client *c)
+{
+	return c->cfg;
+}
+
+const char *kube_client_server(const struct kube_client *c)
+{
+	return c->cfg->server;
+}
+
+void kube_client_set_timeout_ms(struct kube_client *c, long ms)
+{
+	c->timeout_ms = ms;
+}
+
+void kube_client_set_retries(struct kube_client *c, int retries)
+{
+	c->retries = retries < 0 ? 0 : retries;
+}
+
+/* ------------------------------------------------------------ exec plugin */
+
+static char *exec_info_json(struct kube_client *c)
+{
+	cJSON *o = cJSON_CreateObject(), *spec;
+	char *s;
+
+	cJSON_AddStringToObject(o, "apiVersion", c->cfg->exec->api_version);
+	cJSON_AddStringToObject(o, "kind", "ExecCredential");
+	spec = cJSON_AddObjectToObject(o, "spec");
+	cJSON_AddBoolToObject(spec, "interactive", 0);
+	if (c->cfg->exec->provide_cluster_info) {
+		cJSON *cl = cJSON_AddObjectToObject(spec, "cluster");
+		cJSON_AddStringToObject(cl, "server", c->cfg->server);
+		cJSON_AddBoolToObject(cl, "insecure-skip-tls-verify", c->cfg->insecure_skip_tls_verify);
+	}
+	s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+/* Runs the plugin and returns its stdout (malloc'd). */
+static int exec_run(struct kube_client *c, char **out, struct err *e)
+{
+	const struct kube_exec *x = c->cfg->exec;
+	size_t nargs = 0, nenv = 0, i, k;
+	char **argv, **envp, *info;
+	posix_spawn_file_actions_t fa;
+	struct sb buf;
+	int pipefd[2], status, rc;
+	pid_t pid;
+	int64_t deadline = kube_mono_ms() + EXEC_TIMEOUT_MS;
+
+	while (x->args && x->args[nargs])
+		nargs++;
+	for (char **p = environ; p && *p; p++)
+		nenv++;
+	for (char **p = x->env; p && *p; p++)
+		nenv++;
+	argv = kx_calloc(nargs + 2, sizeof(char *));
+	argv[0] = x->command;
+	for (i = 0; i < nargs; i++)
+		argv[i + 1] = x->args[i];
+	envp = kx_calloc(nenv + 2, sizeof(char *));
+	k = 0;
+	for (char **p = environ; p && *p; p++)
+		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
+			envp[k++] = *p;
+	for (char **p = x->env; p && *p; p++)
+		envp[k++] = *p;
+	info = exec_info_json(c);
+	{
+		struct sb s;
+		sb_init(&s);
+		sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
+		free(info);
+		info = sb_take(&s);
+	}
+	envp[k++] = info;
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		free(argv);
+		free(envp);
+		free(info);
+		return err_set(e, ERR_IO, "exec plugin %s: pipe: %s", x->command, strerror(errno));
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	rc = posix_spawnp(&pid, x->command, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	free(argv);
+	free(envp);
+	free(info);
+	if (rc != 0) {
+		close(pipefd[0]);
+		return err_set(e, ERR_IO, "exec plugin %s: cannot start: %s", x->command, strerror(rc));
+	}
+	sb_init(&buf);
+	for (;;) {
+		struct pollfd pfd = { pipefd[0], POLLIN, 0 };
+		int64_t left = deadline - kube_mono_ms();
+		char chunk[4096];
+		ssize_t n;
+		if (left <= 0 || buf.len > EXEC_OUTPUT_MAX) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pfd, 1, (int)left) <= 0)
+			continue;
+		n = read(pipefd[0], chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		sb_addn(&buf, chunk, (size_t)n);
+	}
+	close(pipefd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		sb_free(&buf);
+		return err_set(e, ERR_AUTH, "exec plugin %s: failed (%s %d)", x->command,
+		    WIFEXITED(status) ? "exit status" : "signal",
+		    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	}
+	*out = sb_take(&buf);
+	return 0;
+}
+
+static int64_t parse_rfc3339_us(const char *s)
+{
+	struct tm tm;
+	const char *p;
+
+	memset(&tm, 0, sizeof(tm));
+	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (p == NULL)
+		return 0;
+	return (int64_t)timegm(&tm) * 1000000;
+}
+
+/* Runs the plugin and installs its credentials; called with c->lock held. */
+static int exec_refresh(struct kube_client *c, struct err *e)
+{
+	char *out = NULL;
+	cJSON *doc, *status;
+	const char *tok, *cert, *key, *exp;
+
+	if (exec_run(c, &out, e) < 0)
+		return -1;
+	doc = cJSON_Parse(out);
+	explicit_bzero(out, strlen(out));
+	free(out);
+	status = cJSON_GetObjectItemCaseSensitive(doc, "status");
+	if (!cJSON_IsObject(status)) {
+		cJSON_Delete(doc);
+		return err_set(e, ERR_AUTH, "exec plugin %s: output is not an ExecCredential with a status",
+		    c->cfg->exec->command);
+	}
+	tok = kube_obj_str(status, "token");
+	cert = kube_obj_str(status, "clientCertificateData");
+	key = kube_obj_str(status, "clientKeyData");
+	exp = kube_obj_str(status, "expirationTimestamp");
+	if (tok == NULL && (cert == NULL || key == NULL)) {
+		cJSON_Delete(doc);
+		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
+		    c->cfg->exec->command);
+	}
+	free(c->token);
+	c->token = tok ? kx_strdup(tok) : NULL;
+	free(c->exec_cert);
+	free(c->exec_key);
+	c->exec_cert = cert ? kx_strdup(cert) : NULL;
+	c->exec_key = key ? kx_strdup(key) : NULL;
+	c->token_expiry_us = exp ? parse_rfc3339_us(exp) : 0;
+	c->token_read_ms = kube_mono_ms();
+	cJSON_Delete(doc);
+	return 0;
+}
+
+/* ------------------------------------------------------------ credentials */
+
+static int refresh_locked(struct kube_client *c, int force, struct err *e)
+{
+	const struct kube_config *cfg = c->cfg;
+	int64_t now = kube_mono_ms();
+
+	if (cfg->token != NULL) {
+		if (c->token == NULL)
+			c->token = kx_strdup(cfg->token);
+		return 0;
+	}
+	if (cfg->token_file != NULL) {
+		char *tok;
+		if (!force && c->token != NULL && now - c->token_read_ms < TOKEN_REREAD_MS)
+			return 0;
+		if (kube_read_trimmed(cfg->token_file, 1 << 20, &tok, e) < 0) {
+			/* keep using the old token when a rotation is mid-way */
+			if (c->token != NULL)
+				return 0;
+			err_prefix(e, "token file");
+			return -1;
+		}
+		if (c->token)
+			explicit_bzero(c->token, strlen(c->token));
+		free(c->token);
+		c->token = tok;
+		c->token_read_ms = now;
+		return 0;
+	}
+	if (cfg->exec != NULL) {
+		int expired = c->token_expiry_us != 0 && kube_now_us() + 10000000 >= c->token_expiry_us;
+		if (!force && !expired && (c->token != NULL || c->exec_cert != NULL))
+			return 0;
+		return exec_refresh(c, e);
+	}
+	return 0;
+}
+
+char *kube_client_auth_header(struct kube_client *c, int force_refresh, struct err *e)
+{
+	char *h = NULL;
+	struct sb s;
+
+	if (!c->tls)
+		return NULL;   /* never send credentials in the clear */
+	pthread_mutex_lock(&c->lock);
+	if (refresh_locked(c, force_refresh, e) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return (char *)-1;
+	}
+	if (c->token != NULL) {
+		sb_init(&s);
+		sb_printf(&s, "Authorization: Bearer %s", c->token);
+		h = sb_take(&s);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return h;
+}
+
+static void free_secret(char *s)
+{
+	if (s != NULL && s != (char *)-1) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* Whether requests need our own easy handle (features http.h lacks). */
+static int needs_own_curl(struct kube_client *c)
+{
+	int own;
+
+	pthread_mutex_lock(&c->lock);
+	own = c->cfg->ca_pem != NULL || c->cfg->client_cert_pem != NULL ||
+	    c->cfg->client_cert_file != NULL || c->exec_cert != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return own;
+}
+
+void kube_client_setup_tls(struct kube_client *c, void *curl)
+{
+	const struct kube_config *cfg = c->cfg;
+	CURL *h = curl;
+
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "pulumi-controller/" PC_VERSION);
+	if (cfg->ca_pem != NULL) {
+		struct curl_blob b = { cfg->ca_pem, strlen(cfg->ca_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+	} else if (cfg->ca_file != NULL) {
+		curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
+	}
+	if (cfg->insecure_skip_tls_verify) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (c->exec_cert != NULL && c->exec_key != NULL) {
+		struct curl_blob cb = { c->exec_cert, strlen(c->exec_cert), CURL_BLOB_COPY };
+		struct curl_blob kb = { c->exec_key, strlen(c->exec_key), CURL_BLOB_COPY };
+		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+	} else if (cfg->client_cert_pem != NULL || cfg->client_cert_file != NULL) {
+		if (cfg->client_cert_pem != NULL) {
+			struct curl_blob cb = { cfg->client_cert_pem, strlen(cfg->client_cert_pem), CURL_BLOB_COPY };
+			curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+		} else {
+			curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->client_cert_file);
+		}
+		if (cfg->client_key_pem != NULL) {
+			struct curl_blob kb = { cfg->client_key_pem, strlen(cfg->client_key_pem), CURL_BLOB_COPY };
+			curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+		} else if (cfg->client_key_file != NULL) {
+			curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->client_key_file);
+		}
+		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------ status */
+
+int kube_status_parse(const char *body, size_t len, long http_status, struct kube_status *st)
+{
+	cJSON *doc = body ? cJSON_ParseWithLength(body, len) : NULL;
+	const char *kind = kube_obj_str(doc, "kind");
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(doc, "code");
+	int rc = -1;
+
+	memset(st, 0, sizeof(*st));
+	st->code = http_status;
+	if (kind != NULL && strcmp(kind, "Status") == 0) {
+		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
+		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
+			st->code = (long)code->valuedouble;
+		snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
+		snprintf(st->message, sizeof(st->message), "%s", msg ? msg : "");
+		rc = 0;
+	} else if (body != NULL && len > 0) {
+		/* Not a Status (a proxy's error page...): keep a printable start. */
+		size_t n = len < sizeof(st->message) - 1 ? len : sizeof(st->message) - 1;
+		for (size_t i = 0; i < n; i++)
+			st->message[i] = (body[i] >= 32 && body[i] < 127) ? body[i] : ' ';
+		st->message[n] = '\0';
+	}
+	cJSON_Delete(doc);
+	return rc;
+}
+
+int kube_status_error(struct err *e, const char *what, const struct kube_status *st)
+{
+	enum err_code code;
+
+	switch (st->code) {
+	case 404: code = ERR_NOTFOUND; break;
+	case 401: case 403: code = ERR_AUTH; break;
+	case 409: code = ERR_CONFLICT; break;
+	case 504: code = ERR_TIMEOUT; break;
+	default: code = ERR_HTTP; break;
+	}
+	err_set(e, code, "%s: %ld %s%s%s", what, st->code, st->reason[0] ? st->reason : "error",
+	    st->message[0] ? ": " : "", st->message);
+	e->http_status = (int)st->code;
+	return -1;
+}
+
+/* ------------------------------------------------------------ transport */
+
+struct reply {
+	long status;
+	char *body;
+	size_t len;
+	long retry_after_s;        /* -1 when absent */
+};
+
+static long parse_retry_after(const char *v)
+{
+	char *end;
+	long n;
+
+	if (v == NULL)
+		return -1;
+	n = strtol(v, &end, 10);
+	if (end == v || n < 0)
+		return -1;
+	return n;
+}
+
+struct own_buf {
+	struct sb sb;
+	int too_big;
+};
+
+static size_t own_write(char *data, size_t size, size_t n, void *ud)
+{
+	struct own_buf *b = ud;
+
+	if ((long long)(b->sb.len + size * n) > BODY_MAX) {
+		b->too_big = 1;
+		return 0;
+	}
+	sb_addn(&b->sb, data, size * n);
+	return size * n;
+}
+
+static size_t own_header(char *data, size_t size, size_t n, void *ud)
+{
+	long *retry_after = ud;
+	size_t len = size * n;
+
+	if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+		char tmp[32];
+		size_t k = len - 12 < sizeof(tmp) - 1 ? len - 12 : sizeof(tmp) - 1;
+		memcpy(tmp, data + 12, k);
+		tmp[k] = '\0';
+		*retry_after = parse_retry_after(tmp + strspn(tmp, " \t"));
+	}
+	return len;
+}
+
+static int send_own(struct kube_client *c, const char *method, const char *url,
+    struct curl_slist *hdrs, const char *body, struct reply *r, struct err *e)
+{
+	CURL *h = curl_easy_init();
+	struct own_buf b;
+	char msg[CURL_ERROR_SIZE] = "";
+	CURLcode rc;
+
+	if (h == NULL)
+		return err_set(e, ERR_NOMEM, "%s %s: curl_easy_init failed", method, url);
+	sb_init(&b.sb);
+	b.too_big = 0;
+	kube_client_setup_tls(c, h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, own_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, own_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->retry_after_s);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
+	if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+		if (body != NULL) {
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+		}
+	}
+	rc = curl_easy_perform(h);
+	if (rc != CURLE_OK) {
+		err_set(e, b.too_big ? ERR_LIMIT : rc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_NET,
+		    "%s %s: %s", method, url, b.too_big ? "response too large" : msg[0] ? msg : curl_easy_strerror(rc));
+		sb_free(&b.sb);
+		curl_easy_cleanup(h);
+		return -1;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	r->len = b.sb.len;
+	r->body = sb_take(&b.sb);
+	curl_easy_cleanup(h);
+	return 0;
+}
+
+static int send_http(struct kube_client *c, const char *method, const char *url,
+    const char *const *hdrs, const char *body, struct reply *r, struct err *e)
+{
+	struct http_opts o;
+	struct http_request req = { method, url, hdrs, body, body ? strlen(body) : 0 };
+	struct http_response resp;
+	char *ra;
+
+	http_opts_default(&o);
+	o.retries = 0;             /* our policy, below */
+	o.timeout_ms = c->timeout_ms;
+	o.max_bytes = BODY_MAX;
+	o.max_redirects = 0;
+	o.ca_file = c->cfg->ca_file;
+	o.insecure_skip_tls_verify = c->cfg->insecure_skip_tls_verify;
+	if (http_do(&o, &req, &resp, e) < 0)
+		return -1;
+	r->status = resp.status;
+	ra = http_response_header(&resp, "Retry-After");
+	r->retry_after_s = parse_retry_after(ra);
+	free(ra);
+	r->body = resp.body;
+	r->len = resp.body_len;
+	resp.body = NULL;
+	http_response_free(&resp);
+	return 0;
+}
+
+/* One attempt. -1 only when no response came back. */
+static int send_once(struct kube_client *c, const char *method, const char *url,
+    const char *content_type, const char *body, int force_auth, struct reply *r, struct err *e)
+{
+	char *auth = kube_client_auth_header(c, force_auth, e);
+	char ct[128];
+	const char *hdrs[4];
+	struct curl_slist *sl = NULL;
+	int n = 0, rc;
+
+	memset(r, 0, sizeof(*r));
+	r->retry_after_s = -1;
+	if (auth == (char *)-1)
+		return -1;
+	hdrs[n++] = "Accept: application/json";
+	if (content_type != NULL) {
+		snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
+		hdrs[n++] = ct;
+	}
+	if (auth != NULL)
+		hdrs[n++] = auth;
+	hdrs[n] = NULL;
+	if (needs_own_curl(c)) {
+		for (int i = 0; i < n; i++)
+			sl = curl_slist_append(sl, hdrs[i]);
+		sl = curl_slist_append(sl, "Expect:");
+		rc = send_own(c, method, url, sl, body, r, e);
+		curl_slist_free_all(sl);
+	} else {
+		rc = send_http(c, method, url, hdrs, body, r, e);
+	}
+	free_secret(auth);
+	return rc;
+}
+
+static int method_is_read(const char *m)
+{
+	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
+int kube_request(struct kube_client *c, const char *method, const char *path,
+    const char *content_type, const char *body, long *status, char **resp_body, struct err *e)
+{
+	struct sb url;
+	struct reply r;
+	int refreshed = 0, attempt;
+	long wait_ms = 200;
+	char what[600];
+
+	sb_init(&url);
+	sb_add(&url, c->cfg->server);
+	sb_add(&url, path);
+	snprintf(what, sizeof(what), "%s %s", method, path);
+	*status = 0;
+	if (resp_body)
+		*resp_body = NULL;
+	for (attempt = 0;; attempt++) {
+		int last = attempt >= c->retries, retry = 0;
+		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
+			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT) {
+				kube_sleep_ms(wait_ms);
+				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
+				continue;
+			}
+			sb_free(&url);
+			return -1;
+		}
+		*status = r.status;
+		if (r.status >= 200 && r.status < 300) {
+			if (resp_body)
+				*resp_body = r.body;
+			else
+				free(r.body);
+			sb_free(&url);
+			return 0;
+		}
+		if (r.status == 401 && refreshed == 0 && c->cfg->token == NULL) {
+			/* A rotated token or an expired exec credential: read again. */
+			refreshed = 1;
+			free(r.body);
+			attempt--;
+			continue;
+		}
+		if (refreshed == 1)
+			refreshed = 2;
+		if (!last) {
+			if (r.status == 429)
+				retry = 1;
+			else if (r.status >= 500 && r.status != 501 &&
+			    (method_is_read(method) || r.retry_after_s >= 0))
+				retry = 1;
+		}
+		if (retry) {
+			long d = wait_ms;
+			if (r.retry_after_s >= 0)
+				d = r.retry_after_s * 1000 > 60000 ? 60000 : r.retry_after_s * 1000;
+			log_debug("kube request retried", "request", what, "status",
+			    r.status == 429 ? "429" : "5xx", NULL);
+			free(r.body);
+			kube_sleep_ms(d);
+			wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
+			continue;
+		}
+		{
+			struct kube_status st;
+			kube_status_parse(r.body, r.len, r.status, &st);
+			kube_status_error(e, what, &st);
+		}
+		free(r.body);
+		sb_free(&url);
+		return -1;
+	}
+}
+
+/* ------------------------------------------------------------ typed calls */
+
+char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
+    const char *subresource)
+{
+	struct sb s;
+
+	sb_init(&s);
+	if (r->group == NULL || r->group[0] == '\0')
+		sb_printf(&s, "/api/%s", r->version);
+	else
+		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+	if (r->namespaced && ns != NULL && *ns) {
+		sb_add(&s, "/namespaces/");
+		sb_add_query_value(&s, ns);
+	}
+	sb_add(&s, "/");
+	sb_add(&s, r->resource);
+	if (name != NULL) {
+		sb_add(&s, "/");
+		sb_add_query_value(&s, name);
+		if (subresource != NULL) {
+			sb_add(&s, "/");
+			sb_add(&s, subresource);
+		}
+	}
+	return sb_take(&s);
+}
+
+static cJSON *json_call(struct kube_client *c, const char *method, char *path,
+    const char *ctype, const char *body, struct err *e)
+{
+	long status;
+	char *resp = NULL;
+	cJSON *doc;
+
+	if (kube_request(c, method, path, ctype, body, &status, &resp, e) < 0) {
+		free(path);
+		return NULL;
+	}
+	doc = cJSON_Parse(resp ? resp : "");
+	if (doc == NULL)
+		err_set(e, ERR_INVALID, "%s %s: the response is not JSON", method, path);
+	free(resp);
+	free(path);
+	return doc;
+}
+
+cJSON *kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const char *name, const char *subresource, struct err *e)
+{
+	return json_call(c, "GET", kube_path(r, ns, name, subresource), NULL, NULL, e);
+}
+
+cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const struct kube_list_opts *o, struct err *e)
+{
+	struct sb s;
+	char *base = kube_path(r, ns, NULL, NULL);
+	char sep = '?';
+
+	sb_init(&s);
+	sb_add(&s, base);
+	free(base);
+#define QP(key, val) do { sb_printf(&s, "%c%s=", sep, key); sb_add_query_value(&s, val); sep = '&'; } while (0)
+	if (o != NULL) {
+		if (o->label_selector && *o->label_selector)
+			QP("labelSelector", o->label_selector);
+		if (o->field_selector && *o->field_selector)
+			QP("fieldSelector", o->field_selector);
+		if (o->limit > 0) {
+			char n[32];
+			snprintf(n, sizeof(n), "%ld", o->limit);
+			QP("limit", n);
+		}
+		if (o->continue_token && *o->continue_token)
+			QP("continue", o->continue_token);
+		if (o->resource_version && *o->resource_version)
+			QP("resourceVersion", o->resource_version);
+	}
+#undef QP
+	return json_call(c, "GET", sb_take(&s), NULL, NULL, e);
+}
+
+cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const cJSON *obj, struct err *e)
+{
+	char *body = cJSON_PrintUnformatted(obj);
+	cJSON *out = json_call(c, "POST", kube_path(r, ns, NULL, NULL), "application/json", body, e);
+	free(body);
+	return out;
+}
+
+cJSON *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const cJSON *obj, const char *subresource, struct err *e)
+{
+	const char *name = kube_obj_str(obj, "metadata.name");
+	char *body;
+	cJSON *out;
+
+	if (name == NULL) {
+		err_set(e, ERR_INVALID, "update %s: the object has no metadata.name", r->resource);
+		return NULL;
+	}
+	body = cJSON_PrintUnformatted(obj);
+	out = json_call(c, "PUT", kube_path(r, ns, name, subresource), "application/json", body, e);
+	free(body);
+	return out;
+}
+
+cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const char *name, const char *subresource, enum kube_patch_type type, const char *patch,
+    const char *field_manager, int force, struct err *e)
+{
+	static const char *ctypes[] = { "application/merge-patch+json",
+		"application/json-patch+json", "application/apply-patch+yaml" };
+	struct sb s;
+	char *p = kube_path(r, ns, name, subresource);
+	char sep = '?';
+
+	if (type == KUBE_PATCH_APPLY && (field_manager == NULL || *field_manager == '\0')) {
+		free(p);
+		err_set(e, ERR_INVALID, "apply %s/%s: a field manager is required", r->resource, name);
+		return NULL;
+	}
+	sb_init(&s);
+	sb_add(&s, p);
+	free(p);
+	if (field_manager != NULL && *field_manager) {
+		sb_printf(&s, "%cfieldManager=", sep);
+		sb_add_query_value(&s, field_manager);
+		sep = '&';
+	}
+	if (type == KUBE_PATCH_APPLY && force)
+		sb_printf(&s, "%cforce=true", sep);
+	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, e);
+}
+
+int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const char *name, const char *resource_version, struct err *e)
+{
+	char *path = kube_path(r, ns, name, NULL), *body;
+	cJSON *opts = cJSON_CreateObject();
+	long status;
+	int rc;
+
+	cJSON_AddStringToObject(opts, "propagationPolicy", "Background");
+	if (resource_version != NULL) {
+		cJSON *pre = cJSON_AddObjectToObject(opts, "preconditions");
+		cJSON_AddStringToObject(pre, "resourceVersion", resource_version);
+	}
+	body = cJSON_PrintUnformatted(opts);
+	cJSON_Delete(opts);
+	rc = kube_request(c, "DELETE", path, "application/json", body, &status, NULL, e);
+	free(body);
+	free(path);
+	return rc;
+}
+
+int kube_resource_served(struct kube_client *c, const struct kube_resource *r, struct err *e)
+{
+	struct sb s;
+	cJSON *doc, *list, *it;
+	long status;
+	char *body = NULL;
+	int found = 0;
+
+	sb_init(&s);
+	if (r->group == NULL || r->group[0] == '\0')
+		sb_printf(&s, "/api/%s", r->version);
+	else
+		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+	if (kube_request(c, "GET", s.buf, NULL, NULL, &status, &body, e) < 0) {
+		sb_free(&s);
+		if (e->code == ERR_NOTFOUND)
+			return 0;
+		return -1;
+	}
+	doc = cJSON_Parse(body ? body : "");
+	free(body);
+	list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
+	cJSON_ArrayForEach(it, list) {
+		const char *name = kube_obj_str(it, "name");
+		if (name != NULL && strcmp(name, r->resource) == 0)
+			found = 1;
+	}
+	if (doc == NULL) {
+		err_set(e, ERR_INVALID, "GET %s: the discovery document is not JSON", s.buf);
+		found = -1;
+	}
+	cJSON_Delete(doc);
+	sb_free(&s);
+	return found;
+}

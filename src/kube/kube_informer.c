@@ -1,0 +1,858 @@
+/*
+ * kube_informer.c - list+watch into an in-memory cache of one kind (the
+ * reflector of kube-api.md §1.5), with change handlers and secondary
+ * indexes.
+ *
+ * The loop, on its own thread:
+ *   list in pages (limit/continue), mark every object seen, drop the ones
+ *   not seen (deleted while we were away), remember the list's
+ *   resourceVersion; then watch from it with bookmarks and a server-side
+ *   timeout, updating the last resourceVersion from every event, bookmarks
+ *   included.  A watch that ends cleanly is reopened from the last
+ *   resourceVersion; a 410 (HTTP or ERROR event) relists; other failures
+ *   back off (0.8 s doubling to 30 s, full jitter) and reconnect.
+ *
+ * Lists use no resourceVersion (a consistent read): with RV=0 the API
+ * server's cache ignores `limit` and would hand us every object at once,
+ * which for 10,000 Stacks is most of our memory budget.
+ *
+ * The cache stores each object as compact JSON text with managedFields and
+ * the last-applied annotation removed, not as a cJSON tree: an order of
+ * magnitude less memory per object.  Readers get a parsed copy they own.
+ *
+ * Watches use their own libcurl handle (not base/http.h) because the stream
+ * must be abortable from kube_informer_stop on another thread (an
+ * XFERINFOFUNCTION that checks the stop flag) and may need client
+ * certificates.
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "kube/kube_priv.h"
+
+#define MAX_INDEXES 4
+#define MAX_INDEX_VALUES 16
+#define MAX_HANDLERS 8
+#define MAX_EVENT_BYTES (16u << 20)
+
+struct item {
+	char *json;                /* stripped object, compact JSON */
+	unsigned long mark;        /* list generation that last saw it */
+	char **vals[MAX_INDEXES];  /* index values, per index */
+	int nvals[MAX_INDEXES];
+};
+
+struct index {
+	char *name;
+	kube_index_fn fn;
+	struct kmap values;        /* value -> struct kmap* (set of object keys) */
+};
+
+struct handler {
+	kube_handler_fn fn;
+	void *ud;
+};
+
+struct kube_informer {
+	struct kube_client *c;
+	const struct kube_resource *r;
+	char *ns, *selector;
+	long page_size, watch_timeout_s, backoff_initial_ms, backoff_max_ms;
+
+	pthread_t thread;
+	int started;
+	atomic_int stop;
+	pthread_mutex_t lock;      /* store, indexes, synced, last_rv, stats */
+	pthread_cond_t cond;
+
+	struct kmap store;         /* "ns/name" -> struct item* */
+	struct index idx[MAX_INDEXES];
+	int nidx;
+	struct handler handlers[MAX_HANDLERS];
+	int nhandlers;
+	unsigned long gen;
+	int synced;
+	char *last_rv;
+	struct kube_informer_stats stats;
+};
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_resource *r,
+    const struct kube_informer_opts *o)
+{
+	struct kube_informer *inf = kx_calloc(1, sizeof(*inf));
+
+	inf->c = c;
+	inf->r = r;
+	inf->ns = o && o->namespace && *o->namespace ? kx_strdup(o->namespace) : NULL;
+	inf->selector = o && o->label_selector && *o->label_selector ? kx_strdup(o->label_selector) : NULL;
+	inf->page_size = o && o->page_size > 0 ? o->page_size : 500;
+	inf->watch_timeout_s = o ? o->watch_timeout_s : 0;
+	inf->backoff_initial_ms = o && o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 800;
+	inf->backoff_max_ms = o && o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000;
+	pthread_mutex_init(&inf->lock, NULL);
+	pthread_cond_init(&inf->cond, NULL);
+	kmap_init(&inf->store);
+	return inf;
+}
+
+void kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud)
+{
+	if (inf->nhandlers < MAX_HANDLERS)
+		inf->handlers[inf->nhandlers++] = (struct handler){ fn, ud };
+}
+
+int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn)
+{
+	if (inf->nidx >= MAX_INDEXES || inf->started)
+		return -1;
+	inf->idx[inf->nidx].name = kx_strdup(name);
+	inf->idx[inf->nidx].fn = fn;
+	kmap_init(&inf->idx[inf->nidx].values);
+	inf->nidx++;
+	return 0;
+}
+
+const struct kube_resource *kube_informer_resource(const struct kube_informer *inf)
+{
+	return inf->r;
+}
+
+static void free_keyset(void *v)
+{
+	kmap_free(v, NULL);
+	free(v);
+}
+
+static void item_free(struct item *it, int nidx)
+{
+	for (int i = 0; i < nidx; i++) {
+		for (int k = 0; k < it->nvals[i]; k++)
+			free(it->vals[i][k]);
+		free(it->vals[i]);
+	}
+	free(it->json);
+	free(it);
+}
+
+struct free_ctx {
+	int nidx;
+};
+
+static void free_item_cb(void *ud, const char *key, void *value)
+{
+	(void)key;
+	item_free(value, ((struct free_ctx *)ud)->nidx);
+}
+
+void kube_informer_free(struct kube_informer *inf)
+{
+	struct free_ctx fc;
+
+	if (inf == NULL)
+		return;
+	kube_informer_stop(inf);
+	fc.nidx = inf->nidx;
+	kmap_each(&inf->store, free_item_cb, &fc);
+	kmap_free(&inf->store, NULL);
+	for (int i = 0; i < inf->nidx; i++) {
+		free(inf->idx[i].name);
+		kmap_free(&inf->idx[i].values, free_keyset);
+	}
+	free(inf->ns);
+	free(inf->selector);
+	free(inf->last_rv);
+	pthread_mutex_destroy(&inf->lock);
+	pthread_cond_destroy(&inf->cond);
+	free(inf);
+}
+
+/* ------------------------------------------------------------ store */
+
+static void index_remove(struct kube_informer *inf, const char *key, struct item *it)
+{
+	for (int i = 0; i < inf->nidx; i++) {
+		for (int k = 0; k < it->nvals[i]; k++) {
+			struct kmap *set = kmap_get(&inf->idx[i].values, it->vals[i][k]);
+			if (set != NULL) {
+				kmap_del(set, key);
+				if (set->count == 0)
+					free_keyset(kmap_del(&inf->idx[i].values, it->vals[i][k]));
+			}
+			free(it->vals[i][k]);
+		}
+		free(it->vals[i]);
+		it->vals[i] = NULL;
+		it->nvals[i] = 0;
+	}
+}
+
+static void index_add(struct kube_informer *inf, const char *key, struct item *it, const cJSON *obj)
+{
+	for (int i = 0; i < inf->nidx; i++) {
+		char *vals[MAX_INDEX_VALUES];
+		int n = inf->idx[i].fn(obj, vals, MAX_INDEX_VALUES);
+		if (n <= 0)
+			continue;
+		it->vals[i] = kx_calloc((size_t)n, sizeof(char *));
+		for (int k = 0; k < n; k++) {
+			struct kmap *set = kmap_get(&inf->idx[i].values, vals[k]);
+			if (set == NULL) {
+				set = kx_calloc(1, sizeof(*set));
+				kmap_put(&inf->idx[i].values, vals[k], set);
+			}
+			kmap_put(set, key, set);   /* a set: any non-NULL value */
+			it->vals[i][k] = vals[k];
+		}
+		it->nvals[i] = n;
+	}
+}
+
+static void call_handlers(struct kube_informer *inf, enum kube_change ch, const char *old_json,
+    const cJSON *obj)
+{
+	cJSON *old = old_json ? cJSON_Parse(old_json) : NULL;
+
+	for (int i = 0; i < inf->nhandlers; i++)
+		inf->handlers[i].fn(inf->handlers[i].ud, inf, ch, old, obj);
+	cJSON_Delete(old);
+}
+
+/* Adds or replaces obj (consumed).  Handlers run after the lock is dropped. */
+static void store_upsert(struct kube_informer *inf, cJSON *obj)
+{
+	char *key = kube_object_key(obj), *json, *old_json = NULL;
+	struct item *it;
+	int changed = 1;
+
+	if (key == NULL) {
+		cJSON_Delete(obj);
+		return;
+	}
+	kube_strip_object(obj);
+	json = cJSON_PrintUnformatted(obj);
+	if (json == NULL) {
+		free(key);
+		cJSON_Delete(obj);
+		return;
+	}
+	pthread_mutex_lock(&inf->lock);
+	it = kmap_get(&inf->store, key);
+	if (it == NULL) {
+		it = kx_calloc(1, sizeof(*it));
+		kmap_put(&inf->store, key, it);
+	} else {
+		changed = strcmp(it->json, json) != 0;
+		index_remove(inf, key, it);
+		if (changed && inf->nhandlers > 0)
+			old_json = it->json;
+		else
+			free(it->json);
+	}
+	it->json = json;
+	it->mark = inf->gen;
+	index_add(inf, key, it, obj);
+	pthread_mutex_unlock(&inf->lock);
+	if (changed)
+		call_handlers(inf, old_json ? KUBE_CHANGE_UPDATE : KUBE_CHANGE_ADD, old_json, obj);
+	free(old_json);
+	free(key);
+	cJSON_Delete(obj);
+}
+
+static void store_delete_key(struct kube_informer *inf, const char *key, cJSON *last)
+{
+	struct item *it;
+	cJSON *obj = last;
+
+	pthread_mutex_lock(&inf->lock);
+	it = kmap_del(&inf->store, key);
+	if (it != NULL)
+		index_remove(inf, key, it);
+	pthread_mutex_unlock(&inf->lock);
+	if (it == NULL) {
+		cJSON_Delete(last);
+		return;
+	}
+	if (obj == NULL)
+		obj = cJSON_Parse(it->json);
+	if (obj != NULL && inf->nhandlers > 0) {
+		kube_strip_object(obj);
+		for (int i = 0; i < inf->nhandlers; i++)
+			inf->handlers[i].fn(inf->handlers[i].ud, inf, KUBE_CHANGE_DELETE, NULL, obj);
+	}
+	cJSON_Delete(obj);
+	item_free(it, inf->nidx);
+}
+
+static void set_last_rv(struct kube_informer *inf, const char *rv)
+{
+	pthread_mutex_lock(&inf->lock);
+	free(inf->last_rv);
+	inf->last_rv = rv ? kx_strdup(rv) : NULL;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+/* ------------------------------------------------------------ readers */
+
+cJSON *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name)
+{
+	struct sb key;
+	struct item *it;
+	cJSON *out = NULL;
+
+	sb_init(&key);
+	if (ns != NULL && *ns)
+		sb_printf(&key, "%s/", ns);
+	sb_add(&key, name);
+	pthread_mutex_lock(&inf->lock);
+	it = kmap_get(&inf->store, key.buf);
+	if (it != NULL)
+		out = cJSON_Parse(it->json);
+	pthread_mutex_unlock(&inf->lock);
+	sb_free(&key);
+	return out;
+}
+
+size_t kube_informer_count(struct kube_informer *inf)
+{
+	size_t n;
+
+	pthread_mutex_lock(&inf->lock);
+	n = inf->store.count;
+	pthread_mutex_unlock(&inf->lock);
+	return n;
+}
+
+struct keylist {
+	char **keys;
+	size_t n;
+};
+
+static void collect_key(void *ud, const char *key, void *value)
+{
+	struct keylist *kl = ud;
+	(void)value;
+	kl->keys[kl->n++] = kx_strdup(key);
+}
+
+int kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value,
+    void (*fn)(void *ud, const char *key), void *ud)
+{
+	struct keylist kl = { NULL, 0 };
+	struct kmap *set;
+	int i;
+
+	for (i = 0; i < inf->nidx; i++)
+		if (strcmp(inf->idx[i].name, index) == 0)
+			break;
+	if (i == inf->nidx)
+		return -1;
+	/* Copy the keys so fn runs without the cache lock (it may enqueue). */
+	pthread_mutex_lock(&inf->lock);
+	set = kmap_get(&inf->idx[i].values, value);
+	if (set != NULL) {
+		kl.keys = kx_calloc(set->count, sizeof(char *));
+		kmap_each(set, collect_key, &kl);
+	}
+	pthread_mutex_unlock(&inf->lock);
+	for (size_t k = 0; k < kl.n; k++) {
+		fn(ud, kl.keys[k]);
+		free(kl.keys[k]);
+	}
+	free(kl.keys);
+	return (int)kl.n;
+}
+
+struct each_ctx {
+	void (*fn)(void *ud, const char *key, const char *rv);
+	void *ud;
+};
+
+static void each_cb(void *ud, const char *key, void *value)
+{
+	struct each_ctx *c = ud;
+	struct item *it = value;
+	/* Parsed on demand: keeping the RV beside the text would cost memory
+	 * on every object for the benefit of a rare dump. */
+	cJSON *obj = cJSON_Parse(it->json);
+	const char *v = kube_obj_str(obj, "metadata.resourceVersion");
+	char rv[128];
+
+	snprintf(rv, sizeof(rv), "%s", v ? v : "");
+	cJSON_Delete(obj);
+	c->fn(c->ud, key, rv);
+}
+
+void kube_informer_each(struct kube_informer *inf,
+    void (*fn)(void *ud, const char *key, const char *rv), void *ud)
+{
+	struct each_ctx c = { fn, ud };
+
+	pthread_mutex_lock(&inf->lock);
+	kmap_each(&inf->store, each_cb, &c);
+	pthread_mutex_unlock(&inf->lock);
+}
+
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *out)
+{
+	pthread_mutex_lock(&inf->lock);
+	*out = inf->stats;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+int kube_informer_synced(struct kube_informer *inf)
+{
+	int s;
+
+	pthread_mutex_lock(&inf->lock);
+	s = inf->synced;
+	pthread_mutex_unlock(&inf->lock);
+	return s;
+}
+
+int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
+{
+	int64_t deadline = kube_mono_ms() + timeout_ms;
+	int rc;
+
+	pthread_mutex_lock(&inf->lock);
+	while (!inf->synced && !atomic_load(&inf->stop)) {
+		int64_t left = deadline - kube_mono_ms();
+		struct timespec ts;
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
+	}
+	rc = inf->synced ? 0 : -1;
+	pthread_mutex_unlock(&inf->lock);
+	return rc;
+}
+
+/* Sleeps, waking early when stopped; returns 1 when stopped. */
+static int pause_ms(struct kube_informer *inf, long ms)
+{
+	int64_t deadline = kube_mono_ms() + ms;
+
+	pthread_mutex_lock(&inf->lock);
+	while (!atomic_load(&inf->stop)) {
+		int64_t left = deadline - kube_mono_ms();
+		struct timespec ts;
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
+	}
+	pthread_mutex_unlock(&inf->lock);
+	return atomic_load(&inf->stop);
+}
+
+/* ------------------------------------------------------------ list */
+
+struct stale_ctx {
+	unsigned long gen;
+	struct keylist kl;
+	size_t cap;
+};
+
+static void find_stale(void *ud, const char *key, void *value)
+{
+	struct stale_ctx *s = ud;
+	struct item *it = value;
+
+	if (it->mark == s->gen)
+		return;
+	if (s->kl.n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->kl.keys = kx_realloc(s->kl.keys, s->cap * sizeof(char *));
+	}
+	s->kl.keys[s->kl.n++] = kx_strdup(key);
+}
+
+/* Lists every page into the cache; 0 ok, 1 expired (410), -1 error. */
+static int do_list(struct kube_informer *inf, struct err *e)
+{
+	struct kube_list_opts lo = { inf->selector, NULL, inf->page_size, NULL, NULL };
+	char *cont = NULL, *list_rv = NULL;
+	struct stale_ctx stale = { 0 };
+	cJSON *page;
+
+	pthread_mutex_lock(&inf->lock);
+	inf->gen++;
+	stale.gen = inf->gen;
+	inf->stats.lists++;
+	pthread_mutex_unlock(&inf->lock);
+	do {
+		cJSON *items, *it;
+		const char *c2, *rv;
+		lo.continue_token = cont;
+		page = kube_list(inf->c, inf->r, inf->ns, &lo, e);
+		free(cont);
+		cont = NULL;
+		if (page == NULL) {
+			free(list_rv);
+			return e->http_status == 410 ? 1 : -1;
+		}
+		rv = kube_obj_str(page, "metadata.resourceVersion");
+		if (list_rv == NULL && rv != NULL)
+			list_rv = kx_strdup(rv);
+		c2 = kube_obj_str(page, "metadata.continue");
+		if (c2 != NULL && *c2)
+			cont = kx_strdup(c2);
+		items = cJSON_GetObjectItemCaseSensitive(page, "items");
+		/* Detach one item at a time so the page shrinks as we go. */
+		while ((it = cJSON_DetachItemViaPointer(items, items ? items->child : NULL)) != NULL) {
+			if (atomic_load(&inf->stop)) {
+				cJSON_Delete(it);
+				continue;
+			}
+			store_upsert(inf, it);
+		}
+		cJSON_Delete(page);
+	} while (cont != NULL && !atomic_load(&inf->stop));
+	if (atomic_load(&inf->stop)) {
+		free(list_rv);
+		return -1;
+	}
+	if (list_rv == NULL) {
+		err_set(e, ERR_INVALID, "list %s: the reply has no metadata.resourceVersion", inf->r->resource);
+		return -1;
+	}
+	/* Objects not seen in this list were deleted while we were not watching. */
+	pthread_mutex_lock(&inf->lock);
+	kmap_each(&inf->store, find_stale, &stale);
+	pthread_mutex_unlock(&inf->lock);
+	for (size_t i = 0; i < stale.kl.n; i++) {
+		store_delete_key(inf, stale.kl.keys[i], NULL);
+		free(stale.kl.keys[i]);
+	}
+	free(stale.kl.keys);
+	set_last_rv(inf, list_rv);
+	free(list_rv);
+	pthread_mutex_lock(&inf->lock);
+	if (!inf->synced) {
+		inf->synced = 1;
+		pthread_cond_broadcast(&inf->cond);
+	}
+	pthread_mutex_unlock(&inf->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------ watch */
+
+enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
+
+struct watch_ctx {
+	struct kube_informer *inf;
+	CURL *h;
+	struct kube_lines lines;
+	long status;
+	struct sb errbody;
+	int expired, failed;
+	unsigned long events;
+	struct err err;
+};
+
+static int on_event_line(void *ud, char *line, size_t len, struct err *e)
+{
+	struct watch_ctx *w = ud;
+	struct kube_informer *inf = w->inf;
+	struct kube_watch_event ev;
+
+	if (kube_watch_event_parse(line, len, &ev, e) < 0)
+		return -1;
+	w->events++;
+	pthread_mutex_lock(&inf->lock);
+	inf->stats.events++;
+	pthread_mutex_unlock(&inf->lock);
+	switch (ev.type) {
+	case KUBE_ERROR:
+		if (ev.status.code == 410 || strcmp(ev.status.reason, "Expired") == 0 ||
+		    strcmp(ev.status.reason, "Gone") == 0)
+			w->expired = 1;
+		else
+			w->failed = 1;
+		kube_status_error(e, "watch", &ev.status);
+		kube_watch_event_clear(&ev);
+		return -1;
+	case KUBE_BOOKMARK:
+		set_last_rv(inf, ev.resource_version);
+		break;
+	case KUBE_ADDED:
+	case KUBE_MODIFIED: {
+		char *rv = kx_strdup(ev.resource_version);
+		cJSON *obj = ev.object;
+		ev.object = NULL;
+		store_upsert(inf, obj);
+		set_last_rv(inf, rv);
+		free(rv);
+		break;
+	}
+	case KUBE_DELETED: {
+		char *key = kube_object_key(ev.object);
+		char *rv = kx_strdup(ev.resource_version);
+		cJSON *obj = ev.object;
+		ev.object = NULL;
+		if (key != NULL)
+			store_delete_key(inf, key, obj);
+		else
+			cJSON_Delete(obj);
+		set_last_rv(inf, rv);
+		free(rv);
+		free(key);
+		break;
+	}
+	}
+	kube_watch_event_clear(&ev);
+	return 0;
+}
+
+static size_t watch_write(char *data, size_t size, size_t n, void *ud)
+{
+	struct watch_ctx *w = ud;
+	size_t len = size * n;
+
+	if (w->status == 0)
+		curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->status);
+	if (w->status != 200) {
+		if (w->errbody.len < 65536)
+			sb_addn(&w->errbody, data, len);
+		return len;
+	}
+	if (kube_lines_feed(&w->lines, data, len, on_event_line, w, &w->err) < 0) {
+		if (!w->expired)
+			w->failed = 1;
+		return 0;   /* abort the transfer */
+	}
+	return len;
+}
+
+static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct watch_ctx *w = ud;
+	(void)dt; (void)dn; (void)ut; (void)un;
+	return atomic_load(&w->inf->stop) ? 1 : 0;
+}
+
+static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s)
+{
+	struct sb s;
+	char *path = kube_path(inf->r, inf->ns, NULL, NULL);
+
+	sb_init(&s);
+	sb_add(&s, kube_client_server(inf->c));
+	sb_add(&s, path);
+	free(path);
+	sb_printf(&s, "?watch=1&allowWatchBookmarks=true&timeoutSeconds=%ld&resourceVersion=", timeout_s);
+	sb_add_query_value(&s, rv);
+	if (inf->selector) {
+		sb_add(&s, "&labelSelector=");
+		sb_add_query_value(&s, inf->selector);
+	}
+	return sb_take(&s);
+}
+
+static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsigned long *events,
+    struct err *e)
+{
+	struct watch_ctx w;
+	struct curl_slist *hdrs = NULL;
+	char *rv, *url, *auth, msg[CURL_ERROR_SIZE] = "";
+	long timeout_s = inf->watch_timeout_s > 0 ? inf->watch_timeout_s :
+	    300 + (long)(kube_rand01() * 300);
+	enum watch_end end;
+	CURLcode rc;
+
+	*events = 0;
+	pthread_mutex_lock(&inf->lock);
+	rv = kx_strdup(inf->last_rv ? inf->last_rv : "");
+	inf->stats.watches++;
+	pthread_mutex_unlock(&inf->lock);
+	auth = kube_client_auth_header(inf->c, force_auth, e);
+	if (auth == (char *)-1) {
+		free(rv);
+		return WATCH_FAILED;
+	}
+	memset(&w, 0, sizeof(w));
+	w.inf = inf;
+	kube_lines_init(&w.lines, MAX_EVENT_BYTES);
+	sb_init(&w.errbody);
+	url = watch_url(inf, rv, timeout_s);
+	free(rv);
+	hdrs = curl_slist_append(hdrs, "Accept: application/json");
+	if (auth != NULL) {
+		hdrs = curl_slist_append(hdrs, auth);
+		explicit_bzero(auth, strlen(auth));
+		free(auth);
+	}
+	w.h = curl_easy_init();
+	if (w.h == NULL) {
+		curl_slist_free_all(hdrs);
+		free(url);
+		kube_lines_free(&w.lines);
+		err_set(e, ERR_NOMEM, "watch: curl_easy_init failed");
+		return WATCH_FAILED;
+	}
+	kube_client_setup_tls(inf->c, w.h);
+	curl_easy_setopt(w.h, CURLOPT_URL, url);
+	curl_easy_setopt(w.h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(w.h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	/* The server ends the stream at timeoutSeconds; this bounds a server
+	 * that does not. */
+	curl_easy_setopt(w.h, CURLOPT_TIMEOUT_MS, (timeout_s + 30) * 1000L);
+	curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
+	curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
+	curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
+	curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);
+	curl_easy_setopt(w.h, CURLOPT_ERRORBUFFER, msg);
+	rc = curl_easy_perform(w.h);
+	if (w.status == 0)
+		curl_easy_getinfo(w.h, CURLINFO_RESPONSE_CODE, &w.status);
+	*events = w.events;
+	if (atomic_load(&inf->stop)) {
+		end = WATCH_STOPPED;
+	} else if (w.expired) {
+		*e = w.err;
+		end = WATCH_EXPIRED;
+	} else if (w.failed) {
+		*e = w.err;
+		end = WATCH_FAILED;
+	} else if (rc != CURLE_OK) {
+		err_set(e, ERR_NET, "watch %s: %s", inf->r->resource, msg[0] ? msg : curl_easy_strerror(rc));
+		end = WATCH_FAILED;
+	} else if (w.status != 200) {
+		struct kube_status st;
+		char what[256];
+		kube_status_parse(w.errbody.buf, w.errbody.len, w.status, &st);
+		snprintf(what, sizeof(what), "watch %s", inf->r->resource);
+		kube_status_error(e, what, &st);
+		end = st.code == 410 ? WATCH_EXPIRED : WATCH_FAILED;
+	} else {
+		end = WATCH_EOF;
+	}
+	curl_easy_cleanup(w.h);
+	curl_slist_free_all(hdrs);
+	free(url);
+	kube_lines_free(&w.lines);
+	sb_free(&w.errbody);
+	return end;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void count_error(struct kube_informer *inf, int relist)
+{
+	pthread_mutex_lock(&inf->lock);
+	if (relist)
+		inf->stats.relists_410++;
+	else
+		inf->stats.errors++;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+static void *informer_main(void *arg)
+{
+	struct kube_informer *inf = arg;
+	struct kube_backoff bo;
+	int need_list = 1, force_auth = 0;
+	struct err e;
+
+	kube_backoff_init(&bo, inf->backoff_initial_ms, inf->backoff_max_ms, 2.0, 1.0);
+	while (!atomic_load(&inf->stop)) {
+		if (need_list) {
+			int rc;
+			err_clear(&e);
+			rc = do_list(inf, &e);
+			if (atomic_load(&inf->stop))
+				break;
+			if (rc != 0) {
+				long d = kube_backoff_next(&bo);
+				count_error(inf, 0);
+				log_warn("list failed; retrying", "resource", inf->r->resource, "error", e.msg, NULL);
+				if (pause_ms(inf, d))
+					break;
+				continue;
+			}
+			need_list = 0;
+			log_debug("listed", "resource", inf->r->resource, NULL);
+		}
+		{
+			unsigned long events;
+			int64_t started = kube_mono_ms();
+			enum watch_end end;
+			err_clear(&e);
+			end = do_watch(inf, force_auth, &events, &e);
+			force_auth = 0;
+			if (end == WATCH_STOPPED)
+				break;
+			if (end == WATCH_EXPIRED) {
+				count_error(inf, 1);
+				log_info("watch expired; relisting", "resource", inf->r->resource, NULL);
+				need_list = 1;
+				continue;
+			}
+			if (end == WATCH_EOF && (events > 0 || kube_mono_ms() - started > 1000)) {
+				kube_backoff_reset(&bo);
+				continue;   /* a normal end: watch again from the last RV */
+			}
+			if (end == WATCH_FAILED) {
+				count_error(inf, 0);
+				if (e.http_status == 401)
+					force_auth = 1;
+				log_warn("watch failed; reconnecting", "resource", inf->r->resource,
+				    "error", e.msg, NULL);
+			}
+			if (events > 0)
+				kube_backoff_reset(&bo);
+			if (pause_ms(inf, kube_backoff_next(&bo)))
+				break;
+		}
+	}
+	return NULL;
+}
+
+int kube_informer_start(struct kube_informer *inf, struct err *e)
+{
+	int rc;
+
+	if (inf->started)
+		return 0;
+	rc = pthread_create(&inf->thread, NULL, informer_main, inf);
+	if (rc != 0)
+		return err_set(e, ERR_IO, "informer %s: cannot start a thread: %s", inf->r->resource,
+		    strerror(rc));
+	inf->started = 1;
+	return 0;
+}
+
+void kube_informer_stop(struct kube_informer *inf)
+{
+	if (!inf->started)
+		return;
+	pthread_mutex_lock(&inf->lock);
+	atomic_store(&inf->stop, 1);
+	pthread_cond_broadcast(&inf->cond);
+	pthread_mutex_unlock(&inf->lock);
+	pthread_join(inf->thread, NULL);
+	inf->started = 0;
+}

@@ -1,0 +1,359 @@
+/*
+ * kube_leader.c - leader election on a coordination.k8s.io/v1 Lease, the
+ * algorithm of client-go's leaderelection (kube-api.md §4):
+ *
+ *   - candidates GET the Lease every retry period (jittered by up to 1.2x);
+ *     a missing Lease is created, a held one is taken only when its record
+ *     has not changed for leaseDurationSeconds as measured by *our* clock
+ *     (observedTime), never by comparing the server's renewTime with our
+ *     time, so clock skew between nodes cannot cause two leaders;
+ *   - every write is a PUT carrying the resourceVersion read, so of two
+ *     racing candidates only one succeeds (the other gets 409);
+ *   - the leader renews every retry period; if it cannot renew within the
+ *     renew deadline it has lost and on_stopped runs (the process should
+ *     then exit, as its work may now be done by another replica);
+ *   - on a clean stop the leader releases: holderIdentity "" and a 1 s
+ *     duration, so a successor need not wait out the lease.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "kube/kube_priv.h"
+
+static const struct kube_resource lease_res = {
+	"coordination.k8s.io", "v1", "leases", "Lease", 1,
+};
+
+struct kube_leader {
+	struct kube_client *c;
+	char *ns, *name, *id;
+	long lease_ms, renew_ms, retry_ms;
+	void (*on_started)(void *ud);
+	void (*on_stopped)(void *ud);
+	void (*on_new_leader)(void *ud, const char *identity);
+	void *ud;
+
+	pthread_t thread;
+	int started;
+	atomic_int stop;
+	atomic_int leader;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char *observed;            /* holder|renewTime|RV of the last record seen */
+	int64_t observed_ms;       /* when we saw it change (monotonic) */
+	char *last_holder;         /* for on_new_leader */
+};
+
+struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
+    struct err *e)
+{
+	struct kube_leader *l;
+	char host[256] = "", id[400];
+
+	if (o->namespace == NULL || o->name == NULL || !*o->namespace || !*o->name) {
+		err_set(e, ERR_INVALID, "leader election: a Lease namespace and name are required");
+		return NULL;
+	}
+	l = kx_calloc(1, sizeof(*l));
+	l->lease_ms = o->lease_ms > 0 ? o->lease_ms : 15000;
+	l->renew_ms = o->renew_ms > 0 ? o->renew_ms : 10000;
+	l->retry_ms = o->retry_ms > 0 ? o->retry_ms : 2000;
+	if (!(l->lease_ms > l->renew_ms && (double)l->renew_ms > 1.2 * (double)l->retry_ms)) {
+		free(l);
+		err_set(e, ERR_INVALID,
+		    "leader election: need lease duration > renew deadline > 1.2 x retry period");
+		return NULL;
+	}
+	l->c = c;
+	l->ns = kx_strdup(o->namespace);
+	l->name = kx_strdup(o->name);
+	if (o->identity != NULL && *o->identity) {
+		l->id = kx_strdup(o->identity);
+	} else {
+		gethostname(host, sizeof(host) - 1);
+		snprintf(id, sizeof(id), "%s_%08lx%08lx", host[0] ? host : "pulumi-controller",
+		    (unsigned long)(kube_rand01() * 4294967295.0),
+		    (unsigned long)(kube_rand01() * 4294967295.0));
+		l->id = kx_strdup(id);
+	}
+	l->on_started = o->on_started;
+	l->on_stopped = o->on_stopped;
+	l->on_new_leader = o->on_new_leader;
+	l->ud = o->ud;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	return l;
+}
+
+const char *kube_leader_identity(const struct kube_leader *l)
+{
+	return l->id;
+}
+
+int kube_leader_is_leader(struct kube_leader *l)
+{
+	return atomic_load(&l->leader);
+}
+
+static void now_micro(char *buf, size_t n)
+{
+	kube_format_microtime(buf, n, kube_now_us());
+}
+
+static cJSON *new_lease(struct kube_leader *l)
+{
+	cJSON *o = cJSON_CreateObject(), *meta, *spec;
+	char now[64];
+
+	now_micro(now, sizeof(now));
+	cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
+	cJSON_AddStringToObject(o, "kind", "Lease");
+	meta = cJSON_AddObjectToObject(o, "metadata");
+	cJSON_AddStringToObject(meta, "name", l->name);
+	cJSON_AddStringToObject(meta, "namespace", l->ns);
+	spec = cJSON_AddObjectToObject(o, "spec");
+	cJSON_AddStringToObject(spec, "holderIdentity", l->id);
+	cJSON_AddNumberToObject(spec, "leaseDurationSeconds", (double)((l->lease_ms + 999) / 1000));
+	cJSON_AddStringToObject(spec, "acquireTime", now);
+	cJSON_AddStringToObject(spec, "renewTime", now);
+	cJSON_AddNumberToObject(spec, "leaseTransitions", 0);
+	return o;
+}
+
+static void set_field(cJSON *spec, const char *k, cJSON *v)
+{
+	if (cJSON_GetObjectItemCaseSensitive(spec, k))
+		cJSON_ReplaceItemInObjectCaseSensitive(spec, k, v);
+	else
+		cJSON_AddItemToObject(spec, k, v);
+}
+
+static void note_holder(struct kube_leader *l, const char *holder)
+{
+	if (holder == NULL)
+		holder = "";
+	if (l->last_holder != NULL && strcmp(l->last_holder, holder) == 0)
+		return;
+	free(l->last_holder);
+	l->last_holder = kx_strdup(holder);
+	if (*holder && l->on_new_leader)
+		l->on_new_leader(l->ud, holder);
+}
+
+/* One round: 1 when we hold the Lease afterwards, 0 when not. */
+static int try_acquire_or_renew(struct kube_leader *l)
+{
+	struct err e;
+	cJSON *lease = kube_get(l->c, &lease_res, l->ns, l->name, NULL, &e), *spec, *out;
+	const char *holder, *renew, *rv;
+	const cJSON *dur, *trans;
+	char now[64], observed[512];
+	int64_t now_ms = kube_mono_ms();
+	long dur_ms;
+	int ours;
+
+	if (lease == NULL) {
+		if (e.code != ERR_NOTFOUND) {
+			log_warn("leader election: cannot read the Lease", "error", e.msg, NULL);
+			return 0;
+		}
+		lease = new_lease(l);
+		out = kube_create(l->c, &lease_res, l->ns, lease, &e);
+		cJSON_Delete(lease);
+		if (out == NULL) {
+			if (e.http_status != 409)
+				log_warn("leader election: cannot create the Lease", "error", e.msg, NULL);
+			return 0;
+		}
+		cJSON_Delete(out);
+		l->observed_ms = now_ms;
+		note_holder(l, l->id);
+		return 1;
+	}
+	spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
+	if (!cJSON_IsObject(spec)) {
+		spec = cJSON_AddObjectToObject(lease, "spec");
+	}
+	holder = kube_obj_str(spec, "holderIdentity");
+	renew = kube_obj_str(spec, "renewTime");
+	rv = kube_obj_str(lease, "metadata.resourceVersion");
+	dur = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
+	trans = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+	dur_ms = cJSON_IsNumber(dur) ? (long)dur->valuedouble * 1000 : l->lease_ms;
+	snprintf(observed, sizeof(observed), "%s|%s|%s", holder ? holder : "", renew ? renew : "",
+	    rv ? rv : "");
+	if (l->observed == NULL || strcmp(l->observed, observed) != 0) {
+		free(l->observed);
+		l->observed = kx_strdup(observed);
+		l->observed_ms = now_ms;
+	}
+	note_holder(l, holder);
+	ours = holder != NULL && strcmp(holder, l->id) == 0;
+	if (!ours && holder != NULL && *holder && l->observed_ms + dur_ms > now_ms) {
+		cJSON_Delete(lease);
+		return 0;   /* someone else holds a valid lease */
+	}
+	now_micro(now, sizeof(now));
+	set_field(spec, "holderIdentity", cJSON_CreateString(l->id));
+	set_field(spec, "leaseDurationSeconds", cJSON_CreateNumber((double)((l->lease_ms + 999) / 1000)));
+	set_field(spec, "renewTime", cJSON_CreateString(now));
+	if (!ours) {
+		set_field(spec, "acquireTime", cJSON_CreateString(now));
+		set_field(spec, "leaseTransitions",
+		    cJSON_CreateNumber(cJSON_IsNumber(trans) ? trans->valuedouble + 1 : 1));
+	}
+	out = kube_update(l->c, &lease_res, l->ns, lease, NULL, &e);
+	cJSON_Delete(lease);
+	if (out == NULL) {
+		if (e.http_status != 409)
+			log_warn("leader election: cannot update the Lease", "error", e.msg, NULL);
+		return 0;
+	}
+	cJSON_Delete(out);
+	l->observed_ms = now_ms;
+	note_holder(l, l->id);
+	return 1;
+}
+
+static int wait_ms(struct kube_leader *l, long ms)
+{
+	int64_t deadline = kube_mono_ms() + ms;
+
+	pthread_mutex_lock(&l->lock);
+	while (!atomic_load(&l->stop)) {
+		int64_t left = deadline - kube_mono_ms();
+		struct timespec ts;
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return atomic_load(&l->stop);
+}
+
+static void *leader_main(void *arg)
+{
+	struct kube_leader *l = arg;
+
+	/* acquire */
+	while (!atomic_load(&l->stop)) {
+		if (try_acquire_or_renew(l))
+			break;
+		if (wait_ms(l, l->retry_ms + (long)(kube_rand01() * 1.2 * (double)l->retry_ms)))
+			return NULL;
+	}
+	if (atomic_load(&l->stop))
+		return NULL;
+	atomic_store(&l->leader, 1);
+	log_info("leader election: became leader", "identity", l->id, "lease", l->name, NULL);
+	if (l->on_started)
+		l->on_started(l->ud);
+	/* renew */
+	while (!atomic_load(&l->stop)) {
+		int64_t start = kube_mono_ms();
+		int ok = 0;
+		if (wait_ms(l, l->retry_ms))
+			break;
+		while (!atomic_load(&l->stop) && kube_mono_ms() - start < l->renew_ms + l->retry_ms) {
+			if ((ok = try_acquire_or_renew(l)))
+				break;
+			if (kube_mono_ms() - start >= l->renew_ms)
+				break;
+			if (wait_ms(l, l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1))
+				break;
+		}
+		if (atomic_load(&l->stop))
+			break;
+		if (!ok) {
+			atomic_store(&l->leader, 0);
+			log_error("leader election: lost the lease", "identity", l->id, "lease", l->name, NULL);
+			if (l->on_stopped)
+				l->on_stopped(l->ud);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+int kube_leader_start(struct kube_leader *l, struct err *e)
+{
+	int rc = pthread_create(&l->thread, NULL, leader_main, l);
+
+	if (rc != 0)
+		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
+	l->started = 1;
+	return 0;
+}
+
+static void release(struct kube_leader *l)
+{
+	struct err e;
+	cJSON *lease = kube_get(l->c, &lease_res, l->ns, l->name, NULL, &e), *spec, *out;
+	const char *holder;
+	char now[64];
+
+	if (lease == NULL)
+		return;
+	spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
+	holder = kube_obj_str(spec, "holderIdentity");
+	if (!cJSON_IsObject(spec) || holder == NULL || strcmp(holder, l->id) != 0) {
+		cJSON_Delete(lease);
+		return;
+	}
+	now_micro(now, sizeof(now));
+	set_field(spec, "holderIdentity", cJSON_CreateString(""));
+	set_field(spec, "leaseDurationSeconds", cJSON_CreateNumber(1));
+	set_field(spec, "renewTime", cJSON_CreateString(now));
+	set_field(spec, "acquireTime", cJSON_CreateString(now));
+	out = kube_update(l->c, &lease_res, l->ns, lease, NULL, &e);
+	cJSON_Delete(lease);
+	if (out == NULL) {
+		log_warn("leader election: cannot release the Lease", "error", e.msg, NULL);
+		return;
+	}
+	cJSON_Delete(out);
+	log_info("leader election: released the lease", "identity", l->id, "lease", l->name, NULL);
+}
+
+void kube_leader_stop(struct kube_leader *l)
+{
+	if (!l->started)
+		return;
+	pthread_mutex_lock(&l->lock);
+	atomic_store(&l->stop, 1);
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->thread, NULL);
+	l->started = 0;
+	if (atomic_load(&l->leader)) {
+		release(l);
+		atomic_store(&l->leader, 0);
+	}
+}
+
+void kube_leader_free(struct kube_leader *l)
+{
+	if (l == NULL)
+		return;
+	kube_leader_stop(l);
+	free(l->ns);
+	free(l->name);
+	free(l->id);
+	free(l->observed);
+	free(l->last_holder);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+	free(l);
+}

@@ -1,0 +1,362 @@
+/*
+ * kube_queue.c - the controller work queue with client-go's semantics
+ * (kube.h "queue"):
+ *   - a key waiting in the queue is there once however often it is added
+ *     ("dirty" set);
+ *   - a key being processed is not handed to a second worker; if it is
+ *     added meanwhile it is queued again when the first worker calls done
+ *     ("processing" set);
+ *   - delayed adds wait in a min-heap; the earliest requested time wins;
+ *   - rate-limited adds wait max(per-key exponential backoff, an overall
+ *     token bucket), like workqueue.DefaultControllerRateLimiter.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube/kube_priv.h"
+
+struct qnode {
+	struct qnode *next;
+	char *key;
+};
+
+struct delayed {
+	int64_t at_ms;
+	char *key;
+};
+
+struct kube_queue {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct qnode *head, *tail;
+	size_t len;
+	struct kmap dirty, processing;
+	struct kmap waiting;       /* key -> int64_t* earliest time (heap dedup) */
+	struct delayed *heap;
+	size_t nheap, capheap;
+	struct kmap failures;      /* key -> (intptr_t) count */
+	double tokens;
+	int64_t tokens_at_ms;
+	int shutdown;
+	struct kube_queue_opts o;
+};
+
+static void *const PRESENT = (void *)1;
+
+struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
+{
+	struct kube_queue *q = kx_calloc(1, sizeof(*q));
+
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	kmap_init(&q->dirty);
+	kmap_init(&q->processing);
+	kmap_init(&q->waiting);
+	kmap_init(&q->failures);
+	q->o.base_delay_ms = o && o->base_delay_ms > 0 ? o->base_delay_ms : 5;
+	q->o.max_delay_ms = o && o->max_delay_ms > 0 ? o->max_delay_ms : 1000L * 1000;
+	q->o.qps = o && o->qps > 0 ? o->qps : 10;
+	q->o.burst = o && o->burst > 0 ? o->burst : 100;
+	q->tokens = q->o.burst;
+	q->tokens_at_ms = kube_mono_ms();
+	return q;
+}
+
+void kube_queue_free(struct kube_queue *q)
+{
+	struct qnode *n, *next;
+
+	if (q == NULL)
+		return;
+	for (n = q->head; n; n = next) {
+		next = n->next;
+		free(n->key);
+		free(n);
+	}
+	for (size_t i = 0; i < q->nheap; i++)
+		free(q->heap[i].key);
+	free(q->heap);
+	kmap_free(&q->dirty, NULL);
+	kmap_free(&q->processing, NULL);
+	kmap_free(&q->waiting, free);
+	kmap_free(&q->failures, NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q);
+}
+
+static void push_locked(struct kube_queue *q, const char *key)
+{
+	struct qnode *n = kx_malloc(sizeof(*n));
+
+	n->key = kx_strdup(key);
+	n->next = NULL;
+	if (q->tail)
+		q->tail->next = n;
+	else
+		q->head = n;
+	q->tail = n;
+	q->len++;
+	pthread_cond_signal(&q->cond);
+}
+
+static void add_locked(struct kube_queue *q, const char *key)
+{
+	if (q->shutdown || kmap_get(&q->dirty, key) != NULL)
+		return;
+	kmap_put(&q->dirty, key, PRESENT);
+	if (kmap_get(&q->processing, key) != NULL)
+		return;   /* done() will queue it again */
+	push_locked(q, key);
+}
+
+void kube_queue_add(struct kube_queue *q, const char *key)
+{
+	pthread_mutex_lock(&q->lock);
+	add_locked(q, key);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ------------------------------------------------------------ delays */
+
+static void heap_swap(struct delayed *a, struct delayed *b)
+{
+	struct delayed t = *a;
+	*a = *b;
+	*b = t;
+}
+
+static void heap_push(struct kube_queue *q, int64_t at, const char *key)
+{
+	size_t i;
+
+	if (q->nheap == q->capheap) {
+		q->capheap = q->capheap ? q->capheap * 2 : 16;
+		q->heap = kx_realloc(q->heap, q->capheap * sizeof(*q->heap));
+	}
+	i = q->nheap++;
+	q->heap[i].at_ms = at;
+	q->heap[i].key = kx_strdup(key);
+	while (i > 0 && q->heap[(i - 1) / 2].at_ms > q->heap[i].at_ms) {
+		heap_swap(&q->heap[(i - 1) / 2], &q->heap[i]);
+		i = (i - 1) / 2;
+	}
+}
+
+static struct delayed heap_pop(struct kube_queue *q)
+{
+	struct delayed top = q->heap[0];
+	size_t i = 0;
+
+	q->heap[0] = q->heap[--q->nheap];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < q->nheap && q->heap[l].at_ms < q->heap[m].at_ms)
+			m = l;
+		if (r < q->nheap && q->heap[r].at_ms < q->heap[m].at_ms)
+			m = r;
+		if (m == i)
+			break;
+		heap_swap(&q->heap[i], &q->heap[m]);
+		i = m;
+	}
+	return top;
+}
+
+void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
+{
+	int64_t at = kube_mono_ms() + delay_ms, *cur;
+
+	if (delay_ms <= 0) {
+		kube_queue_add(q, key);
+		return;
+	}
+	pthread_mutex_lock(&q->lock);
+	if (!q->shutdown) {
+		cur = kmap_get(&q->waiting, key);
+		if (cur == NULL || at < *cur) {
+			/* Earlier wins; a stale heap entry is skipped when it pops. */
+			if (cur == NULL) {
+				cur = kx_malloc(sizeof(*cur));
+				kmap_put(&q->waiting, key, cur);
+			}
+			*cur = at;
+			heap_push(q, at, key);
+			pthread_cond_signal(&q->cond);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Moves due delayed keys to the queue; returns the next due time or -1. */
+static int64_t promote_locked(struct kube_queue *q)
+{
+	int64_t now = kube_mono_ms();
+
+	while (q->nheap > 0 && q->heap[0].at_ms <= now) {
+		struct delayed d = heap_pop(q);
+		int64_t *cur = kmap_get(&q->waiting, d.key);
+		if (cur != NULL && *cur == d.at_ms) {
+			free(kmap_del(&q->waiting, d.key));
+			add_locked(q, d.key);
+		}
+		free(d.key);
+	}
+	return q->nheap > 0 ? q->heap[0].at_ms : -1;
+}
+
+/* ------------------------------------------------------------ rate limit */
+
+static long when_locked(struct kube_queue *q, const char *key, int record)
+{
+	intptr_t fails = (intptr_t)kmap_get(&q->failures, key);
+	double per_key = (double)q->o.base_delay_ms;
+	int64_t now = kube_mono_ms();
+	double bucket_ms = 0, tokens;
+
+	for (intptr_t i = 0; i < fails && per_key < (double)q->o.max_delay_ms; i++)
+		per_key *= 2;
+	if (per_key > (double)q->o.max_delay_ms)
+		per_key = (double)q->o.max_delay_ms;
+	tokens = q->tokens + (double)(now - q->tokens_at_ms) / 1000.0 * q->o.qps;
+	if (tokens > q->o.burst)
+		tokens = q->o.burst;
+	tokens -= 1;   /* reserve one */
+	if (tokens < 0)
+		bucket_ms = -tokens / q->o.qps * 1000.0;
+	if (record) {
+		q->tokens = tokens;
+		q->tokens_at_ms = now;
+		kmap_put(&q->failures, key, (void *)(fails + 1));
+	}
+	return (long)(per_key > bucket_ms ? per_key : bucket_ms);
+}
+
+long kube_queue_when(struct kube_queue *q, const char *key)
+{
+	long w;
+
+	pthread_mutex_lock(&q->lock);
+	w = when_locked(q, key, 1);
+	pthread_mutex_unlock(&q->lock);
+	return w;
+}
+
+void kube_queue_add_rate_limited(struct kube_queue *q, const char *key)
+{
+	kube_queue_add_after(q, key, kube_queue_when(q, key));
+}
+
+void kube_queue_forget(struct kube_queue *q, const char *key)
+{
+	pthread_mutex_lock(&q->lock);
+	kmap_del(&q->failures, key);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int kube_queue_requeues(struct kube_queue *q, const char *key)
+{
+	intptr_t n;
+
+	pthread_mutex_lock(&q->lock);
+	n = (intptr_t)kmap_get(&q->failures, key);
+	pthread_mutex_unlock(&q->lock);
+	return (int)n;
+}
+
+/* ------------------------------------------------------------ workers */
+
+static void deadline_ts(struct timespec *ts, int64_t wait_ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += wait_ms / 1000;
+	ts->tv_nsec += (wait_ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+char *kube_queue_get(struct kube_queue *q)
+{
+	char *key = NULL;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		int64_t next = promote_locked(q);
+		if (q->shutdown)
+			break;
+		if (q->head != NULL) {
+			struct qnode *n = q->head;
+			q->head = n->next;
+			if (q->head == NULL)
+				q->tail = NULL;
+			q->len--;
+			key = n->key;
+			free(n);
+			kmap_put(&q->processing, key, PRESENT);
+			kmap_del(&q->dirty, key);
+			break;
+		}
+		if (next < 0) {
+			pthread_cond_wait(&q->cond, &q->lock);
+		} else {
+			struct timespec ts;
+			int64_t wait = next - kube_mono_ms();
+			deadline_ts(&ts, wait > 0 ? wait : 0);
+			pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return key;
+}
+
+void kube_queue_done(struct kube_queue *q, const char *key)
+{
+	pthread_mutex_lock(&q->lock);
+	kmap_del(&q->processing, key);
+	if (!q->shutdown && kmap_get(&q->dirty, key) != NULL)
+		push_locked(q, key);
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+size_t kube_queue_len(struct kube_queue *q)
+{
+	size_t n;
+
+	pthread_mutex_lock(&q->lock);
+	n = q->len;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+void kube_queue_shutdown(struct kube_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->shutdown = 1;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int kube_queue_drain(struct kube_queue *q, long timeout_ms)
+{
+	int64_t deadline = kube_mono_ms() + timeout_ms;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	while (q->processing.count > 0) {
+		struct timespec ts;
+		int64_t left = deadline - kube_mono_ms();
+		if (left <= 0)
+			break;
+		deadline_ts(&ts, left);
+		pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+	}
+	rc = q->processing.count == 0 ? 0 : -1;
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}

@@ -1,0 +1,437 @@
+/*
+ * test_kube_client.c - the REST layer against a scripted HTTP server on
+ * 127.0.0.1 (libmicrohttpd): Status parsing into errors, which failures
+ * are retried for which verbs (429 always, honouring Retry-After; 5xx for
+ * reads, or with Retry-After; never a POST after a plain 500), paths and
+ * query strings, patch content types and field managers, list pages,
+ * discovery, and the informer's cache and index following a list.
+ */
+#include <microhttpd.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "kube/kube.h"
+
+struct scripted {
+	unsigned status;
+	const char *retry_after;
+	const char *body;
+};
+
+struct fake {
+	struct MHD_Daemon *d;
+	int port;
+	pthread_mutex_t lock;
+	struct scripted script[16];
+	int nscript, next;
+	char log[16][512];         /* "METHOD url?query ctype body" */
+	int nlog;
+};
+
+static struct fake F;
+
+static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+	char *q = cls;
+	(void)kind;
+	size_t n = strlen(q);
+	snprintf(q + n, 300 - n, "%s%s=%s", n ? "&" : "?", k, v ? v : "");
+	return MHD_YES;
+}
+
+struct upload {
+	char buf[4096];
+	size_t len;
+};
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+    const char *method, const char *version, const char *data, size_t *data_len, void **st)
+{
+	struct upload *u = *st;
+	struct MHD_Response *r;
+	struct scripted s = { 500, NULL, "{}" };
+	const char *ct;
+	char query[300] = "";
+	enum MHD_Result rc;
+	(void)cls; (void)version;
+
+	if (u == NULL) {
+		*st = calloc(1, sizeof(struct upload));
+		return MHD_YES;
+	}
+	if (*data_len > 0) {
+		size_t take = *data_len < sizeof(u->buf) - 1 - u->len ? *data_len : sizeof(u->buf) - 1 - u->len;
+		memcpy(u->buf + u->len, data, take);
+		u->len += take;
+		*data_len = 0;
+		return MHD_YES;
+	}
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg, query);
+	ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	pthread_mutex_lock(&F.lock);
+	if (F.nlog < 16)
+		snprintf(F.log[F.nlog++], sizeof(F.log[0]), "%s %s%s %s %.*s", method, url, query,
+		    ct ? ct : "-", (int)u->len, u->buf);
+	if (F.next < F.nscript)
+		s = F.script[F.next++];
+	pthread_mutex_unlock(&F.lock);
+	r = MHD_create_response_from_buffer(strlen(s.body), (void *)s.body, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	if (s.retry_after)
+		MHD_add_response_header(r, "Retry-After", s.retry_after);
+	rc = MHD_queue_response(c, s.status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **st, enum MHD_RequestTerminationCode t)
+{
+	(void)cls; (void)c; (void)t;
+	free(*st);
+	*st = NULL;
+}
+
+static int setup(void **state)
+{
+	const union MHD_DaemonInfo *info;
+	(void)state;
+	memset(&F, 0, sizeof(F));
+	pthread_mutex_init(&F.lock, NULL);
+	F.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, NULL,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+	if (F.d == NULL)
+		return -1;
+	info = MHD_get_daemon_info(F.d, MHD_DAEMON_INFO_BIND_PORT);
+	F.port = info->port;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	MHD_stop_daemon(F.d);
+	pthread_mutex_destroy(&F.lock);
+	return 0;
+}
+
+static void script(int n, const struct scripted *s)
+{
+	pthread_mutex_lock(&F.lock);
+	memcpy(F.script, s, sizeof(*s) * (size_t)n);
+	F.nscript = n;
+	F.next = 0;
+	F.nlog = 0;
+	pthread_mutex_unlock(&F.lock);
+}
+
+static struct kube_client *client(void)
+{
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	char url[64];
+	struct err e;
+	struct kube_client *c;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", F.port);
+	cfg->server = strdup(url);
+	cfg->namespace = strdup("default");
+	cfg->source = strdup("test");
+	/* A token over plain http must never be sent (client-go's rule). */
+	cfg->token = strdup("must-not-leak");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	kube_client_set_retries(c, 3);
+	return c;
+}
+
+static const struct kube_resource stacks = { "pulumi.com", "v1", "stacks", "Stack", 1 };
+static const struct kube_resource secrets = { "", "v1", "secrets", "Secret", 1 };
+
+#define NOT_FOUND "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\"," \
+	"\"message\":\"stacks.pulumi.com \\\"s1\\\" not found\",\"reason\":\"NotFound\",\"code\":404}"
+#define CONFLICT "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\"," \
+	"\"message\":\"the object has been modified\",\"reason\":\"Conflict\",\"code\":409}"
+#define BUSY "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"slow down\",\"reason\":\"TooManyRequests\",\"code\":429}"
+#define OBJ "{\"kind\":\"Stack\",\"metadata\":{\"name\":\"s1\",\"namespace\":\"n\",\"resourceVersion\":\"5\"}}"
+
+static void status_parsing(void **state)
+{
+	(void)state;
+	struct kube_status st;
+	struct err e;
+
+	assert_int_equal(kube_status_parse(CONFLICT, strlen(CONFLICT), 409, &st), 0);
+	assert_int_equal(st.code, 409);
+	assert_string_equal(st.reason, "Conflict");
+	kube_status_error(&e, "PUT /x", &st);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	assert_int_equal(e.http_status, 409);
+	assert_string_equal(e.msg, "PUT /x: 409 Conflict: the object has been modified");
+
+	/* not a Status: the HTTP code and a printable start of the body */
+	assert_int_equal(kube_status_parse("<html>\x01oops", 11, 502, &st), -1);
+	assert_int_equal(st.code, 502);
+	assert_string_equal(st.message, "<html> oops");
+	kube_status_error(&e, "GET /y", &st);
+	assert_int_equal(e.code, ERR_HTTP);
+	assert_null(kube_status_parse(NULL, 0, 401, &st) == 0 ? "parsed" : NULL);
+	kube_status_error(&e, "GET /z", &st);
+	assert_int_equal(e.code, ERR_AUTH);
+	/* a Status code overrides an odd HTTP code, a bogus one does not */
+	{
+		const char *b = "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}";
+		kube_status_parse(b, strlen(b), 200, &st);
+	}
+	assert_int_equal(st.code, 410);
+	{
+		const char *b = "{\"kind\":\"Status\",\"code\":99999}";
+		kube_status_parse(b, strlen(b), 500, &st);
+	}
+	assert_int_equal(st.code, 500);
+}
+
+static void paths(void **state)
+{
+	(void)state;
+	char *p = kube_path(&stacks, "ns", "a b", "status");
+	assert_string_equal(p, "/apis/pulumi.com/v1/namespaces/ns/stacks/a%20b/status");
+	free(p);
+	p = kube_path(&secrets, NULL, NULL, NULL);
+	assert_string_equal(p, "/api/v1/secrets");
+	free(p);
+}
+
+static void get_and_errors(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 200, NULL, OBJ }, { 404, NULL, NOT_FOUND } };
+	struct err e;
+	cJSON *o;
+
+	script(2, s);
+	o = kube_get(c, &stacks, "n", "s1", NULL, &e);
+	assert_non_null(o);
+	assert_string_equal(kube_obj_str(o, "metadata.resourceVersion"), "5");
+	cJSON_Delete(o);
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	assert_int_equal(e.code, ERR_NOTFOUND);
+	assert_non_null(strstr(e.msg, "404 NotFound: stacks.pulumi.com \"s1\" not found"));
+	assert_null(strstr(F.log[0], "must-not-leak"));
+	assert_int_equal(F.nlog, 2);   /* a 404 is not retried */
+	kube_client_free(c);
+}
+
+static void retries_429_for_any_verb(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 429, "0", BUSY }, { 429, "0", BUSY }, { 201, NULL, OBJ } };
+	cJSON *obj = cJSON_Parse(OBJ), *o;
+	struct err e;
+
+	script(3, s);
+	o = kube_create(c, &stacks, "n", obj, &e);
+	assert_non_null(o);
+	assert_int_equal(F.nlog, 3);
+	assert_non_null(strstr(F.log[2], "POST /apis/pulumi.com/v1/namespaces/n/stacks application/json {"));
+	cJSON_Delete(o);
+	cJSON_Delete(obj);
+	kube_client_free(c);
+}
+
+static void post_not_retried_after_plain_500(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 500, NULL, "{\"kind\":\"Status\",\"code\":500,\"reason\":\"InternalError\",\"message\":\"boom\"}" },
+		{ 201, NULL, OBJ } };
+	cJSON *obj = cJSON_Parse(OBJ);
+	struct err e;
+
+	script(2, s);
+	assert_null(kube_create(c, &stacks, "n", obj, &e));
+	assert_int_equal(e.http_status, 500);
+	assert_int_equal(F.nlog, 1);
+	/* ... but with Retry-After the server says it did not act: retried */
+	s[0].retry_after = "0";
+	script(2, s);
+	cJSON *o = kube_create(c, &stacks, "n", obj, &e);
+	assert_non_null(o);
+	assert_int_equal(F.nlog, 2);
+	cJSON_Delete(o);
+	cJSON_Delete(obj);
+	kube_client_free(c);
+}
+
+static void reads_retried_after_500_until_limit(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 503, NULL, "{}" }, { 500, NULL, "{}" }, { 500, NULL, "{}" },
+		{ 500, NULL, "{}" }, { 200, NULL, OBJ } };
+	struct err e;
+
+	script(5, s);
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));   /* 1 + 3 retries */
+	assert_int_equal(F.nlog, 4);
+	assert_int_equal(e.http_status, 500);
+	kube_client_free(c);
+}
+
+static void patches_and_deletes(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 200, NULL, OBJ }, { 200, NULL, OBJ }, { 201, NULL, OBJ },
+		{ 409, NULL, CONFLICT }, { 200, NULL, "{\"kind\":\"Status\",\"status\":\"Success\"}" } };
+	struct err e;
+	cJSON *o;
+
+	script(5, s);
+	o = kube_patch(c, &stacks, "n", "s1", "status", KUBE_PATCH_MERGE, "{\"status\":{}}", "pulumi-controller", 0, &e);
+	cJSON_Delete(o);
+	o = kube_patch(c, &stacks, "n", "s1", NULL, KUBE_PATCH_JSON, "[{\"op\":\"test\",\"path\":\"/a\",\"value\":1}]", NULL, 0, &e);
+	cJSON_Delete(o);
+	o = kube_patch(c, &stacks, "n", "s1", NULL, KUBE_PATCH_APPLY, OBJ, "pulumi-controller", 1, &e);
+	assert_non_null(o);
+	cJSON_Delete(o);
+	/* apply without a field manager is refused before any request */
+	assert_null(kube_patch(c, &stacks, "n", "s1", NULL, KUBE_PATCH_APPLY, OBJ, NULL, 1, &e));
+	o = cJSON_Parse(OBJ);
+	assert_null(kube_update(c, &stacks, "n", o, NULL, &e));
+	assert_int_equal(e.code, ERR_CONFLICT);
+	cJSON_Delete(o);
+	assert_int_equal(kube_delete(c, &stacks, "n", "s1", "5", &e), 0);
+
+	assert_string_equal(F.log[0], "PATCH /apis/pulumi.com/v1/namespaces/n/stacks/s1/status?fieldManager=pulumi-controller "
+	    "application/merge-patch+json {\"status\":{}}");
+	assert_non_null(strstr(F.log[1], "PATCH /apis/pulumi.com/v1/namespaces/n/stacks/s1 application/json-patch+json [{"));
+	assert_non_null(strstr(F.log[2], "s1?fieldManager=pulumi-controller&force=true application/apply-patch+yaml {"));
+	assert_non_null(strstr(F.log[3], "PUT /apis/pulumi.com/v1/namespaces/n/stacks/s1 application/json"));
+	assert_non_null(strstr(F.log[4], "DELETE /apis/pulumi.com/v1/namespaces/n/stacks/s1 application/json "
+	    "{\"propagationPolicy\":\"Background\",\"preconditions\":{\"resourceVersion\":\"5\"}}"));
+	assert_int_equal(F.nlog, 5);
+	kube_client_free(c);
+}
+
+static void list_query_and_discovery(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = {
+		{ 200, NULL, "{\"kind\":\"StackList\",\"metadata\":{\"resourceVersion\":\"9\",\"continue\":\"tok\"},\"items\":[]}" },
+		{ 200, NULL, "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":\"stacks\"},{\"name\":\"stacks/status\"}]}" },
+		{ 200, NULL, "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":\"other\"}]}" },
+		{ 404, NULL, "{}" },
+	};
+	struct kube_list_opts lo = { "app in (a,b)", NULL, 500, "c1", NULL };
+	struct err e;
+	cJSON *l;
+
+	script(4, s);
+	l = kube_list(c, &stacks, NULL, &lo, &e);
+	assert_non_null(l);
+	assert_string_equal(kube_obj_str(l, "metadata.continue"), "tok");
+	cJSON_Delete(l);
+	assert_non_null(strstr(F.log[0], "GET /apis/pulumi.com/v1/stacks?"));
+	assert_non_null(strstr(F.log[0], "labelSelector=app in (a,b)"));
+	assert_non_null(strstr(F.log[0], "limit=500"));
+	assert_non_null(strstr(F.log[0], "continue=c1"));
+	assert_int_equal(kube_resource_served(c, &stacks, &e), 1);
+	assert_int_equal(kube_resource_served(c, &stacks, &e), 0);
+	assert_int_equal(kube_resource_served(c, &stacks, &e), 0);
+	kube_client_free(c);
+}
+
+/* The informer lists pages into its cache, runs handlers and keeps the
+ * secondary index; the watch that follows fails against this server and
+ * is retried until stop. */
+static int source_index(const cJSON *obj, char **out, int max)
+{
+	const char *src = kube_obj_str(obj, "spec.source");
+	(void)max;
+	if (src == NULL)
+		return 0;
+	out[0] = strdup(src);
+	return 1;
+}
+
+static int adds;
+
+static void count_adds(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	(void)ud; (void)inf; (void)old; (void)obj;
+	if (ch == KUBE_CHANGE_ADD)
+		adds++;
+}
+
+static void collect_key(void *ud, const char *key)
+{
+	strcat(ud, key);
+	strcat(ud, ";");
+}
+
+static void informer_lists_pages(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = {
+		{ 200, NULL, "{\"metadata\":{\"resourceVersion\":\"10\",\"continue\":\"p2\"},\"items\":["
+		    "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"3\",\"managedFields\":[{}]},\"spec\":{\"source\":\"git/r1\"}}]}" },
+		{ 200, NULL, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+		    "{\"metadata\":{\"name\":\"b\",\"namespace\":\"n\",\"resourceVersion\":\"4\"},\"spec\":{\"source\":\"git/r1\"}},"
+		    "{\"metadata\":{\"name\":\"c\",\"namespace\":\"m\",\"resourceVersion\":\"5\"},\"spec\":{\"source\":\"git/r2\"}}]}" },
+	};
+	struct kube_informer_opts io = { NULL, NULL, 1, 0, 5, 10 };
+	struct kube_informer *inf = kube_informer_new(c, &stacks, &io);
+	char keys[256] = "";
+	struct err e;
+	cJSON *o;
+
+	script(2, s);
+	adds = 0;
+	kube_informer_add_handler(inf, count_adds, NULL);
+	assert_int_equal(kube_informer_add_index(inf, "source", source_index), 0);
+	assert_int_equal(kube_informer_start(inf, &e), 0);
+	assert_int_equal(kube_informer_add_index(inf, "late", source_index), -1);
+	assert_int_equal(kube_informer_wait_synced(inf, 10000), 0);
+	assert_int_equal(kube_informer_count(inf), 3);
+	assert_int_equal(adds, 3);
+	o = kube_informer_get(inf, "n", "a");
+	assert_non_null(o);
+	assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "managedFields"));
+	cJSON_Delete(o);
+	assert_null(kube_informer_get(inf, "n", "zzz"));
+	assert_int_equal(kube_informer_by_index(inf, "source", "git/r1", collect_key, keys), 2);
+	assert_true(strcmp(keys, "n/a;n/b;") == 0 || strcmp(keys, "n/b;n/a;") == 0);
+	assert_int_equal(kube_informer_by_index(inf, "source", "git/none", collect_key, keys), 0);
+	assert_int_equal(kube_informer_by_index(inf, "nosuch", "x", collect_key, keys), -1);
+	assert_non_null(strstr(F.log[0], "limit=1"));
+	assert_non_null(strstr(F.log[1], "continue=p2"));
+	kube_informer_free(inf);
+	kube_client_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(status_parsing),
+		cmocka_unit_test(paths),
+		cmocka_unit_test(get_and_errors),
+		cmocka_unit_test(retries_429_for_any_verb),
+		cmocka_unit_test(post_not_retried_after_plain_500),
+		cmocka_unit_test(reads_retried_after_500_until_limit),
+		cmocka_unit_test(patches_and_deletes),
+		cmocka_unit_test(list_query_and_discovery),
+		cmocka_unit_test(informer_lists_pages),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

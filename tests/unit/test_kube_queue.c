@@ -1,0 +1,318 @@
+/*
+ * test_kube_queue.c - the work queue's client-go semantics (dedup, one
+ * worker per key, re-run when re-added during processing, delayed adds
+ * with earliest-wins, per-key exponential backoff, overall token bucket,
+ * shutdown and drain), the worker pool's result handling, the reflector
+ * backoff and Go duration parsing.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "kube/kube.h"
+
+static void dedups_while_waiting(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	char *k;
+
+	kube_queue_add(q, "ns/a");
+	kube_queue_add(q, "ns/b");
+	kube_queue_add(q, "ns/a");
+	kube_queue_add(q, "ns/a");
+	assert_int_equal(kube_queue_len(q), 2);
+	k = kube_queue_get(q);
+	assert_string_equal(k, "ns/a");   /* FIFO */
+	kube_queue_done(q, k);
+	free(k);
+	k = kube_queue_get(q);
+	assert_string_equal(k, "ns/b");
+	kube_queue_done(q, k);
+	free(k);
+	assert_int_equal(kube_queue_len(q), 0);
+	kube_queue_free(q);
+}
+
+static void readded_while_processing_runs_again_after_done(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	char *k, *k2;
+
+	kube_queue_add(q, "x");
+	k = kube_queue_get(q);
+	kube_queue_add(q, "x");
+	kube_queue_add(q, "x");
+	/* not handed to a second worker while the first holds it */
+	assert_int_equal(kube_queue_len(q), 0);
+	kube_queue_done(q, k);
+	free(k);
+	assert_int_equal(kube_queue_len(q), 1);
+	k2 = kube_queue_get(q);
+	assert_string_equal(k2, "x");
+	kube_queue_done(q, k2);
+	free(k2);
+	assert_int_equal(kube_queue_len(q), 0);
+	kube_queue_free(q);
+}
+
+static void delayed_adds(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	char *k;
+
+	kube_queue_add_after(q, "late", 60000);
+	kube_queue_add_after(q, "soon", 30);
+	kube_queue_add_after(q, "late", 20);   /* earlier wins */
+	assert_int_equal(kube_queue_len(q), 0);
+	k = kube_queue_get(q);   /* blocks until one is due */
+	assert_true(strcmp(k, "late") == 0 || strcmp(k, "soon") == 0);
+	kube_queue_done(q, k);
+	free(k);
+	k = kube_queue_get(q);
+	assert_true(strcmp(k, "late") == 0 || strcmp(k, "soon") == 0);
+	kube_queue_done(q, k);
+	free(k);
+	/* the superseded 60 s entry must not come back as a duplicate */
+	kube_queue_add_after(q, "other", 40);
+	k = kube_queue_get(q);
+	assert_string_equal(k, "other");
+	kube_queue_done(q, k);
+	free(k);
+	kube_queue_add_after(q, "now", 0);
+	assert_int_equal(kube_queue_len(q), 1);
+	kube_queue_free(q);
+}
+
+static void per_key_backoff_and_forget(void **state)
+{
+	(void)state;
+	struct kube_queue_opts o = { 5, 1000, 1000, 1000 };
+	struct kube_queue *q = kube_queue_new(&o);
+
+	assert_int_equal(kube_queue_when(q, "a"), 5);
+	assert_int_equal(kube_queue_when(q, "a"), 10);
+	assert_int_equal(kube_queue_when(q, "a"), 20);
+	assert_int_equal(kube_queue_when(q, "b"), 5);   /* per key */
+	assert_int_equal(kube_queue_requeues(q, "a"), 3);
+	for (int i = 0; i < 20; i++)
+		kube_queue_when(q, "a");
+	assert_int_equal(kube_queue_when(q, "a"), 1000);   /* capped */
+	kube_queue_forget(q, "a");
+	assert_int_equal(kube_queue_requeues(q, "a"), 0);
+	assert_int_equal(kube_queue_when(q, "a"), 5);
+	kube_queue_free(q);
+}
+
+static void overall_bucket_limits_bursts(void **state)
+{
+	(void)state;
+	/* 1 per second, burst 2: the third distinct key waits ~1 s, the
+	 * fourth ~2 s, whatever their own backoff says. */
+	struct kube_queue_opts o = { 1, 1000000, 1, 2 };
+	struct kube_queue *q = kube_queue_new(&o);
+	long w1 = kube_queue_when(q, "k1"), w2 = kube_queue_when(q, "k2");
+	long w3 = kube_queue_when(q, "k3"), w4 = kube_queue_when(q, "k4");
+
+	assert_true(w1 <= 1 && w2 <= 1);
+	assert_true(w3 > 500 && w3 <= 1000);
+	assert_true(w4 > 1500 && w4 <= 2000);
+	kube_queue_free(q);
+}
+
+static void shutdown_and_drain(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	char *k;
+
+	kube_queue_add(q, "a");
+	k = kube_queue_get(q);
+	kube_queue_shutdown(q);
+	assert_null(kube_queue_get(q));
+	kube_queue_add(q, "b");   /* ignored after shutdown */
+	assert_int_equal(kube_queue_drain(q, 10), -1);   /* "a" still processing */
+	kube_queue_done(q, k);
+	free(k);
+	assert_int_equal(kube_queue_drain(q, 1000), 0);
+	kube_queue_free(q);
+}
+
+/* Many threads hammering few keys: never two workers on one key. */
+struct hammer {
+	struct kube_queue *q;
+	atomic_int active[4];
+	atomic_int violations, processed;
+};
+
+static void *hammer_worker(void *arg)
+{
+	struct hammer *h = arg;
+	char *k;
+
+	while ((k = kube_queue_get(h->q)) != NULL) {
+		int idx = k[0] - 'a';
+		if (atomic_fetch_add(&h->active[idx], 1) != 0)
+			atomic_fetch_add(&h->violations, 1);
+		usleep(100);
+		atomic_fetch_sub(&h->active[idx], 1);
+		atomic_fetch_add(&h->processed, 1);
+		kube_queue_done(h->q, k);
+		free(k);
+	}
+	return NULL;
+}
+
+static void one_worker_per_key(void **state)
+{
+	(void)state;
+	struct hammer h = { .q = kube_queue_new(NULL) };
+	pthread_t th[6];
+
+	for (int i = 0; i < 6; i++)
+		pthread_create(&th[i], NULL, hammer_worker, &h);
+	for (int i = 0; i < 4000; i++) {
+		char key[2] = { (char)('a' + i % 4), 0 };
+		kube_queue_add(h.q, key);
+	}
+	while (kube_queue_len(h.q) > 0)
+		usleep(1000);
+	assert_int_equal(kube_queue_drain(h.q, 10000), 0);
+	kube_queue_shutdown(h.q);
+	for (int i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&h.violations), 0);
+	assert_true(atomic_load(&h.processed) >= 4);
+	assert_true(atomic_load(&h.processed) <= 4000);
+	kube_queue_free(h.q);
+}
+
+/* The worker pool: failures are retried with backoff, successes forgotten,
+ * requeue-after honoured. */
+struct recon {
+	atomic_int calls_fail, calls_ok, calls_requeue;
+};
+
+static int reconcile(void *ud, const char *key, long *requeue, struct err *e)
+{
+	struct recon *r = ud;
+
+	if (strcmp(key, "fail") == 0) {
+		if (atomic_fetch_add(&r->calls_fail, 1) < 2)
+			return err_set(e, ERR_HTTP, "transient");
+		return 0;
+	}
+	if (strcmp(key, "requeue") == 0) {
+		if (atomic_fetch_add(&r->calls_requeue, 1) == 0)
+			*requeue = 10;
+		return 0;
+	}
+	atomic_fetch_add(&r->calls_ok, 1);
+	return 0;
+}
+
+static void workers_handle_results(void **state)
+{
+	(void)state;
+	struct recon r = { 0 };
+	struct kube_reconciler rec = { reconcile, &r };
+	struct kube_queue *q = kube_queue_new(NULL);
+	struct err e;
+	struct kube_workers *w = kube_workers_start(q, 3, &rec, &e);
+	uint64_t done, failed;
+
+	assert_non_null(w);
+	kube_queue_add(q, "fail");
+	kube_queue_add(q, "requeue");
+	kube_queue_add(q, "ok");
+	for (int i = 0; i < 5000 && (atomic_load(&r.calls_fail) < 3 || atomic_load(&r.calls_requeue) < 2 ||
+	    atomic_load(&r.calls_ok) < 1); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&r.calls_fail), 3);
+	assert_int_equal(atomic_load(&r.calls_requeue), 2);
+	assert_int_equal(atomic_load(&r.calls_ok), 1);
+	assert_int_equal(kube_queue_requeues(q, "fail"), 0);   /* forgotten on success */
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(failed, 2);
+	assert_int_equal(kube_workers_stop(w, 5000), 0);
+	kube_queue_free(q);
+}
+
+static void backoff_grows_caps_and_resets(void **state)
+{
+	(void)state;
+	struct kube_backoff b;
+	long d;
+
+	kube_backoff_init(&b, 800, 30000, 2.0, 0.0);
+	assert_int_equal(kube_backoff_next(&b), 800);
+	assert_int_equal(kube_backoff_next(&b), 1600);
+	assert_int_equal(kube_backoff_next(&b), 3200);
+	for (int i = 0; i < 10; i++)
+		kube_backoff_next(&b);
+	assert_int_equal(kube_backoff_next(&b), 30000);
+	kube_backoff_reset(&b);
+	assert_int_equal(kube_backoff_next(&b), 800);
+
+	kube_backoff_init(&b, 800, 30000, 2.0, 1.0);   /* jitter: [d, 2d) */
+	for (int i = 0; i < 100; i++) {
+		kube_backoff_reset(&b);
+		d = kube_backoff_next(&b);
+		assert_true(d >= 800 && d < 1600);
+	}
+}
+
+static void durations(void **state)
+{
+	(void)state;
+	assert_int_equal(kube_parse_duration_ms("15s"), 15000);
+	assert_int_equal(kube_parse_duration_ms("500ms"), 500);
+	assert_int_equal(kube_parse_duration_ms("1m30s"), 90000);
+	assert_int_equal(kube_parse_duration_ms("2h"), 7200000);
+	assert_int_equal(kube_parse_duration_ms("1.5s"), 1500);
+	assert_int_equal(kube_parse_duration_ms("0"), 0);
+	assert_int_equal(kube_parse_duration_ms("15"), -1);
+	assert_int_equal(kube_parse_duration_ms("s"), -1);
+	assert_int_equal(kube_parse_duration_ms("-1s"), -1);
+	assert_int_equal(kube_parse_duration_ms("1x"), -1);
+	assert_int_equal(kube_parse_duration_ms(""), -1);
+	assert_int_equal(kube_parse_duration_ms("99999999999999h"), -1);
+}
+
+static void microtime(void **state)
+{
+	(void)state;
+	char buf[64];
+
+	kube_format_microtime(buf, sizeof(buf), 1795996800123456LL);
+	assert_string_equal(buf, "2026-11-30T00:00:00.123456Z");
+	kube_format_microtime(buf, sizeof(buf), 1795996800000001LL);
+	assert_string_equal(buf, "2026-11-30T00:00:00.000001Z");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(dedups_while_waiting),
+		cmocka_unit_test(readded_while_processing_runs_again_after_done),
+		cmocka_unit_test(delayed_adds),
+		cmocka_unit_test(per_key_backoff_and_forget),
+		cmocka_unit_test(overall_bucket_limits_bursts),
+		cmocka_unit_test(shutdown_and_drain),
+		cmocka_unit_test(one_worker_per_key),
+		cmocka_unit_test(workers_handle_results),
+		cmocka_unit_test(backoff_grows_caps_and_resets),
+		cmocka_unit_test(durations),
+		cmocka_unit_test(microtime),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
