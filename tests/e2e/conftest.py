@@ -13,7 +13,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-pytest_plugins = ["nginx_fixtures", "registry_fixtures"]
+pytest_plugins = ["nginx_fixtures", "registry_fixtures", "kube_fixtures"]
 
 
 def _binary():

@@ -1,0 +1,39 @@
+"""Command line: PYTHONPATH=tests/e2e /usr/bin/python3 -m kubeapi --state-dir DIR [options]."""
+import argparse
+import os
+import signal
+import sys
+
+from .app import Emulator
+
+
+def main():
+    p = argparse.ArgumentParser(prog="kubeapi", description="Kubernetes API-server emulator "
+                                "for tests (see docs/testing.md)")
+    p.add_argument("--state-dir", required=True, help="PKI, tokens, kubeconfig, saved state")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--token-file", help="bearer tokens, one a line (default STATE/tokens)")
+    p.add_argument("--minor", type=int, default=32, help="Kubernetes minor version reported")
+    p.add_argument("--history", type=int, default=10000,
+                   help="watch events kept; older resourceVersions get 410 Expired")
+    p.add_argument("--bookmark-interval", type=float, default=60.0)
+    p.add_argument("--no-watch-list", action="store_true",
+                   help="refuse sendInitialEvents with 422, like a server with WatchList off")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args()
+    emu = Emulator(args.state_dir, host=args.host, port=args.port, token_file=args.token_file,
+                   minor=args.minor, history=args.history, verbose=args.verbose)
+    emu.settings.bookmark_interval = args.bookmark_interval
+    emu.settings.watch_list = not args.no_watch_list
+    signal.signal(signal.SIGTERM, lambda *_: emu.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: emu.request_stop())
+    if args.verbose:
+        sys.stderr.write(f"kubeapi: serving {emu.url} (state {args.state_dir})\n")
+    emu.run()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""metav1.Status objects and the API error type the emulator raises.
+
+Every failure leaves the server as a Status body with the reason, message
+and details kube-apiserver would use (apimachinery/pkg/api/errors), so the
+client under test parses exactly what it will meet in a real cluster.
+"""
+
+
+class ApiError(Exception):
+    """An error answered as a metav1.Status; headers are extra HTTP headers."""
+
+    def __init__(self, code, reason, message, details=None, headers=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self):
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": self.message, "reason": self.reason,
+                "code": self.code}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def qualified(rtype):
+    """'widgets.example.com' or 'configmaps': how errors name a resource."""
+    return f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+
+
+def qualified_kind(rtype):
+    return f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+
+
+def _details(rtype, name, kind=None):
+    d = {}
+    if name:
+        d["name"] = name
+    if rtype.group:
+        d["group"] = rtype.group
+    d["kind"] = kind or rtype.plural
+    return d
+
+
+def not_found(rtype, name):
+    return ApiError(404, "NotFound", f'{qualified(rtype)} "{name}" not found',
+                    _details(rtype, name))
+
+
+def namespace_not_found(ns):
+    return ApiError(404, "NotFound", f'namespaces "{ns}" not found',
+                    {"name": ns, "kind": "namespaces"})
+
+
+def already_exists(rtype, name):
+    return ApiError(409, "AlreadyExists", f'{qualified(rtype)} "{name}" already exists',
+                    _details(rtype, name))
+
+
+def conflict(rtype, name, why="the object has been modified; please apply your changes "
+             "to the latest version and try again"):
+    return ApiError(409, "Conflict",
+                    f'Operation cannot be fulfilled on {qualified(rtype)} "{name}": {why}',
+                    _details(rtype, name))
+
+
+def invalid(rtype, name, causes):
+    """causes: list of (reason, field, message) as field.Error renders them."""
+    text = ", ".join(f"{f}: {m}" if f else m for _, f, m in causes)
+    if len(causes) > 1:
+        text = "[" + text + "]"
+    details = _details(rtype, name, kind=rtype.kind)
+    details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+    return ApiError(422, "Invalid", f'{qualified_kind(rtype)} "{name}" is invalid: {text}',
+                    details)
+
+
+def bad_request(message):
+    return ApiError(400, "BadRequest", message)
+
+
+def forbidden_terminating(rtype, name, ns):
+    return ApiError(403, "Forbidden",
+                    f'{qualified(rtype)} "{name}" is forbidden: unable to create new content '
+                    f'in namespace {ns} because it is being terminated',
+                    dict(_details(rtype, name), causes=[{
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {ns} is being terminated",
+                        "field": "metadata.namespace"}]))
+
+
+def expired(message):
+    return ApiError(410, "Expired", message)
+
+
+def unsupported_media(types):
+    return ApiError(415, "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: " + ", ".join(types))
+
+
+def method_not_allowed():
+    return ApiError(405, "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource")
+
+
+def path_not_found():
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def unauthorized():
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def too_large_rv(requested, current):
+    return ApiError(504, "Timeout",
+                    f"Too large resource version: {requested}, current: {current}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge",
+                                 "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
+
+
+def success(rtype, name, uid):
+    d = _details(rtype, name)
+    d["uid"] = uid
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": d}

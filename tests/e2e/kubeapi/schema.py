@@ -1,0 +1,171 @@
+"""Structural-schema pruning and validation of custom resources.
+
+Like kube-apiserver for CRDs: fields the openAPIV3Schema does not declare
+are dropped (or refused with fieldValidation=Strict), unless a node carries
+x-kubernetes-preserve-unknown-fields; nulls in non-nullable fields are
+dropped; missing properties with a default get it; type, required, enum, bounds, length and pattern are checked and
+reported as 422 causes.  metadata is reduced to ObjectMeta's fields.
+"""
+import copy
+import re
+
+OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
+               "generation", "creationTimestamp", "deletionTimestamp",
+               "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+               "finalizers", "managedFields"}
+
+
+def _type_ok(value, typ, schema):
+    if schema.get("x-kubernetes-int-or-string"):
+        return isinstance(value, (int, str)) and not isinstance(value, bool)
+    if typ is None:
+        return True
+    if typ == "object":
+        return isinstance(value, dict)
+    if typ == "array":
+        return isinstance(value, list)
+    if typ == "string":
+        return isinstance(value, str)
+    if typ == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if typ == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ == "boolean":
+        return isinstance(value, bool)
+    return True
+
+
+def _render(value):
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return '"' + type(value).__name__.replace("dict", "object").replace("list", "array") + '"'
+    return str(value)
+
+
+class Walker:
+    def __init__(self):
+        self.unknown = []
+        self.errors = []
+
+    def walk(self, value, schema, path):
+        """Returns the pruned value (a new object; the input is not changed)."""
+        if not isinstance(schema, dict):
+            return value
+        typ = schema.get("type")
+        if not _type_ok(value, typ, schema):
+            self.errors.append(("FieldValueTypeInvalid", path,
+                                f"Invalid value: {_render(value)}: {path} in body must be "
+                                f"of type {typ}: {_render(value)}"))
+            return value
+        if "enum" in schema and value not in schema["enum"]:
+            allowed = ", ".join(_render(e) for e in schema["enum"])
+            self.errors.append(("FieldValueNotSupported", path,
+                                f"Unsupported value: {_render(value)}: supported values: {allowed}"))
+        self._bounds(value, schema, path)
+        if isinstance(value, dict):
+            return self._object(value, schema, path)
+        if isinstance(value, list):
+            items = schema.get("items")
+            return [self.walk(v, items, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    def _bounds(self, value, schema, path):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if "minimum" in schema and value < schema["minimum"]:
+                self.errors.append(("FieldValueInvalid", path,
+                                    f"Invalid value: {value}: {path} in body should be greater "
+                                    f"than or equal to {schema['minimum']}"))
+            if "maximum" in schema and value > schema["maximum"]:
+                self.errors.append(("FieldValueInvalid", path,
+                                    f"Invalid value: {value}: {path} in body should be less "
+                                    f"than or equal to {schema['maximum']}"))
+        if isinstance(value, str):
+            if "maxLength" in schema and len(value) > schema["maxLength"]:
+                self.errors.append(("FieldValueTooLong", path,
+                                    f"Too long: may not be more than {schema['maxLength']} bytes"))
+            if "minLength" in schema and len(value) < schema["minLength"]:
+                self.errors.append(("FieldValueInvalid", path,
+                                    f"Invalid value: \"{value}\": {path} in body should be at "
+                                    f"least {schema['minLength']} chars long"))
+            if "pattern" in schema and not re.search(schema["pattern"], value):
+                self.errors.append(("FieldValueInvalid", path,
+                                    f"Invalid value: \"{value}\": {path} in body should match "
+                                    f"'{schema['pattern']}'"))
+
+    def _object(self, value, schema, path):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        keep_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or extra is True
+        out = {}
+        for key, sub in value.items():
+            sub_path = f"{path}.{key}" if path else key
+            if sub is None and not (props.get(key) or {}).get("nullable"):
+                continue
+            if key in props:
+                out[key] = self.walk(sub, props[key], sub_path)
+            elif isinstance(extra, dict):
+                out[key] = self.walk(sub, extra, sub_path)
+            elif keep_unknown:
+                out[key] = sub
+            elif schema.get("x-kubernetes-embedded-resource") and key in ("apiVersion", "kind",
+                                                                          "metadata"):
+                out[key] = sub
+            else:
+                self.unknown.append(sub_path)
+        for key, sub in props.items():
+            if key not in out and isinstance(sub, dict) and "default" in sub:
+                out[key] = self.walk(copy.deepcopy(sub["default"]), sub,
+                                     f"{path}.{key}" if path else key)
+        for req in schema.get("required") or []:
+            if req not in out:
+                self.errors.append(("FieldValueRequired", f"{path}.{req}" if path else req,
+                                    "Required value"))
+        return out
+
+
+def prune_custom_resource(obj, schema):
+    """(pruned object, unknown field paths, errors) for a CR against its schema."""
+    w = Walker()
+    out = {}
+    for key in ("apiVersion", "kind"):
+        if key in obj:
+            out[key] = obj[key]
+    meta = obj.get("metadata") or {}
+    out["metadata"] = {k: v for k, v in meta.items() if k in OBJECT_META}
+    w.unknown.extend(f"metadata.{k}" for k in meta if k not in OBJECT_META)
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    if schema is None:
+        out.update(body)
+        return out, w.unknown, w.errors
+    root = dict(schema)
+    props = dict(root.get("properties") or {})
+    for k in ("apiVersion", "kind", "metadata"):
+        props.pop(k, None)
+    root["properties"] = props
+    root.pop("required", None)
+    out.update(w.walk(body, root, ""))
+    for req in schema.get("required") or []:
+        if req not in out and req not in ("apiVersion", "kind", "metadata"):
+            w.errors.append(("FieldValueRequired", req, "Required value"))
+    return out, w.unknown, w.errors
+
+
+def prune_builtin(obj, top_fields):
+    """Typed decoding drops unknown top-level fields of built-in kinds."""
+    unknown = []
+    out = {}
+    for k, v in obj.items():
+        if k in ("apiVersion", "kind"):
+            out[k] = v
+        elif k == "metadata":
+            meta = v or {}
+            out[k] = {mk: mv for mk, mv in meta.items() if mk in OBJECT_META}
+            unknown.extend(f"metadata.{mk}" for mk in meta if mk not in OBJECT_META)
+        elif top_fields is None or k in top_fields:
+            out[k] = v
+        else:
+            unknown.append(k)
+    return out, unknown

@@ -1,0 +1,1015 @@
+"""The object store: resourceVersions, history, watchers and the write rules.
+
+One global integer resourceVersion counts every write, as etcd's revision
+does; a bounded history of events lets a watch resume from an old
+resourceVersion and lets a paginated list read a consistent snapshot.  Once
+an event falls out of the history (or the admin endpoint compacts it), asking
+for a resourceVersion at or before it gives 410 Expired.
+
+The write rules follow the generic registry and the CRD strategies of
+kube-apiserver (reference/kube-api.md §2): generation, the status
+subresource, optimistic concurrency, finalizers and deletionTimestamp, field
+ownership, and the controllers a bare apiserver relies on but which every
+cluster runs (namespace and CRD cleanup, a background garbage collector,
+CRD establishment), here done synchronously.
+
+Stored objects are never mutated: every write stores a fresh dict, so
+watchers and history share them without copying.
+"""
+import base64
+import binascii
+import collections
+import copy
+import json
+import random
+import re
+import threading
+import time
+import uuid
+
+from . import apply as ssa
+from . import errors as E
+from .patches import (PatchFailed, PatchMalformed, json_patch, merge_patch,
+                      strategic_merge)
+from .registry import Registry
+from .schema import prune_builtin, prune_custom_resource
+from .selectors import FieldSelector, LabelSelector
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+NS_KEY = ("", "namespaces")
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+BLOCK_TIMEOUT = 3.0     # how long a read waits for a resourceVersion newer than the store
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def meta(obj):
+    return obj.get("metadata") or {}
+
+
+class Event:
+    __slots__ = ("rv", "type", "key", "obj", "old")
+
+    def __init__(self, rv, etype, key, obj, old):
+        self.rv, self.type, self.key, self.obj, self.old = rv, etype, key, obj, old
+
+    def to_json(self):
+        return {"rv": self.rv, "type": self.type, "key": list(self.key), "obj": self.obj,
+                "old": self.old}
+
+
+class Watcher:
+    """One open watch: the server thread drains `items`, the store fills it."""
+
+    def __init__(self, rtype, namespace, labels, fields, bookmarks, info):
+        self.rtype = rtype
+        self.key = rtype.key
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.bookmarks = bookmarks
+        self.info = info
+        self.items = collections.deque()
+        self.cond = threading.Condition()
+
+    def push(self, item):
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify()
+
+    def take(self, timeout):
+        """All queued items, waiting up to timeout for the first."""
+        with self.cond:
+            if not self.items:
+                self.cond.wait(timeout)
+            out = list(self.items)
+            self.items.clear()
+            return out
+
+    def matches(self, obj):
+        m = meta(obj)
+        if self.namespace and m.get("namespace") != self.namespace:
+            return False
+        return self.labels.match(m.get("labels")) and self.fields.match(obj)
+
+    def offer(self, ev):
+        if ev.type == "DELETED":
+            if self.matches(ev.obj):
+                self.push(("event", "DELETED", ev.obj))
+            return
+        new_match = self.matches(ev.obj)
+        old_match = ev.old is not None and self.matches(ev.old)
+        if new_match and old_match:
+            self.push(("event", "MODIFIED", ev.obj))
+        elif new_match:
+            self.push(("event", "ADDED", ev.obj))
+        elif old_match:
+            gone = copy.deepcopy(ev.old)
+            gone["metadata"]["resourceVersion"] = str(ev.rv)
+            self.push(("event", "DELETED", gone))
+
+
+class Store:
+    def __init__(self, history_limit=10000):
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.registry = Registry()
+        self.rv = 0
+        self.objects = {}           # (group, plural) -> {(ns, name): obj}
+        self.history = collections.deque()
+        self.history_limit = history_limit
+        self.floor = 0              # oldest resourceVersion a watch or snapshot may start at
+        self.watchers = set()
+        self.owners = {}            # owner uid -> set of (key, ns, name) of dependents
+        self.warnings = threading.local()
+
+    # -- bootstrap and persistence ----------------------------------------------------
+
+    def bootstrap(self):
+        ns_type = self.registry.lookup("", "v1", "namespaces")
+        for name in INITIAL_NAMESPACES:
+            self.create(ns_type, None, {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": name}}, {}, "kube-apiserver")
+
+    def dump(self):
+        with self.lock:
+            return {"rv": self.rv, "floor": self.floor,
+                    "objects": [{"key": list(k), "items": list(v.values())}
+                                for k, v in self.objects.items()],
+                    "history": [e.to_json() for e in self.history]}
+
+    def load(self, state):
+        with self.lock:
+            self.rv = state["rv"]
+            self.floor = state["floor"]
+            for entry in state["objects"]:
+                key = tuple(entry["key"])
+                bucket = self.objects.setdefault(key, {})
+                for obj in entry["items"]:
+                    bucket[(meta(obj).get("namespace", ""), meta(obj)["name"])] = obj
+                    self._index_owners(key, None, obj)
+            for e in state["history"]:
+                self.history.append(Event(e["rv"], e["type"], tuple(e["key"]), e["obj"],
+                                          e["old"]))
+            for crd in self.objects.get(CRD_KEY, {}).values():
+                self.registry.set_crd(meta(crd)["name"], crd)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def warn(self, text):
+        lst = getattr(self.warnings, "items", None)
+        if lst is not None:
+            lst.append(text)
+
+    def present(self, rtype, obj):
+        """The stored object as seen at the request's version."""
+        if obj.get("apiVersion") == rtype.api_version:
+            return obj
+        out = dict(obj)
+        out["apiVersion"] = rtype.api_version
+        return out
+
+    def _bucket(self, key):
+        return self.objects.setdefault(key, {})
+
+    def _get(self, rtype, ns, name):
+        return self.objects.get(rtype.key, {}).get((ns or "", name))
+
+    def _wait_fresh(self, want):
+        """Blocks until the store reaches resourceVersion `want` (504 after 3 s)."""
+        deadline = time.monotonic() + BLOCK_TIMEOUT
+        while self.rv < want:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise E.too_large_rv(want, self.rv)
+            self.changed.wait(left)
+
+    def _parse_rv(self, text, what="resourceVersion"):
+        try:
+            v = int(text)
+            if v < 0:
+                raise ValueError
+            return v
+        except ValueError:
+            raise E.bad_request(f'invalid {what}: "{text}"') from None
+
+    def _commit(self, etype, key, obj, old):
+        self.rv += 1
+        m = dict(meta(obj))
+        m["resourceVersion"] = str(self.rv)
+        obj = dict(obj)
+        obj["metadata"] = m
+        ident = (m.get("namespace", ""), m["name"])
+        if etype == "DELETED":
+            self._bucket(key).pop(ident, None)
+        else:
+            self._bucket(key)[ident] = obj
+        self._index_owners(key, old, obj if etype != "DELETED" else None)
+        ev = Event(self.rv, etype, key, obj, old)
+        self.history.append(ev)
+        while len(self.history) > self.history_limit:
+            self.floor = self.history.popleft().rv
+        for w in list(self.watchers):
+            if w.key == key:
+                w.offer(ev)
+        self.changed.notify_all()
+        return obj
+
+    def _index_owners(self, key, old, new):
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            ident = (key, meta(obj).get("namespace", ""), meta(obj)["name"])
+            for ref in meta(obj).get("ownerReferences") or []:
+                deps = self.owners.setdefault(ref.get("uid"), set())
+                if add:
+                    deps.add(ident)
+                else:
+                    deps.discard(ident)
+
+    def _uid_exists(self, uid):
+        for bucket in self.objects.values():
+            for obj in bucket.values():
+                if meta(obj).get("uid") == uid:
+                    return True
+        return False
+
+    def _check_gvk(self, rtype, body, where="data"):
+        if not isinstance(body, dict):
+            raise E.bad_request("the request body is not a JSON object")
+        if "kind" not in body or not body.get("kind"):
+            raise E.bad_request(f"Object 'Kind' is missing in '{json.dumps(body)[:200]}'")
+        av = body.get("apiVersion")
+        if av and av != rtype.api_version:
+            raise E.bad_request(f"the API version in the {where} ({av}) does not match the "
+                                f"expected API version ({rtype.api_version})")
+        if body["kind"] != rtype.kind:
+            raise E.bad_request(f"the kind in the {where} ({body['kind']}) does not match the "
+                                f"expected kind ({rtype.kind})")
+
+    def _validate_meta(self, rtype, obj):
+        m = meta(obj)
+        name = m.get("name", "")
+        causes = []
+        if rtype.key == NS_KEY:
+            if len(name) > 63 or not DNS_LABEL.match(name):
+                causes.append(("FieldValueInvalid", "metadata.name",
+                               f'Invalid value: "{name}": a lowercase RFC 1123 label must '
+                               "consist of lower case alphanumeric characters or '-', and "
+                               "must start and end with an alphanumeric character"))
+        elif rtype.key != ("", "events"):
+            if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+                causes.append(("FieldValueInvalid", "metadata.name",
+                               f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
+                               "consist of lower case alphanumeric characters, '-' or '.', and "
+                               "must start and end with an alphanumeric character"))
+        for field in ("labels", "annotations"):
+            val = m.get(field)
+            if val is not None and (not isinstance(val, dict) or
+                                    not all(isinstance(v, str) for v in val.values())):
+                causes.append(("FieldValueInvalid", f"metadata.{field}",
+                               "Invalid value: must be a map of strings"))
+        for k, v in (m.get("labels") or {}).items() if isinstance(m.get("labels"), dict) else []:
+            if not isinstance(v, str) or len(v) > 63 or not re.match(
+                    r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", v):
+                causes.append(("FieldValueInvalid", "metadata.labels",
+                               f'Invalid value: "{v}": a valid label must be an empty string '
+                               "or consist of alphanumeric characters, '-', '_' or '.'"))
+        for i, ref in enumerate(m.get("ownerReferences") or []):
+            for f in ("apiVersion", "kind", "name", "uid"):
+                if not isinstance(ref, dict) or not ref.get(f):
+                    causes.append(("FieldValueRequired",
+                                   f"metadata.ownerReferences[{i}].{f}", "Required value"))
+        fins = m.get("finalizers") or []
+        if not isinstance(fins, list) or not all(isinstance(f, str) for f in fins):
+            causes.append(("FieldValueInvalid", "metadata.finalizers",
+                           "Invalid value: must be a list of strings"))
+        elif rtype.crd:
+            for f in fins:
+                if "/" not in f:
+                    self.warn(f'metadata.finalizers: "{f}": prefer a domain-qualified '
+                              "finalizer name including a path (/) to avoid accidental "
+                              "conflicts with other finalizer writers")
+        if causes:
+            raise E.invalid(rtype, name, causes)
+
+    def _normalize(self, rtype, obj, params, creating):
+        """Pruning, type defaults and validation; returns the object to store."""
+        validation = params.get("fieldValidation", "Warn")
+        if rtype.crd:
+            obj, unknown, errs = prune_custom_resource(obj, rtype.schema)
+            if errs:
+                raise E.invalid(rtype, meta(obj).get("name", ""), errs)
+        else:
+            obj, unknown = prune_builtin(obj, rtype.top_fields)
+        if unknown:
+            if validation == "Strict":
+                raise E.bad_request("strict decoding error: " + ", ".join(
+                    f'unknown field "{u}"' for u in unknown))
+            if validation == "Warn":
+                for u in unknown:
+                    self.warn(f'unknown field "{u}"')
+        if rtype.key == ("", "secrets"):
+            obj = self._normalize_secret(rtype, obj)
+        elif rtype.key == NS_KEY:
+            obj = copy.deepcopy(obj)
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("finalizers", ["kubernetes"])
+            if creating:
+                obj["status"] = {"phase": "Active"}
+        elif rtype.key == CRD_KEY:
+            obj = self._normalize_crd(rtype, obj)
+        return obj
+
+    def _normalize_secret(self, rtype, obj):
+        obj = copy.deepcopy(obj)
+        obj.setdefault("type", "Opaque")
+        data = obj.get("data") or {}
+        for k, v in data.items():
+            try:
+                base64.b64decode(v or "", validate=True)
+            except (binascii.Error, TypeError):
+                raise E.bad_request(f"Secret in version \"v1\" cannot be handled as a Secret: "
+                                    f"illegal base64 data in data[{k}]") from None
+        for k, v in (obj.pop("stringData", None) or {}).items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+        if data:
+            obj["data"] = data
+        return obj
+
+    def _normalize_crd(self, rtype, obj):
+        obj = copy.deepcopy(obj)
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        name = meta(obj).get("name", "")
+        causes = []
+        if not spec.get("group"):
+            causes.append(("FieldValueRequired", "spec.group", "Required value"))
+        if not names.get("plural") or not names.get("kind"):
+            causes.append(("FieldValueRequired", "spec.names", "Required value: plural and kind"))
+        if spec.get("scope") not in ("Namespaced", "Cluster"):
+            causes.append(("FieldValueNotSupported", "spec.scope",
+                           f'Unsupported value: "{spec.get("scope", "")}": supported values: '
+                           '"Cluster", "Namespaced"'))
+        if name != f"{names.get('plural')}.{spec.get('group')}":
+            causes.append(("FieldValueInvalid", "metadata.name",
+                           f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+        versions = spec.get("versions") or []
+        if sum(1 for v in versions if v.get("storage")) != 1:
+            causes.append(("FieldValueInvalid", "spec.versions",
+                           "Invalid value: must have exactly one version marked as storage "
+                           "version"))
+        if causes:
+            raise E.invalid(rtype, name, causes)
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+        return obj
+
+    def _crd_status(self, crd, old_status):
+        spec = crd["spec"]
+        stamp = now_rfc3339()
+        storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+        stored = list((old_status or {}).get("storedVersions") or [])
+        if storage not in stored:
+            stored.append(storage)
+        conds = [{"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                  "message": "no conflicts found", "lastTransitionTime": stamp},
+                 {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                  "message": "the initial names have been accepted",
+                  "lastTransitionTime": stamp}]
+        if old_status and old_status.get("conditions"):
+            conds = old_status["conditions"]
+        return {"acceptedNames": spec["names"], "conditions": conds, "storedVersions": stored}
+
+    def _spec_changed(self, rtype, old, new):
+        skip = {"metadata"} | ({"status"} if rtype.status else set())
+        a = {k: v for k, v in old.items() if k not in skip | {"apiVersion", "kind"}}
+        b = {k: v for k, v in new.items() if k not in skip | {"apiVersion", "kind"}}
+        return a != b
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, rtype, ns, name, params):
+        with self.lock:
+            rv = params.get("resourceVersion")
+            if rv not in (None, "", "0"):
+                self._wait_fresh(self._parse_rv(rv))
+            obj = self._get(rtype, ns, name)
+            if obj is None:
+                raise E.not_found(rtype, name)
+            return self.present(rtype, obj)
+
+    def _selectors(self, rtype, params):
+        labels = LabelSelector(params.get("labelSelector"))
+        fields = FieldSelector(params.get("fieldSelector"), rtype.field_labels,
+                               rtype.field_aliases)
+        return labels, fields
+
+    def _state_at(self, key, rv):
+        cur = dict(self.objects.get(key, {}))
+        for ev in reversed(self.history):
+            if ev.rv <= rv:
+                break
+            if ev.key != key:
+                continue
+            ident = (meta(ev.obj).get("namespace", ""), meta(ev.obj)["name"])
+            if ev.type == "ADDED":
+                cur.pop(ident, None)
+            else:
+                cur[ident] = ev.old
+        return cur
+
+    @staticmethod
+    def _continue_token(rv, start):
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start + "\x00"})
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    def _decode_continue(self, token):
+        try:
+            pad = "=" * (-len(token) % 4)
+            data = json.loads(base64.urlsafe_b64decode(token + pad))
+            if data.get("v") != "meta.k8s.io/v1":
+                raise ValueError
+            return int(data["rv"]), data["start"].rstrip("\x00")
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise E.bad_request("continue key is not valid: incorrect encoded start "
+                                "resourceVersion (version meta.k8s.io/v1)") from None
+
+    def list(self, rtype, ns, params):
+        with self.lock:
+            labels, fields = self._selectors(rtype, params)
+            rv_text = params.get("resourceVersion")
+            match = params.get("resourceVersionMatch")
+            cont = params.get("continue")
+            limit = params.get("limit")
+            try:
+                limit = int(limit) if limit not in (None, "") else 0
+            except ValueError:
+                raise E.bad_request(f'invalid limit: "{limit}"') from None
+            if match and not rv_text:
+                raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
+                                             "Forbidden: resourceVersionMatch is forbidden "
+                                             "unless resourceVersion is provided")])
+            if params.get("sendInitialEvents") is not None:
+                raise E.invalid(rtype, "", [("FieldValueForbidden", "sendInitialEvents",
+                                             "Forbidden: sendInitialEvents is forbidden for "
+                                             "list")])
+            start = ""
+            if cont:
+                if rv_text:
+                    raise E.bad_request("specifying resource version is not allowed when "
+                                        "using continue")
+                snap, start = self._decode_continue(cont)
+                if snap == -1:
+                    snap = self.rv
+                elif snap < self.floor:
+                    err = E.expired("The provided continue parameter is too old to display a "
+                                    "consistent list result. You can start a new list without "
+                                    "the continue parameter, or use the continue token in this "
+                                    "response to retrieve the remainder of the results. "
+                                    "Continuing with the provided token results in an "
+                                    "inconsistent list - objects that were created, modified, "
+                                    "or deleted between the time the first chunk was returned "
+                                    "and now may show up in the list.")
+                    err.meta = {"continue": self._continue_token(-1, start)}
+                    raise err
+            elif rv_text in (None, "", "0"):
+                snap = self.rv
+            else:
+                want = self._parse_rv(rv_text)
+                exact = match == "Exact" or (not match and limit > 0)
+                if want > self.rv:
+                    self._wait_fresh(want)
+                if exact:
+                    if want < self.floor:
+                        raise E.expired("The resourceVersion for the provided list is too old.")
+                    snap = want
+                else:
+                    snap = self.rv
+            state = self.objects.get(rtype.key, {}) if snap == self.rv \
+                else self._state_at(rtype.key, snap)
+            items = []
+            for ident in sorted(state, key=lambda i: f"{i[0]}/{i[1]}"):
+                keytext = f"{ident[0]}/{ident[1]}"
+                if start and keytext <= start:
+                    continue
+                obj = state[ident]
+                if ns and ident[0] != ns:
+                    continue
+                if not labels.match(meta(obj).get("labels")) or not fields.match(obj):
+                    continue
+                items.append((keytext, obj))
+            lmeta = {"resourceVersion": str(snap)}
+            if limit > 0 and len(items) > limit:
+                rest = len(items) - limit
+                items = items[:limit]
+                lmeta["continue"] = self._continue_token(snap, items[-1][0])
+                if labels.empty() and fields.empty():
+                    lmeta["remainingItemCount"] = rest
+            out = []
+            for _, obj in items:
+                obj = self.present(rtype, obj)
+                if not rtype.crd:
+                    obj = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+                out.append(obj)
+            return {"kind": rtype.list_kind, "apiVersion": rtype.api_version,
+                    "metadata": lmeta, "items": out}
+
+    # -- watch --------------------------------------------------------------------------
+
+    def watch(self, rtype, ns, params, info):
+        """Registers a watcher and queues its first events.
+
+        Returns (watcher, expired_status): a non-None status means the
+        resourceVersion is too old and the caller must report it.
+        """
+        with self.lock:
+            labels, fields = self._selectors(rtype, params)
+            rv_text = params.get("resourceVersion")
+            bookmarks = params.get("allowWatchBookmarks") in ("true", "1")
+            initial = params.get("sendInitialEvents")
+            match = params.get("resourceVersionMatch")
+            if initial is not None:
+                if match != "NotOlderThan":
+                    raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
+                                                 "Forbidden: sendInitialEvents requires setting "
+                                                 "resourceVersionMatch to NotOlderThan")])
+                if initial == "true" and not bookmarks:
+                    raise E.invalid(rtype, "", [("FieldValueForbidden", "allowWatchBookmarks",
+                                                 "Forbidden: sendInitialEvents requires setting "
+                                                 "allowWatchBookmarks to true")])
+            elif match:
+                raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
+                                             "Forbidden: resourceVersionMatch is forbidden for "
+                                             "watch unless sendInitialEvents is provided")])
+            w = Watcher(rtype, ns, labels, fields, bookmarks, info)
+            if initial == "true" or (initial is None and rv_text in (None, "", "0")):
+                if rv_text not in (None, "", "0"):
+                    self._wait_fresh(self._parse_rv(rv_text))
+                state = self.objects.get(rtype.key, {})
+                for ident in sorted(state, key=lambda i: f"{i[0]}/{i[1]}"):
+                    obj = state[ident]
+                    if w.matches(obj):
+                        w.push(("event", "ADDED", obj))
+                if initial == "true":
+                    w.push(("bookmark", self.rv, True))
+            else:
+                start = self._parse_rv(rv_text) if rv_text not in (None, "", "0") else self.rv
+                if start < self.floor:
+                    return None, E.expired(f"too old resource version: {start} "
+                                           f"({self.floor + 1})")
+                if start > self.rv:
+                    try:
+                        self._wait_fresh(start)
+                    except E.ApiError as err:
+                        return None, err
+                for ev in self.history:
+                    if ev.rv > start and ev.key == rtype.key:
+                        w.offer(ev)
+            self.watchers.add(w)
+            return w, None
+
+    def unwatch(self, w):
+        with self.lock:
+            self.watchers.discard(w)
+
+    def bookmark(self, w, initial_end=False):
+        with self.lock:
+            w.push(("bookmark", self.rv, initial_end))
+
+    def close_watches(self, item, key=None):
+        with self.lock:
+            for w in list(self.watchers):
+                if key is None or w.key == key:
+                    w.push(item)
+
+    def compact(self):
+        """Forgets the history: every older resourceVersion is now expired."""
+        with self.lock:
+            self.history.clear()
+            self.floor = self.rv
+
+    # -- writes -------------------------------------------------------------------------
+
+    def _check_namespace(self, rtype, ns, name):
+        if not rtype.namespaced:
+            return
+        nsobj = self.objects.get(NS_KEY, {}).get(("", ns))
+        if nsobj is None:
+            raise E.namespace_not_found(ns)
+        if meta(nsobj).get("deletionTimestamp"):
+            raise E.forbidden_terminating(rtype, name, ns)
+
+    def create(self, rtype, ns, body, params, manager, apply_config=None):
+        with self.lock:
+            if apply_config is None:
+                self._check_gvk(rtype, body)
+            obj = copy.deepcopy(body)
+            m = obj.setdefault("metadata", {})
+            if not isinstance(m, dict):
+                raise E.bad_request("metadata must be an object")
+            if rtype.namespaced:
+                if m.get("namespace") and m["namespace"] != ns:
+                    raise E.bad_request("the namespace of the provided object does not match "
+                                        "the namespace sent on the request")
+                m["namespace"] = ns
+            else:
+                m.pop("namespace", None)
+            if not m.get("name"):
+                if m.get("generateName"):
+                    m["name"] = m["generateName"] + "".join(
+                        random.choice(GENERATE_CHARS) for _ in range(5))
+                else:
+                    raise E.invalid(rtype, "", [("FieldValueRequired", "metadata.name",
+                                                 "Required value: name or generateName is "
+                                                 "required")])
+            name = m["name"]
+            obj["apiVersion"] = rtype.storage_api_version
+            obj["kind"] = rtype.kind
+            self._validate_meta(rtype, obj)
+            self._check_namespace(rtype, ns, name)
+            if self._get(rtype, ns, name) is not None:
+                raise E.already_exists(rtype, name)
+            if rtype.status and rtype.key != CRD_KEY:
+                obj.pop("status", None)
+            obj = self._normalize(rtype, obj, params, creating=True)
+            m = obj["metadata"]
+            for f in ("uid", "resourceVersion", "generation", "creationTimestamp",
+                      "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
+                      "managedFields"):
+                m.pop(f, None)
+            m["uid"] = str(uuid.uuid4())
+            m["creationTimestamp"] = now_rfc3339()
+            if rtype.generation:
+                m["generation"] = 1
+            if rtype.key == CRD_KEY:
+                fins = m.setdefault("finalizers", [])
+                if CRD_FINALIZER not in fins:
+                    fins.append(CRD_FINALIZER)
+                obj["status"] = self._crd_status(obj, None)
+            managed = ssa.Managed(apply_config.get("managed") if apply_config else None)
+            scope = "main" if rtype.status else "all"
+            if apply_config is None:
+                ssa.record_update(None, obj, managed, manager, rtype.api_version, "", scope)
+            m["managedFields"] = managed.render()
+            if params.get("dryRun") == "All":
+                return self.present(rtype, dict(obj, metadata=dict(m, resourceVersion="")))
+            stored = self._commit("ADDED", rtype.key, obj, None)
+            if rtype.key == CRD_KEY:
+                self.registry.set_crd(name, stored)
+            return self.present(rtype, stored)
+
+    def update(self, rtype, ns, name, body, params, manager, subresource=""):
+        with self.lock:
+            self._check_gvk(rtype, body)
+            bm = body.get("metadata") or {}
+            if bm.get("name") and bm["name"] != name:
+                raise E.bad_request(f"the name of the object ({bm['name']}) does not match the "
+                                    f"name on the URL ({name})")
+            if rtype.namespaced and bm.get("namespace") and bm["namespace"] != ns:
+                raise E.bad_request("the namespace of the provided object does not match the "
+                                    "namespace sent on the request")
+            old = self._get(rtype, ns, name)
+            if old is None:
+                raise E.not_found(rtype, name)
+            rv = bm.get("resourceVersion")
+            if not rv and rtype.crd:
+                raise E.invalid(rtype, name, [("FieldValueInvalid", "metadata.resourceVersion",
+                                               "Invalid value: 0x0: must be specified for an "
+                                               "update")])
+            return self._update(rtype, old, body, params, manager, subresource,
+                                precondition=rv or None)
+
+    def _update(self, rtype, old, candidate, params, manager, subresource, precondition=None,
+                apply_managed=None):
+        """The shared update path of PUT, PATCH and apply; `candidate` is the full new
+        object as the client wants it."""
+        name = meta(old)["name"]
+        if precondition is not None and precondition != meta(old).get("resourceVersion"):
+            raise E.conflict(rtype, name)
+        om = meta(old)
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if "status" in candidate:
+                new["status"] = copy.deepcopy(candidate["status"])
+            else:
+                new.pop("status", None)
+        else:
+            new = copy.deepcopy(candidate)
+            new["apiVersion"] = rtype.storage_api_version
+            new["kind"] = rtype.kind
+            if rtype.status:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+            nm = new.setdefault("metadata", {})
+            if not isinstance(nm, dict):
+                raise E.bad_request("metadata must be an object")
+            for f in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                      "deletionGracePeriodSeconds", "generation"):
+                if f in om:
+                    nm[f] = om[f]
+                else:
+                    nm.pop(f, None)
+            if rtype.key == NS_KEY:
+                new["spec"] = copy.deepcopy(old.get("spec") or {})
+            self._validate_meta(rtype, new)
+        new = self._normalize(rtype, new, params, creating=False)
+        nm = new["metadata"]
+        if om.get("deletionTimestamp"):
+            added = set(nm.get("finalizers") or []) - set(om.get("finalizers") or [])
+            if added:
+                raise E.invalid(rtype, name, [(
+                    "FieldValueForbidden", "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being "
+                    f"deleted, found new finalizers []string{{{', '.join(json.dumps(a) for a in sorted(added))}}}")])
+        if rtype.generation and self._spec_changed(rtype, old, new):
+            nm["generation"] = om.get("generation", 0) + 1
+        if rtype.key == CRD_KEY and subresource != "status":
+            new["status"] = self._crd_status(new, old.get("status"))
+        scope = "status" if subresource == "status" else ("main" if rtype.status else "all")
+        if apply_managed is not None:
+            managed = apply_managed
+        else:
+            managed = ssa.Managed(om.get("managedFields"))
+            ssa.record_update(old, new, managed, manager, rtype.api_version, subresource, scope)
+        nm["managedFields"] = managed.render()
+        nm["resourceVersion"] = om.get("resourceVersion")
+        if self._same(old, new):
+            return self.present(rtype, old)
+        if params.get("dryRun") == "All":
+            return self.present(rtype, new)
+        if om.get("deletionTimestamp") and not nm.get("finalizers"):
+            gone = self._commit("DELETED", rtype.key, new, old)
+            self._after_delete(rtype, gone)
+            return self.present(rtype, gone)
+        stored = self._commit("MODIFIED", rtype.key, new, old)
+        if rtype.key == CRD_KEY:
+            self.registry.set_crd(name, stored)
+        return self.present(rtype, stored)
+
+    @staticmethod
+    def _same(old, new):
+        def norm(o):
+            o = dict(o)
+            m = dict(o.get("metadata") or {})
+            m["managedFields"] = ssa.strip_times(m.get("managedFields"))
+            m.pop("resourceVersion", None)
+            o["metadata"] = m
+            return o
+        return norm(old) == norm(new)
+
+    def patch(self, rtype, ns, name, ctype, body, params, manager, subresource=""):
+        """Returns (object, created)."""
+        with self.lock:
+            if params.get("force") is not None and ctype != "application/apply-patch+yaml":
+                raise E.invalid(rtype, name, [("FieldValueForbidden", "force",
+                                               "Forbidden: may not be specified for "
+                                               "non-apply patch")])
+            if ctype == "application/apply-patch+yaml":
+                return self._apply(rtype, ns, name, body, params, subresource)
+            old = self._get(rtype, ns, name)
+            if old is None:
+                raise E.not_found(rtype, name)
+            current = self.present(rtype, old)
+            try:
+                if ctype == "application/merge-patch+json":
+                    if not isinstance(body, dict):
+                        raise PatchMalformed("merge patch must be a JSON object")
+                    result = merge_patch(current, body)
+                elif ctype == "application/json-patch+json":
+                    result = json_patch(current, body)
+                elif ctype == "application/strategic-merge-patch+json":
+                    if not isinstance(body, dict):
+                        raise PatchMalformed("strategic merge patch must be a JSON object")
+                    result = strategic_merge(current, body)
+                else:
+                    raise E.unsupported_media(["application/json-patch+json",
+                                               "application/merge-patch+json",
+                                               "application/apply-patch+yaml"])
+            except PatchMalformed as exc:
+                raise E.bad_request(str(exc)) from None
+            except PatchFailed as exc:
+                raise E.ApiError(422, "Invalid", str(exc)) from None
+            if not isinstance(result, dict):
+                raise E.bad_request("the patch result is not an object")
+            rm = result.get("metadata") or {}
+            if rm.get("name", name) != name:
+                raise E.bad_request(f"the name of the object ({rm.get('name')}) does not "
+                                    f"match the name on the URL ({name})")
+            if result.get("apiVersion") != rtype.api_version or result.get("kind") != rtype.kind:
+                raise E.bad_request("the patch may not change apiVersion or kind")
+            rv = rm.get("resourceVersion")
+            return self._update(rtype, old, result, params, manager, subresource,
+                                precondition=rv if rv else None), False
+
+    def _apply(self, rtype, ns, name, config, params, subresource):
+        manager = params.get("fieldManager")
+        if not manager:
+            raise E.invalid(rtype, name, [("FieldValueRequired", "fieldManager",
+                                           "Required value: is required for apply patch")])
+        if not isinstance(config, dict):
+            raise E.bad_request("the apply configuration is not an object")
+        self._check_gvk(rtype, config, where="patch")
+        cm = config.get("metadata") or {}
+        if cm.get("name") and cm["name"] != name:
+            raise E.bad_request(f"the name of the object ({cm['name']}) does not match the "
+                                f"name on the URL ({name})")
+        if rtype.namespaced and cm.get("namespace") and cm["namespace"] != ns:
+            raise E.bad_request("the namespace of the provided object does not match the "
+                                "namespace sent on the request")
+        force = params.get("force") in ("true", "1")
+        scope = "status" if subresource == "status" else ("main" if rtype.status else "all")
+        old = self._get(rtype, ns, name)
+        if old is None:
+            if subresource == "status":
+                raise E.not_found(rtype, name)
+            managed = ssa.Managed(None)
+            merged = ssa.apply(rtype, name, None, config, managed, manager, rtype.api_version,
+                               "", scope, force)
+            merged.setdefault("metadata", {})["name"] = name
+            return self.create(rtype, ns, merged, params, manager,
+                               apply_config={"managed": managed.render()}), True
+        managed = ssa.Managed(meta(old).get("managedFields"))
+        merged = ssa.apply(rtype, name, self.present(rtype, old), config, managed, manager,
+                           rtype.api_version, subresource, scope, force)
+        return self._update(rtype, old, merged, params, manager, subresource,
+                            precondition=cm.get("resourceVersion") or None,
+                            apply_managed=managed), False
+
+    def delete(self, rtype, ns, name, options, params=None):
+        with self.lock:
+            old = self._get(rtype, ns, name)
+            if old is None:
+                raise E.not_found(rtype, name)
+            om = meta(old)
+            pre = options.get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != om.get("uid"):
+                raise E.conflict(rtype, name, f"Precondition failed: UID in precondition: "
+                                              f"{pre['uid']}, UID in object meta: {om.get('uid')}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != om.get("resourceVersion"):
+                raise E.conflict(rtype, name, "Precondition failed: ResourceVersion in "
+                                              f"precondition: {pre['resourceVersion']}, "
+                                              "ResourceVersion in object meta: "
+                                              f"{om.get('resourceVersion')}")
+            if (params or {}).get("dryRun") == "All" or "All" in (options.get("dryRun") or []):
+                return self.present(rtype, old)
+            policy = options.get("propagationPolicy")
+            if options.get("orphanDependents") is True:
+                policy = "Orphan"
+            if policy == "Orphan":
+                self._orphan_dependents(om.get("uid"))
+            elif policy == "Foreground":
+                self._delete_dependents(om.get("uid"))
+            if rtype.key == NS_KEY or om.get("finalizers"):
+                if om.get("deletionTimestamp"):
+                    return self.present(rtype, old)
+                new = copy.deepcopy(old)
+                nm = new["metadata"]
+                nm["deletionTimestamp"] = now_rfc3339()
+                nm["deletionGracePeriodSeconds"] = 0
+                if "generation" in nm:
+                    nm["generation"] += 1
+                if rtype.key == NS_KEY:
+                    new.setdefault("status", {})["phase"] = "Terminating"
+                stored = self._commit("MODIFIED", rtype.key, new, old)
+                self._run_cleanup(rtype, stored)
+                current = self._get(rtype, ns, name)
+                return self.present(rtype, current or stored)
+            gone = self._commit("DELETED", rtype.key, old, old)
+            self._after_delete(rtype, gone)
+            return E.success(rtype, name, om.get("uid"))
+
+    def delete_collection(self, rtype, ns, params, options):
+        with self.lock:
+            listed = self.list(rtype, ns, {k: v for k, v in params.items()
+                                           if k in ("labelSelector", "fieldSelector")})
+            for item in listed["items"]:
+                try:
+                    self.delete(rtype, ns or meta(item).get("namespace"), meta(item)["name"],
+                                options, params)
+                except E.ApiError:
+                    pass
+            return listed
+
+    # -- the controllers a cluster runs, done synchronously --------------------------------
+
+    def _run_cleanup(self, rtype, obj):
+        """Namespace and CRD deletion: remove the contents, then the container."""
+        if rtype.key == NS_KEY:
+            self._finalize_namespace(meta(obj)["name"])
+        elif rtype.key == CRD_KEY:
+            self._finalize_crd(obj)
+
+    def _finalize_namespace(self, ns):
+        for key, bucket in list(self.objects.items()):
+            if key == NS_KEY:
+                continue
+            for (ons, oname), obj in list(bucket.items()):
+                if ons != ns or meta(obj).get("deletionTimestamp"):
+                    continue
+                t = self.registry.storage_type(key)
+                if t is not None:
+                    self.delete(t, ons, oname, {})
+        if any(ons == ns for key, b in self.objects.items() if key != NS_KEY for ons, _ in b):
+            return
+        nsobj = self.objects.get(NS_KEY, {}).get(("", ns))
+        if nsobj is None:
+            return
+        new = copy.deepcopy(nsobj)
+        new.setdefault("spec", {})["finalizers"] = []
+        stored = self._commit("MODIFIED", NS_KEY, new, nsobj)
+        if not meta(stored).get("finalizers"):
+            gone = self._commit("DELETED", NS_KEY, stored, stored)
+            self._after_delete(self.registry.lookup("", "v1", "namespaces"), gone)
+
+    def _finalize_crd(self, crd):
+        spec = crd["spec"]
+        key = (spec["group"], spec["names"]["plural"])
+        t = self.registry.storage_type(key)
+        for (ons, oname), obj in list(self.objects.get(key, {}).items()):
+            if t is not None and not meta(obj).get("deletionTimestamp"):
+                self.delete(t, ons or None, oname, {})
+        if self.objects.get(key):
+            return
+        current = self.objects.get(CRD_KEY, {}).get(("", meta(crd)["name"]))
+        if current is None:
+            return
+        new = copy.deepcopy(current)
+        fins = [f for f in meta(new).get("finalizers") or [] if f != CRD_FINALIZER]
+        new["metadata"]["finalizers"] = fins
+        crd_type = self.registry.lookup("apiextensions.k8s.io", "v1",
+                                        "customresourcedefinitions")
+        if fins:
+            self._commit("MODIFIED", CRD_KEY, new, current)
+            return
+        gone = self._commit("DELETED", CRD_KEY, new, current)
+        self._after_delete(crd_type, gone)
+
+    def _after_delete(self, rtype, gone):
+        m = meta(gone)
+        if rtype.key == CRD_KEY:
+            spec = gone["spec"]
+            key = (spec["group"], spec["names"]["plural"])
+            self.registry.set_crd(m["name"], None)
+            self.objects.pop(key, None)
+            self.close_watches(("close", "eof"), key=key)
+        self._collect_garbage(m.get("uid"))
+        ns = m.get("namespace")
+        if ns:
+            nsobj = self.objects.get(NS_KEY, {}).get(("", ns))
+            if nsobj is not None and meta(nsobj).get("deletionTimestamp"):
+                self._finalize_namespace(ns)
+        for crd in list(self.objects.get(CRD_KEY, {}).values()):
+            if meta(crd).get("deletionTimestamp") and \
+                    (crd["spec"]["group"], crd["spec"]["names"]["plural"]) == rtype.key:
+                self._finalize_crd(crd)
+
+    def _dependents(self, uid):
+        out = []
+        for key, ns, name in list(self.owners.get(uid, ())):
+            obj = self.objects.get(key, {}).get((ns, name))
+            t = self.registry.storage_type(key)
+            if obj is not None and t is not None:
+                out.append((t, ns, name, obj))
+        return out
+
+    def _collect_garbage(self, uid):
+        """Background cascade: dependents whose owners are all gone are deleted."""
+        if not uid:
+            return
+        for t, ns, name, obj in self._dependents(uid):
+            refs = meta(obj).get("ownerReferences") or []
+            if any(self._uid_exists(r.get("uid")) for r in refs if r.get("uid") != uid):
+                continue
+            if meta(obj).get("deletionTimestamp"):
+                continue
+            try:
+                self.delete(t, ns or None, name, {})
+            except E.ApiError:
+                pass
+        self.owners.pop(uid, None)
+
+    def _orphan_dependents(self, uid):
+        for t, ns, name, obj in self._dependents(uid):
+            new = copy.deepcopy(obj)
+            refs = [r for r in meta(new).get("ownerReferences") or [] if r.get("uid") != uid]
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self._commit("MODIFIED", t.key, new, obj)
+
+    def _delete_dependents(self, uid):
+        for t, ns, name, obj in self._dependents(uid):
+            try:
+                self.delete(t, ns or None, name, {"propagationPolicy": "Foreground"})
+            except E.ApiError:
+                pass
