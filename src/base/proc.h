@@ -1,0 +1,81 @@
+/*
+ * proc.h - running a child program safely: the pulumi driver's only way to
+ * start a process.
+ *
+ * A child gets exactly the environment the caller built (nothing is
+ * inherited from this process), its own process group, stdin fed from a
+ * caller buffer (how secret values reach a CLI without touching argv) or
+ * /dev/null, and stdout/stderr captured as bounded tails.  A timeout
+ * escalates SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
+ * proc_run returns the group is gone: whatever the child left behind in its
+ * group is killed before the child itself is reaped, so the group id cannot
+ * be reused while we still signal it.
+ */
+#ifndef PC_PROC_H
+#define PC_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+struct proc_spec {
+	/* Executable: a path containing '/', or a name looked up in the PATH
+	 * given in envp (never in this process's PATH).  Not owned. */
+	const char *file;
+	char *const *argv;       /* NULL-terminated, argv[0] included; not owned */
+	char *const *envp;       /* complete child environment; not owned */
+	const char *cwd;         /* NULL: inherit the current directory */
+	const char *stdin_data;  /* written to the child's stdin, then closed;
+	                          * NULL: stdin is /dev/null.  Not owned. */
+	size_t stdin_len;
+	size_t tail_max;         /* bytes of stdout and of stderr kept (last ones); 0: 64 KiB */
+	long timeout_ms;         /* 0: no timeout */
+	long grace_ms;           /* wait after SIGINT, then after SIGTERM; 0: 10 s */
+	/* Called about every tick_ms while the child runs (progress readers);
+	 * may be NULL. */
+	void (*on_tick)(void *arg);
+	void *tick_arg;
+	long tick_ms;            /* 0: 200 ms */
+};
+
+struct proc_result {
+	int started;             /* 1 when the program was executed */
+	int spawn_errno;         /* errno of a failed start (ENOENT: not found) */
+	int exited;              /* 1: exit_code is valid */
+	int exit_code;
+	int term_signal;         /* signal that ended the child, 0 if none */
+	int timed_out;           /* the timeout expired */
+	int last_signal;         /* strongest signal sent to the group, 0 if none */
+	pid_t pid;               /* the child's pid (= its process group id) */
+	char *out;               /* NUL-terminated tail of stdout; owned, proc_result_free */
+	size_t out_len;
+	size_t out_total;        /* bytes the child wrote to stdout in all */
+	char *errout;            /* same for stderr */
+	size_t err_len;
+	size_t err_total;
+};
+
+/*
+ * Runs the program to completion (or to the end of the timeout escalation).
+ * Returns 0 when the child was started and reaped, whatever its exit status;
+ * -1 when it could not be started (r->spawn_errno says why) or on a system
+ * failure.  r is always filled and must be released with proc_result_free.
+ */
+int proc_run(const struct proc_spec *spec, struct proc_result *r, struct err *e);
+
+void proc_result_free(struct proc_result *r);
+
+/*
+ * Finds `name` in a colon-separated search path (the child's PATH) and
+ * writes the full path of the first executable regular file to out.
+ * A name containing '/' is checked as is.  Returns 0, or -1 with ENOENT-like
+ * ERR_NOTFOUND.
+ */
+int proc_find_exe(const char *name, const char *search_path, char *out, size_t outlen,
+		  struct err *e);
+
+/* 1 when some process still belongs to process group pgid (kill(-pgid, 0)). */
+int proc_group_alive(pid_t pgid);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * pl_classify.c - turning a finished CLI call into a pl_status and a short
+ * message fit for a Kubernetes status field.
+ *
+ * The CLI's exit codes changed meaning over versions (always 255 up to
+ * v3.225, a taxonomy after; reference/pulumi-cli.md §3.3), so the texts the
+ * SDKs match on (§3.1, §3.2) decide, with the event log for what texts
+ * cannot say reliably (mandatory policy events).  Every message goes
+ * through pl_redact before it leaves this file.
+ */
+#include "pulumi/pl_internal.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MSG_MAX 300
+
+const char *pl_status_name(enum pl_status s)
+{
+	switch (s) {
+	case PL_OK: return "ok";
+	case PL_FAILED: return "failed";
+	case PL_CONFLICT: return "conflict";
+	case PL_NOT_FOUND: return "not-found";
+	case PL_PROGRAM_ERROR: return "program-error";
+	case PL_POLICY_VIOLATION: return "policy-violation";
+	case PL_CHANGES_NOT_EXPECTED: return "changes-not-expected";
+	case PL_PLAN_VIOLATION: return "plan-violation";
+	case PL_TIMEOUT: return "timeout";
+	case PL_CANCELED: return "canceled";
+	case PL_CLI_MISSING: return "cli-missing";
+	case PL_CLI_TOO_OLD: return "cli-too-old";
+	case PL_INTERNAL: return "internal";
+	}
+	return "unknown";
+}
+
+static int contains(const char *hay, const char *needle)
+{
+	return hay != NULL && strstr(hay, needle) != NULL;
+}
+
+static int matches(const char *hay, const char *pattern)
+{
+	regex_t re;
+	int ok;
+
+	if (hay == NULL || regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+		return 0;
+	ok = regexec(&re, hay, 0, NULL, 0) == 0;
+	regfree(&re);
+	return ok;
+}
+
+/* Texts of a program that failed to compile or run: the SDKs' patterns
+ * (§3.1) plus what Pulumi YAML prints (its errors are ordinary diagnostics
+ * ending in "an unhandled error occurred: failed to evaluate template", or
+ * "failed to discover plugin requirements" for a template that does not
+ * load). */
+static int program_error(const char *out, const char *err)
+{
+	static const char *const pats[] = {
+		"Build FAILED.", ": syntax error:", ": undefined:", "Unable to compile TypeScript",
+		"failed with an unhandled exception", "panic: runtime error",
+		"an unhandled error occurred:", "go inline source runtime error",
+		"failed to discover plugin requirements", "failed to evaluate template",
+	};
+
+	for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++)
+		if (contains(out, pats[i]) || contains(err, pats[i]))
+			return 1;
+	return 0;
+}
+
+/* The first "error: ..." line of a text, without the prefix. */
+static int error_line(const char *text, char *out, size_t outlen)
+{
+	const char *p = text;
+
+	while (p && *p) {
+		const char *q = p;
+		size_t len;
+
+		while (*q == ' ' || *q == '\t')
+			q++;
+		len = strcspn(q, "\n");
+		if (strncmp(q, "error: ", 7) == 0 && len > 7) {
+			snprintf(out, outlen, "%.*s", (int)(len - 7), q + 7);
+			return 1;
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+static int last_line(const char *text, char *out, size_t outlen)
+{
+	const char *end = text ? text + strlen(text) : NULL;
+
+	while (end && end > text) {
+		const char *start = end;
+
+		while (start > text && start[-1] != '\n')
+			start--;
+		size_t len = (size_t)(end - start);
+		while (len > 0 && (start[len - 1] == '\n' || start[len - 1] == '\r' ||
+				   start[len - 1] == ' '))
+			len--;
+		if (len > 0) {
+			snprintf(out, outlen, "%.*s", (int)len, start);
+			return 1;
+		}
+		end = start > text ? start - 1 : text;
+	}
+	return 0;
+}
+
+/* One line, control characters as spaces, cut at a UTF-8 boundary. */
+static void tidy(char *s, size_t max)
+{
+	size_t len;
+
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	len = strlen(s);
+	if (len > max) {
+		len = max;
+		while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+			len--;
+		s[len] = '\0';
+	}
+}
+
+void pl_set_message(struct pl_result *r, const char *op, const char *text,
+		    const char *const *secrets, size_t n_secrets)
+{
+	char *masked = pl_redact(text, secrets, n_secrets);
+
+	if (masked == NULL) {
+		snprintf(r->message, sizeof(r->message), "%s: (message withheld: out of memory)", op);
+		return;
+	}
+	tidy(masked, MSG_MAX);
+	snprintf(r->message, sizeof(r->message), "%s: %s", op, masked);
+	free(masked);
+}
+
+static enum pl_status status_from_texts(const struct proc_result *pr, const struct pl_events *ev)
+{
+	const char *out = pr->out, *err = pr->errout;
+
+	if (contains(err, "the stack is currently locked by") ||
+	    contains(err, "[409] Conflict: Another update is currently in progress."))
+		return PL_CONFLICT;
+	if (matches(err, "no stack named.*found"))
+		return PL_NOT_FOUND;
+	if (ev && ev->policy_violations > 0)
+		return PL_POLICY_VIOLATION;
+	if (contains(err, "no changes were expected") || (pr->exited && pr->exit_code == 7))
+		return PL_CHANGES_NOT_EXPECTED;
+	if (contains(err, "violates plan") || contains(out, "violates plan"))
+		return PL_PLAN_VIOLATION;
+	if (program_error(out, err))
+		return PL_PROGRAM_ERROR;
+	if ((pr->exited && pr->exit_code == 8) || (ev && strcmp(ev->summary.result, "canceled") == 0))
+		return PL_CANCELED;
+	return PL_FAILED;
+}
+
+static void reason(enum pl_status st, const struct proc_result *pr, const struct pl_events *ev,
+		   char *buf, size_t len)
+{
+	if (st == PL_POLICY_VIOLATION && ev && ev->first_policy[0]) {
+		snprintf(buf, len, "policy violation: %s", ev->first_policy);
+		return;
+	}
+	if (st == PL_PROGRAM_ERROR && ev && ev->first_error[0]) {
+		snprintf(buf, len, "%s", ev->first_error);
+		return;
+	}
+	if (error_line(pr->errout, buf, len) || (ev && ev->first_error[0] &&
+						 snprintf(buf, len, "%s", ev->first_error) > 0))
+		return;
+	if (error_line(pr->out, buf, len) || last_line(pr->errout, buf, len) ||
+	    last_line(pr->out, buf, len))
+		return;
+	if (pr->exited)
+		snprintf(buf, len, "exit code %d", pr->exit_code);
+	else
+		snprintf(buf, len, "killed by signal %d", pr->term_signal);
+}
+
+void pl_classify(const char *op, const struct proc_result *pr, const struct pl_events *ev,
+		 const char *const *secrets, size_t n_secrets, struct pl_result *r)
+{
+	char text[1024];
+
+	r->exit_code = pr->exited ? pr->exit_code : -1;
+	if (!pr->started) {
+		r->status = PL_CLI_MISSING;
+		pl_set_message(r, op, "the pulumi CLI could not be started", secrets, n_secrets);
+		return;
+	}
+	if (pr->timed_out) {
+		static const char *const names[] = { "", "SIGINT", "SIGTERM", "SIGKILL" };
+		int step = pr->last_signal == 2 ? 1 : pr->last_signal == 15 ? 2 : 3;
+
+		r->status = PL_TIMEOUT;
+		snprintf(text, sizeof(text), "timed out; the CLI's process group was stopped with %s",
+			 names[step]);
+		pl_set_message(r, op, text, secrets, n_secrets);
+		return;
+	}
+	if (pr->exited && pr->exit_code == 0) {
+		r->status = PL_OK;
+		pl_set_message(r, op, "succeeded", secrets, n_secrets);
+		return;
+	}
+	r->status = status_from_texts(pr, ev);
+	reason(r->status, pr, ev, text, sizeof(text));
+	pl_set_message(r, op, text, secrets, n_secrets);
+}

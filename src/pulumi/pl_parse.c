@@ -1,0 +1,380 @@
+/*
+ * pl_parse.c - reading what the pulumi CLI writes: `version`, the
+ * --event-log stream of EngineEvent lines, `stack output --json`,
+ * `stack history --json`, `config --json`; and masking secret values in
+ * text.  Everything here treats its input as hostile (it is fuzzed):
+ * lengths are bounded, unknown shapes are skipped, nothing is trusted to be
+ * NUL-terminated or well-formed.
+ */
+#include "pulumi/pulumi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An event line longer than this is skipped: a sane CLI writes far less,
+ * and the reader must not grow without bound. */
+#define PL_MAX_EVENT_LINE (4u * 1024 * 1024)
+
+int pl_parse_version(const char *s, int *major, int *minor, int *patch)
+{
+	int n = 0, a = 0, b = 0, c = 0;
+
+	if (s == NULL)
+		return -1;
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	if (*s == 'v' || *s == 'V')
+		s++;
+	if (sscanf(s, "%9d.%9d.%9d%n", &a, &b, &c, &n) != 3 || a < 0 || b < 0 || c < 0)
+		return -1;
+	s += n;
+	if (*s != '\0' && *s != '-' && *s != '+' && *s != '\n' && *s != '\r' && *s != ' ')
+		return -1;
+	*major = a;
+	*minor = b;
+	*patch = c;
+	return 0;
+}
+
+void pl_events_init(struct pl_events *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+}
+
+void pl_events_free(struct pl_events *ev)
+{
+	cJSON_Delete(ev->summary.changes);
+	ev->summary.changes = NULL;
+	free(ev->partial);
+	ev->partial = NULL;
+	ev->partial_len = 0;
+}
+
+static const char *str_field(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Copies the first non-empty line of msg, without a trailing newline. */
+static void first_line(char *dst, size_t n, const char *msg)
+{
+	size_t len;
+
+	while (*msg == '\n' || *msg == ' ')
+		msg++;
+	len = strcspn(msg, "\n");
+	if (len >= n)
+		len = n - 1;
+	memcpy(dst, msg, len);
+	dst[len] = '\0';
+}
+
+static void on_summary(struct pl_events *ev, const cJSON *s)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "durationSeconds");
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(s, "resourceChanges");
+	const char *res = str_field(s, "result");
+
+	ev->summary.count++;
+	ev->summary.present = 1;
+	ev->summary.is_preview = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "isPreview"));
+	ev->summary.duration_seconds = cJSON_IsNumber(d) ? (long)d->valuedouble : 0;
+	snprintf(ev->summary.result, sizeof(ev->summary.result), "%s", res ? res : "");
+	cJSON_Delete(ev->summary.changes);
+	ev->summary.changes = NULL;
+	if (cJSON_IsObject(rc)) {
+		ev->summary.changes = cJSON_CreateObject();
+		for (const cJSON *c = rc->child; c && ev->summary.changes; c = c->next)
+			if (cJSON_IsNumber(c) && c->string)
+				cJSON_AddNumberToObject(ev->summary.changes, c->string, c->valuedouble);
+	}
+}
+
+static void on_step(struct pl_events *ev, const cJSON *payload, int done, int failed)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(payload, "metadata");
+	struct pl_step st = { 0 };
+
+	if (!cJSON_IsObject(md))
+		return;
+	st.op = str_field(md, "op");
+	st.urn = str_field(md, "urn");
+	st.type = str_field(md, "type");
+	st.done = done;
+	st.failed = failed;
+	if (failed)
+		ev->failed_steps++;
+	else if (!done)
+		ev->steps++;
+	if (ev->progress && st.op && st.urn)
+		ev->progress(ev->progress_arg, &st);
+}
+
+static void on_diagnostic(struct pl_events *ev, const cJSON *d)
+{
+	const char *sev = str_field(d, "severity");
+	const char *msg = str_field(d, "message");
+
+	if (sev && msg && strcmp(sev, "error") == 0 && ev->first_error[0] == '\0')
+		first_line(ev->first_error, sizeof(ev->first_error), msg);
+}
+
+static void on_policy(struct pl_events *ev, const cJSON *p)
+{
+	const char *lvl = str_field(p, "enforcementLevel");
+	const char *msg = str_field(p, "message");
+	const char *name = str_field(p, "policyName");
+
+	if (lvl == NULL || strcmp(lvl, "mandatory") != 0)
+		return;
+	ev->policy_violations++;
+	if (ev->first_policy[0] == '\0') {
+		char line[200];
+
+		first_line(line, sizeof(line), msg ? msg : "");
+		snprintf(ev->first_policy, sizeof(ev->first_policy), "%.50s: %s", name ? name : "policy",
+			 line);
+	}
+}
+
+static void parse_line(struct pl_events *ev, const char *line, size_t len)
+{
+	cJSON *o;
+	const cJSON *p;
+
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;
+	if (len == 0)
+		return;
+	o = cJSON_ParseWithLength(line, len);
+	if (!cJSON_IsObject(o)) {
+		ev->bad_lines++;
+		cJSON_Delete(o);
+		return;
+	}
+	ev->events++;
+	if ((p = cJSON_GetObjectItemCaseSensitive(o, "summaryEvent")) && cJSON_IsObject(p))
+		on_summary(ev, p);
+	else if ((p = cJSON_GetObjectItemCaseSensitive(o, "resourcePreEvent")) && cJSON_IsObject(p))
+		on_step(ev, p, 0, 0);
+	else if ((p = cJSON_GetObjectItemCaseSensitive(o, "resOutputsEvent")) && cJSON_IsObject(p))
+		on_step(ev, p, 1, 0);
+	else if ((p = cJSON_GetObjectItemCaseSensitive(o, "resOpFailedEvent")) && cJSON_IsObject(p))
+		on_step(ev, p, 1, 1);
+	else if ((p = cJSON_GetObjectItemCaseSensitive(o, "diagnosticEvent")) && cJSON_IsObject(p))
+		on_diagnostic(ev, p);
+	else if ((p = cJSON_GetObjectItemCaseSensitive(o, "policyEvent")) && cJSON_IsObject(p))
+		on_policy(ev, p);
+	else if (cJSON_GetObjectItemCaseSensitive(o, "preludeEvent"))
+		ev->saw_prelude = 1;
+	else if (cJSON_GetObjectItemCaseSensitive(o, "cancelEvent"))
+		ev->saw_cancel = 1;
+	cJSON_Delete(o);
+}
+
+/* Keeps an incomplete line for the next feed; over-long lines are dropped
+ * whole (counted as bad) rather than buffered. */
+static void keep_partial(struct pl_events *ev, const char *data, size_t len)
+{
+	char *nb;
+
+	if (ev->skipping)
+		return;
+	if (ev->partial_len + len > PL_MAX_EVENT_LINE) {
+		free(ev->partial);
+		ev->partial = NULL;
+		ev->partial_len = 0;
+		ev->skipping = 1;
+		ev->bad_lines++;
+		return;
+	}
+	nb = realloc(ev->partial, ev->partial_len + len + 1);
+	if (nb == NULL) {
+		ev->skipping = 1;
+		return;
+	}
+	memcpy(nb + ev->partial_len, data, len);
+	ev->partial = nb;
+	ev->partial_len += len;
+}
+
+void pl_events_feed(struct pl_events *ev, const char *data, size_t len)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t seg = nl ? (size_t)(nl - data) : len;
+
+		if (nl == NULL) {
+			keep_partial(ev, data, seg);
+			return;
+		}
+		if (ev->skipping) {
+			ev->skipping = 0;
+		} else if (ev->partial_len > 0) {
+			keep_partial(ev, data, seg);
+			if (!ev->skipping)
+				parse_line(ev, ev->partial, ev->partial_len);
+			ev->skipping = 0;
+			free(ev->partial);
+			ev->partial = NULL;
+			ev->partial_len = 0;
+		} else {
+			parse_line(ev, data, seg);
+		}
+		data += seg + 1;
+		len -= seg + 1;
+	}
+}
+
+void pl_events_finish(struct pl_events *ev)
+{
+	if (ev->partial_len > 0 && !ev->skipping)
+		parse_line(ev, ev->partial, ev->partial_len);
+	free(ev->partial);
+	ev->partial = NULL;
+	ev->partial_len = 0;
+	ev->skipping = 0;
+}
+
+cJSON *pl_parse_outputs(const char *text)
+{
+	cJSON *o = text ? cJSON_Parse(text) : NULL;
+
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+cJSON *pl_parse_history(const char *text, int *empty)
+{
+	cJSON *a = text ? cJSON_Parse(text) : NULL;
+	cJSON *first = NULL;
+
+	*empty = 0;
+	if (cJSON_IsArray(a)) {
+		const cJSON *f = cJSON_GetArrayItem(a, 0);
+
+		if (f == NULL)
+			*empty = 1;
+		else if (cJSON_IsObject(f))
+			first = cJSON_Duplicate(f, 1);
+	}
+	cJSON_Delete(a);
+	return first;
+}
+
+cJSON *pl_parse_config_keys(const char *text)
+{
+	cJSON *o = text ? cJSON_Parse(text) : NULL;
+	cJSON *keys;
+
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	keys = cJSON_CreateArray();
+	for (const cJSON *c = o->child; c && keys; c = c->next)
+		if (c->string)
+			cJSON_AddItemToArray(keys, cJSON_CreateString(c->string));
+	cJSON_Delete(o);
+	return keys;
+}
+
+/* The JSON-escaped form of s without the quotes (how the value looks
+ * inside a JSON document); NULL when it equals s or on failure. */
+static char *json_escaped(const char *s)
+{
+	cJSON *str = cJSON_CreateString(s);
+	char *printed = str ? cJSON_PrintUnformatted(str) : NULL;
+	char *inner = NULL;
+	size_t n;
+
+	cJSON_Delete(str);
+	if (printed == NULL)
+		return NULL;
+	n = strlen(printed);
+	if (n >= 2 && !(n - 2 == strlen(s) && memcmp(printed + 1, s, n - 2) == 0)) {
+		inner = malloc(n - 1);
+		if (inner) {
+			memcpy(inner, printed + 1, n - 2);
+			inner[n - 2] = '\0';
+		}
+	}
+	free(printed);
+	return inner;
+}
+
+/* Replaces every occurrence of needle in *s (reallocating). */
+static int replace_all(char **s, const char *needle)
+{
+	static const char mask[] = "[secret]";
+	size_t nl = strlen(needle), count = 0, ml = sizeof(mask) - 1;
+	char *p, *out, *w;
+	const char *r;
+
+	if (nl == 0)
+		return 0;
+	for (p = strstr(*s, needle); p; p = strstr(p + nl, needle))
+		count++;
+	if (count == 0)
+		return 0;
+	out = malloc(strlen(*s) - count * nl + count * ml + 1);
+	if (out == NULL)
+		return -1;
+	w = out;
+	r = *s;
+	for (p = strstr(r, needle); p; p = strstr(r, needle)) {
+		memcpy(w, r, (size_t)(p - r));
+		w += p - r;
+		memcpy(w, mask, ml);
+		w += ml;
+		r = p + nl;
+	}
+	strcpy(w, r);
+	free(*s);
+	*s = out;
+	return 0;
+}
+
+static int longer_first(const void *a, const void *b)
+{
+	size_t la = strlen(*(const char *const *)a), lb = strlen(*(const char *const *)b);
+
+	return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+char *pl_redact(const char *s, const char *const *secrets, size_t n)
+{
+	char *out = strdup(s ? s : "");
+	const char **order;
+	size_t m = 0;
+
+	if (out == NULL || n == 0)
+		return out;
+	order = malloc(n * sizeof(*order));
+	if (order == NULL) {
+		free(out);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (secrets[i] && secrets[i][0])
+			order[m++] = secrets[i];
+	/* Longest first, so a secret that contains another is masked whole. */
+	qsort(order, m, sizeof(*order), longer_first);
+	for (size_t i = 0; i < m && out; i++) {
+		char *esc = json_escaped(order[i]);
+
+		if (replace_all(&out, order[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
+			free(out);
+			out = NULL;
+		}
+		free(esc);
+	}
+	free(order);
+	return out;
+}
