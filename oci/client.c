@@ -324,6 +324,29 @@ static int realm_allowed(const struct oci_client *c, const char *realm, struct e
 	    "(plain http only with --plain-http)", c->registry, realm);
 }
 
+/* 1 when scope `have` ("repository:x:pull,push") grants every action of
+ * `want` on the same resource, so asking for `want` as well is pointless. */
+static int scope_covers(const char *have, const char *want)
+{
+	const char *hc = strrchr(have, ':'), *wc = strrchr(want, ':');
+
+	if (hc == NULL || wc == NULL || hc - have != wc - want || strncmp(have, want, (size_t)(hc - have)) != 0)
+		return 0;
+	for (const char *a = wc + 1; *a;) {
+		size_t n = strcspn(a, ",");
+		int found = 0;
+		for (const char *b = hc + 1; *b && !found;) {
+			size_t m = strcspn(b, ",");
+			found = (m == n && strncmp(a, b, n) == 0) || (m == 1 && *b == '*');
+			b += m + (b[m] == ',');
+		}
+		if (!found)
+			return 0;
+		a += n + (a[n] == ',');
+	}
+	return 1;
+}
+
 static int token_request(struct oci_client *c, const char *scope, struct http_response *resp,
     int oauth, struct err *e)
 {
@@ -336,7 +359,7 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 
 	pct_encode(c->chal.service ? c->chal.service : "", service, sizeof(service));
 	pct_encode(scope, sc1, sizeof(sc1));
-	if (c->chal.scope != NULL && strcmp(c->chal.scope, scope) != 0)
+	if (c->chal.scope != NULL && !scope_covers(scope, c->chal.scope))
 		pct_encode(c->chal.scope, sc2, sizeof(sc2));
 	if (oauth) {
 		const char *id = c->creds.identity_token;

@@ -354,3 +354,49 @@ def tree_snapshot(root):
             else:
                 snap[rel] = ("file", stat.S_IMODE(st.st_mode), p.read_bytes())
     return snap
+
+
+def small_artifact(files=None):
+    """(manifest bytes, manifest digest, {digest: blob bytes}) of a Flux-format
+    artifact built in Python, for scripted registries."""
+    import hashlib
+    import io
+    import tarfile
+    files = files or {"hello.txt": b"hello from a scripted registry\n"}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    layer = buf.getvalue()
+    config = b'{"created":"1970-01-01T00:00:00Z"}'
+    d = lambda b: "sha256:" + hashlib.sha256(b).hexdigest()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.cncf.flux.config.v1+json", "digest": d(config),
+                   "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.cncf.flux.content.v1.tar+gzip", "digest": d(layer),
+                    "size": len(layer)}]}).encode()
+    return manifest, d(manifest), {d(layer): layer, d(config): config}
+
+
+def serve_artifact(fake, repo, tag, manifest, mdigest, blobs, check_auth=None):
+    """Routes for one artifact on a FakeRegistry.  check_auth(handler) returns
+    None to allow or a (status, headers, body) refusal."""
+    def guarded(fn):
+        def route(h):
+            if check_auth is not None:
+                refusal = check_auth(h)
+                if refusal is not None:
+                    return refusal
+            return fn(h)
+        return route
+    mt = "application/vnd.oci.image.manifest.v1+json"
+    fake.routes["/v2/"] = guarded(lambda h: (200, {}, b"{}"))
+    for ref in (tag, mdigest):
+        fake.routes[f"/v2/{repo}/manifests/{ref}"] = guarded(
+            lambda h: (200, {"Content-Type": mt, "Docker-Content-Digest": mdigest}, manifest))
+    for dg, data in blobs.items():
+        fake.routes[f"/v2/{repo}/blobs/{dg}"] = guarded(lambda h, data=data: (200, {}, data))
