@@ -17,7 +17,7 @@ def render(d):
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
-@pytest.mark.parametrize("d", ["default", "rbac", "manager", "flux"])
+@pytest.mark.parametrize("d", ["default", "crds", "rbac", "manager", "flux"])
 def test_renders(d):
     assert render(d)
 
