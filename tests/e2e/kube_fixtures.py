@@ -38,8 +38,21 @@ from kubeapi import tlsgen  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 KUBECTL = "/usr/bin/kubectl"
-CRD_FILES = sorted((ROOT / "deploy" / "crds").glob("*.yaml")) + \
-    sorted((HERE / "crds").glob("*.yaml"))
+
+
+def _crd_files():
+    """The CRD manifests under deploy/crds/ and tests/e2e/crds/ (not kustomizations)."""
+    out = []
+    for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")) + \
+            sorted((HERE / "crds").glob("*.yaml")):
+        with open(path) as f:
+            if any(d and d.get("kind") == "CustomResourceDefinition"
+                   for d in yaml.safe_load_all(f)):
+                out.append(path)
+    return out
+
+
+CRD_FILES = _crd_files()
 
 
 def wait_for(predicate, timeout=10.0, interval=0.02, what="condition"):
