@@ -426,7 +426,13 @@ static void stop_all(struct run *rt, struct kube_serve *probes[2])
 	kube_serve_stop(probes[1]);
 	kube_leader_free(rt->leader);   /* releases the Lease if held */
 	rt->leader = NULL;
-	kube_informer_stop(stack_kind.inf);
+	if (stack_kind.inf)
+		kube_informer_request_stop(stack_kind.inf);
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (source_kinds[i].inf)
+			kube_informer_request_stop(source_kinds[i].inf);
+	if (stack_kind.inf)
+		kube_informer_stop(stack_kind.inf);
 	for (size_t i = 0; i < NSOURCES; i++)
 		if (source_kinds[i].inf)
 			kube_informer_stop(source_kinds[i].inf);
@@ -455,8 +461,11 @@ static int start_probes(struct run *rt, const struct run_flags *f, struct kube_s
 			log_info("serving health probes", "port", port, NULL);
 		}
 	}
+	/* The same address twice means one server for both (the handler serves
+	 * every path), unless the port is 0, which asks for two free ports. */
 	if (f->metrics_addr && strcmp(f->metrics_addr, "0") != 0 && *f->metrics_addr &&
-	    (f->health_addr == NULL || strcmp(f->metrics_addr, f->health_addr) != 0)) {
+	    (probes[0] == NULL || strcmp(f->metrics_addr, f->health_addr) != 0 ||
+	    strcmp(strrchr(f->metrics_addr, ':') ? strrchr(f->metrics_addr, ':') : "", ":0") == 0)) {
 		if ((probes[1] = kube_serve_start(f->metrics_addr, ready, metrics, rt, e)) == NULL)
 			return -1;
 		{

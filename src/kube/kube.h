@@ -263,6 +263,9 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms);
 int kube_informer_synced(struct kube_informer *inf);
 /* Stops the thread (aborting an open watch) and joins it. */
 void kube_informer_stop(struct kube_informer *inf);
+/* Only asks it to stop (an open watch notices within about a second), so
+ * several informers can wind down in parallel before kube_informer_stop. */
+void kube_informer_request_stop(struct kube_informer *inf);
 void kube_informer_free(struct kube_informer *inf);
 
 const struct kube_resource *kube_informer_resource(const struct kube_informer *inf);

@@ -845,14 +845,19 @@ int kube_informer_start(struct kube_informer *inf, struct err *e)
 	return 0;
 }
 
-void kube_informer_stop(struct kube_informer *inf)
+void kube_informer_request_stop(struct kube_informer *inf)
 {
-	if (!inf->started)
-		return;
 	pthread_mutex_lock(&inf->lock);
 	atomic_store(&inf->stop, 1);
 	pthread_cond_broadcast(&inf->cond);
 	pthread_mutex_unlock(&inf->lock);
+}
+
+void kube_informer_stop(struct kube_informer *inf)
+{
+	if (!inf->started)
+		return;
+	kube_informer_request_stop(inf);
 	pthread_join(inf->thread, NULL);
 	inf->started = 0;
 }
