@@ -1,0 +1,128 @@
+"""End-to-end tests of the C Kubernetes client (src/kube/) through the
+kube_tool driver (tests/tools/kube_tool.c) against the API-server emulator:
+every request kind and its error, credentials from client certificates
+(files and inline data), exec plugins and tokens, and Event aggregation.
+"""
+import base64
+import json
+import os
+import stat
+import subprocess
+
+import pytest
+import yaml
+
+from kube_fixtures import wait_for
+
+
+def tool(pc_tools, *args, env=None):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([os.path.join(pc_tools, "kube_tool"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, env=full_env)
+
+
+def ok_steps(proc):
+    return [line[3:] for line in proc.stdout.splitlines() if line.startswith("ok ")]
+
+
+def test_requests_and_their_errors(kubeapi, pc_tools, tmp_path):
+    kc = kubeapi.write_kubeconfig(tmp_path / "kc")
+    p = tool(pc_tools, "crud", kc, "default")
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = ok_steps(p)
+    assert steps[:9] == ["create", "create-conflict", "update", "update-stale", "merge-patch",
+                         "json-patch", "apply", "apply-create", "status"]
+    assert steps[9] == "list pages=2"   # limit=1: followed the continue token
+    assert steps[10] == "delete"
+    # What went over the wire, as the server saw it.
+    reqs = [r for r in kubeapi.requests() if "/stacks" in r.get("path", "")]
+    kinds = {(r["method"], r.get("content_type") or r.get("contentType")) for r in reqs}
+    assert ("PATCH", "application/apply-patch+yaml") in kinds
+    assert ("PATCH", "application/json-patch+json") in kinds
+    assert ("PATCH", "application/merge-patch+json") in kinds
+    # tool-b is left, made by apply with the tool's field manager
+    obj = kubeapi.get("pulumi.com/v1", "stacks", "tool-b", "default")
+    assert obj["spec"]["stack"] == "new"
+    assert any(m["manager"] == "kube-tool" and m["operation"] == "Apply"
+               for m in obj["metadata"]["managedFields"])
+
+
+def test_wrong_token_is_a_clear_auth_error(kubeapi, pc_tools, tmp_path):
+    kc = kubeapi.write_kubeconfig(tmp_path / "kc", token="definitely-wrong")
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 1
+    assert "401" in p.stderr and "Unauthorized" in p.stderr
+    assert "definitely-wrong" not in p.stderr
+
+
+def test_client_certificate_files_and_data(kubeapi, pc_tools, tmp_path):
+    kc = kubeapi.write_kubeconfig(tmp_path / "kc", client_cert=("pc-user", ["system:masters"]))
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 0, p.stderr
+    # The same credentials inline (*-data), as kind and minikube write them.
+    doc = yaml.safe_load(open(kc))
+    user = doc["users"][0]["user"]
+    for key in ("client-certificate", "client-key"):
+        user[key + "-data"] = base64.b64encode(open(user.pop(key), "rb").read()).decode()
+    cluster = doc["clusters"][0]["cluster"]
+    cluster["certificate-authority-data"] = base64.b64encode(
+        open(cluster.pop("certificate-authority"), "rb").read()).decode()
+    inline = tmp_path / "kc-inline"
+    inline.write_text(yaml.safe_dump(doc))
+    p = tool(pc_tools, "whoami", inline)
+    assert p.returncode == 0, p.stderr
+
+
+def test_exec_credential_plugin(kubeapi, pc_tools, tmp_path):
+    plugin = tmp_path / "plugin.py"
+    seen = tmp_path / "exec-info.json"
+    plugin.write_text(
+        "#!/usr/bin/python3\n"
+        "import json, os, sys\n"
+        f"open({str(seen)!r}, 'w').write(os.environ['KUBERNETES_EXEC_INFO'] + '\\n' + os.environ.get('PLUGIN_MODE', ''))\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        f"    'status': {{'token': {kubeapi.token!r}, 'expirationTimestamp': '2099-01-01T00:00:00Z'}}}}))\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    doc = json.loads(open(kubeapi.write_kubeconfig(tmp_path / "base")).read())
+    doc["users"][0]["user"] = {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+        "args": ["--flag"], "env": [{"name": "PLUGIN_MODE", "value": "test"}],
+        "interactiveMode": "Never", "provideClusterInfo": True}}
+    kc = tmp_path / "kc"
+    kc.write_text(yaml.safe_dump(doc))
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 0, p.stderr
+    info, mode = seen.read_text().split("\n")
+    info = json.loads(info)
+    assert info["kind"] == "ExecCredential" and info["spec"]["interactive"] is False
+    assert info["spec"]["cluster"]["server"] == kubeapi.url
+    assert mode == "test"
+    # A failing plugin is an auth error naming the plugin, not a crash.
+    plugin.write_text("#!/bin/sh\nexit 3\n")
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 1 and "exec plugin" in p.stderr and "exit status 3" in p.stderr
+
+
+def test_repeated_events_are_aggregated(kubeapi, pc_tools, tmp_path):
+    kubeapi.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
+                    "metadata": {"name": "ev", "namespace": "default"}, "spec": {"stack": "dev"}})
+    kc = kubeapi.write_kubeconfig(tmp_path / "kc")
+    p = tool(pc_tools, "event", kc, "default", "ev", 5)
+    assert p.returncode == 0, p.stderr
+    events = [e for e in kubeapi.client.list("v1", "events", "default")["items"]
+              if e["involvedObject"]["name"] == "ev"]
+    by_reason = {e["reason"]: e for e in events}
+    assert sorted(by_reason) == ["Other", "UpdateFailed"]
+    failed = by_reason["UpdateFailed"]
+    assert failed["count"] == 5
+    assert failed["type"] == "Warning"
+    assert failed["involvedObject"]["kind"] == "Stack"
+    assert failed["involvedObject"]["uid"]
+    assert failed["source"]["component"] == "pulumi-controller"
+    assert failed["reportingComponent"] == "pulumi-controller"
+    assert by_reason["Other"]["count"] == 1
+    # kubectl describe finds them the way it looks them up
+    out = kubeapi.kubectl("get", "events", "--field-selector",
+                          "involvedObject.name=ev,involvedObject.kind=Stack", "-o", "json")
+    assert len(json.loads(out.stdout)["items"]) == 2

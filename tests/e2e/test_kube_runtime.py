@@ -1,0 +1,375 @@
+"""End-to-end tests of `pulumi-controller run` against the API-server emulator.
+
+The controller's informer caches must end with exactly the server's state
+however the connection is disturbed; leader election must give one leader
+and hand over when it dies or leaves; a rotated token must be picked up;
+kinds the server does not serve are skipped; the probes answer.
+
+The controller writes its cache summary ({resource: {"ns/name": rv}}) to
+--cache-dump on SIGUSR1; tests compare it with a fresh list from the server.
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from kube_fixtures import KubeError, wait_for, CRD_FILES
+
+STACK_API = "pulumi.com/v1"
+
+
+def stack(name, namespace="default", stack_name="dev", source="repo"):
+    return {"apiVersion": STACK_API, "kind": "Stack",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"shard": "a"}},
+            "spec": {"stack": stack_name,
+                     "fluxSource": {"sourceRef": {"apiVersion": "source.toolkit.fluxcd.io/v1",
+                                                  "kind": "GitRepository", "name": source}}}}
+
+
+class Controller:
+    """One `run` process with its log (JSON lines) captured to a file."""
+
+    def __init__(self, pc_bin, workdir, name, args, env=None):
+        self.log_path = workdir / f"{name}.log"
+        self.dump_path = workdir / f"{name}-cache.json"
+        self.log = open(self.log_path, "w")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [pc_bin, "run", "--metrics-addr", "0", "--health-addr", "0",
+             "--cache-dump", str(self.dump_path), *map(str, args)],
+            stdout=self.log, stderr=self.log, env=full_env)
+
+    def records(self):
+        out = []
+        for line in self.log_path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass   # sanitizer reports are not JSON; exit status catches them
+        return out
+
+    def find(self, msg, **fields):
+        return [r for r in self.records() if r.get("msg") == msg and
+                all(r.get(k) == v for k, v in fields.items())]
+
+    def wait_log(self, msg, timeout=30, **fields):
+        def found():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"controller exited {self.proc.returncode}:\n"
+                                     + self.log_path.read_text()[-4000:])
+            return self.find(msg, **fields)
+        return wait_for(found, timeout, what=f"log line {msg!r} {fields}")
+
+    def dump(self):
+        """Asks for a fresh cache dump and returns it."""
+        before = self.dump_path.stat().st_mtime_ns if self.dump_path.exists() else 0
+        self.proc.send_signal(signal.SIGUSR1)
+        wait_for(lambda: self.dump_path.exists() and self.dump_path.stat().st_mtime_ns != before,
+                 10, what="a cache dump")
+        return json.loads(self.dump_path.read_text())
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("controller did not stop on SIGTERM")
+        self.log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def controllers(pc_bin, tmp_path):
+    started = []
+
+    def start(args, name=None, env=None):
+        c = Controller(pc_bin, tmp_path, name or f"ctl{len(started)}", args, env)
+        started.append(c)
+        return c
+    yield start
+    for c in started:
+        if c.proc.poll() is None:
+            c.kill()
+
+
+def server_state(api, plural="stacks", api_version=STACK_API):
+    items = api.client.list(api_version, plural)["items"]
+    return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for o in items}
+
+
+def wait_converged(ctl, api, timeout=60):
+    want = server_state(api)
+
+    def same():
+        got = ctl.dump().get("stacks")
+        return got == want or None
+    try:
+        wait_for(same, timeout, interval=0.5, what="the cache to match the server")
+    except AssertionError:
+        got = ctl.dump().get("stacks", {})
+        missing = sorted(set(want) - set(got))[:5]
+        extra = sorted(set(got) - set(want))[:5]
+        stale = sorted(k for k in want if k in got and got[k] != want[k])[:5]
+        raise AssertionError(f"cache differs from server: missing {missing}, extra {extra}, "
+                             f"stale {stale} (of {len(want)} objects)")
+    return want
+
+
+class Mutator(threading.Thread):
+    """Keeps changing Stacks (updates, creates, deletes) until stopped,
+    riding out the emulator's restarts and injected failures."""
+
+    def __init__(self, api, names):
+        super().__init__(daemon=True)
+        self.api, self.names = api, list(names)
+        self.stop_flag = threading.Event()
+        self.done = 0
+        self.rng = random.Random(4)
+
+    def step(self):
+        r = self.rng.random()
+        if r < 0.7 and self.names:
+            name = self.rng.choice(self.names)
+            self.api.client.patch(STACK_API, "stacks", name,
+                                  {"spec": {"stack": f"s{self.done}"}}, "default", "merge")
+        elif r < 0.85:
+            name = f"new-{self.done}"
+            self.api.client.create(stack(name), "stacks", "default")
+            self.names.append(name)
+        elif self.names:
+            name = self.names.pop(self.rng.randrange(len(self.names)))
+            self.api.client.delete(STACK_API, "stacks", name, "default")
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            try:
+                self.step()
+                self.done += 1
+            except (KubeError, OSError) as e:   # restarts, injected faults, races
+                if isinstance(e, KubeError) and e.code == 404:
+                    continue
+                time.sleep(0.05)
+
+    def finish(self):
+        self.stop_flag.set()
+        self.join(30)
+
+
+def test_cache_matches_server_across_drops_410s_500s_and_restart(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    names = [f"s{i:04d}" for i in range(1000)]
+    api.bulk_create([stack(n) for n in names])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc, "--concurrency", "2"])
+    ctl.wait_log("caches synced", timeout=90)
+    mut = Mutator(api, names)
+    mut.start()
+    try:
+        wait_for(lambda: mut.done >= 100, 60, what="changes")
+        api.drop_watches("abort")
+        wait_for(lambda: mut.done >= 200, 60, what="changes")
+        api.drop_watches("eof")
+        wait_for(lambda: mut.done >= 300, 60, what="changes")
+        api.fail_next(4, code=500, method="GET")
+        api.drop_watches("abort")
+        wait_for(lambda: mut.done >= 400, 60, what="changes")
+        api.expire(watches=True)                 # ERROR 410 inside the 200 stream
+        wait_for(lambda: mut.done >= 500, 60, what="changes")
+        api.configure(expired_mode="http")
+        api.expire(watches=False)
+        api.drop_watches("abort")                # re-watch from an expired RV: HTTP 410
+        wait_for(lambda: mut.done >= 600, 60, what="changes")
+        api.fail_next(3, code=429, retry_after=1, method="GET")
+        api.restart()                            # state kept, connections cut
+        wait_for(lambda: mut.done >= 1000, 90, what="changes")
+    finally:
+        mut.finish()
+    state = wait_converged(ctl, api)
+    assert len(state) > 900
+    # The faults were really seen (else this test proves nothing).
+    assert ctl.find("watch expired; relisting"), "no 410 was handled"
+    assert ctl.find("watch failed; reconnecting"), "no watch failure was handled"
+    assert ctl.stop() == 0
+
+
+def test_source_change_queues_exactly_its_stacks(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    api.bulk_create([stack("a1", source="r1"), stack("a2", source="r1"), stack("b1", source="r2")])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc])
+    ctl.wait_log("workers started")
+    for key in ("default/a1", "default/a2", "default/b1"):
+        ctl.wait_log("reconcile", stack=key)
+    base = len(ctl.find("reconcile"))
+    api.create({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                "metadata": {"name": "r1", "namespace": "default"},
+                "spec": {"url": "https://example.com/r1.git", "interval": "1m"}})
+    ctl.wait_log("object changed", kind="GitRepository", name="r1")
+    wait_for(lambda: len(ctl.find("reconcile")) >= base + 2, 20, what="two reconciles")
+    # The marker below is the last change; once it is reconciled every
+    # earlier key has been too, so no late reconcile of b1 can slip past.
+    api.create(stack("zz-marker", source="none"))
+    ctl.wait_log("reconcile", stack="default/zz-marker")
+    after = [r["stack"] for r in ctl.find("reconcile")[base:]]
+    assert sorted(after) == ["default/a1", "default/a2", "default/zz-marker"]
+    assert ctl.stop() == 0
+
+
+def lease(api, name="pc-test-lease"):
+    return api.get("coordination.k8s.io/v1", "leases", name, "default")
+
+
+LE_ARGS = ["--leader-elect", "--leader-election-id", "pc-test-lease",
+           "--leader-election-namespace", "default", "--lease-duration", "4s",
+           "--renew-deadline", "3s", "--retry-period", "500ms"]
+
+
+def identity(ctl):
+    return ctl.wait_log("leader election: waiting for the lease")[0]["identity"]
+
+
+def test_leader_election_one_leader_then_failover(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    api.bulk_create([stack("s1")])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    a = controllers(["--kubeconfig", kc, *LE_ARGS], name="a")
+    a.wait_log("leader election: became leader")
+    b = controllers(["--kubeconfig", kc, *LE_ARGS], name="b")
+    id_a, id_b = identity(a), identity(b)
+    assert id_a != id_b
+    # b sees a as the leader and stays a follower while a renews.
+    b.wait_log("leader election: current leader", identity=id_a)
+    first = lease(api)
+    wait_for(lambda: lease(api)["spec"]["renewTime"] != first["spec"]["renewTime"], 10,
+             what="a renewal")
+    assert not b.find("leader election: became leader")
+    assert not b.find("workers started")
+    assert lease(api)["spec"]["holderIdentity"] == id_a
+    transitions = lease(api)["spec"].get("leaseTransitions", 0)
+
+    a.kill()                                     # no release: b must wait the lease out
+    b.wait_log("leader election: became leader", timeout=30)
+    b.wait_log("workers started")
+    spec = lease(api)["spec"]
+    assert spec["holderIdentity"] == id_b
+    assert spec["leaseTransitions"] == transitions + 1
+
+    # A clean stop releases the Lease so a successor need not wait.
+    assert b.stop() == 0
+    spec = lease(api)["spec"]
+    assert spec["holderIdentity"] == ""
+    assert spec["leaseDurationSeconds"] == 1
+    assert b.find("leader election: released the lease")
+
+
+def test_rotated_token_is_picked_up(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    token_path = tmp_path / "token"
+    token_path.write_text("ctrl-token-1\n")
+    api.set_tokens([api.token, "ctrl-token-1"])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig", token_file=str(token_path))
+    api.bulk_create([stack("before")])
+    ctl = controllers(["--kubeconfig", kc])
+    ctl.wait_log("caches synced")
+    # The kubelet's way: a new file replaces the old one atomically.
+    tmp = tmp_path / "token.new"
+    tmp.write_text("ctrl-token-2\n")
+    os.replace(tmp, token_path)
+    api.set_tokens([api.token, "ctrl-token-2"])  # the old token now gets 401
+    api.drop_watches("abort")
+    api.create(stack("after"))
+    wait_for(lambda: "default/after" in ctl.dump().get("stacks", {}), 30,
+             what="the new Stack in the cache")
+    reqs = api.requests()
+    assert any(r.get("code") == 401 for r in reqs), "the old token was never refused"
+    assert ctl.stop() == 0
+
+
+def test_kinds_not_served_are_skipped(kubeapi_factory, controllers, tmp_path):
+    api = kubeapi_factory(crds=False)
+    for path in CRD_FILES:
+        if "pulumi.com_stacks" in str(path):
+            api.apply_file(path)
+    api.bulk_create([stack("only")])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc])
+    ctl.wait_log("caches synced")
+    skipped = {r["kind"] for r in ctl.find("kind not served by the API server; not watching it")}
+    assert skipped == {"GitRepository", "OCIRepository", "Bucket"}
+    assert set(ctl.dump()) == {"stacks"}
+    assert ctl.stop() == 0
+
+
+def test_no_stack_crd_is_a_clear_failure(kubeapi_factory, controllers, tmp_path):
+    api = kubeapi_factory(crds=False)
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc])
+    assert ctl.proc.wait(30) == 1
+    assert ctl.find("the server does not serve stacks.pulumi.com/v1; install the CRD")
+
+
+def test_probes_and_metrics(kubeapi, pc_bin, tmp_path):
+    api = kubeapi
+    api.bulk_create([stack("p1"), stack("p2")])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    log = open(tmp_path / "probe.log", "w")
+    proc = subprocess.Popen([pc_bin, "run", "--kubeconfig", kc, "--health-addr", "127.0.0.1:0",
+                             "--metrics-addr", "127.0.0.1:0"], stdout=log, stderr=log)
+    try:
+        def port(msg):
+            for line in (tmp_path / "probe.log").read_text().splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("msg") == msg:
+                    return int(r["port"])
+            return None
+        hport = wait_for(lambda: port("serving health probes"), 20, what="health port")
+        mport = wait_for(lambda: port("serving metrics"), 20, what="metrics port")
+
+        def get(p, path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{p}{path}", timeout=5) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+        assert get(hport, "/healthz") == (200, "ok\n")
+        wait_for(lambda: get(hport, "/readyz")[0] == 200, 30, what="readyz")
+        assert get(hport, "/nope")[0] == 404
+        _, text = get(mport, "/metrics")
+        assert 'pulumi_controller_cache_objects{kind="Stack"} 2' in text
+        assert "pulumi_controller_workqueue_depth" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        log.close()
+
+
+def test_run_usage_errors(run_pc):
+    r = run_pc("run", "--lease-duration", "soon")
+    assert r.returncode == 2 and "not a positive duration" in r.stderr
+    r = run_pc("run", "--leader-elect", "--lease-duration", "5s", "--renew-deadline", "10s")
+    assert r.returncode == 2 and "--lease-duration > --renew-deadline" in r.stderr
+    r = run_pc("run", "--concurrency", "0")
+    assert r.returncode == 2
+    r = run_pc("run", "--help")
+    assert r.returncode == 0 and "--watch-label-selector" in r.stdout
+    r = run_pc("run", "--kubeconfig", "/nonexistent/kc")
+    assert r.returncode == 1 and "/nonexistent/kc" in r.stderr
