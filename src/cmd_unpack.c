@@ -39,8 +39,9 @@ static void unpack_usage(FILE *out)
 	    "  --digest D             the archive file must have this digest\n"
 	    "                         (sha256:<hex>, sha384:<hex>, sha512:<hex>, or bare\n"
 	    "                         64-hex sha256); checked in the same pass as extraction\n"
-	    "  --log-level L          debug, info, warn, error, off (default info)\n"
-	    "  --log-format F         json, text (default json)\n"
+	    "  --log-level L          debug, info, warn, error, off (default warn; info\n"
+	    "                         logs a summary of what was unpacked)\n"
+	    "  --log-format F         json, text (default text)\n"
 	    "  -h, --help             this help\n"
 	    "\n"
 	    "BYTES: digits with an optional K, M, G (powers of 1000) or Ki, Mi, Gi suffix.\n"
@@ -77,7 +78,8 @@ int cmd_unpack(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *out = NULL, *digest_text = NULL, *level = NULL, *format = NULL, *archive;
+	/* One-shot commands log for a person at a terminal (docs/logging.md). */
+	const char *out = NULL, *digest_text = NULL, *level = "warn", *format = "text", *archive;
 	struct untar_limits lim;
 	struct untar_stats st;
 	struct digest want;

@@ -269,8 +269,16 @@ def test_success_logs_one_json_record(tmp_path, run_pc):
     import json
     case = _benign("hardlink")
     work, archive, out = make_workspace(tmp_path, case)
-    r = run_pc("unpack", archive, "--out", out)
+    r = run_pc("unpack", archive, "--out", out, "--log-level", "info", "--log-format", "json")
     assert r.returncode == 0
     rec = json.loads(one_line(r.stderr))
     assert rec["msg"] == "unpacked" and rec["entries"] == "3" and rec["files"] == "2"
     assert rec["bytes"] == str(len(b"shared"))
+
+
+def test_success_is_quiet_by_default(tmp_path, run_pc):
+    case = _benign("hardlink")
+    work, archive, out = make_workspace(tmp_path, case)
+    r = run_pc("unpack", archive, "--out", out)
+    assert r.returncode == 0
+    assert r.stderr == "" and r.stdout == ""
