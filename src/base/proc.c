@@ -12,6 +12,7 @@
  */
 #include "base/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -151,9 +152,57 @@ int proc_find_exe(const char *name, const char *search_path, char *out, size_t o
 	return err_set(e, ERR_NOTFOUND, "program %s not found in PATH", name);
 }
 
+/* kill(-pgid, 0) also succeeds for zombies, which an init that does not
+ * reap (common in containers) may keep forever: only live members count. */
 int proc_group_alive(pid_t pgid)
 {
-	return pgid > 0 && kill(-pgid, 0) == 0;
+	DIR *d;
+	struct dirent *de;
+	int alive = 0;
+
+	if (pgid <= 0 || kill(-pgid, 0) != 0)
+		return 0;
+	d = opendir("/proc");
+	if (d == NULL)
+		return 1;
+	while (!alive && (de = readdir(d)) != NULL) {
+		char path[64], buf[512];
+		const char *p;
+		FILE *f;
+		char st;
+		int pg;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		f = fopen(path, "re");
+		if (f == NULL)
+			continue;
+		buf[0] = '\0';
+		if (fgets(buf, sizeof(buf), f) == NULL)
+			buf[0] = '\0';
+		fclose(f);
+		/* "pid (comm) S ppid pgrp ..."; comm may contain spaces and parens. */
+		p = strrchr(buf, ')');
+		if (p && sscanf(p + 1, " %c %*d %d", &st, &pg) == 2 && pg == pgid && st != 'Z')
+			alive = 1;
+	}
+	closedir(d);
+	return alive;
+}
+
+/* SIGKILL is delivered asynchronously: wait (bounded) until no member of
+ * the group is still running, re-sending it for any late arrival. */
+static void wait_group_gone(pid_t pgid)
+{
+	long end = now_ms() + 2000;
+
+	while (proc_group_alive(pgid) && now_ms() < end) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		kill(-pgid, SIGKILL);
+		nanosleep(&ts, NULL);
+	}
 }
 
 void proc_result_free(struct proc_result *r)
@@ -508,6 +557,7 @@ int proc_run(const struct proc_spec *s, struct proc_result *r, struct err *e)
 		x.next_step = now_ms() + s->timeout_ms;
 		event_loop(&x);
 		reap(&x);
+		wait_group_gone(r->pid);
 	}
 	close_fd(&x.in_w);
 	close_fd(&x.out_r);

@@ -1,0 +1,388 @@
+"""The pulumi driver (src/pulumi/) against the stand-in CLI, through the
+test tool build/asan/tools/pl_driver: every operation, the failure classes,
+timeouts and the secret-handling rules."""
+import json
+import os
+import stat
+import subprocess
+import time
+
+import pytest
+
+from pulumi_fixtures import API_TOKEN, DB_PASSWORD, PASSPHRASE, group_members
+
+SECRETS = [PASSPHRASE, DB_PASSWORD, API_TOKEN]
+
+TWO_FILES = """\
+name: demo
+runtime: yaml
+resources:
+  first:
+    type: standin:index:File
+    properties:
+      content: one
+  second:
+    type: standin:index:File
+    properties:
+      content: two-${first.size}
+outputs:
+  first: ${first.path}
+"""
+
+
+def assert_no_secret(text, secrets=SECRETS):
+    for s in secrets:
+        assert s not in text, f"secret value leaked: ...{text[max(0, text.find(s) - 60):][:140]}"
+
+
+def test_first_run_on_empty_backend(pulumi_world):
+    w = pulumi_world
+    res = w.ok("ensure")
+    cmds = w.commands()
+    assert cmds[0] == ["version"]
+    assert cmds[1] == ["stack", "select", "--stack", "dev"]
+    assert cmds[2] == ["stack", "init", "dev", "--secrets-provider", "passphrase"]
+    assert (w.state / ".pulumi" / "stacks" / "demo" / "dev.json").exists()
+    assert "encryptionsalt: v1:" in w.stack_config_text()
+
+    w.ok("config")
+    text = w.stack_config_text()
+    assert "demo:greeting: hi" in text
+    assert "secure: v1:" in text and DB_PASSWORD not in text
+
+    w.ok("install", "--revision", "rev1")
+    res = w.ok("preview")
+    assert res["summary"]["present"] and res["summary"]["count"] == 1
+    assert res["summary"]["is_preview"] is True
+    assert res["summary"]["changes"] == {"create": 2}
+    assert w.cloud_files() == []          # a preview changes nothing
+
+    res = w.ok("up")
+    assert res["summary"]["changes"] == {"create": 2}
+    assert res["summary"]["result"] == "succeeded"
+    assert res["steps"] == 2
+    assert any(p.startswith("done create urn:pulumi:dev::demo::standin:index:File::note")
+               for p in res["progress"])
+    files = w.cloud_files()
+    assert len(files) == 1 and (w.cloud / "files" / files[0]).read_text() == "hi"
+
+    res = w.ok("outputs", "--show-secrets")
+    assert res["outputs"]["message"] == "hi"
+    assert res["outputs"]["secretOut"] == "[secret]"
+    assert res["outputs_plain"]["secretOut"] == DB_PASSWORD
+    assert res["outputs"]["path"].startswith(str(w.cloud))
+
+    res = w.ok("history")
+    h = res["history"]
+    assert h["kind"] == "update" and h["result"] == "succeeded"
+    assert h["resourceChanges"] == {"create": 2}
+    assert "value" not in h["config"]["demo:password"]
+
+
+def test_unchanged_up_is_all_same_and_install_skipped(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.ok("install", "--revision", "r1")
+    w.ok("up")
+    before = len(w.records())
+    res = w.ok("install", "--revision", "r1")
+    assert "already installed" in res["message"]
+    assert len(w.records()) == before + 1          # only the version probe ran
+    res = w.ok("up")
+    assert res["summary"]["changes"] == {"same": 2}
+    w.ok("install", "--revision", "r2")
+    assert w.commands()[-1] == ["install"]
+
+
+def test_argv_and_environment_follow_the_automation_api(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.ok("up", "--refresh", "--target", "urn:pulumi:dev::demo::standin:index:File::note")
+    rec = w.records()
+    up = [r for r in rec if "up" in r["argv"]][-1]
+    argv = up["argv"]
+    assert argv[0] == "--non-interactive" and argv[1] == "up"
+    assert argv[2:4] == ["--yes", "--skip-preview"]
+    assert "--target=urn:pulumi:dev::demo::standin:index:File::note" in argv
+    assert "--refresh" in argv and "--exec-kind=auto.local" in argv
+    i = argv.index("--event-log")
+    assert argv[i + 1].startswith(str(w.scratch))
+    assert argv[-2:] == ["--stack", "dev"]
+    expected_stack = {"PATH", "HOME", "PULUMI_HOME", "PULUMI_SKIP_UPDATE_CHECK",
+                      "PULUMI_AUTOMATION_API", "PULUMI_DEBUG_COMMANDS", "PULUMI_BACKEND_URL",
+                      "PULUMI_CONFIG_PASSPHRASE", "API_TOKEN", "PULUMI_STANDIN_CLOUD",
+                      "PULUMI_STANDIN_KDF_ITERATIONS"}
+    assert set(up["env"]) == expected_stack
+    sel = [r for r in rec if r["argv"][1:3] == ["stack", "select"]][0]
+    assert set(sel["env"]) == expected_stack - {"PULUMI_DEBUG_COMMANDS"}
+    ver = [r for r in rec if r["argv"] == ["version"]][0]
+    assert set(ver["env"]) == {"PATH", "HOME", "PULUMI_HOME", "PULUMI_SKIP_UPDATE_CHECK"}
+
+
+def test_nothing_leaks_from_the_callers_environment(pulumi_world):
+    w = pulumi_world
+    w.drive("ensure", extra_env={"AWS_SECRET_ACCESS_KEY": "leaky", "PULUMI_ACCESS_TOKEN": "x"})
+    for r in w.records():
+        assert "AWS_SECRET_ACCESS_KEY" not in r["env"]
+        assert "PULUMI_ACCESS_TOKEN" not in r["env"]
+        assert "ASAN_OPTIONS" not in r["env"]
+
+
+def test_config_key_removed_structured_and_secret(pulumi_world):
+    w = pulumi_world
+    w.config = w.config + [
+        {"key": "old", "value": "gone-soon"},
+        {"key": "db", "value": json.dumps({"hosts": ["a", "b"], "port": 5432}),
+         "structured": True},
+        {"key": "creds", "value": json.dumps({"user": "u1", "token": DB_PASSWORD + "-x"}),
+         "structured": True, "secret": True},
+    ]
+    w.ready()
+    text = w.stack_config_text()
+    assert "demo:old: gone-soon" in text
+    assert "- a" in text and "port: 5432" in text
+    assert DB_PASSWORD not in text
+    secret_sets = [c for c in w.commands() if c[0:2] == ["config", "set"]]
+    assert any("creds.token" in c for c in secret_sets)
+    assert all("--secret" in c for c in secret_sets)
+    w.config = [c for c in w.config if c["key"] != "old"]
+    w.ok("config")
+    assert "demo:old" not in w.stack_config_text()
+    assert ["config", "rm", "--stack", "dev", "--", "demo:old"] in [c for c in w.commands()]
+    assert "demo:greeting" in w.stack_config_text()
+
+
+def test_no_secret_in_argv_log_or_message(pulumi_world):
+    w = pulumi_world
+    # A resource whose failure message echoes a secret value.
+    w.write_program("""\
+name: demo
+runtime: yaml
+resources:
+  bad:
+    type: standin:index:File
+    properties:
+      name: ${password}/x
+      content: x
+""")
+    logs = []
+    w.ok("ensure")
+    rc, res, log = w.drive("config")
+    logs.append(log)
+    rc, res, log = w.drive("up")
+    logs.append(log)
+    assert res["status"] == "failed"
+    assert "[secret]" in res["message"] and "invalid file name" in res["message"]
+    assert_no_secret(res["message"])
+    assert_no_secret(res["stdout_tail"] + res["stderr_tail"])
+    for l in logs:
+        assert_no_secret(l)
+    assert '"msg":"pulumi command failed"' in logs[-1]
+    for r in w.records():
+        assert_no_secret(" ".join(r["argv"]))
+        for name in r["env"]:
+            assert_no_secret(name)
+    assert any(r["stdin_piped"] for r in w.records() if "--secret" in r["argv"])
+
+
+def test_compile_failure_is_a_program_error(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.write_program("""\
+name: demo
+runtime: yaml
+outputs:
+  x: ${nope.id}
+""")
+    rc, res, _ = w.drive("up")
+    assert rc == 1 and res["status"] == "program-error"
+    assert '"nope" not found' in res["message"]
+    assert res["summary"]["result"] == "failed"
+
+
+def test_policy_violation(pulumi_world, tmp_path):
+    w = pulumi_world
+    pack = tmp_path / "policies"
+    pack.mkdir()
+    (pack / "PulumiPolicy.yaml").write_text("""\
+runtime: standin-policy
+name: demo-policies
+version: 0.0.1
+policies:
+  - name: no-files
+    description: File resources are not allowed here.
+    enforcementLevel: mandatory
+    forbid:
+      type: standin:index:File
+""")
+    w.ready()
+    rc, res, _ = w.drive("up", "--policy-pack", str(pack))
+    assert res["status"] == "policy-violation"
+    assert "no-files" in res["message"] and res["policy_violations"] == 1
+    assert w.cloud_files() == []
+    assert f"--policy-pack={pack}" in w.records()[-1]["argv"]
+
+
+def test_held_lock_is_classified_then_cancelled_only_when_told(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.ok("up", knobs={"PULUMI_STANDIN_LEAVE_LOCK": "1"})
+    locks = list((w.state / ".pulumi" / "locks").rglob("*.json"))
+    assert len(locks) == 1
+    rc, res, _ = w.drive("up")
+    assert res["status"] == "conflict"
+    assert "currently locked by 1 lock(s)" in res["message"]
+    assert not any(c[0:1] == ["cancel"] for c in w.commands())   # never on its own
+    w.ok("cancel")
+    assert ["cancel", "--yes", "--stack", "dev"] in [c for c in w.commands()]
+    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []
+    res = w.ok("up")
+    assert res["summary"]["changes"] == {"same": 2}
+
+
+def wait_gone(pids, deadline=10.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if not any(os.path.exists(f"/proc/{p}") and not _zombie(p) for p in pids):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            s = fh.read()
+        return s[s.rfind(")") + 2] == "Z"
+    except OSError:
+        return True
+
+
+def test_hanging_cli_is_killed_with_its_whole_group(pulumi_world, tmp_path):
+    w = pulumi_world
+    w.ready()
+    pidfile = tmp_path / "pids.json"
+    knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_HANG_STUBBORN": "1",
+             "PULUMI_STANDIN_PIDFILE": str(pidfile)}
+    spec = w.spec(knobs, timeout_ms=3000, grace_ms=300)
+    rc, res, _ = w.drive("up", spec=spec)
+    assert res["status"] == "timeout"
+    assert "SIGKILL" in res["message"]
+    pids = json.loads(pidfile.read_text())
+    assert pids["pgid"] == pids["pid"]                # its own process group
+    assert group_members(pids["pgid"]) == []          # nothing left in it
+    assert wait_gone([pids["child"]], 0.5)
+
+
+def test_hanging_cli_cancels_gracefully_on_sigint(pulumi_world, tmp_path):
+    w = pulumi_world
+    w.ready()
+    pidfile = tmp_path / "pids.json"
+    knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile)}
+    rc, res, _ = w.drive("up", spec=w.spec(knobs, timeout_ms=3000, grace_ms=5000))
+    assert res["status"] == "timeout" and "SIGINT" in res["message"]
+    assert res["summary"]["result"] == "canceled"
+    assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
+    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []   # released on cancel
+
+
+def test_crash_mid_update_then_recovery(pulumi_world):
+    w = pulumi_world
+    w.write_program(TWO_FILES)
+    w.ready()
+    rc, res, _ = w.drive("up", knobs={"PULUMI_STANDIN_CRASH": "up:1"})
+    assert res["status"] == "failed" and "signal 9" in res["message"]
+    assert len(w.cloud_files()) == 1
+    ckpt = json.loads((w.state / ".pulumi" / "stacks" / "demo" / "dev.json").read_text())
+    assert ckpt["checkpoint"]["latest"]["pending_operations"][0]["type"] == "creating"
+    rc, res, _ = w.drive("up")
+    assert res["status"] == "conflict"
+    w.ok("cancel")
+    res = w.ok("up")
+    assert res["summary"]["changes"].get("create") == 2   # second file and the stack root
+    assert len(w.cloud_files()) == 2
+
+
+def test_drift_is_seen_by_refresh(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.ok("up")
+    f = w.cloud / "files" / w.cloud_files()[0]
+    f.write_text("edited by hand")
+    rc, res, _ = w.drive("refresh", "--preview-only", "--expect-no-changes")
+    assert res["status"] == "changes-not-expected"
+    assert res["summary"]["changes"].get("update") == 1
+    rc, res, _ = w.drive("preview", "--refresh", "--expect-no-changes")
+    assert res["status"] == "changes-not-expected"
+    res = w.ok("up", "--refresh")
+    assert res["summary"]["changes"].get("update") == 1
+    assert f.read_text() == "hi"
+    w.ok("preview", "--expect-no-changes")
+
+
+def test_plan_saved_then_applied_and_diverging_plan_fails(pulumi_world, tmp_path):
+    w = pulumi_world
+    w.ready()
+    plan = tmp_path / "plan.json"
+    w.ok("preview", "--plan", str(plan))
+    assert plan.exists()
+    up = w.records()[-1]
+    assert f"--save-plan={plan}" in up["argv"] and "PULUMI_EXPERIMENTAL" in up["env"]
+    w.ok("up", "--plan", str(plan))
+    assert f"--plan={plan}" in w.records()[-1]["argv"]
+    w.ok("preview", "--plan", str(plan))
+    w.config = [{"key": "greeting", "value": "changed"}] + w.config[1:]
+    w.ok("config")
+    rc, res, _ = w.drive("up", "--plan", str(plan))
+    assert res["status"] == "plan-violation"
+    assert w.cloud / "files" and (w.cloud / "files" / w.cloud_files()[0]).read_text() == "hi"
+
+
+def test_destroy(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.ok("up")
+    res = w.ok("destroy", "--preview-only")
+    assert len(w.cloud_files()) == 1 and res["summary"]["is_preview"]
+    res = w.ok("destroy")
+    # The root stack counts as a step (reference §2.5 resourceChanges).
+    assert res["summary"]["changes"] == {"delete": 2}
+    assert w.cloud_files() == []
+    assert w.ok("history")["history"]["kind"] == "destroy"
+
+
+def test_stack_not_found(pulumi_world):
+    rc, res, _ = pulumi_world.drive("preview")
+    assert res["status"] == "not-found"
+    assert "no stack named 'dev' found" in res["message"]
+
+
+def test_cli_missing_and_too_old(pulumi_world, tmp_path):
+    w = pulumi_world
+    rc, res, _ = w.drive("up", spec=w.spec(pulumi_bin=str(tmp_path / "nope" / "pulumi")))
+    assert res["status"] == "cli-missing"
+    old = tmp_path / "old" / "pulumi"
+    old.parent.mkdir()
+    old.write_text("#!/bin/sh\necho v3.100.0\n")
+    old.chmod(old.stat().st_mode | stat.S_IEXEC)
+    rc, res, _ = w.drive("up", spec=w.spec(pulumi_bin=str(old)))
+    assert res["status"] == "cli-too-old"
+    assert "v3.100.0" in res["message"] and "3.135.0" in res["message"]
+
+
+def test_output_tails_are_bounded(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    rc, res, _ = w.drive("up", spec=w.spec(tail_max=64))
+    assert res["status"] == "ok"
+    assert 0 < len(res["stdout_tail"].encode()) <= 64
+    assert res["stdout_tail"].endswith("/.pulumi/stacks/demo/dev.json\n")
+
+
+def test_reserved_environment_names_are_refused(pulumi_world):
+    w = pulumi_world
+    spec = w.spec()
+    spec["env"].append({"name": "PULUMI_HOME", "value": "/elsewhere"})
+    p = subprocess.run([w.tool, "--spec", "-", "version"], input=json.dumps(spec),
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "PULUMI_HOME is set by the driver" in p.stderr

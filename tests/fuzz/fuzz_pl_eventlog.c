@@ -1,0 +1,38 @@
+/*
+ * fuzz_pl_eventlog.c - libFuzzer target for the pulumi driver's event-log
+ * reader (pl_events_feed in src/pulumi/pl_parse.c): arbitrary bytes, fed in
+ * chunks whose sizes come from the input itself, must never crash, leak or
+ * leave the reader inconsistent.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pulumi/pulumi.h"
+
+static void on_step(void *arg, const struct pl_step *s)
+{
+	size_t *n = arg;
+
+	*n += strlen(s->op) + strlen(s->urn) + (s->type ? strlen(s->type) : 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct pl_events ev;
+	size_t seen = 0, off = 0, chunk;
+
+	if (size == 0)
+		return 0;
+	chunk = (size_t)data[0] % 64 + 1;
+	pl_events_init(&ev);
+	ev.progress = on_step;
+	ev.progress_arg = &seen;
+	for (off = 1; off < size; off += chunk)
+		pl_events_feed(&ev, (const char *)data + off, size - off < chunk ? size - off : chunk);
+	pl_events_finish(&ev);
+	if (ev.summary.count < 0 || strlen(ev.first_error) >= sizeof(ev.first_error))
+		__builtin_trap();
+	pl_events_free(&ev);
+	return 0;
+}

@@ -1,0 +1,195 @@
+/*
+ * test_proc.c - unit tests for src/base/proc.c: environment from nothing,
+ * stdin feeding, bounded tails, exit statuses, a missing program, and the
+ * timeout escalation that leaves nothing alive in the child's group.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/proc.h"
+
+static char *const base_env[] = { "PATH=/usr/bin:/bin", "ONLY=this", NULL };
+
+static int run_sh(const char *script, const char *in, long timeout_ms, long grace_ms, size_t tail,
+		  struct proc_result *r)
+{
+	char *const argv[] = { "sh", "-c", (char *)script, NULL };
+	struct proc_spec s = { .argv = argv, .envp = base_env, .stdin_data = in,
+			       .stdin_len = in ? strlen(in) : 0, .timeout_ms = timeout_ms,
+			       .grace_ms = grace_ms, .tail_max = tail };
+	struct err e = { 0 };
+
+	return proc_run(&s, r, &e);
+}
+
+static void test_environment_is_exactly_the_given_one(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	setenv("LEAK_ME", "1", 1);
+	assert_int_equal(run_sh("env | sort", NULL, 0, 0, 0, &r), 0);
+	assert_true(r.exited);
+	assert_int_equal(r.exit_code, 0);
+	assert_non_null(strstr(r.out, "ONLY=this\n"));
+	assert_null(strstr(r.out, "LEAK_ME"));
+	proc_result_free(&r);
+	unsetenv("LEAK_ME");
+}
+
+static void test_stdin_is_fed_and_exit_code_kept(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	assert_int_equal(run_sh("cat; echo oops >&2; exit 3", "secret-value", 0, 0, 0, &r), 0);
+	assert_string_equal(r.out, "secret-value");
+	assert_string_equal(r.errout, "oops\n");
+	assert_int_equal(r.exit_code, 3);
+	assert_false(r.timed_out);
+	proc_result_free(&r);
+}
+
+static void test_stdin_ignored_by_child_is_harmless(void **state)
+{
+	struct proc_result r;
+	char *big = malloc(1 << 20);
+
+	(void)state;
+	memset(big, 'x', (1 << 20) - 1);
+	big[(1 << 20) - 1] = '\0';
+	assert_int_equal(run_sh("exit 0", big, 0, 0, 0, &r), 0);
+	assert_int_equal(r.exit_code, 0);
+	proc_result_free(&r);
+	free(big);
+}
+
+static void test_tail_keeps_the_last_bytes(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	assert_int_equal(run_sh("i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done",
+				NULL, 0, 0, 100, &r), 0);
+	assert_true(r.out_len <= 100);
+	assert_true(r.out_total > 10000);
+	assert_non_null(strstr(r.out, "line1999\n"));
+	assert_null(strstr(r.out, "line1000\n"));
+	proc_result_free(&r);
+}
+
+static void test_missing_program(void **state)
+{
+	char *const argv[] = { "no-such-program-xyz", NULL };
+	struct proc_spec s = { .argv = argv, .envp = base_env };
+	struct proc_result r;
+	struct err e = { 0 };
+
+	(void)state;
+	assert_int_equal(proc_run(&s, &r, &e), -1);
+	assert_false(r.started);
+	assert_int_equal(e.code, ERR_NOTFOUND);
+	assert_non_null(strstr(e.msg, "no-such-program-xyz"));
+	proc_result_free(&r);
+}
+
+static void test_path_comes_from_the_child_environment(void **state)
+{
+	char out[256];
+	struct err e = { 0 };
+
+	(void)state;
+	assert_int_equal(proc_find_exe("sh", "/nonexistent:/bin", out, sizeof(out), &e), 0);
+	assert_string_equal(out, "/bin/sh");
+	assert_int_equal(proc_find_exe("sh", "/nonexistent", out, sizeof(out), &e), -1);
+}
+
+static void test_timeout_sigint_is_enough_for_a_polite_child(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	assert_int_equal(run_sh("trap 'exit 42' INT; while :; do sleep 0.05; done", NULL, 300,
+				5000, 0, &r), 0);
+	assert_true(r.timed_out);
+	assert_int_equal(r.last_signal, SIGINT);
+	assert_false(proc_group_alive(r.pid));
+	proc_result_free(&r);
+}
+
+static void test_timeout_escalates_and_kills_the_group(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	/* Ignores INT and TERM, and leaves a grandchild behind in its group. */
+	assert_int_equal(run_sh("trap '' INT TERM; sleep 300 & while :; do sleep 0.05; done", NULL,
+				200, 200, 0, &r), 0);
+	assert_true(r.timed_out);
+	assert_int_equal(r.last_signal, SIGKILL);
+	assert_int_equal(r.term_signal, SIGKILL);
+	assert_false(proc_group_alive(r.pid));
+	proc_result_free(&r);
+}
+
+static void test_leftovers_are_killed_when_the_leader_exits(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	/* The grandchild keeps stdout open; the leader exits at once. */
+	assert_int_equal(run_sh("sleep 300 & echo started", NULL, 0, 0, 0, &r), 0);
+	assert_int_equal(r.exit_code, 0);
+	assert_false(r.timed_out);
+	assert_non_null(strstr(r.out, "started"));
+	assert_false(proc_group_alive(r.pid));
+	proc_result_free(&r);
+}
+
+static int ticks;
+
+static void count_tick(void *arg)
+{
+	(void)arg;
+	ticks++;
+}
+
+static void test_ticks_while_running(void **state)
+{
+	char *const argv[] = { "sh", "-c", "sleep 0.3", NULL };
+	struct proc_spec s = { .argv = argv, .envp = base_env, .on_tick = count_tick, .tick_ms = 20 };
+	struct proc_result r;
+	struct err e = { 0 };
+
+	(void)state;
+	ticks = 0;
+	assert_int_equal(proc_run(&s, &r, &e), 0);
+	assert_true(ticks >= 3);
+	proc_result_free(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_environment_is_exactly_the_given_one),
+		cmocka_unit_test(test_stdin_is_fed_and_exit_code_kept),
+		cmocka_unit_test(test_stdin_ignored_by_child_is_harmless),
+		cmocka_unit_test(test_tail_keeps_the_last_bytes),
+		cmocka_unit_test(test_missing_program),
+		cmocka_unit_test(test_path_comes_from_the_child_environment),
+		cmocka_unit_test(test_timeout_sigint_is_enough_for_a_polite_child),
+		cmocka_unit_test(test_timeout_escalates_and_kills_the_group),
+		cmocka_unit_test(test_leftovers_are_killed_when_the_leader_exits),
+		cmocka_unit_test(test_ticks_while_running),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

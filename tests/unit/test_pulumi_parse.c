@@ -1,0 +1,291 @@
+/*
+ * test_pulumi_parse.c - unit tests for the pulumi driver's parsers
+ * (src/pulumi/pl_parse.c) and classifier (pl_classify.c): version strings,
+ * the event log in any chunking, the JSON outputs, secret masking, and the
+ * mapping of CLI texts to statuses.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pulumi/pl_internal.h"
+
+static void test_version(void **state)
+{
+	int a, b, c;
+
+	(void)state;
+	assert_int_equal(pl_parse_version("v3.135.0\n", &a, &b, &c), 0);
+	assert_int_equal(a * 10000 + b * 10 + c, 31350);
+	assert_int_equal(pl_parse_version("3.2.0-alpha.1+dirty", &a, &b, &c), 0);
+	assert_int_equal(b, 2);
+	assert_int_equal(pl_parse_version("v3.x", &a, &b, &c), -1);
+	assert_int_equal(pl_parse_version("", &a, &b, &c), -1);
+	assert_int_equal(pl_parse_version("v3.1.2garbage", &a, &b, &c), -1);
+}
+
+static const char LOG[] =
+	"{\"sequence\":0,\"timestamp\":1,\"preludeEvent\":{\"config\":{\"demo:pw\":\"[secret]\"}}}\n"
+	"{\"sequence\":1,\"timestamp\":1,\"resourcePreEvent\":{\"metadata\":{\"op\":\"create\","
+	"\"urn\":\"urn:pulumi:dev::demo::standin:index:File::a\",\"type\":\"standin:index:File\"}}}\n"
+	"{\"sequence\":2,\"timestamp\":1,\"diagnosticEvent\":{\"message\":\"boom happened\\nmore\","
+	"\"color\":\"never\",\"severity\":\"error\"}}\n"
+	"{\"sequence\":3,\"timestamp\":1,\"policyEvent\":{\"message\":\"no files\\n\","
+	"\"policyName\":\"no-files\",\"enforcementLevel\":\"mandatory\"}}\n"
+	"{\"sequence\":4,\"timestamp\":1,\"policyEvent\":{\"message\":\"advice\\n\","
+	"\"policyName\":\"hint\",\"enforcementLevel\":\"advisory\"}}\n"
+	"not json at all\n"
+	"{\"sequence\":5,\"timestamp\":2,\"summaryEvent\":{\"maybeCorrupt\":false,"
+	"\"durationSeconds\":2,\"resourceChanges\":{\"create\":1,\"same\":3},\"PolicyPacks\":{},"
+	"\"isPreview\":true,\"result\":\"failed\"}}\n"
+	"{\"sequence\":6,\"timestamp\":2,\"cancelEvent\":{}}\n";
+
+static int progress_calls;
+
+static void on_step(void *arg, const struct pl_step *s)
+{
+	(void)arg;
+	assert_string_equal(s->op, "create");
+	progress_calls++;
+}
+
+static void check_log(struct pl_events *ev)
+{
+	assert_int_equal(ev->events, 7);
+	assert_int_equal(ev->bad_lines, 1);
+	assert_true(ev->saw_prelude && ev->saw_cancel);
+	assert_int_equal(ev->steps, 1);
+	assert_int_equal(ev->policy_violations, 1);
+	assert_string_equal(ev->first_error, "boom happened");
+	assert_string_equal(ev->first_policy, "no-files: no files");
+	assert_true(ev->summary.present);
+	assert_int_equal(ev->summary.count, 1);
+	assert_true(ev->summary.is_preview);
+	assert_string_equal(ev->summary.result, "failed");
+	assert_int_equal(ev->summary.duration_seconds, 2);
+	assert_int_equal(cJSON_GetObjectItem(ev->summary.changes, "same")->valueint, 3);
+}
+
+static void test_events_whole(void **state)
+{
+	struct pl_events ev;
+
+	(void)state;
+	pl_events_init(&ev);
+	ev.progress = on_step;
+	progress_calls = 0;
+	pl_events_feed(&ev, LOG, strlen(LOG));
+	pl_events_finish(&ev);
+	check_log(&ev);
+	assert_int_equal(progress_calls, 1);
+	pl_events_free(&ev);
+}
+
+static void test_events_any_chunking(void **state)
+{
+	(void)state;
+	for (size_t chunk = 1; chunk < 40; chunk += 3) {
+		struct pl_events ev;
+
+		pl_events_init(&ev);
+		for (size_t off = 0; off < strlen(LOG); off += chunk) {
+			size_t n = strlen(LOG) - off < chunk ? strlen(LOG) - off : chunk;
+
+			pl_events_feed(&ev, LOG + off, n);
+		}
+		pl_events_finish(&ev);
+		check_log(&ev);
+		pl_events_free(&ev);
+	}
+}
+
+static void test_events_last_line_without_newline(void **state)
+{
+	static const char tail[] = "{\"sequence\":0,\"timestamp\":1,\"cancelEvent\":{}}";
+	struct pl_events ev;
+
+	(void)state;
+	pl_events_init(&ev);
+	pl_events_feed(&ev, tail, strlen(tail));
+	assert_false(ev.saw_cancel);
+	pl_events_finish(&ev);
+	assert_true(ev.saw_cancel);
+	pl_events_free(&ev);
+}
+
+static void test_events_overlong_line_is_skipped(void **state)
+{
+	size_t n = 5u * 1024 * 1024;
+	char *big = malloc(n);
+	static const char next[] = "\n{\"sequence\":1,\"timestamp\":1,\"cancelEvent\":{}}\n";
+	struct pl_events ev;
+
+	(void)state;
+	memset(big, 'x', n);
+	pl_events_init(&ev);
+	for (size_t off = 0; off < n; off += 65536)
+		pl_events_feed(&ev, big + off, 65536);
+	pl_events_feed(&ev, next, strlen(next));
+	pl_events_finish(&ev);
+	assert_int_equal(ev.bad_lines, 1);
+	assert_true(ev.saw_cancel);
+	assert_null(ev.partial);
+	pl_events_free(&ev);
+	free(big);
+}
+
+static void test_outputs_history_config(void **state)
+{
+	cJSON *o, *h;
+	int empty;
+
+	(void)state;
+	o = pl_parse_outputs("{\n  \"a\": 1,\n  \"s\": \"[secret]\"\n}\n");
+	assert_non_null(o);
+	assert_string_equal(cJSON_GetObjectItem(o, "s")->valuestring, "[secret]");
+	cJSON_Delete(o);
+	assert_null(pl_parse_outputs("[1,2]"));
+	assert_null(pl_parse_outputs("{"));
+	assert_null(pl_parse_outputs(NULL));
+
+	h = pl_parse_history("[{\"kind\":\"update\",\"result\":\"succeeded\"},{\"kind\":\"x\"}]", &empty);
+	assert_non_null(h);
+	assert_false(empty);
+	assert_string_equal(cJSON_GetObjectItem(h, "kind")->valuestring, "update");
+	cJSON_Delete(h);
+	assert_null(pl_parse_history("[]", &empty));
+	assert_true(empty);
+	assert_null(pl_parse_history("{}", &empty));
+	assert_false(empty);
+
+	o = pl_parse_config_keys("{\"demo:a\":{\"value\":\"1\"},\"aws:region\":{\"secret\":false}}");
+	assert_int_equal(cJSON_GetArraySize(o), 2);
+	assert_string_equal(cJSON_GetArrayItem(o, 1)->valuestring, "aws:region");
+	cJSON_Delete(o);
+}
+
+static void test_redact(void **state)
+{
+	const char *secrets[] = { "pw", "pw-long", "q\"uote", "" };
+	char *s;
+
+	(void)state;
+	s = pl_redact("a pw-long b pw c {\"x\":\"q\\\"uote\"} q\"uote", secrets, 4);
+	assert_string_equal(s, "a [secret] b [secret] c {\"x\":\"[secret]\"} [secret]");
+	free(s);
+	s = pl_redact(NULL, secrets, 4);
+	assert_string_equal(s, "");
+	free(s);
+}
+
+static struct proc_result fake(int code, const char *out, const char *errout)
+{
+	struct proc_result pr = { .started = 1, .exited = 1, .exit_code = code };
+
+	pr.out = (char *)out;
+	pr.errout = (char *)errout;
+	return pr;
+}
+
+static enum pl_status classify(int code, const char *out, const char *errout, struct pl_result *r)
+{
+	struct proc_result pr = fake(code, out, errout);
+	const char *secrets[] = { "hunter2" };
+
+	memset(r, 0, sizeof(*r));
+	pl_classify("up", &pr, NULL, secrets, 1, r);
+	return r->status;
+}
+
+static void test_classify(void **state)
+{
+	struct pl_result r;
+
+	(void)state;
+	assert_int_equal(classify(0, "", "", &r), PL_OK);
+	assert_int_equal(classify(1, "", "error: the stack is currently locked by 1 lock(s). Either "
+				  "wait\n  file:///x: created by a@b\n", &r), PL_CONFLICT);
+	assert_string_equal(r.message, "up: the stack is currently locked by 1 lock(s). Either wait");
+	assert_int_equal(classify(255, "", "error: [409] Conflict: Another update is currently in "
+				  "progress.\n", &r), PL_CONFLICT);
+	assert_int_equal(classify(6, "", "error: no stack named 'dev' found\n", &r), PL_NOT_FOUND);
+	assert_int_equal(classify(7, "", "error: no changes were expected for update but changes "
+				  "were proposed\n", &r), PL_CHANGES_NOT_EXPECTED);
+	assert_int_equal(classify(1, "    error: an unhandled error occurred: failed to evaluate "
+				  "template\n", "", &r), PL_PROGRAM_ERROR);
+	assert_int_equal(classify(1, "", "error: resource urn:x violates plan: properties changed\n",
+				  &r), PL_PLAN_VIOLATION);
+	assert_int_equal(classify(8, "", "", &r), PL_CANCELED);
+	assert_int_equal(classify(1, "", "error: bad password hunter2 given\n", &r), PL_FAILED);
+	assert_string_equal(r.message, "up: bad password [secret] given");
+	assert_int_equal(classify(2, "last words\n\n", "", &r), PL_FAILED);
+	assert_string_equal(r.message, "up: last words");
+}
+
+static void test_classify_timeout_missing_policy(void **state)
+{
+	struct proc_result pr = fake(0, "", "");
+	struct pl_events ev;
+	struct pl_result r = { 0 };
+
+	(void)state;
+	pr.timed_out = 1;
+	pr.exited = 0;
+	pr.last_signal = 9;
+	pl_classify("up", &pr, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, PL_TIMEOUT);
+	assert_non_null(strstr(r.message, "SIGKILL"));
+
+	pr = fake(0, "", "");
+	pr.started = 0;
+	pl_classify("up", &pr, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, PL_CLI_MISSING);
+
+	pl_events_init(&ev);
+	pl_events_feed(&ev, LOG, strlen(LOG));
+	pr = fake(1, "", "");
+	pl_classify("up", &pr, &ev, NULL, 0, &r);
+	assert_int_equal(r.status, PL_POLICY_VIOLATION);
+	assert_string_equal(r.message, "up: policy violation: no-files: no files");
+	pl_events_free(&ev);
+}
+
+static void test_message_is_one_bounded_line(void **state)
+{
+	char text[2000];
+	struct pl_result r = { 0 };
+
+	(void)state;
+	memset(text, 'a', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	text[10] = '\n';
+	text[11] = '\t';
+	pl_set_message(&r, "op", text, NULL, 0);
+	assert_null(strchr(r.message, '\n'));
+	assert_null(strchr(r.message, '\t'));
+	assert_true(strlen(r.message) <= 304);
+	assert_string_equal(pl_status_name(PL_CHANGES_NOT_EXPECTED), "changes-not-expected");
+	assert_string_equal(pl_status_name(PL_CLI_TOO_OLD), "cli-too-old");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_events_whole),
+		cmocka_unit_test(test_events_any_chunking),
+		cmocka_unit_test(test_events_last_line_without_newline),
+		cmocka_unit_test(test_events_overlong_line_is_skipped),
+		cmocka_unit_test(test_outputs_history_config),
+		cmocka_unit_test(test_redact),
+		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_classify_timeout_missing_policy),
+		cmocka_unit_test(test_message_is_one_bounded_line),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
