@@ -288,7 +288,7 @@ def hostile_cases():
         refused("truncated-header", tar_bytes([F("a", b"a" * 600), F("b", b"b")])[:1100], None, None),
         refused("truncated-data", tar_bytes([F("a", b"a" * 5000)])[:2048], "a", None),
         refused("truncated-gzip", gz(tar_bytes([F("a", os.urandom(20000))]))[:6000], None, None),
-        refused("not-an-archive", b"this is not an archive at all\n" * 40, None, "not a tar"),
+        refused("not-an-archive", b"this is not an archive at all\n" * 40, None, "not a valid tar"),
         refused("empty-input", b"", None, "empty"),
         refused("zip-input", _zip(), None, "zip"),
         refused("cpio-input", cpio_newc([("hello.txt", b"hello\n")]), None, "cpio"),
@@ -297,7 +297,7 @@ def hostile_cases():
         refused("bzip2-tar", bz2.compress(tar_bytes([F("a", b"a")])), None, "bzip2"),
         refused("xz-tar", lzma.compress(tar_bytes([F("a", b"a")])), None, "xz"),
         refused("gzip-of-gzip-tar", gz(gz(tar_bytes([F("a", b"a")]))), None, "nested"),
-        refused("gzip-zip", gz(_zip()), None, "not a tar"),
+        refused("gzip-zip", gz(_zip()), None, "not a valid tar"),
     ]
     return cases
 

@@ -652,13 +652,15 @@ static int extract_entry(struct ctx *c, struct archive_entry *ae, struct err *e)
 		    (long long)c->lim->max_entries);
 	if (normalize_name(name, name, "path", rel, e) < 0)
 		return -1;
+	/* Data carried by an entry that is not a regular file (a hardlink, a
+	 * directory, a symlink) is skipped, not written, but it still counts:
+	 * otherwise it would be a way to make us decompress without limit. */
+	if ((hardlink != NULL || type != AE_IFREG) && archive_entry_size_is_set(ae) &&
+	    archive_entry_size(ae) > 0 && charge_bytes(c, name, 0, archive_entry_size(ae), e) < 0)
+		return -1;
 	if (hardlink != NULL) {
 		if (rel[0] == '\0')
 			return entry_error(e, ERR_REFUSED, name, "refused: replaces the root directory");
-		/* Data carried by a hardlink entry is not written but still counts. */
-		if (archive_entry_size_is_set(ae) && archive_entry_size(ae) > 0 &&
-		    charge_bytes(c, name, 0, archive_entry_size(ae), e) < 0)
-			return -1;
 		return extract_hardlink(c, name, rel, hardlink, e);
 	}
 	if (rel[0] == '\0' && type != AE_IFDIR)
@@ -740,7 +742,7 @@ static int format_error(struct ctx *c, struct reader *r, struct err *e)
 		return err_set(e, ERR_UNSUPPORTED,
 		    "refused: %s input is not accepted (only tar, tar.gz and tar.zst)", foreign);
 	return err_set(e, ERR_UNSUPPORTED,
-	    "not a tar, tar.gz or tar.zst archive (%s)", why != NULL ? why : "unrecognised");
+	    "not a valid tar, tar.gz or tar.zst archive (%s)", why != NULL ? why : "unrecognised");
 }
 
 /* Accepts exactly: tar, optionally behind one gzip or zstd filter. */

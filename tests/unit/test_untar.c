@@ -680,7 +680,7 @@ static void formats(void **state)
 		{ ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE, ARCHIVE_FILTER_NONE, 1, NULL },
 		{ ARCHIVE_FORMAT_ZIP, ARCHIVE_FILTER_NONE, 0, "zip" },
 		{ ARCHIVE_FORMAT_CPIO_SVR4_NOCRC, ARCHIVE_FILTER_NONE, 0, "cpio" },
-		{ ARCHIVE_FORMAT_CPIO_POSIX, ARCHIVE_FILTER_GZIP, 0, "not a tar" },
+		{ ARCHIVE_FORMAT_CPIO_POSIX, ARCHIVE_FILTER_GZIP, 0, "not a valid tar" },
 		{ ARCHIVE_FORMAT_7ZIP, ARCHIVE_FILTER_NONE, 0, "7z" },
 		{ ARCHIVE_FORMAT_AR_GNU, ARCHIVE_FILTER_NONE, 0, "ar" },
 		{ ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_BZIP2, 0, "bzip2" },
@@ -738,7 +738,7 @@ static void empty_and_garbage_input(void **state)
 	memset(m.buf, 'g', 2048);
 	m.len = 2048;
 	extract(&r, &m, NULL);
-	assert_refused(&r, ERR_UNSUPPORTED, NULL, "not a tar");
+	assert_refused(&r, ERR_UNSUPPORTED, NULL, "not a valid tar");
 	cleanup(&r, &m);
 }
 
