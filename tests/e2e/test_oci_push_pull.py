@@ -257,3 +257,44 @@ def test_pull_through_index_picks_linux_amd64(run_pc, registry_plain, tmp_path):
     assert parse_pull(r.stdout)["revision"] == f"multi@{idx_digest}"
     assert "linux/amd64" in r.stderr and db in r.stderr
     assert "seed = 'amd64'" in (tmp_path / "out" / "index.ts").read_text()
+
+
+def _run_on_pty(argv):
+    """Runs argv with stderr on a pseudo-terminal; returns (rc, stdout, tty output)."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            proc.kill()
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:   # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out = proc.stdout.read().decode()
+    rc = proc.wait(timeout=60)
+    os.close(master)
+    return rc, out, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_only_on_a_terminal(pc_bin, run_pc, registry_plain, tmp_path):
+    src = make_tree(tmp_path / "src", seed="progress", big=3 << 20)
+    ref = registry_plain.ref("progress/app", "v1")
+    rc, out, tty = _run_on_pty([pc_bin, "push", ref, "--path", str(src), "--plain-http"])
+    assert rc == 0, tty
+    assert "layer" in tty and "MiB/s" in tty
+    rc, out, tty = _run_on_pty([pc_bin, "pull", ref, "--out", str(tmp_path / "o1"), "--plain-http"])
+    assert rc == 0, tty
+    assert out.startswith("revision: v1@sha256:")
+    assert "\r" in tty and "MiB/s" in tty
+    # Not a terminal: stderr stays empty.
+    r = run_pc("pull", ref, "--out", tmp_path / "o2", "--plain-http")
+    assert r.returncode == 0 and r.stderr == ""
