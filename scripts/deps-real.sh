@@ -1,0 +1,250 @@
+#!/bin/bash
+# Builds the REAL programs the conformance tests run, into .real/ at the repo
+# root (`make deps-real`, called by `make test`):
+#
+#   .real/bin/kube-apiserver, kubectl   k8s.io/kubernetes ($KUBERNETES_VERSION)
+#   .real/bin/etcd                      Debian's etcd-server, or etcd built from
+#                                       go.etcd.io/etcd/server/v3 ($ETCD_SOURCE)
+#   .real/bin/pulumi                    github.com/pulumi/pulumi/pkg/v3 ($PULUMI_VERSION)
+#   .real/bin/pulumi-language-yaml      github.com/pulumi/pulumi-yaml ($PULUMI_YAML_VERSION)
+#   .real/bin/pulumi-resource-standin tests/real/pulumi/standin (the test provider)
+#   .real/pulumi-home/plugins/...       a PULUMI_HOME with the provider installed,
+#                                       so no plugin is downloaded at test time
+#   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
+#
+# Versions live in tests/real/versions.env only; the stub Go modules under
+# tests/real/{kube,etcd,pulumi}/ pin the same versions (checked below).  Each
+# component has a stamp (a hash of its inputs and the Go version): a second run
+# with nothing changed does no Go work and takes seconds.  The Go module and
+# build caches are the user's usual ones, so a rebuild after a version bump
+# reuses everything that did not change.
+#
+# Exit status: 0 when every component is built (or is declared blocked in
+# versions.env with its reason, which the tests report as a skip); 1 when any
+# component failed to build, with the reason and its log file named.
+#
+# Environment: GO (default: go), REAL_DIR (default: <repo>/.real),
+# REAL_JOBS (go build -p, default 2), REAL_NICE (default 10).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SPEC=$ROOT/tests/real
+REAL=${REAL_DIR:-$ROOT/.real}
+BIN=$REAL/bin
+LOGS=$REAL/logs
+STAMPS=$REAL/stamps
+GO=${GO:-go}
+JOBS=${REAL_JOBS:-2}
+NICE=${REAL_NICE:-10}
+
+# shellcheck source=../tests/real/versions.env
+. "$SPEC/versions.env"
+
+# Never fetch a Go toolchain: the installed one must satisfy the modules.
+export GOTOOLCHAIN=local
+export GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false"
+
+mkdir -p "$BIN" "$LOGS" "$STAMPS"
+failed=""
+
+say() { printf 'deps-real: %s\n' "$*"; }
+
+fail() { # component, reason, [log]
+	say "FAILED: $1: $2"
+	if [ -n "${3:-}" ] && [ -f "$3" ]; then
+		say "last lines of $3:"
+		tail -n 15 "$3" | sed 's/^/    /'
+	fi
+	failed="$failed $1"
+}
+
+# The hash of everything a component's build depends on.
+inputs_key() { # files...
+	{
+		"$GO" version
+		cat "$SPEC/versions.env"
+		for f in "$@"; do
+			printf '%s\n' "$f"
+			cat "$f"
+		done
+	} | sha256sum | cut -d' ' -f1
+}
+
+up_to_date() { # component key outputs...
+	local name=$1 key=$2
+	shift 2
+	[ -f "$STAMPS/$name" ] && [ "$(cat "$STAMPS/$name")" = "$key" ] || return 1
+	for out in "$@"; do
+		[ -x "$out" ] || return 1
+	done
+}
+
+# Checks that a stub go.mod pins a module at the version versions.env names.
+pin_matches() { # go.mod module version
+	grep -Eq "^[[:space:]]*(require[[:space:]]+)?$2[[:space:]]+$3([[:space:]]|$)" "$1"
+}
+
+check_pins() {
+	local ok=1 mod
+	mod=$SPEC/kube/go.mod
+	pin_matches "$mod" k8s.io/kubernetes "$KUBERNETES_VERSION" ||
+		{ say "$mod does not require k8s.io/kubernetes $KUBERNETES_VERSION"; ok=0; }
+	if grep -E '=> k8s\.io/' "$mod" | grep -vq " $KUBERNETES_STAGING_VERSION\$"; then
+		say "$mod: a staging replace is not at $KUBERNETES_STAGING_VERSION"
+		ok=0
+	fi
+	mod=$SPEC/pulumi/go.mod
+	pin_matches "$mod" github.com/pulumi/pulumi/pkg/v3 "$PULUMI_VERSION" ||
+		{ say "$mod does not require pkg/v3 $PULUMI_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_VERSION" ||
+		{ say "$mod does not require sdk/v3 $PULUMI_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" ||
+		{ say "$mod does not require pulumi-yaml $PULUMI_YAML_VERSION"; ok=0; }
+	mod=$SPEC/etcd/go.mod
+	pin_matches "$mod" go.etcd.io/etcd/server/v3 "$ETCD_GO_VERSION" ||
+		{ say "$mod does not require go.etcd.io/etcd/server/v3 $ETCD_GO_VERSION"; ok=0; }
+	[ $ok = 1 ] || { say "tests/real/versions.env and the stub go.mod files disagree"; exit 1; }
+}
+
+go_build() { # log dir ldflags packages...
+	local log=$1 dir=$2 ldflags=$3
+	shift 3
+	(cd "$dir" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath -ldflags "$ldflags" \
+		-o "$BIN/" "$@") >"$log" 2>&1
+}
+
+build_kube() {
+	local key log=$LOGS/kube.log
+	key=$(inputs_key "$SPEC/kube/go.mod" "$SPEC/kube/go.sum")
+	if up_to_date kube "$key" "$BIN/kube-apiserver" "$BIN/kubectl"; then
+		say "kube-apiserver, kubectl $KUBERNETES_VERSION: up to date"
+		return
+	fi
+	# What hack/lib/version.sh stamps into a release build: the apiserver's
+	# /version and kubectl's client version (kubectl dispatchers pick a
+	# kubectl by the server's minor version, so it must be right).
+	local v=${KUBERNETES_VERSION#v} flags="-s -w" pkg
+	local major=${v%%.*} rest=${v#*.}
+	local minor=${rest%%.*}
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags="$flags -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major"
+		flags="$flags -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+		flags="$flags -X $pkg.buildDate=1970-01-01T00:00:00Z"
+	done
+	say "building kube-apiserver and kubectl $KUBERNETES_VERSION (log: $log; a cold build takes long)"
+	if ! go_build "$log" "$SPEC/kube" "$flags" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl; then
+		fail kube "go build of k8s.io/kubernetes $KUBERNETES_VERSION failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/kube"
+}
+
+# Debian's etcd when ETCD_SOURCE=debian (checked to be the version that was
+# tested with this kube-apiserver), else etcd built from its Go module.
+build_etcd() {
+	local key log=$LOGS/etcd.log
+	if [ "$ETCD_SOURCE" = debian ]; then
+		if ! [ -x /usr/bin/etcd ]; then
+			fail etcd "/usr/bin/etcd is missing: install Debian's etcd-server (make deps)"
+			return
+		fi
+		local have
+		have=$(/usr/bin/etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+		case "$have" in
+		"$ETCD_DEBIAN_VERSION"*) ;;
+		*)
+			fail etcd "/usr/bin/etcd is version '$have', tests/real/versions.env expects $ETCD_DEBIAN_VERSION"
+			return
+			;;
+		esac
+		ln -sfn /usr/bin/etcd "$BIN/etcd"
+		say "etcd $have: Debian's /usr/bin/etcd"
+		return
+	fi
+	key=$(inputs_key "$SPEC/etcd/go.mod" "$SPEC/etcd/go.sum")
+	if up_to_date etcd "$key" "$BIN/etcd"; then
+		say "etcd $ETCD_GO_VERSION: up to date"
+		return
+	fi
+	rm -f "$BIN/etcd" "$BIN/v3"
+	say "building etcd $ETCD_GO_VERSION (log: $log)"
+	# The module root's main package is named after its last path element (v3).
+	if ! (cd "$SPEC/etcd" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath -ldflags "-s -w" \
+		-o "$BIN/etcd" go.etcd.io/etcd/server/v3) >"$log" 2>&1; then
+		fail etcd "go build of go.etcd.io/etcd/server/v3 $ETCD_GO_VERSION failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/etcd"
+}
+
+build_pulumi() {
+	local key log=$LOGS/pulumi.log
+	key=$(inputs_key "$SPEC/pulumi/go.mod" "$SPEC/pulumi/go.sum" "$SPEC/pulumi/standin/main.go")
+	if up_to_date pulumi "$key" "$BIN/pulumi" "$BIN/pulumi-language-yaml" \
+		"$BIN/pulumi-resource-standin"; then
+		say "pulumi $PULUMI_VERSION, pulumi-language-yaml $PULUMI_YAML_VERSION, standin provider: up to date"
+	else
+		local flags="-s -w"
+		flags="$flags -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+		flags="$flags -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION"
+		flags="$flags -X main.version=$STANDIN_PROVIDER_VERSION"
+		say "building pulumi $PULUMI_VERSION, pulumi-language-yaml $PULUMI_YAML_VERSION and" \
+			"pulumi-resource-standin (log: $log; a cold build takes long)"
+		if ! go_build "$log" "$SPEC/pulumi" "$flags" \
+			github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+			github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
+			./standin; then
+			fail pulumi "go build of the pulumi CLI / language host / test provider failed" "$log"
+			return
+		fi
+		mv -f "$BIN/standin" "$BIN/pulumi-resource-standin"
+		echo "$key" >"$STAMPS/pulumi"
+	fi
+	prepare_pulumi_home
+}
+
+# A PULUMI_HOME whose plugin directory already holds the test provider, laid
+# out as `pulumi plugin install` would (resource-<name>-v<version>/).  Tests
+# link their own PULUMI_HOME's plugins/ to it.
+prepare_pulumi_home() {
+	local dir=$REAL/pulumi-home/plugins/resource-standin-v${STANDIN_PROVIDER_VERSION#v}
+	mkdir -p "$dir"
+	cp -f "$BIN/pulumi-resource-standin" "$dir/pulumi-resource-standin"
+	rm -f "$dir.partial"
+	local out
+	if ! out=$(PULUMI_HOME=$REAL/pulumi-home PULUMI_SKIP_UPDATE_CHECK=true \
+		"$BIN/pulumi" plugin ls --json 2>&1) || ! printf '%s' "$out" | grep -q '"name": *"standin"'; then
+		fail pulumi "the prepared PULUMI_HOME does not list the standin plugin: $out"
+	fi
+}
+
+write_manifest() {
+	local tmp=$REAL/manifest.env.tmp
+	{
+		echo "# Written by scripts/deps-real.sh; read by tests/e2e/real_fixtures.py."
+		echo "KUBERNETES_VERSION=$KUBERNETES_VERSION"
+		echo "ETCD_SOURCE=$ETCD_SOURCE"
+		echo "PULUMI_VERSION=$PULUMI_VERSION"
+		echo "PULUMI_YAML_VERSION=$PULUMI_YAML_VERSION"
+		echo "STANDIN_PROVIDER_VERSION=$STANDIN_PROVIDER_VERSION"
+		echo "FAILED=${failed# }"
+	} >"$tmp"
+	mv -f "$tmp" "$REAL/manifest.env"
+}
+
+command -v "$GO" >/dev/null || { say "FAILED: no Go toolchain ('$GO') on PATH"; exit 1; }
+check_pins
+build_kube
+build_etcd
+build_pulumi
+write_manifest
+
+for blocked in $(compgen -v BLOCKED_ || true); do
+	say "blocked (tests skip with this reason): ${!blocked}"
+done
+if [ -n "$failed" ]; then
+	say "components that failed to build:$failed (logs in $LOGS)"
+	exit 1
+fi
+say "all real components ready in $BIN"
