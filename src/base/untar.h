@@ -6,8 +6,9 @@
  * all.  Everything else libarchive could read (zip, cpio, 7z, ...) is
  * refused.  The whole archive is extracted into a staging directory and only
  * renamed into place once every entry passed; on any violation nothing is
- * left behind and the error (ERR_REFUSED, ERR_LIMIT, ERR_UNSUPPORTED)
- * names the entry and the rule, e.g.
+ * left behind and the error (ERR_REFUSED, ERR_LIMIT, ERR_UNSUPPORTED; a
+ * damaged or truncated archive is ERR_INVALID) names the entry and the
+ * rule, e.g.
  *     archive entry "a/../../x": refused: path contains a ".." component
  *
  * Rules.  Refused: absolute names, any ".." component, empty names, names
@@ -18,10 +19,16 @@
  * directory with something else.  Kept: regular files, directories, relative
  * symlinks that stay inside the root, hardlinks to earlier files.  setuid,
  * setgid and sticky bits are dropped; ownership is never taken from the
- * archive; directories always get owner rwx.
+ * archive; directories always get owner rwx.  Only types that match may
+ * replace each other: a later regular file (or hardlink) replaces an earlier
+ * regular file (unlinked first, so its other hardlinks keep their content),
+ * a directory listed again only updates its mode; everything else is
+ * refused.  A "." entry sets the mode of the root itself.
  *
  * Limits (-1 = unlimited) are counted from bytes actually written, not from
- * header sizes, so a lying header cannot get around them.
+ * header sizes, so a lying header cannot get around them (sparse holes and
+ * data skipped by non-file entries count as written).  The rules and their
+ * messages are listed in docs/unpack.md.
  */
 #ifndef PC_UNTAR_H
 #define PC_UNTAR_H
