@@ -183,9 +183,11 @@ def gzip_bomb(size):
     return buf.getvalue()
 
 
-def gnu_sparse_liar(realsize):
-    """An old-GNU sparse entry: 512 stored bytes claiming a huge real size."""
-    off = realsize - 512
+def gnu_sparse_liar(realsize, off=None):
+    """An old-GNU sparse entry: 512 stored bytes claiming a huge real size
+    (the stored block at `off`, by default the end: a leading hole)."""
+    if off is None:
+        off = realsize - 512
     extra = {
         386: b"%011o\0" % off, 398: b"%011o\0" % 512,   # sparse[0]: offset, numbytes
         483: b"%011o\0" % realsize,                     # realsize
@@ -253,6 +255,11 @@ def hostile_cases():
         refused("hardlink-to-dir", tar_bytes([D("d"), H("h", "d")]), "h", "not an earlier regular file"),
         refused("hardlink-to-symlink", tar_bytes([F("a", b"a"), L("l", "a"), H("h", "l")]), "h",
                 "not an earlier regular file"),
+        refused("hardlink-through-symlinked-dir",
+                tar_bytes([D("d"), F("d/f", b"x"), L("l", "d"), H("h", "l/f")]), "h",
+                "not an earlier regular file"),
+        refused("symlink-loop", tar_bytes([L("l1", "l2"), L("l2", "l1"), L("l3", "l1/x")]), "l3",
+                "more than 40 symlinks"),
         # pax and GNU long-name tricks
         refused("pax-path-overrides-benign-name",
                 raw_tar(*raw_pax({"path": "../pax-evil.txt"}), *raw_file("benign.txt", b"x")),
@@ -273,6 +280,7 @@ def hostile_cases():
         # sizes and limits
         refused("gzip-bomb", gzip_bomb(110 << 20), "bomb.bin", "limit of 104857600 bytes"),
         refused("gnu-sparse-lying-size", gnu_sparse_liar(1 << 30), "sparse.bin", "limit of"),
+        refused("gnu-sparse-trailing-hole", gnu_sparse_liar(1 << 30, off=0), "sparse.bin", "limit of"),
         refused("pax-size-larger-than-data",
                 raw_tar(*raw_pax({"size": str(200 << 20)}), raw_header("big", 10), b"y" * 10),
                 "big", None),
