@@ -11,11 +11,10 @@ the configuration, refuses (409 FieldManagerConflict) to change a value that
 another manager owns unless force=true, and removes the fields this manager
 applied before and no longer applies when nobody else owns them.
 """
-import copy
 import json
 import time
 
-from .errors import ApiError, qualified
+from .errors import ApiError, clone
 
 SET_LISTS = {("f:metadata", "f:finalizers")}
 KEYED_LISTS = {("f:metadata", "f:ownerReferences"): "uid"}
@@ -229,21 +228,21 @@ def _merge(live, config, prefix):
         return out
     if prefix in KEYED_LISTS and isinstance(config, list):
         key = KEYED_LISTS[prefix]
-        out = copy.deepcopy(live) if isinstance(live, list) else []
+        out = clone(live) if isinstance(live, list) else []
         for item in config:
             idx = next((i for i, c in enumerate(out)
                         if isinstance(c, dict) and c.get(key) == item.get(key)), None)
             if idx is None:
-                out.append(copy.deepcopy(item))
+                out.append(clone(item))
             else:
-                out[idx] = copy.deepcopy(item)
+                out[idx] = clone(item)
         return out
     if isinstance(config, dict) and isinstance(live, dict):
-        out = copy.deepcopy(live)
+        out = clone(live)
         for k, v in config.items():
             out[k] = _merge(live.get(k), v, prefix + ("f:" + k,))
         return out
-    return copy.deepcopy(config)
+    return clone(config)
 
 
 def apply(rtype, name, live, config, managed, manager, api_version, subresource, scope,
@@ -265,15 +264,15 @@ def apply(rtype, name, live, config, managed, manager, api_version, subresource,
             continue
         else:
             scoped[k] = v
-    merged = {k: v for k, v in copy.deepcopy(base).items()}
+    merged = {k: v for k, v in clone(base).items()}
     for k, v in scoped.items():
         if k == "metadata":
-            meta = copy.deepcopy(base.get("metadata") or {})
+            meta = clone(base.get("metadata") or {})
             for mk, mv in (v or {}).items():
                 if mk in META_OWNED:
                     meta[mk] = _merge(meta.get(mk), mv, ("f:metadata", "f:" + mk))
                 elif mk not in meta:
-                    meta[mk] = copy.deepcopy(mv)
+                    meta[mk] = clone(mv)
             merged["metadata"] = meta
         elif k not in ("apiVersion", "kind"):
             merged[k] = _merge(base.get(k), v, ("f:" + k,))
@@ -346,4 +345,4 @@ def strip_times(entries):
     return [{k: v for k, v in e.items() if k != "time"} for e in entries or []]
 
 
-__all__ = ["Managed", "apply", "record_update", "field_paths", "strip_times", "qualified"]
+__all__ = ["Managed", "apply", "record_update", "field_paths", "strip_times"]

@@ -6,6 +6,7 @@ KubeError carrying the Status.  One persistent connection per thread.
 """
 import http.client
 import json
+import socket
 import ssl
 import threading
 from urllib.parse import urlencode, urlsplit
@@ -48,6 +49,8 @@ class KubeClient:
         if c is None or fresh:
             c = http.client.HTTPSConnection(self.host, self.port, context=self.ctx,
                                             timeout=self.timeout)
+            c.connect()
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.local.conn = c
         return c
 

@@ -128,3 +128,12 @@ def success(rtype, name, uid):
     d["uid"] = uid
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": d}
+
+
+def clone(value):
+    """A deep copy of JSON data; several times faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value

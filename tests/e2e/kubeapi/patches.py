@@ -8,7 +8,8 @@ strategic_merge is RFC 7386 plus the list merge keys of the few built-in
 fields the emulator serves (finalizers as a set, ownerReferences by uid,
 ServiceAccount secrets by name) and the $patch: delete/replace directives.
 """
-import copy
+
+from .errors import clone
 
 
 class PatchFailed(Exception):
@@ -21,8 +22,8 @@ class PatchMalformed(Exception):
 
 def merge_patch(target, patch):
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    result = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -123,7 +124,7 @@ def json_patch(target, ops):
     if len(ops) > 10000:
         raise PatchMalformed(f"The allowed maximum operations in a JSON patch is 10000, "
                              f"got {len(ops)}")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchMalformed("json patch operation lacks 'op' or 'path'")
@@ -131,25 +132,25 @@ def json_patch(target, ops):
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchMalformed(f"{kind} operation lacks 'value'")
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind == "remove":
             _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
             tokens = _pointer(path)
             if not tokens:
-                doc = copy.deepcopy(op["value"])
+                doc = clone(op["value"])
             else:
                 parent = _parent(doc, tokens, path)
                 if isinstance(parent, list):
-                    parent[int(tokens[-1])] = copy.deepcopy(op["value"])
+                    parent[int(tokens[-1])] = clone(op["value"])
                 else:
-                    parent[tokens[-1]] = copy.deepcopy(op["value"])
+                    parent[tokens[-1]] = clone(op["value"])
         elif kind == "move":
             value = _remove(doc, op.get("from", ""))
             doc = _add(doc, path, value)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, op.get("from", ""))))
+            doc = _add(doc, path, clone(_get(doc, op.get("from", ""))))
         elif kind == "test":
             if _get(doc, path) != op["value"]:
                 raise PatchFailed(f"testing value {path} failed: test failed")
@@ -170,10 +171,10 @@ _MERGE_LISTS = {
 
 def strategic_merge(target, patch, path=()):
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: v for k, v in copy.deepcopy(patch).items() if k != "$patch"}
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return {k: v for k, v in clone(patch).items() if k != "$patch"}
+    result = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if key.startswith("$"):
             continue
@@ -190,7 +191,7 @@ def strategic_merge(target, patch, path=()):
 
 
 def _merge_list(current, patch, key):
-    out = copy.deepcopy(current)
+    out = clone(current)
     for item in patch:
         if key is None:
             if item not in out:
@@ -203,7 +204,7 @@ def _merge_list(current, patch, key):
             if idx is not None:
                 out.pop(idx)
         elif idx is None:
-            out.append(copy.deepcopy(item))
+            out.append(clone(item))
         else:
             out[idx] = merge_patch(out[idx], item)
     return out

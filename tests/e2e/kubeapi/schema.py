@@ -3,11 +3,12 @@
 Like kube-apiserver for CRDs: fields the openAPIV3Schema does not declare
 are dropped (or refused with fieldValidation=Strict), unless a node carries
 x-kubernetes-preserve-unknown-fields; nulls in non-nullable fields are
-dropped; missing properties with a default get it; type, required, enum, bounds, length and pattern are checked and
-reported as 422 causes.  metadata is reduced to ObjectMeta's fields.
+dropped; missing properties with a default get it; type, required, enum,
+bounds, length and pattern are checked and reported as 422 causes.  metadata is reduced to ObjectMeta's fields.
 """
-import copy
 import re
+
+from .errors import clone
 
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
                "generation", "creationTimestamp", "deletionTimestamp",
@@ -117,7 +118,7 @@ class Walker:
                 self.unknown.append(sub_path)
         for key, sub in props.items():
             if key not in out and isinstance(sub, dict) and "default" in sub:
-                out[key] = self.walk(copy.deepcopy(sub["default"]), sub,
+                out[key] = self.walk(clone(sub["default"]), sub,
                                      f"{path}.{key}" if path else key)
         for req in schema.get("required") or []:
             if req not in out:

@@ -19,7 +19,7 @@ watchers and history share them without copying.
 import base64
 import binascii
 import collections
-import copy
+
 import json
 import random
 import re
@@ -29,6 +29,7 @@ import uuid
 
 from . import apply as ssa
 from . import errors as E
+from .errors import clone
 from .patches import (PatchFailed, PatchMalformed, json_patch, merge_patch,
                       strategic_merge)
 from .registry import Registry
@@ -110,7 +111,7 @@ class Watcher:
         elif new_match:
             self.push(("event", "ADDED", ev.obj))
         elif old_match:
-            gone = copy.deepcopy(ev.old)
+            gone = clone(ev.old)
             gone["metadata"]["resourceVersion"] = str(ev.rv)
             self.push(("event", "DELETED", gone))
 
@@ -318,9 +319,11 @@ class Store:
         if rtype.key == ("", "secrets"):
             obj = self._normalize_secret(rtype, obj)
         elif rtype.key == NS_KEY:
-            obj = copy.deepcopy(obj)
+            obj = clone(obj)
             spec = obj.setdefault("spec", {})
             spec.setdefault("finalizers", ["kubernetes"])
+            labels = obj["metadata"].setdefault("labels", {})
+            labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
             if creating:
                 obj["status"] = {"phase": "Active"}
         elif rtype.key == CRD_KEY:
@@ -328,7 +331,7 @@ class Store:
         return obj
 
     def _normalize_secret(self, rtype, obj):
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         obj.setdefault("type", "Opaque")
         data = obj.get("data") or {}
         for k, v in data.items():
@@ -344,7 +347,7 @@ class Store:
         return obj
 
     def _normalize_crd(self, rtype, obj):
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         spec = obj.get("spec") or {}
         names = spec.get("names") or {}
         name = meta(obj).get("name", "")
@@ -610,7 +613,7 @@ class Store:
         with self.lock:
             if apply_config is None:
                 self._check_gvk(rtype, body)
-            obj = copy.deepcopy(body)
+            obj = clone(body)
             m = obj.setdefault("metadata", {})
             if not isinstance(m, dict):
                 raise E.bad_request("metadata must be an object")
@@ -695,18 +698,18 @@ class Store:
             raise E.conflict(rtype, name)
         om = meta(old)
         if subresource == "status":
-            new = copy.deepcopy(old)
+            new = clone(old)
             if "status" in candidate:
-                new["status"] = copy.deepcopy(candidate["status"])
+                new["status"] = clone(candidate["status"])
             else:
                 new.pop("status", None)
         else:
-            new = copy.deepcopy(candidate)
+            new = clone(candidate)
             new["apiVersion"] = rtype.storage_api_version
             new["kind"] = rtype.kind
             if rtype.status:
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = clone(old["status"])
                 else:
                     new.pop("status", None)
             nm = new.setdefault("metadata", {})
@@ -719,7 +722,7 @@ class Store:
                 else:
                     nm.pop(f, None)
             if rtype.key == NS_KEY:
-                new["spec"] = copy.deepcopy(old.get("spec") or {})
+                new["spec"] = clone(old.get("spec") or {})
             self._validate_meta(rtype, new)
         new = self._normalize(rtype, new, params, creating=False)
         nm = new["metadata"]
@@ -871,7 +874,7 @@ class Store:
             if rtype.key == NS_KEY or om.get("finalizers"):
                 if om.get("deletionTimestamp"):
                     return self.present(rtype, old)
-                new = copy.deepcopy(old)
+                new = clone(old)
                 nm = new["metadata"]
                 nm["deletionTimestamp"] = now_rfc3339()
                 nm["deletionGracePeriodSeconds"] = 0
@@ -923,7 +926,7 @@ class Store:
         nsobj = self.objects.get(NS_KEY, {}).get(("", ns))
         if nsobj is None:
             return
-        new = copy.deepcopy(nsobj)
+        new = clone(nsobj)
         new.setdefault("spec", {})["finalizers"] = []
         stored = self._commit("MODIFIED", NS_KEY, new, nsobj)
         if not meta(stored).get("finalizers"):
@@ -942,7 +945,7 @@ class Store:
         current = self.objects.get(CRD_KEY, {}).get(("", meta(crd)["name"]))
         if current is None:
             return
-        new = copy.deepcopy(current)
+        new = clone(current)
         fins = [f for f in meta(new).get("finalizers") or [] if f != CRD_FINALIZER]
         new["metadata"]["finalizers"] = fins
         crd_type = self.registry.lookup("apiextensions.k8s.io", "v1",
@@ -999,7 +1002,7 @@ class Store:
 
     def _orphan_dependents(self, uid):
         for t, ns, name, obj in self._dependents(uid):
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             refs = [r for r in meta(new).get("ownerReferences") or [] if r.get("uid") != uid]
             if refs:
                 new["metadata"]["ownerReferences"] = refs

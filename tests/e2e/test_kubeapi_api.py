@@ -1,0 +1,589 @@
+"""The emulator's API semantics, checked request by request against the behaviour
+reference/kube-api.md documents for kube-apiserver (status codes, Status bodies,
+resourceVersion, generation, subresources, patches, apply, finalizers, selectors,
+pagination, watch, auth, fault knobs, restart).
+"""
+import json
+import subprocess
+import threading
+
+import pytest
+
+from kube_fixtures import KubeClient, KubeError, wait_for
+
+GV = "pulumi.com/v1"
+
+
+def stack(name, ns="default", labels=None, **spec):
+    spec.setdefault("stack", f"org/{name}/dev")
+    m = {"name": name, "namespace": ns}
+    if labels:
+        m["labels"] = labels
+    return {"apiVersion": GV, "kind": "Stack", "metadata": m, "spec": spec}
+
+
+def cm(name, ns="default", **data):
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns}, "data": data}
+
+
+def err_of(fn, *a, **kw):
+    with pytest.raises(KubeError) as info:
+        fn(*a, **kw)
+    return info.value
+
+
+def rv(obj):
+    return int(obj["metadata"]["resourceVersion"])
+
+
+# -- auth and discovery ----------------------------------------------------------------
+
+def test_auth_tokens_certificates_and_anonymous_paths(kubeapi, tmp_path):
+    bad = KubeClient(kubeapi.url, "wrong", kubeapi.ca_file)
+    code, _, body = bad.raw("GET", "/api/v1/namespaces")
+    assert code == 401
+    assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
+    anon = KubeClient(kubeapi.url, None, kubeapi.ca_file)
+    assert anon.raw("GET", "/version")[0] == 200
+    assert anon.raw("GET", "/api")[0] == 401
+    assert bad.raw("GET", "/version")[0] == 401
+    # rotation: the token file is read on every request
+    kubeapi.set_tokens(["new-token"])
+    assert kubeapi.client.raw("GET", "/api")[0] == 401
+    assert KubeClient(kubeapi.url, "new-token", kubeapi.ca_file).raw("GET", "/api")[0] == 200
+    kubeapi.set_tokens([kubeapi.token])
+
+
+def test_discovery_follows_crds(kubeapi):
+    groups = {g["name"]: g for g in kubeapi.client.request("GET", "/apis")["groups"]}
+    assert groups["source.toolkit.fluxcd.io"]["preferredVersion"]["version"] == "v1"
+    assert [v["version"] for v in groups["source.toolkit.fluxcd.io"]["versions"]] == \
+        ["v1", "v1beta2"]
+    res = kubeapi.client.request("GET", "/apis/pulumi.com/v1")["resources"]
+    names = {r["name"]: r for r in res}
+    assert names["stacks"]["kind"] == "Stack" and names["stacks"]["namespaced"]
+    assert names["stacks/status"]["verbs"] == ["get", "patch", "update"]
+    assert names["stacks"]["categories"] == ["pulumi"]
+    core = {r["name"] for r in kubeapi.client.request("GET", "/api/v1")["resources"]}
+    assert {"namespaces", "configmaps", "secrets", "serviceaccounts", "events"} <= core
+    version = kubeapi.client.request("GET", "/version")
+    assert version["major"] == "1" and int(version["minor"]) >= 29
+    s = kubeapi.client.create(stack("s1"), "stacks")
+    kubeapi.client.delete("apiextensions.k8s.io/v1", "customresourcedefinitions",
+                          "stacks.pulumi.com")
+    assert kubeapi.client.raw("GET", "/apis/pulumi.com/v1")[0] == 404
+    assert "pulumi.com" not in {g["name"] for g in
+                                kubeapi.client.request("GET", "/apis")["groups"]}
+    assert s["metadata"]["uid"]
+
+
+def test_openapi_v3_lets_kubectl_validate(kubeapi):
+    root = kubeapi.client.request("GET", "/openapi/v3")["paths"]
+    url = root["apis/pulumi.com/v1"]["serverRelativeURL"]
+    assert url.startswith("/openapi/v3/apis/pulumi.com/v1?hash=")
+    doc = kubeapi.client.request("GET", url.split("?")[0])
+    op = doc["paths"]["/apis/pulumi.com/v1/namespaces/{namespace}/stacks/{name}"]["patch"]
+    assert op["x-kubernetes-group-version-kind"] == {"group": "pulumi.com", "version": "v1",
+                                                     "kind": "Stack"}
+    assert "fieldValidation" in {p["name"] for p in op["parameters"]}
+    assert kubeapi.client.raw("GET", "/openapi/v2")[0] == 404
+
+
+# -- create, get, update ----------------------------------------------------------------
+
+def test_create_sets_system_fields_and_refuses_duplicates(kubeapi):
+    c = kubeapi.client
+    s = c.create(stack("s1"), "stacks")
+    m = s["metadata"]
+    assert m["generation"] == 1 and m["uid"] and m["creationTimestamp"].endswith("Z")
+    assert "status" not in s or s["status"] == {}
+    e = err_of(c.create, stack("s1"), "stacks")
+    assert (e.code, e.reason) == (409, "AlreadyExists")
+    assert e.status["message"] == 'stacks.pulumi.com "s1" already exists'
+    assert e.status["details"] == {"name": "s1", "group": "pulumi.com", "kind": "stacks"}
+    e = err_of(c.create, stack("s1", ns="nope"), "stacks")
+    assert (e.code, e.status["message"]) == (404, 'namespaces "nope" not found')
+    gen = c.create({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"generateName": "cfg-", "namespace": "default"}}, "configmaps")
+    assert gen["metadata"]["name"].startswith("cfg-") and len(gen["metadata"]["name"]) == 9
+    assert "generation" not in gen["metadata"]
+    e = err_of(c.get, GV, "stacks", "missing", "default")
+    assert e.code == 404 and e.status["message"] == 'stacks.pulumi.com "missing" not found'
+    e = err_of(c.get, "v1", "configmaps", "missing", "default")
+    assert e.status["details"] == {"name": "missing", "kind": "configmaps"}
+    e = err_of(c.create, {"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "Bad_Name", "namespace": "default"}},
+               "configmaps")
+    assert e.code == 422 and e.status["details"]["causes"][0]["field"] == "metadata.name"
+
+
+def test_resource_version_is_one_global_counter_and_no_op_writes_keep_it(kubeapi):
+    c = kubeapi.client
+    a = c.create(cm("a", x="1"), "configmaps")
+    b = c.create(stack("b"), "stacks")
+    assert rv(b) == rv(a) + 1
+    listed = c.list("v1", "configmaps", "default")
+    assert int(listed["metadata"]["resourceVersion"]) >= rv(b)
+    assert "kind" not in listed["items"][0]          # built-in list items carry no kind
+    assert c.list(GV, "stacks", "default")["items"][0]["kind"] == "Stack"
+    same = c.update(c.get("v1", "configmaps", "a", "default"), "configmaps")
+    assert rv(same) == rv(a)
+
+
+def test_update_conflicts_and_preconditions(kubeapi):
+    c = kubeapi.client
+    s = c.create(stack("s1"), "stacks")
+    s2 = json.loads(json.dumps(s))
+    s["spec"]["refresh"] = True
+    s = c.update(s, "stacks")
+    assert s["metadata"]["generation"] == 2
+    s2["spec"]["preview"] = True
+    e = err_of(c.update, s2, "stacks")
+    assert (e.code, e.reason) == (409, "Conflict")
+    assert e.status["message"] == ('Operation cannot be fulfilled on stacks.pulumi.com "s1": '
+                                   'the object has been modified; please apply your changes '
+                                   'to the latest version and try again')
+    del s2["metadata"]["resourceVersion"]
+    e = err_of(c.update, s2, "stacks")
+    assert e.code == 422 and "must be specified for an update" in e.status["message"]
+    # built-in kinds allow an unconditional update
+    c.create(cm("c"), "configmaps")
+    assert c.update(cm("c", k="v"), "configmaps")["data"] == {"k": "v"}
+    # a resourceVersion inside a patch is a precondition
+    e = err_of(c.patch, GV, "stacks", "s1", {"metadata": {"resourceVersion": "1"},
+                                             "spec": {"refresh": False}}, "default")
+    assert e.code == 409
+    e = err_of(c.delete, GV, "stacks", "s1", "default",
+               {"preconditions": {"uid": "0000"}})
+    assert e.code == 409 and "Precondition failed: UID in precondition" in e.status["message"]
+
+
+def test_generation_and_status_subresource(kubeapi):
+    c = kubeapi.client
+    c.create(stack("s1"), "stacks")
+    s = c.patch(GV, "stacks", "s1", {"metadata": {"labels": {"a": "b"},
+                                                  "annotations": {"x": "y"}}}, "default")
+    assert s["metadata"]["generation"] == 1
+    s = c.patch(GV, "stacks", "s1", {"status": {"observedGeneration": 1}}, "default")
+    assert "status" not in s or "observedGeneration" not in s.get("status", {})
+    s = c.patch(GV, "stacks", "s1", {"status": {"observedGeneration": 1},
+                                     "spec": {"stack": "changed"}}, "default",
+                subresource="status")
+    assert s["status"] == {"observedGeneration": 1}
+    assert s["spec"]["stack"] == "org/s1/dev" and s["metadata"]["generation"] == 1
+    s["status"]["outputsSecretName"] = "o"
+    s["metadata"]["labels"] = {"ignored": "yes"}
+    s = c.update(s, "stacks", subresource="status")
+    assert s["status"]["outputsSecretName"] == "o" and s["metadata"]["labels"] == {"a": "b"}
+    s = c.patch(GV, "stacks", "s1", {"spec": {"preview": True}}, "default")
+    assert s["metadata"]["generation"] == 2
+    got = c.get(GV, "stacks", "s1", "default", subresource="status")
+    assert got["kind"] == "Stack" and got["spec"]["preview"] is True
+
+
+def test_pruning_validation_and_field_validation_modes(kubeapi):
+    c = kubeapi.client
+    code, headers, body = c.raw("POST", "/apis/pulumi.com/v1/namespaces/default/stacks",
+                                stack("s1", bogus=1))
+    assert code == 201 and "bogus" not in body["spec"]
+    assert 'unknown field \\"spec.bogus\\"' in headers.get("Warning", "") or \
+        'unknown field "spec.bogus"' in headers.get("Warning", "")
+    code, _, body = c.raw("POST", "/apis/pulumi.com/v1/namespaces/default/stacks",
+                          stack("s2", bogus=1), params={"fieldValidation": "Strict"})
+    assert code == 400 and 'unknown field "spec.bogus"' in body["message"]
+    e = err_of(c.create, stack("s3", refresh="yes"), "stacks")
+    assert e.code == 422
+    assert e.status["details"]["causes"][0]["field"] == "spec.refresh"
+    assert "must be of type boolean" in e.status["message"]
+    e = err_of(c.create, {"apiVersion": GV, "kind": "Stack",
+                          "metadata": {"name": "s4", "namespace": "default"}, "spec": {}},
+               "stacks")
+    assert e.code == 422 and "spec.stack: Required value" in e.status["message"]
+    sec = c.create({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "s", "namespace": "default"},
+                    "stringData": {"token": "abc"}}, "secrets")
+    assert sec["data"] == {"token": "YWJj"} and "stringData" not in sec
+    assert sec["type"] == "Opaque"
+
+
+# -- patches and apply -----------------------------------------------------------------
+
+def test_json_and_merge_patches(kubeapi):
+    c = kubeapi.client
+    c.create(stack("s1", targets=["a", "b"], config={"k": "v", "n": 1}), "stacks")
+    s = c.patch(GV, "stacks", "s1", {"spec": {"config": {"k": None}, "targets": ["c"]}},
+                "default")
+    assert s["spec"]["config"] == {"n": 1} and s["spec"]["targets"] == ["c"]
+    s = c.patch(GV, "stacks", "s1", [{"op": "test", "path": "/spec/targets/0", "value": "c"},
+                                     {"op": "add", "path": "/spec/targets/-", "value": "d"}],
+                "default", "json")
+    assert s["spec"]["targets"] == ["c", "d"]
+    e = err_of(c.patch, GV, "stacks", "s1",
+               [{"op": "test", "path": "/spec/targets/0", "value": "zzz"}], "default", "json")
+    assert e.code == 422
+    e = err_of(c.patch, GV, "stacks", "s1", {"op": "bad"}, "default", "json")
+    assert e.code == 400
+    e = err_of(c.patch, GV, "stacks", "nope", {"spec": {}}, "default")
+    assert e.code == 404
+    e = err_of(c.patch, GV, "stacks", "s1", {"spec": {}}, "default", "strategic")
+    assert e.code == 415 and e.reason == "UnsupportedMediaType"
+    e = err_of(c.patch, GV, "stacks", "s1", {"spec": {}}, "default", force="true")
+    assert e.code == 422
+
+
+def test_server_side_apply_ownership_conflicts_and_removal(kubeapi):
+    c = kubeapi.client
+    base = stack("s1", refresh=True, targets=["a"])
+    code, _, _ = c.raw("PATCH", "/apis/pulumi.com/v1/namespaces/default/stacks/s1",
+                       base, "application/apply-patch+yaml",
+                       params={"fieldManager": "alice", "force": "false"})
+    assert code == 201
+    e = err_of(c.patch, GV, "stacks", "s1", base, "default", "apply")
+    assert e.code == 422 and "fieldManager: Required value" in e.status["message"]
+    # bob applies a different value of a field alice owns
+    e = err_of(c.patch, GV, "stacks", "s1", stack("s1", refresh=False), "default", "apply",
+               fieldManager="bob", force="false")
+    assert (e.code, e.reason) == (409, "Conflict")
+    assert e.status["message"] == ('Apply failed with 1 conflict: conflict with "alice": '
+                                   '.spec.refresh')
+    assert e.status["details"]["causes"][0] == {"reason": "FieldManagerConflict",
+                                                "message": 'conflict with "alice"',
+                                                "field": ".spec.refresh"}
+    # the same value is shared ownership, not a conflict
+    c.patch(GV, "stacks", "s1", stack("s1", refresh=True), "default", "apply",
+            fieldManager="bob", force="false")
+    # forcing takes the field
+    s = c.patch(GV, "stacks", "s1", stack("s1", preview=True, refresh=False), "default",
+                "apply", fieldManager="bob", force="true")
+    assert s["spec"]["refresh"] is False and s["spec"]["preview"] is True
+    # alice drops targets from her configuration: it is removed (nobody else owns it)
+    s = c.patch(GV, "stacks", "s1", stack("s1"), "default", "apply", fieldManager="alice",
+                force="false")
+    assert "targets" not in s["spec"] and s["spec"]["preview"] is True
+    assert s["metadata"]["generation"] == 3
+    owners = {m["manager"]: m for m in s["metadata"]["managedFields"]}
+    assert "f:preview" in owners["bob"]["fieldsV1"]["f:spec"]
+    assert owners["alice"]["operation"] == "Apply"
+    # an Update by a third manager takes fields without conflicts
+    c.patch(GV, "stacks", "s1", {"spec": {"preview": False}}, "default",
+            fieldManager="carol")
+    e = err_of(c.patch, GV, "stacks", "s1", stack("s1", preview=True), "default", "apply",
+               fieldManager="bob", force="false")
+    assert 'conflict with "carol" using pulumi.com/v1: .spec.preview' in e.status["message"]
+    # apply to /status owns status only
+    st = c.patch(GV, "stacks", "s1", {"apiVersion": GV, "kind": "Stack",
+                                      "metadata": {"name": "s1", "namespace": "default"},
+                                      "status": {"observedGeneration": 3}},
+                 "default", "apply", subresource="status", fieldManager="ctrl", force="true")
+    assert st["status"]["observedGeneration"] == 3
+    ctrl = [m for m in st["metadata"]["managedFields"] if m["manager"] == "ctrl"][0]
+    assert ctrl["subresource"] == "status" and list(ctrl["fieldsV1"]) == ["f:status"]
+    # an identical re-apply is a no-op
+    again = c.patch(GV, "stacks", "s1", stack("s1"), "default", "apply", fieldManager="alice",
+                    force="false")
+    assert rv(again) == rv(st)
+
+
+# -- deletion ---------------------------------------------------------------------------
+
+def test_finalizers_and_deletion_timestamp(kubeapi):
+    c = kubeapi.client
+    s = stack("s1")
+    s["metadata"]["finalizers"] = ["pulumi.com/finalizer"]
+    created = c.create(s, "stacks")
+    held = c.delete(GV, "stacks", "s1", "default", {"propagationPolicy": "Background"})
+    assert held["kind"] == "Stack"
+    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["generation"] == 2
+    again = c.delete(GV, "stacks", "s1", "default")
+    assert rv(again) == rv(held)
+    e = err_of(c.patch, GV, "stacks", "s1",
+               {"metadata": {"finalizers": ["pulumi.com/finalizer", "other.io/x"]}}, "default")
+    assert e.code == 422 and "no new finalizers can be added" in e.status["message"]
+    c.patch(GV, "stacks", "s1", {"spec": {"refresh": True}}, "default")
+    still = c.get(GV, "stacks", "s1", "default")
+    assert still["metadata"]["deletionTimestamp"] == held["metadata"]["deletionTimestamp"]
+    last = c.patch(GV, "stacks", "s1", {"metadata": {"finalizers": None}}, "default")
+    assert rv(last) > rv(still)
+    assert err_of(c.get, GV, "stacks", "s1", "default").code == 404
+    c.create(stack("s2"), "stacks")
+    status = c.delete(GV, "stacks", "s2", "default")
+    assert status["kind"] == "Status" and status["status"] == "Success"
+    assert status["details"]["name"] == "s2" and status["details"]["uid"]
+    assert created["metadata"]["uid"] != status["details"]["uid"]
+
+
+def test_namespace_deletion_and_garbage_collection(kubeapi):
+    c = kubeapi.client
+    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}},
+             "namespaces")
+    ns = c.get("v1", "namespaces", "team")
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team"}
+    owner = c.create(stack("web", ns="team"), "stacks")
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "web-outputs", "namespace": "team",
+                           "ownerReferences": [{"apiVersion": GV, "kind": "Stack",
+                                                "name": "web",
+                                                "uid": owner["metadata"]["uid"],
+                                                "controller": True}]}}
+    c.create(secret, "secrets")
+    c.delete(GV, "stacks", "web", "team")
+    assert err_of(c.get, "v1", "secrets", "web-outputs", "team").code == 404
+    held = stack("held", ns="team")
+    held["metadata"]["finalizers"] = ["pulumi.com/finalizer"]
+    c.create(held, "stacks")
+    c.create(cm("c", ns="team"), "configmaps")
+    term = c.delete("v1", "namespaces", "team")
+    assert term["status"]["phase"] == "Terminating"
+    assert err_of(c.get, "v1", "configmaps", "c", "team").code == 404
+    e = err_of(c.create, cm("d", ns="team"), "configmaps")
+    assert e.code == 403 and "because it is being terminated" in e.status["message"]
+    assert c.get("v1", "namespaces", "team")["status"]["phase"] == "Terminating"
+    c.patch(GV, "stacks", "held", {"metadata": {"finalizers": []}}, "team")
+    assert err_of(c.get, "v1", "namespaces", "team").code == 404
+
+
+# -- list: selectors and pagination ------------------------------------------------------
+
+def test_selectors(kubeapi):
+    c = kubeapi.client
+    for name, labels in (("a", {"env": "prod", "team": "x"}), ("b", {"env": "dev"}),
+                         ("c", {"team": "y"})):
+        c.create(stack(name, labels=labels), "stacks")
+
+    def names(**params):
+        return [i["metadata"]["name"] for i in c.list(GV, "stacks", "default", **params)["items"]]
+    assert names(labelSelector="env") == ["a", "b"]
+    assert names(labelSelector="!env") == ["c"]
+    assert names(labelSelector="env!=prod") == ["b", "c"]
+    assert names(labelSelector="env in (prod,dev),team") == ["a"]
+    assert names(labelSelector="team notin (x)") == ["b", "c"]
+    assert names(fieldSelector="metadata.name=b") == ["b"]
+    assert names(fieldSelector="metadata.name!=b,metadata.namespace=default") == ["a", "c"]
+    e = err_of(c.list, GV, "stacks", "default", fieldSelector="spec.stack=x")
+    assert e.code == 400 and e.status["message"] == "field label not supported: spec.stack"
+    e = err_of(c.list, GV, "stacks", "default", labelSelector="a b")
+    assert e.code == 400
+    assert len(c.list(GV, "stacks")["items"]) == 3            # all namespaces
+
+
+def test_pagination_is_a_consistent_snapshot_and_expires(kubeapi):
+    c = kubeapi.client
+    for i in range(5):
+        c.create(cm(f"c{i}"), "configmaps")
+    page = c.list("v1", "configmaps", "default", limit=2)
+    assert [i["metadata"]["name"] for i in page["items"]] == ["c0", "c1"]
+    assert page["metadata"]["remainingItemCount"] == 3
+    snap = page["metadata"]["resourceVersion"]
+    c.delete("v1", "configmaps", "c3", "default")
+    c.create(cm("c9"), "configmaps")
+    page2 = c.list("v1", "configmaps", "default", limit=2, **{"continue":
+                                                             page["metadata"]["continue"]})
+    assert [i["metadata"]["name"] for i in page2["items"]] == ["c2", "c3"]
+    assert page2["metadata"]["resourceVersion"] == snap
+    kubeapi.expire()
+    code, _, body = c.raw("GET", "/api/v1/namespaces/default/configmaps",
+                          params={"limit": 2, "continue": page2["metadata"]["continue"]})
+    assert code == 410 and body["reason"] == "Expired"
+    assert body["message"].startswith("The provided continue parameter is too old")
+    assert body["metadata"]["continue"]
+    rest = c.list("v1", "configmaps", "default", **{"continue": body["metadata"]["continue"]})
+    assert [i["metadata"]["name"] for i in rest["items"]] == ["c4", "c9"]
+    e = err_of(c.list, "v1", "configmaps", "default", limit=2, resourceVersion=snap)
+    assert e.code == 410
+
+
+# -- watch -------------------------------------------------------------------------------
+
+def collect(gen, n):
+    out = []
+    for ev in gen:
+        out.append(ev)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_watch_events_from_resource_versions_and_selector_transitions(kubeapi):
+    c = kubeapi.client
+    a = c.create(stack("a", labels={"env": "prod"}), "stacks")
+    start = rv(a)
+    c.patch(GV, "stacks", "a", {"spec": {"refresh": True}}, "default")
+    c.patch(GV, "stacks", "a", {"metadata": {"labels": {"env": "dev"}}}, "default")
+    c.patch(GV, "stacks", "a", {"metadata": {"labels": {"env": "prod"}}}, "default")
+    c.delete(GV, "stacks", "a", "default")
+    evs = collect(c.watch(GV, "stacks", "default", resourceVersion=str(start),
+                          labelSelector="env=prod", timeoutSeconds=5), 4)
+    assert [e["type"] for e in evs] == ["MODIFIED", "DELETED", "ADDED", "DELETED"]
+    assert [rv(e["object"]) for e in evs] == list(range(start + 1, start + 5))
+    assert evs[1]["object"]["metadata"]["labels"] == {"env": "prod"}
+    # RV "0" starts with the current state as ADDED events
+    c.create(stack("b"), "stacks")
+    evs = collect(c.watch(GV, "stacks", None, resourceVersion="0", timeoutSeconds=5), 1)
+    assert evs[0]["type"] == "ADDED" and evs[0]["object"]["metadata"]["name"] == "b"
+
+
+def test_watch_bookmarks_initial_events_and_timeout(kubeapi):
+    c = kubeapi.client
+    c.create(stack("a"), "stacks")
+    gen = c.watch(GV, "stacks", "default", sendInitialEvents="true",
+                  resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true",
+                  timeoutSeconds=5)
+    first = collect(gen, 2)
+    assert first[0]["type"] == "ADDED"
+    assert first[1]["type"] == "BOOKMARK"
+    assert first[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end":
+                                                             "true"}
+    gen.close()
+    e = err_of(lambda: next(c.watch(GV, "stacks", "default", sendInitialEvents="true",
+                                    timeoutSeconds=1)))
+    assert e.code == 422
+    # a watch without bookmarks ends cleanly at timeoutSeconds
+    evs = list(c.watch(GV, "stacks", "default", resourceVersion=str(rv(c.get(
+        GV, "stacks", "a", "default"))), timeoutSeconds=1))
+    assert evs == []
+    # admin-triggered bookmark
+    gen = c.watch(GV, "stacks", "default", resourceVersion="0", allowWatchBookmarks="true",
+                  timeoutSeconds=10)
+    assert next(gen)["type"] == "ADDED"
+    kubeapi.wait_watches(1)
+    kubeapi.bookmark()
+    bm = next(gen)
+    assert bm["type"] == "BOOKMARK" and list(bm["object"]["metadata"]) == ["resourceVersion"]
+    gen.close()
+
+
+def test_expired_watch_as_error_event_or_http_410(kubeapi):
+    c = kubeapi.client
+    old = rv(c.create(stack("a"), "stacks"))
+    c.patch(GV, "stacks", "a", {"spec": {"refresh": True}}, "default")
+    kubeapi.expire()
+    evs = list(c.watch(GV, "stacks", "default", resourceVersion=str(old), timeoutSeconds=5))
+    assert len(evs) == 1 and evs[0]["type"] == "ERROR"
+    assert evs[0]["object"]["code"] == 410 and evs[0]["object"]["reason"] == "Expired"
+    assert evs[0]["object"]["message"].startswith(f"too old resource version: {old} (")
+    kubeapi.configure(expired_mode="http")
+    e = err_of(lambda: next(c.watch(GV, "stacks", "default", resourceVersion=str(old))))
+    assert e.code == 410
+    # open watches can be expired too
+    kubeapi.configure(expired_mode="event")
+    gen = c.watch(GV, "stacks", "default", resourceVersion="0", timeoutSeconds=10)
+    next(gen)
+    kubeapi.wait_watches(1)
+    kubeapi.expire(watches=True)
+    assert next(gen)["type"] == "ERROR"
+    assert list(gen) == []
+
+
+def test_bounded_history_expires_old_versions(kubeapi_factory):
+    api = kubeapi_factory(history=20)
+    c = api.client
+    first = rv(c.create(stack("a"), "stacks"))
+    for i in range(25):
+        c.patch(GV, "stacks", "a", {"spec": {"targets": [str(i)]}}, "default")
+    evs = list(c.watch(GV, "stacks", "default", resourceVersion=str(first), timeoutSeconds=5))
+    assert evs[0]["type"] == "ERROR" and evs[0]["object"]["code"] == 410
+    recent = rv(c.get(GV, "stacks", "a", "default")) - 3
+    evs = collect(c.watch(GV, "stacks", "default", resourceVersion=str(recent),
+                          timeoutSeconds=5), 3)
+    assert [e["type"] for e in evs] == ["MODIFIED"] * 3
+
+
+# -- faults and restart -------------------------------------------------------------------
+
+def test_injected_failures(kubeapi):
+    c = kubeapi.client
+    kubeapi.fail_next(2, code=500)
+    assert c.raw("GET", "/api/v1/namespaces")[0] == 500
+    code, _, body = c.raw("GET", "/api/v1/namespaces")
+    assert code == 500 and body["reason"] == "InternalError"
+    assert c.raw("GET", "/api/v1/namespaces")[0] == 200
+    kubeapi.fail_next(1, code=429, retry_after=3, path="/stacks")
+    assert c.raw("GET", "/api/v1/namespaces")[0] == 200
+    code, headers, body = c.raw("GET", "/apis/pulumi.com/v1/stacks")
+    assert code == 429 and headers["Retry-After"] == "3"
+    assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 3
+
+
+@pytest.mark.parametrize("mode", ["abort", "eof"])
+def test_drop_watches(kubeapi, mode):
+    """What libcurl (curl) sees: an aborted watch is a truncated chunked body (curl exit
+    18), an 'eof' drop is a clean end of the body (exit 0)."""
+    kubeapi.client.create(stack("a"), "stacks")
+    proc = subprocess.Popen(
+        ["curl", "-sS", "-N", "--cacert", kubeapi.ca_file, "-H",
+         f"Authorization: Bearer {kubeapi.token}",
+         f"{kubeapi.url}/apis/pulumi.com/v1/namespaces/default/stacks?watch=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kubeapi.wait_watches(1)
+        assert kubeapi.drop_watches(mode) == 1
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert json.loads(out.splitlines()[0])["type"] == "ADDED"
+    assert proc.returncode == (18 if mode == "abort" else 0), err
+    wait_for(lambda: not kubeapi.watches(), what="watch to be unregistered")
+
+
+def test_restart_keeps_objects_versions_and_history(kubeapi):
+    c = kubeapi.client
+    a = c.create(stack("a"), "stacks")
+    b = c.patch(GV, "stacks", "a", {"spec": {"refresh": True}}, "default")
+    before = c.list(GV, "stacks")
+    kubeapi.restart()
+    after = c.list(GV, "stacks")
+    assert after["items"] == before["items"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    evs = collect(c.watch(GV, "stacks", "default", resourceVersion=str(rv(a)),
+                          timeoutSeconds=5), 1)
+    assert evs[0]["type"] == "MODIFIED" and rv(evs[0]["object"]) == rv(b)
+    assert rv(c.create(stack("c"), "stacks")) == rv(b) + 1
+
+
+def test_watch_ends_cleanly_when_the_server_stops(kubeapi):
+    c = kubeapi.client
+    gen = c.watch("v1", "configmaps", "default", resourceVersion=str(
+        kubeapi.health()["resourceVersion"]), timeoutSeconds=30)
+    out = []
+    t = threading.Thread(target=lambda: out.extend(gen), daemon=True)
+    t.start()
+    kubeapi.wait_watches(1)
+    kubeapi.stop()
+    t.join(10)
+    assert not t.is_alive() and out == []
+    kubeapi.start()
+    assert c.list("v1", "namespaces")["items"]
+
+
+def test_leases_and_events(kubeapi):
+    c = kubeapi.client
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "pulumi-controller", "namespace": "default"},
+             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                      "acquireTime": "2026-01-01T00:00:00.000000Z",
+                      "renewTime": "2026-01-01T00:00:00.000000Z", "leaseTransitions": 0}}
+    got = c.create(lease, "leases")
+    assert err_of(c.create, lease, "leases").code == 409
+    mine = json.loads(json.dumps(got))
+    theirs = json.loads(json.dumps(got))
+    mine["spec"]["holderIdentity"] = "b"
+    c.update(mine, "leases")
+    theirs["spec"]["holderIdentity"] = "c"
+    assert err_of(c.update, theirs, "leases").code == 409
+    ev = {"apiVersion": "v1", "kind": "Event",
+          "metadata": {"name": "web.1", "namespace": "default"},
+          "involvedObject": {"apiVersion": GV, "kind": "Stack", "name": "web",
+                             "namespace": "default", "uid": "u1"},
+          "reason": "Succeeded", "message": "ok", "type": "Normal", "count": 1,
+          "source": {"component": "pulumi-controller"}}
+    c.create(ev, "events")
+    c.patch("v1", "events", "web.1", {"count": 2}, "default", "strategic")
+    found = c.list("v1", "events", "default",
+                   fieldSelector="involvedObject.kind=Stack,involvedObject.name=web,"
+                                 "source=pulumi-controller")
+    assert [e["count"] for e in found["items"]] == [2]
+    assert c.list("v1", "events", "default", fieldSelector="reason=Failed")["items"] == []
