@@ -252,6 +252,18 @@ void oci_pull_result_free(struct oci_pull_result *r);
 int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
     const char *dest, struct oci_pull_result *res, struct err *e);
 
+/* The two halves of oci_pull, for callers that keep a content-addressed
+ * store: oci_resolve does everything but the layer download (tag, manifest,
+ * index, layer choice) and fills res; the caller can then look the layer
+ * digest up before calling oci_fetch_layer, which streams, verifies and
+ * unpacks res's layer to dest through a staging directory.  With
+ * content_addressed set, finding dest already filled by a concurrent fetch
+ * of the same digest is success. */
+int oci_resolve(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
+    struct oci_pull_result *res, struct err *e);
+int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pull_result *res,
+    const struct untar_limits *limits, const char *dest, int content_addressed, struct err *e);
+
 /* ---- packing and push ---- */
 
 /* Flux's default exclusions for `flux push artifact` (VCS and archives). */

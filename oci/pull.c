@@ -281,19 +281,16 @@ static int through_index(struct oci_client *c, const char *repo, struct oci_mani
 	return 0;
 }
 
-int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
-    const char *dest, struct oci_pull_result *res, struct err *e)
+int oci_resolve(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
+    struct oci_pull_result *res, struct err *e)
 {
 	struct oci_manifest m = { 0 };
-	char *digest = NULL, staging[4096];
+	char *digest = NULL;
 	const char *reference;
 	const struct oci_descriptor *layer;
-	int have_staging = 0, rc = -1;
-	struct err ce;
+	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (dest_usable(dest, e) < 0)
-		return -1;
 	if (ref->digest == NULL) {
 		if (o->semver != NULL) {
 			if (choose_tag(c, ref, o->semver, &res->tag, e) < 0)
@@ -333,23 +330,64 @@ int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
-		goto out;
-	have_staging = 1;
-	if (fetch_and_unpack(c, ref->repository, layer, &o->limits, staging, e) < 0)
-		goto out;
-	if (rename(staging, dest) < 0) {
-		err_set(e, ERR_IO, "rename %s to %s: %s", staging, dest, strerror(errno));
-		goto out;
-	}
-	have_staging = 0;
 	rc = 0;
 out:
-	if (have_staging && fs_rm_rf(staging, &ce) < 0)
-		log_warn("could not remove the staging directory", "path", staging, "error", ce.msg, NULL);
 	oci_manifest_free(&m);
 	free(digest);
 	if (rc < 0)
 		oci_pull_result_free(res);
 	return rc;
+}
+
+/* A non-empty directory at dest: what a concurrent pull of the same
+ * content-addressed entry leaves. */
+static int complete_entry_exists(const char *dest)
+{
+	struct err ignored;
+
+	return fs_is_dir(dest) && dest_usable(dest, &ignored) < 0;
+}
+
+int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pull_result *res,
+    const struct untar_limits *limits, const char *dest, int content_addressed, struct err *e)
+{
+	struct oci_descriptor layer = { .media_type = res->layer_media_type, .digest = res->layer_digest,
+	    .size = res->layer_size };
+	char staging[4096];
+	struct err ce;
+	int rc = -1;
+
+	if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
+		return -1;
+	if (fetch_and_unpack(c, repo, &layer, limits, staging, e) < 0)
+		goto out;
+	if (rename(staging, dest) < 0) {
+		if (content_addressed && (errno == ENOTEMPTY || errno == EEXIST) && complete_entry_exists(dest)) {
+			/* Someone else stored the same digest first: theirs is as good. */
+			rc = 0;
+			goto out;
+		}
+		err_set(e, ERR_IO, "rename %s to %s: %s", staging, dest, strerror(errno));
+		goto out;
+	}
+	return 0;
+out:
+	if (fs_rm_rf(staging, &ce) < 0)
+		log_warn("could not remove the staging directory", "path", staging, "error", ce.msg, NULL);
+	return rc;
+}
+
+int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
+    const char *dest, struct oci_pull_result *res, struct err *e)
+{
+	memset(res, 0, sizeof(*res));
+	if (dest_usable(dest, e) < 0)
+		return -1;
+	if (oci_resolve(c, ref, o, res, e) < 0)
+		return -1;
+	if (oci_fetch_layer(c, ref->repository, res, &o->limits, dest, 0, e) < 0) {
+		oci_pull_result_free(res);
+		return -1;
+	}
+	return 0;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "cmd.h"
 #include "cmd_oci.h"
@@ -234,7 +235,8 @@ struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref 
 static void pull_usage(FILE *out)
 {
 	fprintf(out,
-	    "Usage: pulumi-controller pull oci://HOST[:PORT]/REPO[:TAG|@DIGEST] --out DIR [flags]\n"
+	    "Usage: pulumi-controller pull oci://HOST[:PORT]/REPO[:TAG|@DIGEST] (--out DIR | --store DIR)\n"
+	    "           [flags]\n"
 	    "\n"
 	    "Pulls an OCI artifact (such as one made by `flux push artifact` or\n"
 	    "`pulumi-controller push`), verifies the manifest and layer digests while\n"
@@ -243,7 +245,10 @@ static void pull_usage(FILE *out)
 	    "Prints the revision (<tag>@sha256:<manifest digest>) and the layer digest.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  --out DIR              where to unpack (required)\n"
+	    "  --out DIR              where to unpack\n"
+	    "  --store DIR            instead of --out: keep the layer's tree in the artifact\n"
+	    "                         store DIR/artifacts/<algo>/<hex>/ (shared with `fetch`;\n"
+	    "                         no download when present) and print its path\n"
 	    "  --semver RANGE         pick the highest tag matching RANGE (\">=1.2.0 <2.0.0\",\n"
 	    "                         \"~1.2\", \"^1\", \"1.x\"); pre-releases only when RANGE names one\n"
 	    "  --media-type TYPE      unpack the first layer of this media type (default: Flux\n"
@@ -257,7 +262,7 @@ static void pull_usage(FILE *out)
 	    "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
-enum { PULL_OUT = 1, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES };
+enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES };
 
 static void print_result(const struct oci_pull_result *r)
 {
@@ -268,10 +273,39 @@ static void print_result(const struct oci_pull_result *r)
 		    r->platform, r->manifest_digest);
 }
 
+/*
+ * --store: the layer's tree lives at STORE/artifacts/<algo>/<hex>/, the
+ * layout `fetch --store` uses (keyed by the digest of the compressed
+ * tarball, which for an OCI layer is the layer digest).  Present means
+ * complete: entries only appear by an atomic rename.
+ */
+static int pull_into_store(struct oci_client *c, const struct oci_ref *ref,
+    const struct oci_pull_opts *po, const char *store, struct oci_pull_result *res, struct err *e)
+{
+	char path[4096];
+	const char *colon;
+	int cached;
+
+	if (oci_resolve(c, ref, po, res, e) < 0)
+		return -1;
+	colon = strchr(res->layer_digest, ':');
+	snprintf(path, sizeof(path), "%s/artifacts/%.*s/%s", store, (int)(colon - res->layer_digest),
+	    res->layer_digest, colon + 1);
+	cached = fs_is_dir(path);
+	if (!cached && oci_fetch_layer(c, ref->repository, res, &po->limits, path, 1, e) < 0) {
+		oci_pull_result_free(res);
+		return -1;
+	}
+	printf("path: %s\n", path);
+	printf("cached: %s\n", cached ? "true" : "false");
+	return 0;
+}
+
 int cmd_pull(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "out", required_argument, NULL, PULL_OUT },
+		{ "store", required_argument, NULL, PULL_STORE },
 		{ "semver", required_argument, NULL, PULL_SEMVER },
 		{ "media-type", required_argument, NULL, PULL_MEDIA_TYPE },
 		{ "max-size", required_argument, NULL, PULL_MAX_SIZE },
@@ -285,7 +319,7 @@ int cmd_pull(int argc, char **argv)
 	struct oci_pull_result res;
 	struct oci_ref ref;
 	struct oci_client *client;
-	const char *out = NULL;
+	const char *out = NULL, *store = NULL;
 	struct err e = { 0 };
 	long long n;
 	int c, rc, usage;
@@ -300,6 +334,7 @@ int cmd_pull(int argc, char **argv)
 			cmd_oci_flags_free(&f);
 			return 0;
 		case PULL_OUT: out = optarg; break;
+		case PULL_STORE: store = optarg; break;
 		case PULL_SEMVER: po.semver = optarg; break;
 		case PULL_MEDIA_TYPE: po.media_type = optarg; break;
 		case PULL_MAX_SIZE:
@@ -318,8 +353,8 @@ int cmd_pull(int argc, char **argv)
 				goto usage;
 		}
 	}
-	if (optind != argc - 1 || out == NULL) {
-		fprintf(stderr, "pull: need exactly one reference and --out DIR\n");
+	if (optind != argc - 1 || (out == NULL) == (store == NULL)) {
+		fprintf(stderr, "pull: need exactly one reference and one of --out DIR or --store DIR\n");
 		goto usage;
 	}
 	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
@@ -337,12 +372,15 @@ int cmd_pull(int argc, char **argv)
 		oci_ref_free(&ref);
 		return usage ? EXIT_USAGE : 1;
 	}
-	rc = oci_pull(client, &ref, &po, out, &res, &e);
+	if (store != NULL)
+		rc = pull_into_store(client, &ref, &po, store, &res, &e);
+	else
+		rc = oci_pull(client, &ref, &po, out, &res, &e);
 	if (rc < 0) {
 		fprintf(stderr, "pull: %s\n", e.msg);
 	} else {
 		print_result(&res);
-		log_info("pulled", "revision", res.revision, "layer", res.layer_digest, "dir", out, NULL);
+		log_info("pulled", "revision", res.revision, "layer", res.layer_digest, NULL);
 		oci_pull_result_free(&res);
 	}
 	oci_client_free(client);

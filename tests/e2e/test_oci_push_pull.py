@@ -298,3 +298,24 @@ def test_progress_only_on_a_terminal(pc_bin, run_pc, registry_plain, tmp_path):
     # Not a terminal: stderr stays empty.
     r = run_pc("pull", ref, "--out", tmp_path / "o2", "--plain-http")
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_pull_into_the_artifact_store(pc_bin, run_pc, registry_plain, tmp_path):
+    src = make_tree(tmp_path / "src", seed="store", big=1 << 20)
+    push(run_pc, registry_plain, "store/app", "v1", src)
+    store = tmp_path / "store"
+    args = [pc_bin, "pull", registry_plain.ref("store/app", "v1"), "--store", str(store), "--plain-http"]
+    # Two at once: both succeed and agree, one tree results.
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    results = [parse_pull(o) for o, _ in outs]
+    assert results[0]["path"] == results[1]["path"]
+    path = pathlib.Path(results[0]["path"])
+    assert path.parent == store / "artifacts" / "sha256"
+    assert path.name == results[0]["digest"].split(":")[1]
+    assert tree_snapshot(path) == tree_snapshot(src)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no staging left over
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0 and parse_pull(r.stdout)["cached"] == "true"
