@@ -400,3 +400,12 @@ def serve_artifact(fake, repo, tag, manifest, mdigest, blobs, check_auth=None):
             lambda h: (200, {"Content-Type": mt, "Docker-Content-Digest": mdigest}, manifest))
     for dg, data in blobs.items():
         fake.routes[f"/v2/{repo}/blobs/{dg}"] = guarded(lambda h, data=data: (200, {}, data))
+
+
+@pytest.fixture
+def isolated_docker_config(tmp_path, monkeypatch):
+    """Keeps the machine's ~/.docker/config.json (and its helpers) out of a test."""
+    d = tmp_path / "docker-config-home"
+    d.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(d))
+    return d

@@ -6,8 +6,12 @@ import json
 import os
 import stat
 
+import pytest
+
 from registry_fixtures import (IDENTITY_TOKEN, PASSWORD, USER, make_tree, serve_artifact,
                                small_artifact, tree_snapshot, write_docker_config)
+
+pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
 
 def b64(s):
@@ -213,3 +217,12 @@ def test_bearer_token_renewed_on_401(run_pc, fake_registry, tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(issued) == 2
     assert "scope=repository%3Arenew%2Fapp%3Apull" in issued[0]
+
+
+def test_default_docker_config_location(run_pc, registry_basic, isolated_docker_config, tmp_path):
+    push_tree(run_pc, registry_basic, "cfg/default", "v1", tmp_path, "cfgdefault")
+    write_docker_config(isolated_docker_config / "config.json",
+                        {"auths": {registry_basic.host: {"auth": b64(f"{USER}:{PASSWORD}")}}})
+    r = run_pc("pull", registry_basic.ref("cfg/default", "v1"), "--out", tmp_path / "o",
+               "--ca-file", registry_basic.ca)
+    assert r.returncode == 0, r.stderr

@@ -13,6 +13,8 @@ import pytest
 
 from registry_fixtures import make_tree, serve_artifact, small_artifact
 
+pytestmark = pytest.mark.usefixtures("isolated_docker_config")
+
 MT = "application/vnd.oci.image.manifest.v1+json"
 
 

@@ -6,7 +6,11 @@ import os
 import pathlib
 import subprocess
 
+import pytest
+
 from registry_fixtures import make_tree, tree_snapshot
+
+pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
 FLUX_CONFIG = "application/vnd.cncf.flux.config.v1+json"
 FLUX_CONTENT = "application/vnd.cncf.flux.content.v1.tar+gzip"
