@@ -323,3 +323,40 @@ def test_pull_into_the_artifact_store(pc_bin, run_pc, registry_plain, tmp_path):
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no staging left over
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode == 0 and parse_pull(r.stdout)["cached"] == "true"
+
+
+def test_oci_image_layers_tar_and_zstd(run_pc, registry_plain, tmp_path):
+    import io
+    import tarfile
+
+    def tar_of(name, data):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            ti.mode = 0o644
+            tf.addfile(ti, io.BytesIO(data))
+        return buf.getvalue()
+    plain = tar_of("which.txt", b"plain tar\n")
+    zst = subprocess.run(["zstd", "-q", "-c"], input=tar_of("which.txt", b"zstd tar\n"),
+                         capture_output=True, check=True).stdout
+    repo = "mt/image"
+    dp = registry_plain.put_blob(repo, plain)
+    dz = registry_plain.put_blob(repo, zst)
+    cfg = registry_plain.put_blob(repo, b"{}")
+    mt = "application/vnd.oci.image.manifest.v1+json"
+    registry_plain.put_manifest(repo, "v1", {
+        "schemaVersion": 2, "mediaType": mt,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg, "size": 2},
+        "layers": [
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": dz, "size": len(zst)},
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": dp, "size": len(plain)}]}, mt)
+    r = run_pc("pull", registry_plain.ref(repo, "v1"), "--out", tmp_path / "a", "--plain-http")
+    assert r.returncode == 0, r.stderr
+    assert parse_pull(r.stdout)["digest"] == dp          # tar preferred over tar+zstd
+    assert (tmp_path / "a" / "which.txt").read_bytes() == b"plain tar\n"
+    r = run_pc("pull", registry_plain.ref(repo, "v1"), "--out", tmp_path / "b", "--plain-http",
+               "--media-type", "application/vnd.oci.image.layer.v1.tar+zstd")
+    assert r.returncode == 0, r.stderr
+    assert parse_pull(r.stdout)["digest"] == dz
+    assert (tmp_path / "b" / "which.txt").read_bytes() == b"zstd tar\n"
