@@ -587,3 +587,34 @@ def test_leases_and_events(kubeapi):
                                  "source=pulumi-controller")
     assert [e["count"] for e in found["items"]] == [2]
     assert c.list("v1", "events", "default", fieldSelector="reason=Failed")["items"] == []
+
+
+def test_events_k8s_io_is_a_view_of_core_events(kubeapi):
+    c = kubeapi.client
+    new = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+           "metadata": {"name": "web.2", "namespace": "default"},
+           "eventTime": "2026-01-01T00:00:00.000000Z", "type": "Warning",
+           "reportingController": "pulumi.com/pulumi-controller",
+           "reportingInstance": "pulumi-controller-host", "action": "Update",
+           "reason": "Failed", "note": "boom",
+           "regarding": {"apiVersion": GV, "kind": "Stack", "name": "web",
+                         "namespace": "default"}}
+    made = c.create(new, "events")
+    assert made["apiVersion"] == "events.k8s.io/v1" and made["note"] == "boom"
+    core = c.get("v1", "events", "web.2", "default")
+    assert core["message"] == "boom" and core["involvedObject"]["name"] == "web"
+    assert core["reportingComponent"] == "pulumi.com/pulumi-controller"
+    assert [e["metadata"]["name"] for e in c.list("v1", "events", "default",
+                                                  fieldSelector="type=Warning")["items"]] \
+        == ["web.2"]
+    p = c.patch("events.k8s.io/v1", "events", "web.2",
+                {"series": {"count": 2, "lastObservedTime": "2026-01-01T00:01:00.000000Z"}},
+                "default")
+    assert p["series"]["count"] == 2
+    bad = dict(new, metadata={"name": "web.3", "namespace": "default"}, type="Info",
+               reportingController="", deprecatedCount=3)
+    bad.pop("action")
+    e = err_of(c.create, bad, "events")
+    fields = {cause["field"] for cause in e.status["details"]["causes"]}
+    assert e.code == 422 and {"type", "reportingController", "action",
+                              "deprecatedCount"} <= fields

@@ -349,3 +349,24 @@ def test_stack_and_flux_kinds_print_their_columns(kubeapi, tmp_path):
     assert v1["apiVersion"] == "source.toolkit.fluxcd.io/v1"
     assert v1["status"] == {"observedGeneration": -1}
     assert v1["spec"]["provider"] == "generic"
+
+
+def test_get_watch_with_table_output(kubeapi):
+    """Plain `kubectl get -w` asks for Tables, also on the watch."""
+    proc = kubeapi.kubectl_bg("get", "stacks", "-w")
+    try:
+        kubeapi.wait_watches(1, resource="stacks")
+        kubeapi.client.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
+                               "metadata": {"name": "web", "namespace": "default"},
+                               "spec": {"stack": "dev"}}, "stacks")
+        kubeapi.patch_status("pulumi.com/v1", "stacks", "web", {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Reconciling", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, "default")
+        lines = _read_until(proc, lambda ls: any("Reconciling" in line for line in ls))
+        assert lines[0].split() == ["NAME", "READY", "REASON", "REVISION", "AGE"]
+        assert lines[-1].split()[:3] == ["web", "False", "Reconciling"]
+    finally:
+        proc.kill()
+        proc.wait()
+    watches = [r for r in kubeapi.requests() if r["query"].get("watch") == "true"]
+    assert "as=Table" in watches[-1]["accept"]

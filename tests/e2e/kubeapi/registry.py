@@ -19,7 +19,7 @@ class ResourceType:
                  short_names=None, categories=None, status=False, crd=False, schema=None,
                  printer_columns=None, field_labels=None, field_aliases=None,
                  generation=False, top_fields=None, storage_version=None,
-                 deprecation=None, preserve_unknown=False):
+                 deprecation=None, preserve_unknown=False, view=None):
         self.group = group
         self.version = version
         self.plural = plural
@@ -42,10 +42,11 @@ class ResourceType:
         self.storage_version = storage_version or version
         self.deprecation = deprecation
         self.preserve_unknown = preserve_unknown
+        self.view = view            # another kind's storage seen through a conversion
 
     @property
     def key(self):
-        return (self.group, self.plural)
+        return self.view.key if self.view else (self.group, self.plural)
 
     @property
     def api_version(self):
@@ -53,6 +54,8 @@ class ResourceType:
 
     @property
     def storage_api_version(self):
+        if self.view:
+            return self.view.storage_api
         return f"{self.group}/{self.storage_version}" if self.group else self.storage_version
 
 
@@ -60,6 +63,87 @@ _EVENT_FIELDS = ["involvedObject.kind", "involvedObject.namespace", "involvedObj
                  "involvedObject.uid", "involvedObject.apiVersion",
                  "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
                  "reportingComponent", "source", "type"]
+
+
+_CORE_EVENT_FIELDS = {"involvedObject", "reason", "message", "source", "firstTimestamp",
+                      "lastTimestamp", "count", "type", "eventTime", "series", "action",
+                      "related", "reportingComponent", "reportingInstance"}
+
+# events.k8s.io/v1 name -> core/v1 name (pkg/apis/events/v1/conversion.go)
+_EVENT_RENAMES = {"regarding": "involvedObject", "note": "message",
+                  "deprecatedSource": "source", "deprecatedFirstTimestamp": "firstTimestamp",
+                  "deprecatedLastTimestamp": "lastTimestamp", "deprecatedCount": "count",
+                  "reportingController": "reportingComponent"}
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class EventsView:
+    """events.k8s.io/v1 Events: the same storage as core/v1 Events, renamed fields."""
+
+    key = ("", "events")
+    storage_api = "v1"
+
+    def to_storage(self, obj):
+        out = {}
+        for k, v in obj.items():
+            out[_EVENT_RENAMES.get(k, k)] = v
+        out["apiVersion"] = "v1"
+        return out
+
+    def from_storage(self, obj):
+        back = {v: k for k, v in _EVENT_RENAMES.items()}
+        out = {back.get(k, k): v for k, v in obj.items()}
+        out["apiVersion"] = "events.k8s.io/v1"
+        return out
+
+    def validate_create(self, obj):
+        """The strict events.k8s.io create rules (pkg/apis/core/validation/events.go)."""
+        causes = []
+
+        def need(field, limit=None):
+            v = obj.get(field)
+            if not v:
+                causes.append(("FieldValueRequired", field, "Required value"))
+            elif limit and len(v) > limit:
+                causes.append(("FieldValueTooLong", field,
+                               f"Too long: may not be more than {limit} bytes"))
+        need("eventTime")
+        need("reportingInstance", 128)
+        need("action", 128)
+        need("reason", 128)
+        rc = obj.get("reportingController")
+        if not rc:
+            causes.append(("FieldValueRequired", "reportingController", "Required value"))
+        elif not _QUALIFIED.match(rc):
+            causes.append(("FieldValueInvalid", "reportingController",
+                           f'Invalid value: "{rc}": must be a qualified name'))
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append(("FieldValueInvalid", "type",
+                           f'Invalid value: "{obj.get("type", "")}": has invalid value'))
+        if len((obj.get("note") or "").encode()) > 1024:
+            causes.append(("FieldValueTooLong", "note", "Too long: may not be more than 1024 "
+                           "bytes"))
+        for f in ("deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp",
+                  "deprecatedCount"):
+            if obj.get(f):
+                causes.append(("FieldValueInvalid", f,
+                               "Invalid value: needs to be unset"))
+        series = obj.get("series")
+        if series is not None and (not isinstance(series, dict) or
+                                   (series.get("count") or 0) < 2 or
+                                   not series.get("lastObservedTime")):
+            causes.append(("FieldValueInvalid", "series",
+                           "Invalid value: count must be at least 2 and lastObservedTime set"))
+        ns = (obj.get("metadata") or {}).get("namespace")
+        rns = (obj.get("regarding") or {}).get("namespace")
+        if rns and rns != ns:
+            causes.append(("FieldValueInvalid", "regarding.namespace",
+                           f'Invalid value: "{rns}": does not match event.namespace'))
+        if not rns and ns not in ("default", "kube-system"):
+            causes.append(("FieldValueInvalid", "metadata.namespace",
+                           f'Invalid value: "{ns}": does not match event.regarding.namespace'))
+        return causes
 
 
 def builtin_types():
@@ -78,6 +162,8 @@ def builtin_types():
                                  "firstTimestamp", "lastTimestamp", "count", "type",
                                  "eventTime", "series", "action", "related",
                                  "reportingComponent", "reportingInstance"}),
+        ResourceType("events.k8s.io", "v1", "events", "Event", short_names=["ev"],
+                     top_fields=_CORE_EVENT_FIELDS, view=EventsView()),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", top_fields={"spec"}),
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                      "CustomResourceDefinition", namespaced=False, short_names=["crd", "crds"],
@@ -152,7 +238,7 @@ class Registry:
 
     def storage_type(self, key):
         for t in self.types_for_key(key):
-            if t.version == t.storage_version:
+            if t.view is None and t.version == t.storage_version:
                 return t
         ts = self.types_for_key(key)
         return ts[0] if ts else None

@@ -170,6 +170,8 @@ class Store:
 
     def present(self, rtype, obj):
         """The stored object as seen at the request's version."""
+        if rtype.view is not None:
+            return rtype.view.from_storage(obj)
         if obj.get("apiVersion") == rtype.api_version:
             return obj
         out = dict(obj)
@@ -614,6 +616,14 @@ class Store:
             if apply_config is None:
                 self._check_gvk(rtype, body)
             obj = clone(body)
+            if rtype.view is not None:
+                if not isinstance(obj.get("metadata"), dict):
+                    obj["metadata"] = {}
+                obj["metadata"].setdefault("namespace", ns)
+                causes = rtype.view.validate_create(obj)
+                if causes:
+                    raise E.invalid(rtype, obj["metadata"].get("name", ""), causes)
+                obj = rtype.view.to_storage(obj)
             m = obj.setdefault("metadata", {})
             if not isinstance(m, dict):
                 raise E.bad_request("metadata must be an object")
@@ -705,6 +715,8 @@ class Store:
                 new.pop("status", None)
         else:
             new = clone(candidate)
+            if rtype.view is not None:
+                new = rtype.view.to_storage(new)
             new["apiVersion"] = rtype.storage_api_version
             new["kind"] = rtype.kind
             if rtype.status:
