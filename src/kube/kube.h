@@ -110,6 +110,11 @@ void kube_client_set_timeout_ms(struct kube_client *c, long ms);
 /* Attempts for a retryable failure (429, 5xx...), default 5. */
 void kube_client_set_retries(struct kube_client *c, int retries);
 
+/* Overrides the timeout and retry count for requests made by the calling
+ * thread (timeout_ms <= 0 or retries < 0 restore the client's own), for
+ * loops with their own deadline such as leader election. */
+void kube_request_limits(long timeout_ms, int retries);
+
 /* A parsed API error (a Status object). */
 struct kube_status {
 	long code;

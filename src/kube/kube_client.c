@@ -56,6 +56,26 @@ struct kube_client {
 	int retries;
 };
 
+/* Per-thread overrides of the client's budget (kube_request_limits). */
+static __thread long tl_timeout_ms = -1;
+static __thread int tl_retries = -1;
+
+void kube_request_limits(long timeout_ms, int retries)
+{
+	tl_timeout_ms = timeout_ms;
+	tl_retries = retries;
+}
+
+static long timeout_of(const struct kube_client *c)
+{
+	return tl_timeout_ms > 0 ? tl_timeout_ms : c->timeout_ms;
+}
+
+static int retries_of(const struct kube_client *c)
+{
+	return tl_retries >= 0 ? tl_retries : c->retries;
+}
+
 struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 {
 	struct kube_client *c;
@@ -511,7 +531,7 @@ static int send_own(struct kube_client *c, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_of(c));
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, own_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, own_header);
@@ -549,7 +569,9 @@ static int send_http(struct kube_client *c, const char *method, const char *url,
 
 	http_opts_default(&o);
 	o.retries = 0;             /* our policy, below */
-	o.timeout_ms = c->timeout_ms;
+	o.timeout_ms = timeout_of(c);
+	if (o.connect_timeout_ms > o.timeout_ms)
+		o.connect_timeout_ms = o.timeout_ms;
 	o.max_bytes = BODY_MAX;
 	o.max_redirects = 0;
 	o.ca_file = c->cfg->ca_file;
@@ -624,7 +646,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	if (resp_body)
 		*resp_body = NULL;
 	for (attempt = 0;; attempt++) {
-		int last = attempt >= c->retries, retry = 0;
+		int last = attempt >= retries_of(c), retry = 0;
 		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
 			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT) {
 				kube_sleep_ms(wait_ms);

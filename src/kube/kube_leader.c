@@ -247,6 +247,10 @@ static void *leader_main(void *arg)
 {
 	struct kube_leader *l = arg;
 
+	/* One round must fit in the renew deadline, and this loop retries by
+	 * itself (client-go bounds each round by RenewDeadline the same way). */
+	kube_request_limits(l->renew_ms, 0);
+
 	/* acquire */
 	while (!atomic_load(&l->stop)) {
 		if (try_acquire_or_renew(l))
@@ -338,7 +342,10 @@ void kube_leader_stop(struct kube_leader *l)
 	pthread_join(l->thread, NULL);
 	l->started = 0;
 	if (atomic_load(&l->leader)) {
+		/* On the stopping thread: bounded like a renewal, then restored. */
+		kube_request_limits(l->renew_ms, 1);
 		release(l);
+		kube_request_limits(-1, -1);
 		atomic_store(&l->leader, 0);
 	}
 }

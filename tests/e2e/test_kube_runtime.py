@@ -373,3 +373,17 @@ def test_run_usage_errors(run_pc):
     assert r.returncode == 0 and "--watch-label-selector" in r.stdout
     r = run_pc("run", "--kubeconfig", "/nonexistent/kc")
     assert r.returncode == 1 and "/nonexistent/kc" in r.stderr
+
+
+def test_leader_that_cannot_renew_stops(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    a = controllers(["--kubeconfig", kc, *LE_ARGS], name="a")
+    a.wait_log("workers started")
+    me = identity(a)
+    api.fail_next(10000, code=500, path="leases")   # every Lease request fails from now on
+    assert a.proc.wait(30) == 1
+    assert a.find("leader election: lost the lease")
+    api.clear_faults()
+    # It did not release (it could not): the record still names it.
+    assert lease(api)["spec"]["holderIdentity"] == me
