@@ -11,23 +11,19 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
-#include <fcntl.h>
 #include <openssl/evp.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/proc.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define DOCKER_HUB_KEY "https://index.docker.io/v1/"
 #define HELPER_OUTPUT_MAX (64 * 1024)
+#define HELPER_TIMEOUT_MS 30000
 #define CONFIG_MAX (4 << 20)
 
 extern char **environ;
@@ -402,76 +398,44 @@ out:
 
 /* ---------------- credential helpers ---------------- */
 
-/*
- * The input is one short line, so it fits the pipe buffer and cannot
- * deadlock.  A helper that exits without reading must not kill us with
- * SIGPIPE: block it in this thread only (other threads keep their mask)
- * and swallow a pending one.
- */
-static void write_ignoring_sigpipe(int fd, const char *text)
+/* Runs `prog get` with `input` on stdin, through proc_run: a timeout, the
+ * output bounded, and the helper's process group gone afterwards.  The
+ * helper gets this process's environment (it may need HOME, PATH, D-Bus).
+ * *output is malloc'd (a secret: the caller scrubs and frees it). */
+static int run_helper(const char *prog, const char *input, char **output, int *exit_code, struct err *e)
 {
-	sigset_t pipe_set, old, pending;
-	struct timespec zero = { 0, 0 };
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	ssize_t w = write(fd, text, strlen(text));
-	if (w < 0 && errno == EPIPE) {
-		sigpending(&pending);
-		if (sigismember(&pending, SIGPIPE))
-			sigtimedwait(&pipe_set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static int run_helper(const char *prog, const char *input, char **output, int *status, struct err *e)
-{
-	int in[2] = { -1, -1 }, outp[2] = { -1, -1 };
-	posix_spawn_file_actions_t fa;
 	char *argv[] = { (char *)prog, "get", NULL };
-	pid_t pid;
-	size_t n = 0;
-	char *buf;
-	int rc;
+	struct proc_spec spec = { .file = prog, .argv = argv, .envp = environ, .stdin_data = input,
+	    .stdin_len = strlen(input), .tail_max = HELPER_OUTPUT_MAX, .timeout_ms = HELPER_TIMEOUT_MS,
+	    .grace_ms = 1000 };
+	struct proc_result r;
+	int rc = -1;
 
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0) {
-		if (in[0] >= 0) {
-			close(in[0]);
-			close(in[1]);
-		}
-		return err_set(e, ERR_IO, "pipe: %s", strerror(errno));
+	if (proc_run(&spec, &r, e) < 0) {
+		if (r.spawn_errno != 0)
+			err_set(e, ERR_NOTFOUND, "credential helper %s: %s", prog, strerror(r.spawn_errno));
+		else
+			err_prefix(e, "credential helper %s", prog);
+		goto out;
 	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	rc = posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(in[0]);
-	close(outp[1]);
-	if (rc != 0) {
-		close(in[1]);
-		close(outp[0]);
-		return err_set(e, ERR_IO, "credential helper %s: %s", prog, strerror(rc));
+	if (r.timed_out) {
+		err_set(e, ERR_TIMEOUT, "credential helper %s: no answer within %d s", prog,
+		    HELPER_TIMEOUT_MS / 1000);
+		goto out;
 	}
-	write_ignoring_sigpipe(in[1], input);
-	close(in[1]);
-	buf = malloc(HELPER_OUTPUT_MAX + 1);
-	for (ssize_t r = 1; buf != NULL && r > 0 && n < HELPER_OUTPUT_MAX;) {
-		r = read(outp[0], buf + n, HELPER_OUTPUT_MAX - n);
-		if (r < 0 && errno == EINTR)
-			r = 1;
-		else if (r > 0)
-			n += (size_t)r;
+	if (r.out_total > r.out_len) {
+		err_set(e, ERR_LIMIT, "credential helper %s: output larger than %d bytes", prog, HELPER_OUTPUT_MAX);
+		goto out;
 	}
-	close(outp[0]);
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-		;
-	if (buf == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory");
-	buf[n] = '\0';
-	*output = buf;
-	return 0;
+	*exit_code = r.exited ? r.exit_code : -1;
+	*output = r.out;
+	r.out = NULL;
+	rc = 0;
+out:
+	if (r.out != NULL)
+		OPENSSL_cleanse(r.out, r.out_len);
+	proc_result_free(&r);
+	return rc;
 }
 
 int oci_cred_helper_get(const char *helper, const char *registry, struct oci_creds *out,
@@ -482,20 +446,21 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 	int status = 0;
 	cJSON *root;
 
+
 	memset(out, 0, sizeof(*out));
 	if (!helper_name_valid(helper))
 		return err_set(e, ERR_INVALID, "bad credential helper name \"%.100s\"", helper);
 	snprintf(prog, sizeof(prog), "docker-credential-%s", helper);
 	if (run_helper(prog, server, &output, &status, e) < 0)
 		return -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (status != 0) {
 		int notfound = strstr(output, "credentials not found") != NULL;
 		OPENSSL_cleanse(output, strlen(output));
 		free(output);
 		if (notfound)
 			return 0;
 		return err_set(e, ERR_AUTH, "credential helper %s failed for %s (exit status %d)", prog,
-		    server, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		    server, status);
 	}
 	root = cJSON_Parse(output);
 	OPENSSL_cleanse(output, strlen(output));

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,29 +195,38 @@ static int entries_add(struct entry_list *l, const char *rel, struct err *e)
 	return 0;
 }
 
-/* Collects directories and regular files under root/rel, minus ignored ones. */
+/* Collects directories and regular files under root/rel, minus ignored
+ * ones.  Path buffers are on the heap: the recursion is as deep as the tree. */
 static int walk(const char *root, const char *rel, const struct oci_ignore *ig,
     struct entry_list *out, struct err *e)
 {
-	char path[4096], child[4096];
-	DIR *d;
+	char *dirpath = malloc(PATH_MAX), *path = malloc(PATH_MAX), *child = malloc(PATH_MAX);
+	DIR *d = NULL;
 	struct dirent *de;
 	int rc = 0;
 
-	snprintf(path, sizeof(path), "%s%s%s", root, *rel ? "/" : "", rel);
-	d = opendir(path);
-	if (d == NULL)
-		return err_set(e, ERR_IO, "%s: %s", path, strerror(errno));
+	if (dirpath == NULL || path == NULL || child == NULL) {
+		rc = err_set(e, ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((size_t)snprintf(dirpath, PATH_MAX, "%s%s%s", root, *rel ? "/" : "", rel) >= PATH_MAX) {
+		rc = err_set(e, ERR_LIMIT, "%.200s/%.200s: path too long", root, rel);
+		goto out;
+	}
+	d = opendir(dirpath);
+	if (d == NULL) {
+		rc = err_set(e, ERR_IO, "%s: %s", dirpath, strerror(errno));
+		goto out;
+	}
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		struct stat st;
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if ((size_t)snprintf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
-		    sizeof(child) - 1 || strlen(root) + strlen(child) + 2 > sizeof(path)) {
-			rc = err_set(e, ERR_LIMIT, "%s/%s: path too long", path, de->d_name);
+		if ((size_t)snprintf(child, PATH_MAX, "%s%s%s", rel, *rel ? "/" : "", de->d_name) >= PATH_MAX ||
+		    (size_t)snprintf(path, PATH_MAX, "%s/%s", root, child) >= PATH_MAX) {
+			rc = err_set(e, ERR_LIMIT, "%.200s/%.200s: path too long", dirpath, de->d_name);
 			break;
 		}
-		snprintf(path, sizeof(path), "%s/%s", root, child);
 		if (lstat(path, &st) < 0) {
 			rc = err_set(e, ERR_IO, "%s: %s", path, strerror(errno));
 			break;
@@ -230,7 +240,12 @@ static int walk(const char *root, const char *rel, const struct oci_ignore *ig,
 		if (rc == 0 && S_ISDIR(st.st_mode))
 			rc = walk(root, child, ig, out, e);
 	}
-	closedir(d);
+out:
+	if (d != NULL)
+		closedir(d);
+	free(dirpath);
+	free(path);
+	free(child);
 	return rc;
 }
 
@@ -305,7 +320,7 @@ static int copy_file(struct archive *a, const char *path, const struct stat *st,
 static int write_entry(struct archive *a, struct archive_entry *ae, const char *root, const char *rel,
     char *buf, struct err *e)
 {
-	char path[8192];
+	char path[PATH_MAX + 256];
 	struct stat st;
 
 	snprintf(path, sizeof(path), "%s/%s", root, rel);
