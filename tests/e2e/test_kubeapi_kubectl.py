@@ -370,3 +370,28 @@ def test_get_watch_with_table_output(kubeapi):
         proc.wait()
     watches = [r for r in kubeapi.requests() if r["query"].get("watch") == "true"]
     assert "as=Table" in watches[-1]["accept"]
+
+
+def test_server_side_apply_conflicts_force_and_field_removal(kubeapi, tmp_path):
+    _setup_widgets(kubeapi, tmp_path)
+    w = tmp_path / "w.yaml"
+    w.write_text(json.dumps(dict(widget("w1", 3), metadata={
+        "name": "w1", "labels": {"app": "demo", "tier": "web"}})))
+    kubeapi.kubectl("apply", "--server-side", "-f", w)
+    kubeapi.kubectl("patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":4}}')
+    w.write_text(json.dumps(dict(widget("w1", 5), metadata={
+        "name": "w1", "labels": {"app": "demo", "tier": "web"}})))
+    proc = kubeapi.kubectl("apply", "--server-side", "-f", w, check=False)
+    assert proc.returncode != 0
+    assert 'Apply failed with 1 conflict: conflict with "kubectl-patch" using example.com/v1: ' \
+           '.spec.size' in proc.stderr
+    kubeapi.kubectl("apply", "--server-side", "--force-conflicts", "-f", w)
+    got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+    assert got["spec"]["size"] == 5
+    # a label dropped from the applied manifest is removed; one set by another manager stays
+    kubeapi.kubectl("label", "widget", "w1", "owner=ops")
+    w.write_text(json.dumps(widget("w1", 5)))
+    kubeapi.kubectl("apply", "--server-side", "-f", w)
+    got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+    assert got["metadata"]["labels"] == {"app": "demo", "owner": "ops"}
+    assert got["metadata"]["generation"] == 3

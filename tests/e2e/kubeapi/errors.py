@@ -78,6 +78,14 @@ def invalid(rtype, name, causes):
                     details)
 
 
+def invalid_list_options(causes):
+    """422 for bad list/watch parameters, as handlers/get.go reports them."""
+    text = ", ".join(f"{f}: {m}" for _, f, m in causes)
+    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {text}',
+                    {"group": "meta.k8s.io", "kind": "ListOptions",
+                     "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes]})
+
+
 def bad_request(message):
     return ApiError(400, "BadRequest", message)
 

@@ -4,7 +4,8 @@ Like kube-apiserver for CRDs: fields the openAPIV3Schema does not declare
 are dropped (or refused with fieldValidation=Strict), unless a node carries
 x-kubernetes-preserve-unknown-fields; nulls in non-nullable fields are
 dropped; missing properties with a default get it; type, required, enum,
-bounds, length and pattern are checked and reported as 422 causes.  metadata is reduced to ObjectMeta's fields.
+bounds, length and pattern are checked and reported as 422 causes.
+metadata is reduced to ObjectMeta's fields.
 """
 import re
 
@@ -64,7 +65,8 @@ class Walker:
         if "enum" in schema and value not in schema["enum"]:
             allowed = ", ".join(_render(e) for e in schema["enum"])
             self.errors.append(("FieldValueNotSupported", path,
-                                f"Unsupported value: {_render(value)}: supported values: {allowed}"))
+                                f"Unsupported value: {_render(value)}: supported values: "
+                                f"{allowed}"))
         self._bounds(value, schema, path)
         if isinstance(value, dict):
             return self._object(value, schema, path)

@@ -430,9 +430,10 @@ class Handler(BaseHTTPRequestHandler):
         emu = self.server.emu
         store = emu.store
         if params.get("sendInitialEvents") is not None and not emu.settings.watch_list:
-            raise E.invalid(rtype, "", [("FieldValueForbidden", "sendInitialEvents",
-                                         "Forbidden: sendInitialEvents is forbidden for watch "
-                                         "unless the WatchList feature gate is enabled")])
+            raise E.invalid_list_options([(
+                "FieldValueForbidden", "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                "feature gate is enabled")])
         info = {"resource": rtype.plural, "group": rtype.group, "namespace": ns,
                 "params": params, "since": time.time()}
         w, err = store.watch(rtype, ns, params, info)

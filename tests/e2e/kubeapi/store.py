@@ -458,13 +458,14 @@ class Store:
             except ValueError:
                 raise E.bad_request(f'invalid limit: "{limit}"') from None
             if match and not rv_text:
-                raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
-                                             "Forbidden: resourceVersionMatch is forbidden "
-                                             "unless resourceVersion is provided")])
+                raise E.invalid_list_options([(
+                    "FieldValueForbidden", "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                    "provided")])
             if params.get("sendInitialEvents") is not None:
-                raise E.invalid(rtype, "", [("FieldValueForbidden", "sendInitialEvents",
-                                             "Forbidden: sendInitialEvents is forbidden for "
-                                             "list")])
+                raise E.invalid_list_options([(
+                    "FieldValueForbidden", "sendInitialEvents",
+                    "Forbidden: sendInitialEvents is forbidden for list")])
             start = ""
             if cont:
                 if rv_text:
@@ -542,17 +543,20 @@ class Store:
             match = params.get("resourceVersionMatch")
             if initial is not None:
                 if match != "NotOlderThan":
-                    raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
-                                                 "Forbidden: sendInitialEvents requires setting "
-                                                 "resourceVersionMatch to NotOlderThan")])
+                    raise E.invalid_list_options([(
+                        "FieldValueForbidden", "resourceVersionMatch",
+                        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to "
+                        "NotOlderThan")])
                 if initial == "true" and not bookmarks:
-                    raise E.invalid(rtype, "", [("FieldValueForbidden", "allowWatchBookmarks",
-                                                 "Forbidden: sendInitialEvents requires setting "
-                                                 "allowWatchBookmarks to true")])
+                    raise E.invalid_list_options([(
+                        "FieldValueForbidden", "allowWatchBookmarks",
+                        "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to "
+                        "true")])
             elif match:
-                raise E.invalid(rtype, "", [("FieldValueForbidden", "resourceVersionMatch",
-                                             "Forbidden: resourceVersionMatch is forbidden for "
-                                             "watch unless sendInitialEvents is provided")])
+                raise E.invalid_list_options([(
+                    "FieldValueForbidden", "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden for watch unless "
+                    "sendInitialEvents is provided")])
             w = Watcher(rtype, ns, labels, fields, bookmarks, info)
             if initial == "true" or (initial is None and rv_text in (None, "", "0")):
                 if rv_text not in (None, "", "0"):
@@ -744,7 +748,8 @@ class Store:
                 raise E.invalid(rtype, name, [(
                     "FieldValueForbidden", "metadata.finalizers",
                     "Forbidden: no new finalizers can be added if the object is being "
-                    f"deleted, found new finalizers []string{{{', '.join(json.dumps(a) for a in sorted(added))}}}")])
+                    "deleted, found new finalizers []string{" +
+                    ", ".join(json.dumps(a) for a in sorted(added)) + "}")])
         if rtype.generation and self._spec_changed(rtype, old, new):
             nm["generation"] = om.get("generation", 0) + 1
         if rtype.key == CRD_KEY and subresource != "status":
