@@ -224,6 +224,7 @@ struct oci_pull_opts {
 	const char *media_type;       /* layer selector, or NULL */
 	const char *semver;           /* range: the tag is chosen from the tag list */
 	struct untar_limits limits;
+	int64_t max_layer_bytes;      /* compressed layer size limit; -1 (default) = none */
 };
 
 struct oci_pull_result {
@@ -262,7 +263,7 @@ int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 int oci_resolve(struct oci_client *c, const struct oci_ref *ref, const struct oci_pull_opts *o,
     struct oci_pull_result *res, struct err *e);
 int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pull_result *res,
-    const struct untar_limits *limits, const char *dest, int content_addressed, struct err *e);
+    const struct oci_pull_opts *o, const char *dest, int content_addressed, struct err *e);
 
 /* ---- packing and push ---- */
 

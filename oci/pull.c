@@ -33,6 +33,7 @@ void oci_pull_opts_default(struct oci_pull_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	untar_limits_default(&o->limits);
+	o->max_layer_bytes = -1;
 }
 
 void oci_pull_result_free(struct oci_pull_result *r)
@@ -349,7 +350,7 @@ static int complete_entry_exists(const char *dest)
 }
 
 int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pull_result *res,
-    const struct untar_limits *limits, const char *dest, int content_addressed, struct err *e)
+    const struct oci_pull_opts *o, const char *dest, int content_addressed, struct err *e)
 {
 	struct oci_descriptor layer = { .media_type = res->layer_media_type, .digest = res->layer_digest,
 	    .size = res->layer_size };
@@ -357,9 +358,13 @@ int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pul
 	struct err ce;
 	int rc = -1;
 
+	/* The descriptor's size is exactly what will be read (more is refused). */
+	if (o->max_layer_bytes >= 0 && layer.size > o->max_layer_bytes)
+		return err_set(e, ERR_LIMIT, "layer %s: %lld bytes, over the download limit of %lld",
+		    layer.digest, (long long)layer.size, (long long)o->max_layer_bytes);
 	if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
 		return -1;
-	if (fetch_and_unpack(c, repo, &layer, limits, staging, e) < 0)
+	if (fetch_and_unpack(c, repo, &layer, &o->limits, staging, e) < 0)
 		goto out;
 	if (rename(staging, dest) < 0) {
 		if (content_addressed && (errno == ENOTEMPTY || errno == EEXIST) && complete_entry_exists(dest)) {
@@ -385,7 +390,7 @@ int oci_pull(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 		return -1;
 	if (oci_resolve(c, ref, o, res, e) < 0)
 		return -1;
-	if (oci_fetch_layer(c, ref->repository, res, &o->limits, dest, 0, e) < 0) {
+	if (oci_fetch_layer(c, ref->repository, res, o, dest, 0, e) < 0) {
 		oci_pull_result_free(res);
 		return -1;
 	}

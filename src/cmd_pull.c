@@ -255,6 +255,7 @@ static void pull_usage(FILE *out)
 	    "                         content, then OCI tar+gzip, tar, tar+zstd)\n"
 	    "  --max-size BYTES       limit on unpacked bytes (default 100Mi; -1 unlimited)\n"
 	    "  --max-entries N        limit on archive entries (default 100000)\n"
+	    "  --max-download-size BYTES  limit on the (compressed) layer size (default -1, none)\n"
 	    CMD_OCI_HELP
 	    "  -h, --help             show this help\n"
 	    "\n"
@@ -262,7 +263,7 @@ static void pull_usage(FILE *out)
 	    "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
-enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES };
+enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES, PULL_MAX_DOWNLOAD };
 
 static void print_result(const struct oci_pull_result *r)
 {
@@ -292,7 +293,7 @@ static int pull_into_store(struct oci_client *c, const struct oci_ref *ref,
 	snprintf(path, sizeof(path), "%s/artifacts/%.*s/%s", store, (int)(colon - res->layer_digest),
 	    res->layer_digest, colon + 1);
 	cached = fs_is_dir(path);
-	if (!cached && oci_fetch_layer(c, ref->repository, res, &po->limits, path, 1, e) < 0) {
+	if (!cached && oci_fetch_layer(c, ref->repository, res, po, path, 1, e) < 0) {
 		oci_pull_result_free(res);
 		return -1;
 	}
@@ -310,6 +311,7 @@ int cmd_pull(int argc, char **argv)
 		{ "media-type", required_argument, NULL, PULL_MEDIA_TYPE },
 		{ "max-size", required_argument, NULL, PULL_MAX_SIZE },
 		{ "max-entries", required_argument, NULL, PULL_MAX_ENTRIES },
+		{ "max-download-size", required_argument, NULL, PULL_MAX_DOWNLOAD },
 		CMD_OCI_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -339,14 +341,17 @@ int cmd_pull(int argc, char **argv)
 		case PULL_MEDIA_TYPE: po.media_type = optarg; break;
 		case PULL_MAX_SIZE:
 		case PULL_MAX_ENTRIES:
+		case PULL_MAX_DOWNLOAD:
 			if (cmd_parse_bytes(optarg, &n) < 0) {
 				fprintf(stderr, "pull: invalid number \"%s\"\n", optarg);
 				goto usage;
 			}
 			if (c == PULL_MAX_SIZE)
 				po.limits.max_total_bytes = n;
-			else
+			else if (c == PULL_MAX_ENTRIES)
 				po.limits.max_entries = n;
+			else
+				po.max_layer_bytes = n;
 			break;
 		default:
 			if (cmd_oci_flag(&f, c, optarg, "pull") != 0)

@@ -246,3 +246,15 @@ def test_push_failures(run_pc, registry_plain, tmp_path):
     r = run_pc("push", f"oci://127.0.0.1:{port}/down/app:v1", "--path", src, "--plain-http",
                "--retries", "0")
     assert r.returncode == 1 and f"127.0.0.1:{port}" in r.stderr
+
+
+def test_limits(run_pc, registry_plain, tmp_path):
+    digest, m = push(run_pc, registry_plain, "bad/limits", "v1", tmp_path, "limits")
+    size = m["layers"][0]["size"]
+    err = pull_fails(run_pc, registry_plain.ref("bad/limits", "v1"), tmp_path / "o1",
+                     "--max-download-size", str(size - 1))
+    assert "download limit" in err and str(size) in err
+    err = pull_fails(run_pc, registry_plain.ref("bad/limits", "v1"), tmp_path / "o2", "--max-size", "100")
+    assert "limit" in err
+    err = pull_fails(run_pc, registry_plain.ref("bad/limits", "v1"), tmp_path / "o3", "--max-entries", "2")
+    assert "limit" in err or "entries" in err
