@@ -618,3 +618,26 @@ def test_events_k8s_io_is_a_view_of_core_events(kubeapi):
     fields = {cause["field"] for cause in e.status["details"]["causes"]}
     assert e.code == 422 and {"type", "reportingController", "action",
                               "deprecatedCount"} <= fields
+
+
+def test_fragmented_watch_writes_still_carry_whole_events(kubeapi):
+    c = kubeapi.client
+    kubeapi.configure(fragment_watch=True)
+    for i in range(3):
+        c.create(stack(f"s{i}", config={"blob": "x" * 300}), "stacks")
+    evs = collect(c.watch(GV, "stacks", "default", resourceVersion="0", timeoutSeconds=5), 3)
+    assert [e["object"]["metadata"]["name"] for e in evs] == ["s0", "s1", "s2"]
+
+
+def test_delete_collection_and_service_accounts(kubeapi):
+    c = kubeapi.client
+    for name in ("a", "b", "c"):
+        c.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": name, "namespace": "default",
+                               "labels": {"keep": "yes" if name == "c" else "no"}}},
+                 "serviceaccounts")
+    gone = c.request("DELETE", "/api/v1/namespaces/default/serviceaccounts",
+                     params={"labelSelector": "keep=no"})
+    assert [i["metadata"]["name"] for i in gone["items"]] == ["a", "b"]
+    left = c.list("v1", "serviceaccounts", "default")["items"]
+    assert [i["metadata"]["name"] for i in left] == ["c"]
