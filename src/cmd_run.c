@@ -227,19 +227,23 @@ static void metrics(void *ud, FILE *out)
 		if (all[i]->inf)
 			fprintf(out, "pulumi_controller_cache_objects{kind=\"%s\"} %zu\n", all[i]->served->kind,
 			    kube_informer_count(all[i]->inf));
-	fputs("# HELP pulumi_controller_watch_events_total Watch events received.\n"
-	    "# TYPE pulumi_controller_watch_events_total counter\n", out);
-	for (size_t i = 0; i < 1 + NSOURCES; i++) {
-		struct kube_informer_stats st;
-		if (!all[i]->inf)
-			continue;
-		kube_informer_stats(all[i]->inf, &st);
-		fprintf(out, "pulumi_controller_watch_events_total{kind=\"%s\"} %llu\n", all[i]->served->kind,
-		    (unsigned long long)st.events);
-		fprintf(out, "pulumi_controller_lists_total{kind=\"%s\"} %llu\n", all[i]->served->kind,
-		    (unsigned long long)st.lists);
-		fprintf(out, "pulumi_controller_watch_errors_total{kind=\"%s\"} %llu\n", all[i]->served->kind,
-		    (unsigned long long)st.errors);
+	/* One family at a time: the text format wants a family's samples together. */
+	for (int fam = 0; fam < 3; fam++) {
+		static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
+		static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
+			"Failed lists and watches." };
+		fprintf(out, "# HELP pulumi_controller_%s %s\n# TYPE pulumi_controller_%s counter\n",
+		    names[fam], helps[fam], names[fam]);
+		for (size_t i = 0; i < 1 + NSOURCES; i++) {
+			struct kube_informer_stats st;
+			uint64_t v;
+			if (!all[i]->inf)
+				continue;
+			kube_informer_stats(all[i]->inf, &st);
+			v = fam == 0 ? st.events : fam == 1 ? st.lists : st.errors;
+			fprintf(out, "pulumi_controller_%s{kind=\"%s\"} %llu\n", names[fam],
+			    all[i]->served->kind, (unsigned long long)v);
+		}
 	}
 	kube_workers_counts(rt->workers, &done, &failed);
 	fprintf(out, "# TYPE pulumi_controller_workqueue_depth gauge\npulumi_controller_workqueue_depth %zu\n",
@@ -553,7 +557,7 @@ int cmd_run(int argc, char **argv)
 
 	if (f.leader_elect) {
 		struct kube_leader_opts lo = {
-			f.le_ns ? f.le_ns : cfg->namespace, f.le_id, NULL, f.lease_ms, f.renew_ms, f.retry_ms,
+			f.le_ns ? f.le_ns : kube_client_config(rt.client)->namespace, f.le_id, NULL, f.lease_ms, f.renew_ms, f.retry_ms,
 			on_started_leading, on_stopped_leading, on_new_leader, &rt,
 		};
 		rt.leader = kube_leader_new(rt.client, &lo, &e);

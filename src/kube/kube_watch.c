@@ -61,17 +61,10 @@ int kube_lines_feed(struct kube_lines *l, const char *data, size_t n, kube_line_
 		if (nl == NULL)
 			return lines_append(l, data, n, e);
 		take = (size_t)(nl - data);
-		if (l->len == 0) {
-			/* The common case: a whole line inside this chunk.  Copy it
-			 * so fn gets a writable, NUL-terminated line. */
-			if (take > l->max_line)
-				return err_set(e, ERR_LIMIT, "watch stream: an event is longer than %zu bytes",
-				    l->max_line);
-			if (lines_append(l, data, take, e) < 0)
-				return -1;
-		} else if (lines_append(l, data, take, e) < 0) {
+		/* Always through the buffer: fn gets a writable, NUL-terminated
+		 * line, and the length limit is checked in one place. */
+		if (lines_append(l, data, take, e) < 0)
 			return -1;
-		}
 		{
 			size_t len = l->len;
 			l->len = 0;   /* reset first: fn may fail, the buffer is done */

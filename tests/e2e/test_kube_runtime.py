@@ -387,3 +387,33 @@ def test_leader_that_cannot_renew_stops(kubeapi, controllers, tmp_path):
     api.clear_faults()
     # It did not release (it could not): the record still names it.
     assert lease(api)["spec"]["holderIdentity"] == me
+
+
+def test_namespace_and_label_selector(kubeapi, controllers, tmp_path):
+    api = kubeapi
+    for ns in ("team-a", "team-b"):
+        api.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                          "namespaces")
+    objs = []
+    for ns in ("team-a", "team-b"):
+        for shard in ("a", "b"):
+            o = stack(f"{shard}-1", ns)
+            o["metadata"]["labels"] = {"shard": shard}
+            objs.append(o)
+    api.bulk_create(objs)
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc, "--namespace", "team-a", "--watch-label-selector",
+                       "shard=a"])
+    ctl.wait_log("caches synced")
+    assert set(ctl.dump()["stacks"]) == {"team-a/a-1"}
+    # Objects moving into and out of the selector are added and removed.
+    api.client.patch(STACK_API, "stacks", "b-1", {"metadata": {"labels": {"shard": "a"}}},
+                     "team-a", "merge")
+    api.client.patch(STACK_API, "stacks", "a-1", {"metadata": {"labels": {"shard": "z"}}},
+                     "team-a", "merge")
+    api.client.patch(STACK_API, "stacks", "b-1", {"metadata": {"labels": {"shard": "a"}}},
+                     "team-b", "merge")          # other namespace: never seen
+    wait_for(lambda: set(ctl.dump()["stacks"]) == {"team-a/b-1"}, 20,
+             what="the selector transitions in the cache")
+    assert not [r for r in ctl.find("object changed") if r["namespace"] == "team-b"]
+    assert ctl.stop() == 0
