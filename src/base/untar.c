@@ -482,6 +482,9 @@ static int extract_file(struct ctx *c, struct archive_entry *ae, const char *ent
  * component that already is a directory: directories are permanent, so the
  * kernel will later resolve it the same way, whereas a component that does
  * not exist yet could still become a symlink and change what ".." means.
+ * The multi-component lookups below only read (lstat, readlink), and every
+ * intermediate component of `cur` is a real directory: a symlink met on the
+ * way is replaced by its target before anything is appended after it.
  */
 static int check_symlink_target(struct ctx *c, const char *entry, const char *parent,
     const char *target, struct err *e)

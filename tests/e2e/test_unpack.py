@@ -282,3 +282,14 @@ def test_success_is_quiet_by_default(tmp_path, run_pc):
     r = run_pc("unpack", archive, "--out", out)
     assert r.returncode == 0
     assert r.stderr == "" and r.stdout == ""
+
+
+def test_archive_from_a_pipe(tmp_path, pc_bin):
+    import subprocess
+    case = _benign("flux-style")
+    out = tmp_path / "out"
+    d = "sha256:" + hashlib.sha256(case.data).hexdigest()
+    r = subprocess.run([pc_bin, "unpack", "/dev/stdin", "--out", str(out), "--digest", d],
+                       input=case.data, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert tree_of(out) == case.tree
