@@ -10,13 +10,18 @@
  * "structured"}]).  Secrets travel in that file, never on this command line.
  * "-" reads the spec from stdin.  OP is one of: version, ensure, config,
  * install [--revision R], preview, up, refresh, destroy, cancel,
- * outputs [--show-secrets], history.  preview/up/refresh/destroy take
+ * outputs [--show-secrets], history, or serve (operation names read one per
+ * line from stdin, results printed one JSON line each; the spec must then
+ * come from a file).  preview/up/refresh/destroy take
  * --plan F, --refresh, --expect-no-changes, --preview-only, --target U,
  * --policy-pack DIR.  The result is printed as one JSON object on stdout;
- * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.
+ * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
+ * includes self_maxrss_kb, this process's own peak RSS (the benchmark's
+ * figure for the driver without the CLI it ran).
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +138,7 @@ static void on_progress(void *arg, const struct pl_step *step)
 	cJSON_AddItemToArray(list, cJSON_CreateString(line));
 }
 
-static void print_result(const struct pl_result *r, cJSON *progress)
+static void print_result(const struct pl_result *r, cJSON *progress, int compact)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON *s = cJSON_AddObjectToObject(o, "summary");
@@ -161,9 +166,17 @@ static void print_result(const struct pl_result *r, cJSON *progress)
 	cJSON_AddStringToObject(o, "stdout_tail", r->out_tail ? r->out_tail : "");
 	cJSON_AddStringToObject(o, "stderr_tail", r->err_tail ? r->err_tail : "");
 	cJSON_AddItemToObject(o, "progress", progress);
-	text = cJSON_Print(o);
+	/* This process only, children excluded: the driver's own footprint. */
+	{
+		struct rusage ru;
+
+		if (getrusage(RUSAGE_SELF, &ru) == 0)
+			cJSON_AddNumberToObject(o, "self_maxrss_kb", (double)ru.ru_maxrss);
+	}
+	text = compact ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
 	if (text)
 		puts(text);
+	fflush(stdout);
 	free(text);
 	cJSON_Delete(o);
 }
@@ -173,7 +186,7 @@ static int usage(void)
 	fprintf(stderr, "usage: pl_driver --spec FILE|- [--log-level L] OP [--plan F] [--refresh]\n"
 		"       [--expect-no-changes] [--preview-only] [--target U]... [--policy-pack D]...\n"
 		"       [--show-secrets] [--revision R]\n"
-		"OP: version ensure config install preview up refresh destroy cancel outputs history\n");
+		"OP: version ensure config install preview up refresh destroy cancel outputs history serve\n");
 	return 2;
 }
 
@@ -247,6 +260,36 @@ static int dispatch(struct pl_stack *st, struct args *a, struct pl_result *r)
 	return -2;
 }
 
+/* "serve": one operation name per stdin line, one compact JSON result per
+ * stdout line, on the same open stack, the way the controller keeps a
+ * driver handle across reconciliations (so `pulumi version` runs once). */
+static int serve(struct pl_stack *st, struct args *a)
+{
+	char line[256];
+	int rc = 0;
+
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		struct pl_result r = { 0 };
+		cJSON *progress = cJSON_CreateArray();
+
+		line[strcspn(line, "\r\n")] = '\0';
+		if (line[0] == '\0')
+			continue;
+		a->op = line;
+		a->o.progress = on_progress;
+		a->o.progress_arg = progress;
+		if (dispatch(st, a, &r) == -2) {
+			cJSON_Delete(progress);
+			fprintf(stderr, "pl_driver: unknown operation %s\n", line);
+			rc = -1;
+			continue;
+		}
+		print_result(&r, progress, 1);
+		pl_result_free(&r);
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { 0 };
@@ -280,18 +323,22 @@ int main(int argc, char **argv)
 		cJSON_Delete(j);
 		return 1;
 	}
-	progress = cJSON_CreateArray();
-	a.o.progress = on_progress;
-	a.o.progress_arg = progress;
-	rc = dispatch(st, &a, &r);
-	if (rc == -2) {
-		cJSON_Delete(progress);
-		pl_close(st);
-		cJSON_Delete(j);
-		return usage();
+	if (strcmp(a.op, "serve") == 0) {
+		rc = serve(st, &a);
+	} else {
+		progress = cJSON_CreateArray();
+		a.o.progress = on_progress;
+		a.o.progress_arg = progress;
+		rc = dispatch(st, &a, &r);
+		if (rc == -2) {
+			cJSON_Delete(progress);
+			pl_close(st);
+			cJSON_Delete(j);
+			return usage();
+		}
+		print_result(&r, progress, 0);
+		pl_result_free(&r);
 	}
-	print_result(&r, progress);
-	pl_result_free(&r);
 	pl_close(st);
 	cJSON_Delete(j);
 	return rc == 0 ? 0 : 1;
