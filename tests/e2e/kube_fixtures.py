@@ -15,7 +15,8 @@
     api.bulk_create(objs)  api.apply_file(path)
 
 `kubeapi_factory(**options)` starts more (or differently configured) ones:
-options are minor, history, bookmark_interval, watch_list, crds.
+options are minor, history, bookmark_interval, watch_list (None follows the WatchList
+gate's default for the minor version: on in 1.32 and 1.34+), crds.
 """
 import json
 import os
@@ -69,15 +70,14 @@ def wait_for(predicate, timeout=10.0, interval=0.02, what="condition"):
 
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
-                 watch_list=True, crds=True):
+                 watch_list=None, crds=True):
         self.workdir = pathlib.Path(workdir)
         self.state_dir = self.workdir / "kubeapi-state"
         self.log_path = self.workdir / "kubeapi.log"
         self.cache_dir = self.workdir / "kubectl-cache"
         self.args = ["--minor", str(minor), "--history", str(history),
                      "--bookmark-interval", str(bookmark_interval)]
-        if not watch_list:
-            self.args.append("--no-watch-list")
+        self.args += ["--watch-list", {None: "auto", True: "on", False: "off"}[watch_list]]
         self.port = 0
         self.proc = None
         self.start()

@@ -18,14 +18,18 @@ def main():
     p.add_argument("--history", type=int, default=10000,
                    help="watch events kept; older resourceVersions get 410 Expired")
     p.add_argument("--bookmark-interval", type=float, default=60.0)
-    p.add_argument("--no-watch-list", action="store_true",
-                   help="refuse sendInitialEvents with 422, like a server with WatchList off")
+    p.add_argument("--watch-list", choices=["auto", "on", "off"], default="auto",
+                   help="serve sendInitialEvents (the WatchList gate); off answers 422; auto "
+                   "follows the gate's default for --minor (on in 1.32 and 1.34+)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     emu = Emulator(args.state_dir, host=args.host, port=args.port, token_file=args.token_file,
                    minor=args.minor, history=args.history, verbose=args.verbose)
     emu.settings.bookmark_interval = args.bookmark_interval
-    emu.settings.watch_list = not args.no_watch_list
+    if args.watch_list == "auto":
+        emu.settings.watch_list = args.minor == 32 or args.minor >= 34
+    else:
+        emu.settings.watch_list = args.watch_list == "on"
     signal.signal(signal.SIGTERM, lambda *_: emu.request_stop())
     signal.signal(signal.SIGINT, lambda *_: emu.request_stop())
     if args.verbose:

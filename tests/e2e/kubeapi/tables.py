@@ -80,6 +80,17 @@ def _builtin_columns(rtype):
         return [(_col("Status"), lambda o: (o.get("status") or {}).get("phase", ""))]
     if k == "Lease":
         return [(_col("Holder"), lambda o: (o.get("spec") or {}).get("holderIdentity", ""))]
+    if k == "Event":
+        def involved(o):
+            ref = o.get("involvedObject") or o.get("regarding") or {}
+            return f"{(ref.get('kind') or '').lower()}/{ref.get('name', '')}"
+        return [(_col("Last Seen"),
+                 lambda o: age(o.get("lastTimestamp") or o.get("deprecatedLastTimestamp")
+                               or (o.get("eventTime") or "")[:19] + "Z")),
+                (_col("Type"), lambda o: o.get("type", "")),
+                (_col("Reason"), lambda o: o.get("reason", "")),
+                (_col("Object"), involved),
+                (_col("Message"), lambda o: o.get("message", o.get("note", "")))]
     if k == "CustomResourceDefinition":
         return [(_col("Created At", "date"), lambda o: o["metadata"].get("creationTimestamp"))]
     return []
@@ -109,9 +120,13 @@ def table(rtype, doc, listing):
                                                p.get("type", "string"))))
     else:
         cols += _builtin_columns(rtype)
-        if rtype.kind != "CustomResourceDefinition":
+        if rtype.kind not in ("CustomResourceDefinition", "Event"):
             cols.append((_col("Age", "string", "", "CreationTimestamp"),
                          lambda o: age(o["metadata"].get("creationTimestamp"))))
+    if rtype.kind == "Event":          # events list the name only in wide output
+        name = cols.pop(0)
+        name[0]["priority"] = 1
+        cols.append(name)
     rows = []
     for o in items:
         rows.append({"cells": [f(o) for _, f in cols],
