@@ -641,3 +641,18 @@ def test_delete_collection_and_service_accounts(kubeapi):
     assert [i["metadata"]["name"] for i in gone["items"]] == ["a", "b"]
     left = c.list("v1", "serviceaccounts", "default")["items"]
     assert [i["metadata"]["name"] for i in left] == ["c"]
+
+
+def test_deleting_a_namespace_or_crd_with_many_objects(kubeapi):
+    c = kubeapi.client
+    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "big"}},
+             "namespaces")
+    kubeapi.bulk_create([cm(f"c{i}", ns="big") for i in range(1500)] +
+                        [stack(f"s{i}", ns="big") for i in range(1500)])
+    c.delete("v1", "namespaces", "big")
+    assert err_of(c.get, "v1", "namespaces", "big").code == 404
+    assert c.list("v1", "configmaps", "big")["items"] == []
+    kubeapi.bulk_create([stack(f"s{i}") for i in range(1500)])
+    c.delete("apiextensions.k8s.io/v1", "customresourcedefinitions", "stacks.pulumi.com")
+    assert err_of(c.get, "apiextensions.k8s.io/v1", "customresourcedefinitions",
+                  "stacks.pulumi.com").code == 404

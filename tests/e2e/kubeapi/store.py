@@ -128,6 +128,7 @@ class Store:
         self.floor = 0              # oldest resourceVersion a watch or snapshot may start at
         self.watchers = set()
         self.owners = {}            # owner uid -> set of (key, ns, name) of dependents
+        self.finalizing = set()     # namespaces and CRDs whose contents are being deleted
         self.warnings = threading.local()
 
     # -- bootstrap and persistence ----------------------------------------------------
@@ -929,15 +930,22 @@ class Store:
             self._finalize_crd(obj)
 
     def _finalize_namespace(self, ns):
-        for key, bucket in list(self.objects.items()):
-            if key == NS_KEY:
-                continue
-            for (ons, oname), obj in list(bucket.items()):
-                if ons != ns or meta(obj).get("deletionTimestamp"):
+        token = ("namespace", ns)
+        if token in self.finalizing:      # a deletion below re-enters: the outer call checks
+            return
+        self.finalizing.add(token)
+        try:
+            for key, bucket in list(self.objects.items()):
+                if key == NS_KEY:
                     continue
-                t = self.registry.storage_type(key)
-                if t is not None:
-                    self.delete(t, ons, oname, {})
+                for (ons, oname), obj in list(bucket.items()):
+                    if ons != ns or meta(obj).get("deletionTimestamp"):
+                        continue
+                    t = self.registry.storage_type(key)
+                    if t is not None:
+                        self.delete(t, ons, oname, {})
+        finally:
+            self.finalizing.discard(token)
         if any(ons == ns for key, b in self.objects.items() if key != NS_KEY for ons, _ in b):
             return
         nsobj = self.objects.get(NS_KEY, {}).get(("", ns))
@@ -954,9 +962,16 @@ class Store:
         spec = crd["spec"]
         key = (spec["group"], spec["names"]["plural"])
         t = self.registry.storage_type(key)
-        for (ons, oname), obj in list(self.objects.get(key, {}).items()):
-            if t is not None and not meta(obj).get("deletionTimestamp"):
-                self.delete(t, ons or None, oname, {})
+        token = ("crd", meta(crd)["name"])
+        if token in self.finalizing:
+            return
+        self.finalizing.add(token)
+        try:
+            for (ons, oname), obj in list(self.objects.get(key, {}).items()):
+                if t is not None and not meta(obj).get("deletionTimestamp"):
+                    self.delete(t, ons or None, oname, {})
+        finally:
+            self.finalizing.discard(token)
         if self.objects.get(key):
             return
         current = self.objects.get(CRD_KEY, {}).get(("", meta(crd)["name"]))
