@@ -260,6 +260,8 @@ def hostile_cases():
                 "not an earlier regular file"),
         refused("symlink-loop", tar_bytes([L("l1", "l2"), L("l2", "l1"), L("l3", "l1/x")]), "l3",
                 "more than 40 symlinks"),
+        refused("hardlink-carrying-data-counts",
+                _hardlink_with_data(), "hl", "limit of 3000 bytes in total", args=["--max-size", "3000"]),
         # pax and GNU long-name tricks
         refused("pax-path-overrides-benign-name",
                 raw_tar(*raw_pax({"path": "../pax-evil.txt"}), *raw_file("benign.txt", b"x")),
@@ -308,6 +310,13 @@ def hostile_cases():
         refused("gzip-zip", gz(_zip()), None, "not a valid tar"),
     ]
     return cases
+
+
+def _hardlink_with_data():
+    """pax lets a hardlink entry carry data: it is skipped, never written
+    through the link, but counted against the limits."""
+    return raw_tar(*raw_file("f", b"x"), *raw_pax({"size": "5000"}),
+                   raw_header("hl", 5000, b"1", linkname="f"), b"H" * 5000)
 
 
 def _zip():
@@ -384,6 +393,8 @@ def benign_cases():
         benign("directory-listed-twice", tar_bytes([D("d", 0o755), F("d/f", b"f"), D("d", 0o750)]),
                {"d": ("d", 0o750), "d/f": ("f", b"f", 0o644)}),
         benign("empty-tar", b"\0" * 10240, {}),
+        benign("hardlink-carrying-data", _hardlink_with_data(),
+               {"f": ("f", b"x", 0o644), "hl": ("f", b"x", 0o644)}, links=[("f", "hl")]),
         benign("at-the-limits", tar_bytes([F("a", b"A" * 6000), F("b", b"B" * 4000)]),
                {"a": ("f", b"A" * 6000, 0o644), "b": ("f", b"B" * 4000, 0o644)},
                args=["--max-size", "10000", "--max-entries", "2", "--max-file-size", "6000"]),
