@@ -12,6 +12,7 @@ import os
 import secrets
 import ssl
 import threading
+import time
 
 from . import tlsgen
 from .server import Faults, Handler, RequestLog, Server, Settings
@@ -121,7 +122,14 @@ class Emulator:
         self.httpd.shutdown()
         self.httpd.server_close()
         os.unlink(os.path.join(self.state_dir, "ready.json"))
+        # Watches end cleanly, as on a real apiserver's shutdown; give their threads a
+        # moment to write the end of the chunked body.
+        with self.store.lock:
+            self.store.closing = True
+            self.store.close_watches(("close", "eof"))
+        deadline = time.monotonic() + 5
+        while self.store.watchers and time.monotonic() < deadline:
+            time.sleep(0.01)
         # Hold the store lock until exit so no write can be acknowledged after the dump.
         self.store.lock.acquire()
-        self.store.close_watches(("close", "eof"))
         write_atomic(os.path.join(self.state_dir, "state.json"), json.dumps(self.store.dump()))

@@ -129,6 +129,7 @@ class Store:
         self.watchers = set()
         self.owners = {}            # owner uid -> set of (key, ns, name) of dependents
         self.finalizing = set()     # namespaces and CRDs whose contents are being deleted
+        self.closing = False        # set on shutdown: no new watches
         self.warnings = threading.local()
 
     # -- bootstrap and persistence ----------------------------------------------------
@@ -537,6 +538,8 @@ class Store:
         resourceVersion is too old and the caller must report it.
         """
         with self.lock:
+            if self.closing:
+                raise E.ApiError(503, "ServiceUnavailable", "apiserver is shutting down")
             labels, fields = self._selectors(rtype, params)
             rv_text = params.get("resourceVersion")
             bookmarks = params.get("allowWatchBookmarks") in ("true", "1")
