@@ -439,6 +439,18 @@ class Handler(BaseHTTPRequestHandler):
         w, err = store.watch(rtype, ns, params, info)
         if err is not None and err.code == 410 and emu.settings.expired_mode == "http":
             raise err
+        try:
+            self._stream(rtype, params, w, err)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        finally:
+            if w is not None:
+                store.unwatch(w)
+
+    def _stream(self, rtype, params, w, err):
+        """Writes the watch response: headers at once, then events as they come."""
+        emu = self.server.emu
+        store = emu.store
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -465,58 +477,53 @@ class Handler(BaseHTTPRequestHandler):
         deadline = start + timeout
         next_bookmark = start + emu.settings.bookmark_interval
         final_bookmark = w.bookmarks and timeout > 2
-        try:
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if w.bookmarks and now >= next_bookmark:
+                store.bookmark(w)
+                next_bookmark = now + emu.settings.bookmark_interval
+            if final_bookmark and deadline - now <= 2:
+                store.bookmark(w)
+                final_bookmark = False
+            wake = deadline
+            if w.bookmarks:
+                wake = min(wake, next_bookmark)
+            if final_bookmark:
+                wake = min(wake, deadline - 2)
+            items = w.take(max(0.005, wake - now))
+            out, end = [], None
+            for item in items:
+                if item[0] == "event":
+                    obj = store.present(rtype, item[2])
+                    if table:
+                        obj = tables.table(rtype, obj, False)
+                    out.append({"type": item[1], "object": obj})
+                elif item[0] == "bookmark":
+                    if not w.bookmarks:
+                        continue
+                    bm = {"kind": rtype.kind, "apiVersion": rtype.api_version,
+                          "metadata": {"resourceVersion": str(item[1])}}
+                    if item[2]:
+                        bm["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+                    out.append({"type": "BOOKMARK", "object": bm})
+                elif item[0] == "error":
+                    out.append({"type": "ERROR", "object": item[1]})
+                    end = "eof"
                     break
-                if w.bookmarks and now >= next_bookmark:
-                    store.bookmark(w)
-                    next_bookmark = now + emu.settings.bookmark_interval
-                if final_bookmark and deadline - now <= 2:
-                    store.bookmark(w)
-                    final_bookmark = False
-                wake = deadline
-                if w.bookmarks:
-                    wake = min(wake, next_bookmark)
-                if final_bookmark:
-                    wake = min(wake, deadline - 2)
-                items = w.take(max(0.005, wake - now))
-                out, end = [], None
-                for item in items:
-                    if item[0] == "event":
-                        obj = store.present(rtype, item[2])
-                        if table:
-                            obj = tables.table(rtype, obj, False)
-                        out.append({"type": item[1], "object": obj})
-                    elif item[0] == "bookmark":
-                        if not w.bookmarks:
-                            continue
-                        bm = {"kind": rtype.kind, "apiVersion": rtype.api_version,
-                              "metadata": {"resourceVersion": str(item[1])}}
-                        if item[2]:
-                            bm["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
-                        out.append({"type": "BOOKMARK", "object": bm})
-                    elif item[0] == "error":
-                        out.append({"type": "ERROR", "object": item[1]})
-                        end = "eof"
-                        break
-                    elif item[0] == "close":
-                        end = item[1]
-                        break
-                if out:
-                    self._write_chunk(b"".join(json.dumps(e).encode() + b"\n" for e in out))
-                if end == "abort":
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if end is not None:
+                elif item[0] == "close":
+                    end = item[1]
                     break
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
-            pass
-        finally:
-            store.unwatch(w)
+            if out:
+                self._write_chunk(b"".join(json.dumps(e).encode() + b"\n" for e in out))
+            if end == "abort":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if end is not None:
+                break
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     # -- admin -------------------------------------------------------------------------
 
