@@ -656,3 +656,30 @@ def test_deleting_a_namespace_or_crd_with_many_objects(kubeapi):
     c.delete("apiextensions.k8s.io/v1", "customresourcedefinitions", "stacks.pulumi.com")
     assert err_of(c.get, "apiextensions.k8s.io/v1", "customresourcedefinitions",
                   "stacks.pulumi.com").code == 404
+
+
+def test_create_with_resource_version_immutable_data_and_list_option_checks(kubeapi):
+    c = kubeapi.client
+    obj = cm("a")
+    obj["metadata"]["resourceVersion"] = "12"
+    e = err_of(c.create, obj, "configmaps")
+    assert (e.code, e.reason) == (500, "Unknown")
+    assert e.status["message"] == "resourceVersion should not be set on objects to be created"
+    frozen = dict(cm("f", k="v"), immutable=True)
+    c.create(frozen, "configmaps")
+    e = err_of(c.patch, "v1", "configmaps", "f", {"data": {"k": "w"}}, "default")
+    assert e.code == 422 and "field is immutable when `immutable` is set" in e.status["message"]
+    c.patch("v1", "configmaps", "f", {"metadata": {"labels": {"ok": "yes"}}}, "default")
+    c.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "s", "namespace": "default"}}, "secrets")
+    e = err_of(c.patch, "v1", "secrets", "s", {"type": "kubernetes.io/dockerconfigjson"},
+               "default")
+    assert e.code == 422 and e.status["details"]["causes"][0]["field"] == "type"
+    e = err_of(c.list, "v1", "configmaps", "default", resourceVersionMatch="Exact",
+               resourceVersion="0")
+    assert e.code == 422 and e.status["details"]["kind"] == "ListOptions"
+    e = err_of(c.list, "v1", "configmaps", "default", resourceVersionMatch="Exact")
+    assert e.code == 422
+    e = err_of(c.list, "v1", "configmaps", "default", resourceVersionMatch="Sometimes",
+               resourceVersion="1")
+    assert e.code == 422

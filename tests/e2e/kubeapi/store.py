@@ -459,6 +459,15 @@ class Store:
                 limit = int(limit) if limit not in (None, "") else 0
             except ValueError:
                 raise E.bad_request(f'invalid limit: "{limit}"') from None
+            if match not in (None, "", "Exact", "NotOlderThan"):
+                raise E.invalid_list_options([(
+                    "FieldValueNotSupported", "resourceVersionMatch",
+                    f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')])
+            if match == "Exact" and rv_text == "0":
+                raise E.invalid_list_options([(
+                    "FieldValueForbidden", "resourceVersionMatch",
+                    'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion '
+                    '"0"')])
             if match and not rv_text:
                 raise E.invalid_list_options([(
                     "FieldValueForbidden", "resourceVersionMatch",
@@ -651,6 +660,11 @@ class Store:
                                                  "Required value: name or generateName is "
                                                  "required")])
             name = m["name"]
+            rv = m.get("resourceVersion")
+            if apply_config is None and isinstance(rv, str) and rv.isdigit() and int(rv):
+                # the storage layer's plain error, which the apiserver reports as 500 Unknown
+                raise E.ApiError(500, "Unknown", "resourceVersion should not be set on objects "
+                                 "to be created")
             obj["apiVersion"] = rtype.storage_api_version
             obj["kind"] = rtype.kind
             self._validate_meta(rtype, obj)
@@ -745,6 +759,7 @@ class Store:
                 new["spec"] = clone(old.get("spec") or {})
             self._validate_meta(rtype, new)
         new = self._normalize(rtype, new, params, creating=False)
+        self._check_immutable(rtype, old, new)
         nm = new["metadata"]
         if om.get("deletionTimestamp"):
             added = set(nm.get("finalizers") or []) - set(om.get("finalizers") or [])
@@ -778,6 +793,21 @@ class Store:
         if rtype.key == CRD_KEY:
             self.registry.set_crd(name, stored)
         return self.present(rtype, stored)
+
+    @staticmethod
+    def _check_immutable(rtype, old, new):
+        """Secret.type, and the data of Secrets and ConfigMaps marked immutable."""
+        name = meta(old)["name"]
+        if rtype.key == ("", "secrets") and new.get("type") != old.get("type"):
+            raise E.invalid(rtype, name, [("FieldValueInvalid", "type",
+                                           f'Invalid value: "{new.get("type")}": field is '
+                                           "immutable")])
+        if rtype.key in (("", "secrets"), ("", "configmaps")) and old.get("immutable"):
+            for f in ("data", "binaryData", "immutable"):
+                if new.get(f) != old.get(f):
+                    raise E.invalid(rtype, name, [("FieldValueForbidden", f,
+                                                   "Forbidden: field is immutable when "
+                                                   "`immutable` is set")])
 
     @staticmethod
     def _same(old, new):
