@@ -683,3 +683,25 @@ def test_create_with_resource_version_immutable_data_and_list_option_checks(kube
     e = err_of(c.list, "v1", "configmaps", "default", resourceVersionMatch="Sometimes",
                resourceVersion="1")
     assert e.code == 422
+
+
+def test_controller_manages_its_finalizer_with_apply(kubeapi):
+    """A controller adds its finalizer with an apply of metadata only, a user's finalizer
+    (another manager) stays, and applying without it releases the object."""
+    c = kubeapi.client
+    c.create(stack("s1"), "stacks")
+    c.patch(GV, "stacks", "s1", {"metadata": {"finalizers": ["user.io/keep"]}}, "default")
+    mine = {"apiVersion": GV, "kind": "Stack",
+            "metadata": {"name": "s1", "namespace": "default",
+                         "finalizers": ["pulumi.com/finalizer"]}}
+    s = c.patch(GV, "stacks", "s1", mine, "default", "apply", fieldManager="ctrl",
+                force="true")
+    assert s["metadata"]["finalizers"] == ["user.io/keep", "pulumi.com/finalizer"]
+    assert s["spec"]["stack"] == "org/s1/dev" and s["metadata"]["generation"] == 1
+    c.delete(GV, "stacks", "s1", "default")
+    c.patch(GV, "stacks", "s1", {"metadata": {"finalizers": ["pulumi.com/finalizer"]}},
+            "default")
+    released = dict(mine, metadata={"name": "s1", "namespace": "default"})
+    c.patch(GV, "stacks", "s1", released, "default", "apply", fieldManager="ctrl",
+            force="true")
+    assert err_of(c.get, GV, "stacks", "s1", "default").code == 404
