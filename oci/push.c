@@ -9,9 +9,9 @@
  * application/vnd.cncf.flux.content.v1.tar+gzip and the annotations
  * org.opencontainers.image.{created,source,revision} plus the caller's.
  *
- * Uploads are monolithic (POST, then PUT ?digest= with the body).  http.h
- * has no way to stream a request body from a file, so the packed layer is
- * mapped into memory (mmap, page cache backed, not heap) for the PUT.
+ * Uploads are monolithic (POST, then PUT ?digest= with the body).  The
+ * packed layer is streamed from its temporary file, so memory stays flat
+ * whatever the artifact size.
  */
 #include "oci/oci.h"
 
@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,8 +78,46 @@ static int blob_exists(struct oci_client *c, const char *scope, const char *repo
 	return rc;
 }
 
+/* What an upload sends: bytes in memory (data) or a file (fd). */
+struct blob_src {
+	const void *data;
+	int fd;
+	size_t len;
+	size_t off;
+};
+
+static ssize_t blob_read(void *ud, void *buf, size_t len)
+{
+	struct blob_src *b = ud;
+	size_t left = b->len - b->off;
+	ssize_t n;
+
+	if (len > left)
+		len = left;
+	if (len == 0)
+		return 0;
+	if (b->data != NULL) {
+		memcpy(buf, (const char *)b->data + b->off, len);
+		n = (ssize_t)len;
+	} else {
+		do
+			n = pread(b->fd, buf, len, (off_t)b->off);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0)
+			return -1;  /* the file shrank or failed: abort the upload */
+	}
+	b->off += (size_t)n;
+	return n;
+}
+
+static int blob_rewind(void *ud)
+{
+	((struct blob_src *)ud)->off = 0;
+	return 0;
+}
+
 static int upload_blob(struct oci_client *c, const char *scope, const char *repo, const char *digest,
-    const void *data, size_t len, struct err *e)
+    struct blob_src *src, struct err *e)
 {
 	struct http_response r = { 0 };
 	char *url = NULL, *loc = NULL, *put = NULL, what[300];
@@ -110,8 +147,8 @@ static int upload_blob(struct oci_client *c, const char *scope, const char *repo
 	    digest) < 0)
 		goto nomem;
 	http_response_free(&r);
-	struct http_request preq = { .method = "PUT", .url = put, .headers = put_hdrs, .body = data,
-	    .body_len = len };
+	struct http_request preq = { .method = "PUT", .url = put, .headers = put_hdrs,
+	    .body_len = src->len, .body_read = blob_read, .body_rewind = blob_rewind, .body_ud = src };
 	struct http_opts o = *oci_client_http(c);
 	o.timeout_ms = 0;   /* large bodies: rely on the stall timeout */
 	if (oci_request(c, scope, &o, &preq, &r, e) < 0) {
@@ -136,8 +173,9 @@ out:
 
 /* Uploads unless present; *uploaded tells which. */
 static int ensure_blob(struct oci_client *c, const char *scope, const char *repo, const char *digest,
-    const void *data, size_t len, const char *what, int *uploaded, struct err *e)
+    struct blob_src *src, const char *what, int *uploaded, struct err *e)
 {
+	int64_t len = (int64_t)src->len;
 	int have = blob_exists(c, scope, repo, digest, e);
 
 	*uploaded = 0;
@@ -147,10 +185,10 @@ static int ensure_blob(struct oci_client *c, const char *scope, const char *repo
 		log_debug("blob already in the registry", "digest", digest, NULL);
 		return 0;
 	}
-	oci_client_progress(c, what, 0, (int64_t)len);
-	if (upload_blob(c, scope, repo, digest, data, len, e) < 0)
+	oci_client_progress(c, what, 0, len);
+	if (upload_blob(c, scope, repo, digest, src, e) < 0)
 		return -1;
-	oci_client_progress(c, what, (int64_t)len, (int64_t)len);
+	oci_client_progress(c, what, len, len);
 	*uploaded = 1;
 	return 0;
 }
@@ -255,22 +293,21 @@ static char *config_json(const char *created)
 	return s;
 }
 
-static int map_file(const char *path, void **data, size_t *len, struct err *e)
+static int open_blob_file(const char *path, struct blob_src *b, struct err *e)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	b->data = NULL;
+	b->off = 0;
+	b->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (b->fd < 0 || fstat(b->fd, &st) < 0) {
 		int en = errno;
-		if (fd >= 0)
-			close(fd);
+		if (b->fd >= 0)
+			close(b->fd);
+		b->fd = -1;
 		return err_set(e, ERR_IO, "%s: %s", path, strerror(en));
 	}
-	*len = (size_t)st.st_size;
-	*data = mmap(NULL, *len ? *len : 1, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (*data == MAP_FAILED)
-		return err_set(e, ERR_IO, "mmap %s: %s", path, strerror(errno));
+	b->len = (size_t)st.st_size;
 	return 0;
 }
 
@@ -281,8 +318,8 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 	char tmpdir[4096], layer_path[4200], digest[DIGEST_STR_MAX], cfg_digest[DIGEST_STR_MAX];
 	char created[40], *cfg = NULL, *manifest = NULL, *scope = NULL;
 	struct oci_annotation ann[MAX_ANNOTATIONS];
-	size_t nann = 0, map_len = 0;
-	void *map = NULL;
+	size_t nann = 0;
+	struct blob_src layer = { .fd = -1 }, config = { .fd = -1 };
 	struct digest cd;
 	struct err ce;
 	int64_t size = 0;
@@ -319,12 +356,12 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	if (map_file(layer_path, &map, &map_len, e) < 0)
+	if (open_blob_file(layer_path, &layer, e) < 0)
 		goto out;
-	if (ensure_blob(c, scope, ref->repository, digest, map, map_len, "layer", &res->layer_uploaded,
-	    e) < 0 ||
-	    ensure_blob(c, scope, ref->repository, cfg_digest, cfg, strlen(cfg), "config",
-	    &res->config_uploaded, e) < 0)
+	config.data = cfg;
+	config.len = strlen(cfg);
+	if (ensure_blob(c, scope, ref->repository, digest, &layer, "layer", &res->layer_uploaded, e) < 0 ||
+	    ensure_blob(c, scope, ref->repository, cfg_digest, &config, "config", &res->config_uploaded, e) < 0)
 		goto out;
 	if (put_manifest(c, scope, ref, tag, manifest, &res->manifest_digest, e) < 0)
 		goto out;
@@ -332,8 +369,8 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 	res->layer_size = size;
 	rc = res->layer_digest ? 0 : err_set(e, ERR_NOMEM, "out of memory");
 out:
-	if (map != NULL)
-		munmap(map, map_len ? map_len : 1);
+	if (layer.fd >= 0)
+		close(layer.fd);
 	if (have_tmp && fs_rm_rf(tmpdir, &ce) < 0)
 		log_warn("could not remove a temporary directory", "path", tmpdir, "error", ce.msg, NULL);
 	for (size_t i = 0; i < nann; i++) {

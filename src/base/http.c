@@ -95,10 +95,40 @@ long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s,
 	return wait;
 }
 
-/* Transport failures worth another try; certificate and protocol errors
- * will not get better by retrying. */
-static int curl_code_retryable(CURLcode c)
+int http_method_idempotent(const char *method)
 {
+	static const char *const safe[] = { "GET", "HEAD", "PUT", "DELETE", "OPTIONS" };
+
+	if (method == NULL)
+		return 1;
+	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+		if (strcmp(method, safe[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int request_idempotent(const struct http_request *req)
+{
+	return req->retry_unsafe || http_method_idempotent(req->method);
+}
+
+int http_should_retry_status(const struct http_request *req, long status)
+{
+	if (!http_status_retryable(status))
+		return 0;
+	/* 429 and 503 say the server did not act on the request. */
+	return request_idempotent(req) || status == 429 || status == 503;
+}
+
+/*
+ * Transport failures worth another try; certificate and protocol errors
+ * will not get better by retrying.  For a request that is not idempotent
+ * only failures before anything was sent qualify.
+ */
+static int curl_code_retryable(const struct http_request *req, CURLcode c)
+{
+	if (!request_idempotent(req))
+		return c == CURLE_COULDNT_RESOLVE_HOST || c == CURLE_COULDNT_CONNECT;
 	switch (c) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
@@ -201,6 +231,29 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 	return len;
 }
 
+static size_t on_upload(char *buf, size_t size, size_t n, void *ud)
+{
+	const struct http_request *req = ud;
+	ssize_t got = req->body_read(req->body_ud, buf, size * n);
+
+	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+/* A streamed body can be sent again only if it can be restarted. */
+static int can_resend(const struct http_request *req)
+{
+	return req->body_read == NULL || req->body_rewind != NULL;
+}
+
+/* Every attempt starts the streamed body from its beginning. */
+static int rewind_body(const struct http_request *req, struct err *e)
+{
+	if (req->body_read == NULL || req->body_rewind == NULL || req->body_rewind(req->body_ud) == 0)
+		return 0;
+	return err_set(e, ERR_IO, "%s %s: cannot restart the request body",
+	    req->method ? req->method : "PUT", req->url);
+}
+
 /* --- shared setup --- */
 
 static struct curl_slist *build_headers(const struct http_request *req, struct err *e)
@@ -251,7 +304,15 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
-	if (strcmp(method, "HEAD") == 0) {
+	if (req->body_read != NULL) {
+		/* A streamed body: UPLOAD sends PUT, CUSTOMREQUEST renames it. */
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+		curl_easy_setopt(c, CURLOPT_READDATA, (void *)req);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+		if (strcmp(method, "PUT") != 0)
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	} else if (strcmp(method, "HEAD") == 0) {
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -375,6 +436,8 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		return err_set(e, ERR_NOMEM, "curl_easy_init failed");
 	}
 	for (int attempt = 1;; attempt++) {
+		if (rewind_body(req, e) < 0)
+			break;
 		xfer_reset(&x);
 		curl_easy_reset(x.easy);
 		configure(x.easy, o, req, hdrs, &x);
@@ -383,7 +446,7 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		rc = curl_easy_perform(x.easy);
 		int last = attempt > o->retries;
 		if (rc != CURLE_OK) {
-			if (!last && !x.limit_hit && curl_code_retryable(rc)) {
+			if (!last && !x.limit_hit && curl_code_retryable(req, rc) && can_resend(req)) {
 				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
 				continue;
 			}
@@ -391,7 +454,7 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 			break;
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
-		if (!last && http_status_retryable(resp->status)) {
+		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
 			sleep_ms(http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value()));
 			continue;
 		}
@@ -449,6 +512,12 @@ static int stream_has_data(const struct http_stream *s)
 struct http_stream *http_stream_open(const struct http_opts *o, const struct http_request *req,
     struct err *e)
 {
+	return http_stream_open_resp(o, req, NULL, e);
+}
+
+struct http_stream *http_stream_open_resp(const struct http_opts *o, const struct http_request *req,
+    struct http_response *failed, struct err *e)
+{
 	struct http_stream *s = calloc(1, sizeof(*s));
 
 	if (s == NULL) {
@@ -471,6 +540,10 @@ struct http_stream *http_stream_open(const struct http_opts *o, const struct htt
 		char msg[CURL_ERROR_SIZE] = "";
 		int last = attempt > o->retries;
 
+		if (rewind_body(req, e) < 0) {
+			http_stream_free(s);
+			return NULL;
+		}
 		xfer_reset(&s->x);
 		curl_easy_reset(s->x.easy);
 		configure(s->x.easy, &s->opts, req, s->hdrs, &s->x);
@@ -480,9 +553,11 @@ struct http_stream *http_stream_open(const struct http_opts *o, const struct htt
 		curl_multi_add_handle(s->multi, s->x.easy);
 		while (!s->done && !(s->x.headers_done && is_2xx(s->x.status)))
 			stream_pump(s);
-		if (s->done && s->result != CURLE_OK) {
+		/* Once a 2xx response has begun, a broken body is the reader's to
+		 * see: retrying here would depend on how much curl had buffered. */
+		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status))) {
 			curl_multi_remove_handle(s->multi, s->x.easy);
-			if (!last && !s->x.limit_hit && curl_code_retryable(s->result)) {
+			if (!last && !s->x.limit_hit && curl_code_retryable(req, s->result) && can_resend(req)) {
 				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
 				continue;
 			}
@@ -495,11 +570,20 @@ struct http_stream *http_stream_open(const struct http_opts *o, const struct htt
 			while (!s->done)
 				stream_pump(s);
 			curl_multi_remove_handle(s->multi, s->x.easy);
-			if (!last && http_status_retryable(s->x.status)) {
+			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req)) {
 				sleep_ms(http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value()));
 				continue;
 			}
 			status_error(e, req, s->x.status, s->x.errbody);
+			if (failed != NULL) {
+				memset(failed, 0, sizeof(*failed));
+				failed->status = s->x.status;
+				failed->raw_headers = s->x.raw_headers;
+				s->x.raw_headers = NULL;
+				failed->body = strndup(s->x.errbody, s->x.errbody_len);
+				failed->body_len = s->x.errbody_len;
+				failed->attempts = attempt;
+			}
 			http_stream_free(s);
 			return NULL;
 		}

@@ -46,14 +46,32 @@ struct http_opts {
 
 void http_opts_default(struct http_opts *o);
 
-/* One request.  headers is a NULL-terminated list of "Name: value" lines
- * (or NULL).  body may be NULL. */
+/*
+ * One request.  headers is a NULL-terminated list of "Name: value" lines
+ * (or NULL).  body may be NULL.
+ *
+ * A large body can be streamed instead: body_read fills buf and returns the
+ * bytes it wrote, 0 at the end, -1 to abort; body_len must then be the total
+ * length.  body_rewind (may be NULL) restarts it and is called before every
+ * attempt, so the same request can be passed to http_do again (after a 401,
+ * say); without it a streamed request is tried once.  Nothing here is owned
+ * by the request.
+ *
+ * Retries follow the method: GET, HEAD, PUT, DELETE and OPTIONS are
+ * idempotent and retried as the policy above says; POST and PATCH are
+ * retried only when the request surely was not processed (could not
+ * connect, 429, 503), unless retry_unsafe is set.
+ */
 struct http_request {
 	const char *method;        /* "GET" when NULL */
 	const char *url;
 	const char *const *headers;
 	const void *body;
 	size_t body_len;
+	ssize_t (*body_read)(void *ud, void *buf, size_t len);
+	int (*body_rewind)(void *ud);
+	void *body_ud;
+	int retry_unsafe;
 };
 
 /* What came back.  All strings are owned by the response; free with
@@ -92,6 +110,13 @@ struct http_stream;
 struct http_stream *http_stream_open(const struct http_opts *o, const struct http_request *req,
     struct err *e);
 
+/* As http_stream_open; when the final status is not 2xx and failed is not
+ * NULL, it receives that response (status, headers, the start of the body)
+ * so a caller can read e.g. WWW-Authenticate.  Free it with
+ * http_response_free. */
+struct http_stream *http_stream_open_resp(const struct http_opts *o, const struct http_request *req,
+    struct http_response *failed, struct err *e);
+
 /* Reads up to len body bytes.  Returns >0 bytes, 0 at the end of the body,
  * -1 on error (ERR_NET, ERR_TIMEOUT, ERR_LIMIT) with e set. */
 ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct err *e);
@@ -108,6 +133,12 @@ void http_stream_free(struct http_stream *s);
 
 /* 1 when a response with this status should be retried. */
 int http_status_retryable(long status);
+
+/* 1 for methods whose repetition is harmless (GET, HEAD, PUT, DELETE, OPTIONS). */
+int http_method_idempotent(const char *method);
+
+/* The retry decision for a status, given the request's method. */
+int http_should_retry_status(const struct http_request *req, long status);
 
 /* Wait before retry number `attempt` (1-based): initial * 2^(attempt-1),
  * capped, plus up to 10% jitter from `jitter` in [0,1).  A Retry-After

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -563,7 +564,8 @@ static int send_http(struct kube_client *c, const char *method, const char *url,
     const char *const *hdrs, const char *body, struct reply *r, struct err *e)
 {
 	struct http_opts o;
-	struct http_request req = { method, url, hdrs, body, body ? strlen(body) : 0 };
+	struct http_request req = { .method = method, .url = url, .headers = hdrs, .body = body,
+	    .body_len = body ? strlen(body) : 0 };
 	struct http_response resp;
 	char *ra;
 

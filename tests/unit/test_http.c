@@ -100,6 +100,31 @@ static void header_lookup(void **state)
 	assert_null(http_response_header(&r, "Missing"));
 }
 
+static void retries_follow_the_method(void **state)
+{
+	struct http_request get = { .method = "GET" }, put = { .method = "PUT" }, dflt = { 0 };
+	struct http_request post = { .method = "POST" }, patch = { .method = "PATCH" };
+	struct http_request forced = { .method = "POST", .retry_unsafe = 1 };
+	(void)state;
+
+	assert_true(http_method_idempotent("GET"));
+	assert_true(http_method_idempotent("DELETE"));
+	assert_false(http_method_idempotent("POST"));
+	assert_false(http_method_idempotent("PATCH"));
+	assert_true(http_should_retry_status(&get, 500));
+	assert_true(http_should_retry_status(&put, 502));
+	assert_true(http_should_retry_status(&dflt, 504));
+	/* A POST that got a 500 may have been acted on: not repeated. */
+	assert_false(http_should_retry_status(&post, 500));
+	assert_false(http_should_retry_status(&patch, 502));
+	/* 429 and 503 say the server did nothing: safe for any method. */
+	assert_true(http_should_retry_status(&post, 429));
+	assert_true(http_should_retry_status(&patch, 503));
+	assert_true(http_should_retry_status(&forced, 500));
+	assert_false(http_should_retry_status(&get, 404));
+	assert_false(http_should_retry_status(&forced, 400));
+}
+
 static void defaults_are_safe(void **state)
 {
 	struct http_opts o;
@@ -122,6 +147,7 @@ int main(void)
 		cmocka_unit_test(backoff_jitter_is_bounded),
 		cmocka_unit_test(retry_after_overrides_but_is_capped),
 		cmocka_unit_test(header_lookup),
+		cmocka_unit_test(retries_follow_the_method),
 		cmocka_unit_test(defaults_are_safe),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
