@@ -439,14 +439,49 @@ static int extract_dir(struct ctx *c, const char *entry, const char *parent, con
 	return 0;
 }
 
-static int extract_file(struct ctx *c, struct archive_entry *ae, const char *entry,
-    const char *parent, const char *leaf, struct err *e)
+/*
+ * The mode a new file gets from openat(..., 0600): 0600 less the umask.  The
+ * umask cannot be read without setting it, which would race with other
+ * threads, so it comes from /proc; -1 (always fchmod) when unknown.
+ */
+static int created_file_mode(void)
 {
-	struct stat sb;
-	int dfd, fd, exists;
+	static int cached = -2;
+	char line[128];
+	FILE *f;
 
-	dfd = open_dir(c, entry, parent, 1, e);
-	if (dfd < 0 || stat_leaf(dfd, entry, leaf, &sb, &exists, e) < 0)
+	if (__atomic_load_n(&cached, __ATOMIC_RELAXED) != -2)
+		return cached;
+	int mode = -1;
+	if ((f = fopen("/proc/self/status", "re")) != NULL) {
+		while (fgets(line, sizeof(line), f) != NULL) {
+			unsigned int um;
+			if (sscanf(line, "Umask: %o", &um) == 1) {
+				mode = (int)(0600 & ~um);
+				break;
+			}
+		}
+		fclose(f);
+	}
+	__atomic_store_n(&cached, mode, __ATOMIC_RELAXED);
+	return mode;
+}
+
+/* O_EXCL create; an existing name is checked and replaced only if it is an
+ * earlier regular file. */
+static int create_file(struct ctx *c, const char *entry, int dfd, const char *leaf, struct err *e)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	struct stat sb;
+	int fd, exists;
+
+	fd = openat(dfd, leaf, flags, 0600);
+	if (fd >= 0 || errno != EEXIST) {
+		if (fd < 0)
+			return entry_error(e, ERR_IO, entry, "create: %s", strerror(errno));
+		return fd;
+	}
+	if (stat_leaf(dfd, entry, leaf, &sb, &exists, e) < 0)
 		return -1;
 	if (exists) {
 		if (check_replace(entry, &sb, S_IFREG, e) < 0)
@@ -456,15 +491,31 @@ static int extract_file(struct ctx *c, struct archive_entry *ae, const char *ent
 		if (unlinkat(dfd, leaf, 0) < 0)
 			return entry_error(e, ERR_IO, entry, "unlink: %s", strerror(errno));
 	}
-	fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(dfd, leaf, flags, 0600);
 	if (fd < 0)
 		return entry_error(e, ERR_IO, entry, "create: %s", strerror(errno));
+	return fd;
+}
+
+static int extract_file(struct ctx *c, struct archive_entry *ae, const char *entry,
+    const char *parent, const char *leaf, struct err *e)
+{
+	mode_t perm = archive_entry_perm(ae) & 0777;
+	int dfd, fd;
+
+	dfd = open_dir(c, entry, parent, 1, e);
+	if (dfd < 0)
+		return -1;
+	fd = create_file(c, entry, dfd, leaf, e);
+	if (fd < 0)
+		return -1;
 	if (copy_data(c, entry, fd, archive_entry_size(ae), e) < 0) {
 		close(fd);
 		return -1;
 	}
-	/* setuid, setgid and sticky are dropped; umask does not apply. */
-	if (fchmod(fd, archive_entry_perm(ae) & 0777) < 0) {
+	/* setuid, setgid and sticky are dropped; umask does not apply.  Most
+	 * artifact files are 0600 and already have their mode. */
+	if ((int)perm != created_file_mode() && fchmod(fd, perm) < 0) {
 		int saved = errno;
 		close(fd);
 		return entry_error(e, ERR_IO, entry, "chmod: %s", strerror(saved));
