@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "kube/kube_priv.h"
@@ -569,8 +570,28 @@ struct watch_ctx {
 	struct sb errbody;
 	int expired, failed;
 	unsigned long events;
+	long retry_after_s;        /* from a 429/503 reply, -1 when absent */
 	struct err err;
 };
+
+static size_t watch_header(char *data, size_t size, size_t n, void *ud)
+{
+	struct watch_ctx *w = ud;
+	size_t len = size * n;
+
+	if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+		char tmp[32];
+		size_t k = len - 12 < sizeof(tmp) - 1 ? len - 12 : sizeof(tmp) - 1;
+		char *end;
+		long v;
+		memcpy(tmp, data + 12, k);
+		tmp[k] = '\0';
+		v = strtol(tmp, &end, 10);
+		if (end != tmp && v >= 0)
+			w->retry_after_s = v > 60 ? 60 : v;
+	}
+	return len;
+}
 
 static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 {
@@ -591,7 +612,7 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 			w->expired = 1;
 		else
 			w->failed = 1;
-		kube_status_error(e, "watch", &ev.status);
+		kube_status_error(e, "watch: ERROR event", &ev.status);
 		kube_watch_event_clear(&ev);
 		return -1;
 	case KUBE_BOOKMARK:
@@ -672,7 +693,7 @@ static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s
 }
 
 static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsigned long *events,
-    struct err *e)
+    long *retry_after_s, struct err *e)
 {
 	struct watch_ctx w;
 	struct curl_slist *hdrs = NULL;
@@ -694,6 +715,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	}
 	memset(&w, 0, sizeof(w));
 	w.inf = inf;
+	w.retry_after_s = -1;
 	kube_lines_init(&w.lines, MAX_EVENT_BYTES);
 	sb_init(&w.errbody);
 	url = watch_url(inf, rv, timeout_s);
@@ -721,6 +743,8 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	curl_easy_setopt(w.h, CURLOPT_TIMEOUT_MS, (timeout_s + 30) * 1000L);
 	curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
 	curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
+	curl_easy_setopt(w.h, CURLOPT_HEADERFUNCTION, watch_header);
+	curl_easy_setopt(w.h, CURLOPT_HEADERDATA, &w);
 	curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
 	curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);
@@ -729,6 +753,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	if (w.status == 0)
 		curl_easy_getinfo(w.h, CURLINFO_RESPONSE_CODE, &w.status);
 	*events = w.events;
+	*retry_after_s = w.status != 200 ? w.retry_after_s : -1;
 	if (atomic_load(&inf->stop)) {
 		end = WATCH_STOPPED;
 	} else if (w.expired) {
@@ -744,7 +769,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 		struct kube_status st;
 		char what[256];
 		kube_status_parse(w.errbody.buf, w.errbody.len, w.status, &st);
-		snprintf(what, sizeof(what), "watch %s", inf->r->resource);
+		snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
 		kube_status_error(e, what, &st);
 		end = st.code == 410 ? WATCH_EXPIRED : WATCH_FAILED;
 	} else {
@@ -798,16 +823,18 @@ static void *informer_main(void *arg)
 		}
 		{
 			unsigned long events;
+			long retry_after_s, wait;
 			int64_t started = kube_mono_ms();
 			enum watch_end end;
 			err_clear(&e);
-			end = do_watch(inf, force_auth, &events, &e);
+			end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
 			force_auth = 0;
 			if (end == WATCH_STOPPED)
 				break;
 			if (end == WATCH_EXPIRED) {
 				count_error(inf, 1);
-				log_info("watch expired; relisting", "resource", inf->r->resource, NULL);
+				log_info("watch expired; relisting", "resource", inf->r->resource,
+				    "error", e.msg, NULL);
 				need_list = 1;
 				continue;
 			}
@@ -824,7 +851,10 @@ static void *informer_main(void *arg)
 			}
 			if (events > 0)
 				kube_backoff_reset(&bo);
-			if (pause_ms(inf, kube_backoff_next(&bo)))
+			wait = kube_backoff_next(&bo);
+			if (retry_after_s * 1000 > wait)
+				wait = retry_after_s * 1000;   /* the server asked for at least this */
+			if (pause_ms(inf, wait))
 				break;
 		}
 	}

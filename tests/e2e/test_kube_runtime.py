@@ -174,36 +174,68 @@ class Mutator(threading.Thread):
 def test_cache_matches_server_across_drops_410s_500s_and_restart(kubeapi, controllers, tmp_path):
     api = kubeapi
     names = [f"s{i:04d}" for i in range(1000)]
-    api.bulk_create([stack(n) for n in names])
+    api.bulk_create([stack(n) for n in names] + [stack("pace")])   # "pace": not mutated
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
     ctl = controllers(["--kubeconfig", kc, "--concurrency", "2"])
     ctl.wait_log("caches synced", timeout=90)
     mut = Mutator(api, names)
+
+    def reconnected(since):
+        """Waits for the controller's Stack watch to be open again after a fault,
+        so the next fault hits a live watch rather than a backoff."""
+        wait_for(lambda: any(w["resource"] == "stacks" and w["since"] > since
+                             for w in api.watches()), 60, what="the Stack watch to reopen")
+
+    def progress(n):
+        target = mut.done + n
+        wait_for(lambda: mut.done >= target, 60, what=f"{n} more changes")
+
     mut.start()
     try:
-        wait_for(lambda: mut.done >= 100, 60, what="changes")
+        progress(100)
+        t = time.time()
+        api.drop_watches("abort")                # connection cut mid-stream
+        reconnected(t)
+        progress(100)
+        t = time.time()
+        api.drop_watches("eof")                  # clean end, as a server-side timeout
+        reconnected(t)
+        progress(100)
+        t = time.time()
+        api.fail_next(4, code=500, method="GET")  # the next watches/lists fail
         api.drop_watches("abort")
-        wait_for(lambda: mut.done >= 200, 60, what="changes")
-        api.drop_watches("eof")
-        wait_for(lambda: mut.done >= 300, 60, what="changes")
-        api.fail_next(4, code=500, method="GET")
-        api.drop_watches("abort")
-        wait_for(lambda: mut.done >= 400, 60, what="changes")
+        reconnected(t)
+        progress(100)
+        t = time.time()
         api.expire(watches=True)                 # ERROR 410 inside the 200 stream
-        wait_for(lambda: mut.done >= 500, 60, what="changes")
+        reconnected(t)
+        progress(100)
+        t = time.time()
         api.configure(expired_mode="http")
-        api.expire(watches=False)
-        api.drop_watches("abort")                # re-watch from an expired RV: HTTP 410
-        wait_for(lambda: mut.done >= 600, 60, what="changes")
+        api.drop_watches("abort")                # the controller backs off (>= 0.8 s) ...
+        api.client.patch(STACK_API, "stacks", "pace", {"spec": {"stack": "x"}}, "default",
+                         "merge")                # ... falls behind ...
+        api.expire(watches=False)                # ... and comes back with an expired RV: HTTP 410
+        reconnected(t)
+        api.configure(expired_mode="event")
+        progress(100)
+        t = time.time()
         api.fail_next(3, code=429, retry_after=1, method="GET")
+        api.drop_watches("abort")
+        reconnected(t)
+        progress(100)
         api.restart()                            # state kept, connections cut
-        wait_for(lambda: mut.done >= 1000, 90, what="changes")
+        reconnected(time.time() - 0.5)
+        progress(300)
     finally:
         mut.finish()
     state = wait_converged(ctl, api)
     assert len(state) > 900
     # The faults were really seen (else this test proves nothing).
-    assert ctl.find("watch expired; relisting"), "no 410 was handled"
+    # 410 arrived both ways and each made a relist
+    expired = [r["error"] for r in ctl.find("watch expired; relisting", resource="stacks")]
+    assert any(m.startswith("watch: ERROR event: 410 Expired") for m in expired), expired
+    assert any(m.startswith("watch stacks: HTTP: 410 Expired") for m in expired), expired
     assert ctl.find("watch failed; reconnecting"), "no watch failure was handled"
     assert ctl.stop() == 0
 
