@@ -16,7 +16,8 @@
 
 `kubeapi_factory(**options)` starts more (or differently configured) ones:
 options are minor, history, bookmark_interval, watch_list (None follows the WatchList
-gate's default for the minor version: on in 1.32 and 1.34+), crds.
+gate's default for the minor version: on in 1.32 and 1.34+), discovery ("aggregated" or
+"legacy"), crds.
 """
 import json
 import os
@@ -70,14 +71,15 @@ def wait_for(predicate, timeout=10.0, interval=0.02, what="condition"):
 
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
-                 watch_list=None, crds=True):
+                 watch_list=None, crds=True, discovery="aggregated"):
         self.workdir = pathlib.Path(workdir)
         self.state_dir = self.workdir / "kubeapi-state"
         self.log_path = self.workdir / "kubeapi.log"
         self.cache_dir = self.workdir / "kubectl-cache"
         self.args = ["--minor", str(minor), "--history", str(history),
                      "--bookmark-interval", str(bookmark_interval)]
-        self.args += ["--watch-list", {None: "auto", True: "on", False: "off"}[watch_list]]
+        self.args += ["--watch-list", {None: "auto", True: "on", False: "off"}[watch_list],
+                      "--discovery", discovery]
         self.port = 0
         self.proc = None
         self.start()
@@ -177,7 +179,7 @@ class KubeAPI:
 
     def configure(self, **settings):
         """bookmark_interval, expired_mode ('event'|'http'), latency, fragment_watch,
-        watch_list, minor, history_limit."""
+        watch_list, aggregated_discovery, minor, history_limit."""
         return self.admin("config", settings)
 
     def health(self):

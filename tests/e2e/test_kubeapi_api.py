@@ -68,6 +68,16 @@ def test_discovery_follows_crds(kubeapi):
     assert names["stacks"]["categories"] == ["pulumi"]
     core = {r["name"] for r in kubeapi.client.request("GET", "/api/v1")["resources"]}
     assert {"namespaces", "configmaps", "secrets", "serviceaccounts", "events"} <= core
+    accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+              "application/json")
+    code, headers, agg = kubeapi.client.raw("GET", "/apis", headers={"Accept": accept})
+    assert headers["Content-Type"] == \
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    pulumi = [g for g in agg["items"] if g["metadata"]["name"] == "pulumi.com"][0]
+    res = pulumi["versions"][0]["resources"][0]
+    assert (res["resource"], res["scope"], res["responseKind"]["kind"]) == \
+        ("stacks", "Namespaced", "Stack")
+    assert res["subresources"][0]["subresource"] == "status"
     version = kubeapi.client.request("GET", "/version")
     assert version["major"] == "1" and int(version["minor"]) >= 29
     s = kubeapi.client.create(stack("s1"), "stacks")

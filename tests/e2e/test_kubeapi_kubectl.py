@@ -244,12 +244,16 @@ def test_pagination_with_chunk_size(kubeapi, tmp_path):
     assert sum(1 for r in lists if "continue" in r["query"]) == 3
 
 
-@pytest.mark.parametrize("minor", [29, 30, 31, 32, 33])
+@pytest.mark.parametrize("minor,discovery", [(29, "aggregated"), (30, "legacy"),
+                                             (31, "aggregated"), (32, "legacy"),
+                                             (33, "aggregated")])
 def test_each_kubectl_version_applies_with_validation_gets_and_waits(kubeapi_factory, tmp_path,
-                                                                      minor):
+                                                                      minor, discovery):
     """The dispatcher runs kubectl 1.<minor>; apply keeps default (strict) validation,
-    which only passes when the OpenAPI v3 document satisfies kubectl."""
-    api = kubeapi_factory(minor=minor)
+    which only passes when the OpenAPI v3 document satisfies kubectl.  Discovery is
+    aggregated (apidiscovery v2, or v2beta1 for kubectl 1.29) or legacy (one request per
+    group-version)."""
+    api = kubeapi_factory(minor=minor, discovery=discovery)
     assert f"Server Version: v1.{minor}.0" in api.kubectl("version").stdout
     crd = tmp_path / "crd.yaml"
     crd.write_text(WIDGET_CRD)
@@ -266,6 +270,12 @@ def test_each_kubectl_version_applies_with_validation_gets_and_waits(kubeapi_fac
     out = api.kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=20s").stdout
     assert "condition met" in out
     assert api.kubectl("get", "widget", "w1", "-o", "jsonpath={.spec.size}").stdout == "3"
+    discovered = [r for r in api.requests() if r["path"] in ("/api", "/apis/example.com/v1")
+                  and r["userAgent"].startswith("kubectl")]
+    if discovery == "legacy":
+        assert "/apis/example.com/v1" in [r["path"] for r in discovered]
+    else:
+        assert [r["path"] for r in discovered] == ["/api"] * len(discovered)
 
 
 @pytest.mark.parametrize("watch_list", [True, False])

@@ -21,11 +21,15 @@ def main():
     p.add_argument("--watch-list", choices=["auto", "on", "off"], default="auto",
                    help="serve sendInitialEvents (the WatchList gate); off answers 422; auto "
                    "follows the gate's default for --minor (on in 1.32 and 1.34+)")
+    p.add_argument("--discovery", choices=["aggregated", "legacy"], default="aggregated",
+                   help="answer /api and /apis in the aggregated format when asked (as 1.30+ "
+                   "servers do), or only in the legacy one")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     emu = Emulator(args.state_dir, host=args.host, port=args.port, token_file=args.token_file,
                    minor=args.minor, history=args.history, verbose=args.verbose)
     emu.settings.bookmark_interval = args.bookmark_interval
+    emu.settings.aggregated_discovery = args.discovery == "aggregated"
     if args.watch_list == "auto":
         emu.settings.watch_list = args.minor == 32 or args.minor >= 34
     else:

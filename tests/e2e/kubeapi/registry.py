@@ -172,6 +172,12 @@ def builtin_types():
     ]
 
 
+def _verbs(rtype):
+    if rtype.key == ("", "namespaces"):
+        return [v for v in VERBS if v != "deletecollection"]
+    return VERBS
+
+
 def version_priority(v):
     """Kubernetes version ordering: GA > beta > alpha, higher numbers first."""
     m = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", v)
@@ -281,8 +287,7 @@ class Registry:
         resources = []
         for t in sorted(types.values(), key=lambda t: t.plural):
             r = {"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
-                 "kind": t.kind, "verbs": VERBS if t.plural != "namespaces" else
-                 [v for v in VERBS if v != "deletecollection"]}
+                 "kind": t.kind, "verbs": _verbs(t)}
             if t.short_names:
                 r["shortNames"] = t.short_names
             if t.categories:
@@ -297,6 +302,33 @@ class Registry:
         return {"kind": "APIResourceList", "apiVersion": "v1",
                 "groupVersion": f"{group}/{version}" if group else version,
                 "resources": resources}
+
+    def aggregated(self, legacy, api_version):
+        """apidiscovery.k8s.io APIGroupDiscoveryList for /api (legacy) or /apis."""
+        groups = {"": ["v1"]} if legacy else self.groups()
+        items = []
+        for g, versions in groups.items():
+            vs = []
+            for v in versions:
+                resources = []
+                for t in sorted(self.by_gv.get((g, v), {}).values(), key=lambda t: t.plural):
+                    kind = {"group": g, "version": v, "kind": t.kind}
+                    r = {"resource": t.plural, "responseKind": kind,
+                         "scope": "Namespaced" if t.namespaced else "Cluster",
+                         "singularResource": t.singular,
+                         "verbs": _verbs(t)}
+                    if t.short_names:
+                        r["shortNames"] = t.short_names
+                    if t.categories:
+                        r["categories"] = t.categories
+                    if t.status:
+                        r["subresources"] = [{"subresource": "status", "responseKind": kind,
+                                              "verbs": ["get", "patch", "update"]}]
+                    resources.append(r)
+                vs.append({"version": v, "resources": resources, "freshness": "Current"})
+            items.append({"metadata": {"name": g, "creationTimestamp": None}, "versions": vs})
+        return {"kind": "APIGroupDiscoveryList", "apiVersion": api_version,
+                "metadata": {}, "items": items}
 
     # -- OpenAPI v3 -----------------------------------------------------------------
     # kubectl (1.29+) validates by looking for a PATCH operation carrying the kind's

@@ -49,6 +49,7 @@ class Settings:
         self.expired_mode = "event"     # too-old watch RV: "event" (ERROR in 200) or "http"
         self.latency = 0.0              # added to every API request, seconds
         self.fragment_watch = False     # split each watch write into random small chunks
+        self.aggregated_discovery = True    # answer /api and /apis in apidiscovery format
 
     def as_dict(self):
         return dict(vars(self))
@@ -279,6 +280,14 @@ class Handler(BaseHTTPRequestHandler):
         if not parts or parts[0] not in ("api", "apis"):
             raise E.path_not_found()
         with emu.store.lock:
+            if parts in (["api"], ["apis"]):
+                version = self._aggregated_version()
+                if version:
+                    ctype = f"application/json;g=apidiscovery.k8s.io;v={version};" \
+                            "as=APIGroupDiscoveryList"
+                    return self._send(200, reg.aggregated(parts == ["api"],
+                                                          f"apidiscovery.k8s.io/{version}"),
+                                      ctype)
             if parts == ["api"]:
                 return self._send(200, reg.api_versions(emu.address()))
             if parts == ["apis"]:
@@ -314,6 +323,23 @@ class Handler(BaseHTTPRequestHandler):
         if rtype.deprecation:
             self.warnings.append(rtype.deprecation)
         self._verb(method, rtype, ns, name, sub, params, body)
+
+    def _aggregated_version(self):
+        """The aggregated discovery version the Accept header asks for and the server
+        offers (v2 from 1.30, v2beta1 up to 1.32), or None for legacy discovery."""
+        if not self.server.emu.settings.aggregated_discovery:
+            return None
+        minor = self.server.emu.settings.minor
+        for part in self.headers.get("Accept", "").split(","):
+            params = dict(p.strip().split("=", 1) for p in part.split(";")[1:] if "=" in p)
+            if params.get("g") != "apidiscovery.k8s.io" or \
+                    params.get("as") != "APIGroupDiscoveryList":
+                continue
+            if params.get("v") == "v2" and minor >= 30:
+                return "v2"
+            if params.get("v") == "v2beta1" and 26 <= minor <= 32:
+                return "v2beta1"
+        return None
 
     def _manager(self, params):
         if params.get("fieldManager"):
