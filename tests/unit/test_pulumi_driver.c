@@ -1,0 +1,318 @@
+/*
+ * test_pulumi_driver.c - unit tests for src/pulumi/pl_driver.c with a fake
+ * `pulumi` written in sh: spec validation in pl_open, the argv of config
+ * calls (flattened --path keys, secrets on stdin only, removal of
+ * undeclared keys), the refusal to put a secret on a command line, the
+ * version check, and masking in results.  The e2e suite runs the same
+ * operations against the Python stand-in.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "pulumi/pulumi.h"
+
+/* Records each call as "ARGS: ..." and, when stdin is not empty,
+ * "STDIN: ..." in $PULUMI_HOME/calls; answers version and config --json. */
+static const char FAKE[] =
+	"#!/bin/sh\n"
+	"log=\"$PULUMI_HOME/calls\"\n"
+	"echo \"ARGS: $*\" >> \"$log\"\n"
+	"in=$(cat)\n"
+	"[ -n \"$in\" ] && echo \"STDIN: $in\" >> \"$log\"\n"
+	"case \"$*\" in\n"
+	"  version) echo \"${FAKE_VERSION:-v3.200.1}\" ;;\n"
+	"  *'config --json'*) echo '{\"demo:greeting\":{\"value\":\"hi\"},\"demo:stale\":{\"value\":\"x\"},"
+	"\"aws:region\":{\"value\":\"r\"},\"demo:pw\":{\"secret\":true}}' ;;\n"
+	"  *'up '*) echo \"error: boom with $FAKE_SECRET inside\" >&2; exit 1 ;;\n"
+	"esac\n"
+	"exit 0\n";
+
+struct fixture {
+	char dir[256], bin[300], home[300], work[300], scratch[300], calls[320];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct err e = { 0 };
+	FILE *fp;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_pulumi_driver.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(f->bin, sizeof(f->bin), "%s/pulumi", f->dir);
+	snprintf(f->home, sizeof(f->home), "%s/home", f->dir);
+	snprintf(f->work, sizeof(f->work), "%s/work", f->dir);
+	snprintf(f->scratch, sizeof(f->scratch), "%s/scratch", f->dir);
+	snprintf(f->calls, sizeof(f->calls), "%s/calls", f->home);
+	fs_mkdir_p(f->home, 0700, &e);
+	fs_mkdir_p(f->work, 0700, &e);
+	fp = fopen(f->bin, "w");
+	fputs(FAKE, fp);
+	fclose(fp);
+	chmod(f->bin, 0755);
+	{
+		char p[400];
+
+		/* A nested "name:" must not be taken for the project's. */
+		snprintf(p, sizeof(p), "%s/Pulumi.yaml", f->work);
+		fp = fopen(p, "w");
+		fputs("# demo\nconfig:\n  name: not-this\nname: demo\nruntime: yaml\n", fp);
+		fclose(fp);
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct err e = { 0 };
+
+	fs_rm_rf(f->dir, &e);
+	free(f);
+	return 0;
+}
+
+static struct pl_spec base_spec(struct fixture *f)
+{
+	struct pl_spec s = { 0 };
+
+	s.pulumi_bin = f->bin;
+	s.pulumi_home = f->home;
+	s.workdir = f->work;
+	s.scratch_dir = f->scratch;
+	s.stack = "dev";
+	s.passphrase = "pass-Phrase-1";
+	s.timeout_ms = 20000;
+	return s;
+}
+
+static char *calls(struct fixture *f)
+{
+	struct err e = { 0 };
+	char *text = NULL;
+	size_t len;
+
+	if (fs_read_file(f->calls, 1 << 20, &text, &len, &e) < 0)
+		return strdup("");
+	return text;
+}
+
+/* 1 when needle appears on an "ARGS:" line of the call log. */
+static int on_argv(const char *log, const char *needle)
+{
+	for (const char *line = log; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		const char *hit = strstr(line, needle);
+
+		if (strncmp(line, "ARGS: ", 6) == 0 && hit && hit < line + len)
+			return 1;
+		line = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+static void test_open_validates_the_spec(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_env_var bad_env[] = { { "PULUMI_HOME", "/x", 0 } };
+	struct pl_env_var bad_name[] = { { "1BAD", "v", 0 } };
+	struct pl_config_item bad_key[] = { { "a=b", "v", 0, 0 } };
+	struct pl_config_item bad_json[] = { { "k", "{nope", 0, 1 } };
+	struct err e = { 0 };
+
+	s.stack = "bad name";
+	assert_null(pl_open(&s, &e));
+	assert_non_null(strstr(e.msg, "invalid stack name"));
+	s = base_spec(f);
+	s.workdir = NULL;
+	assert_null(pl_open(&s, &e));
+	s = base_spec(f);
+	s.env = bad_env;
+	s.n_env = 1;
+	assert_null(pl_open(&s, &e));
+	assert_non_null(strstr(e.msg, "PULUMI_HOME is set by the driver"));
+	s.env = bad_name;
+	assert_null(pl_open(&s, &e));
+	s = base_spec(f);
+	s.config = bad_key;
+	s.n_config = 1;
+	assert_null(pl_open(&s, &e));
+	s.config = bad_json;
+	assert_null(pl_open(&s, &e));
+	assert_non_null(strstr(e.msg, "not JSON"));
+}
+
+static void test_config_calls(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = {
+		{ "greeting", "hi", 0, 0 },
+		{ "aws:region", "r", 0, 0 },
+		{ "db", "{\"hosts\":[\"a\",\"b\"],\"x.y\":{\"port\":5432},\"n\":null}", 0, 1 },
+		{ "pw", "sekrit-Value-9", 1, 0 },
+		{ "creds", "{\"token\":\"tok-Value-8\"}", 1, 1 },
+	};
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	s.config = cfg;
+	s.n_config = 5;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	assert_int_equal(pl_apply_config(st, &r), 0);
+	assert_int_equal(r.status, PL_OK);
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "ARGS: version\n"));
+	assert_non_null(strstr(log, "ARGS: --non-interactive config set-all --stack dev --plaintext "
+				    "greeting=hi --plaintext aws:region=r\n"));
+	assert_non_null(strstr(log, "ARGS: --non-interactive config set-all --stack dev --path "
+				    "--plaintext db.hosts[0]=a --plaintext db.hosts[1]=b --plaintext "
+				    "db[\"x.y\"].port=5432\n"));
+	assert_non_null(strstr(log, "ARGS: --non-interactive config set --stack dev --secret -- pw\n"
+				    "STDIN: sekrit-Value-9\n"));
+	assert_non_null(strstr(log, "config set --stack dev --path --secret -- creds.token\n"
+				    "STDIN: tok-Value-8\n"));
+	assert_non_null(strstr(log, "ARGS: --non-interactive config rm --stack dev -- demo:stale\n"));
+	assert_null(strstr(log, "-- demo:greeting"));
+	assert_null(strstr(log, "-- aws:region"));
+	assert_null(strstr(log, "-- demo:pw"));        /* declared as "pw" */
+	/* Secrets only ever on stdin. */
+	assert_false(on_argv(log, "sekrit-Value-9"));
+	assert_false(on_argv(log, "tok-Value-8"));
+	assert_false(on_argv(log, "pass-Phrase-1"));
+	free(log);
+	pl_close(st);
+}
+
+static void test_secret_never_on_argv(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	/* A plaintext value equal to a secret one would put the secret on argv. */
+	struct pl_config_item cfg[] = {
+		{ "visible", "same-Value-7", 0, 0 },
+		{ "hidden", "same-Value-7", 1, 0 },
+	};
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	s.config = cfg;
+	s.n_config = 2;
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_apply_config(st, &r), -1);
+	assert_int_equal(r.status, PL_INTERNAL);
+	assert_non_null(strstr(r.message, "refusing to pass a secret"));
+	pl_result_free(&r);
+	log = calls(f);
+	assert_null(strstr(log, "same-Value-7"));
+	free(log);
+	pl_close(st);
+}
+
+static void test_failure_message_is_masked(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_env_var env[] = { { "FAKE_SECRET", "env-Secret-5", 1 } };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+
+	s.env = env;
+	s.n_env = 1;
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	assert_int_equal(r.status, PL_FAILED);
+	assert_string_equal(r.message, "up: boom with [secret] inside");
+	assert_null(strstr(r.err_tail, "env-Secret-5"));
+	assert_false(r.summary.present);
+	pl_result_free(&r);
+	pl_close(st);
+}
+
+static void test_version_minimum(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+
+	s.min_version = "9.0.0";
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_check_version(st, &r), -1);
+	assert_int_equal(r.status, PL_CLI_TOO_OLD);
+	assert_non_null(strstr(r.message, "v3.200.1 is older than the minimum supported v9.0.0"));
+	pl_result_free(&r);
+	/* Every operation checks first. */
+	assert_int_equal(pl_ensure_stack(st, &r), -1);
+	assert_int_equal(r.status, PL_CLI_TOO_OLD);
+	pl_result_free(&r);
+	pl_close(st);
+
+	s = base_spec(f);
+	s.pulumi_bin = "/nonexistent/pulumi";
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	assert_int_equal(r.status, PL_CLI_MISSING);
+	pl_result_free(&r);
+	pl_close(st);
+}
+
+static void test_install_once_per_revision(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(&s, &e);
+	char *log, *p;
+	int n = 0;
+
+	assert_int_equal(pl_install(st, "rev-1", &r), 0);
+	pl_result_free(&r);
+	assert_int_equal(pl_install(st, "rev-1", &r), 0);
+	pl_result_free(&r);
+	assert_int_equal(pl_install(st, "rev-2", &r), 0);
+	pl_result_free(&r);
+	log = calls(f);
+	for (p = strstr(log, "ARGS: --non-interactive install\n"); p;
+	     p = strstr(p + 1, "ARGS: --non-interactive install\n"))
+		n++;
+	assert_int_equal(n, 2);
+	free(log);
+	pl_close(st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_open_validates_the_spec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
