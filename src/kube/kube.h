@@ -168,6 +168,18 @@ cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const c
  * subresource is NULL or "status". */
 cJSON *kube_update(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const cJSON *obj, const char *subresource, struct err *e);
+/*
+ * Read-modify-write with optimistic concurrency: GETs the object (or its
+ * subresource), lets mutate change it in place, and PUTs it with the
+ * resourceVersion read; on 409 Conflict it starts again, up to `attempts`
+ * times (client-go's retry.RetryOnConflict).  mutate returns 1 to write, 0
+ * when nothing needs to change (no request is made), -1 to abort with e
+ * set.  Returns the written (or unchanged) object, caller frees.
+ */
+typedef int (*kube_mutate_fn)(void *ud, cJSON *obj, struct err *e);
+cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const char *name, const char *subresource, int attempts, kube_mutate_fn mutate, void *ud,
+    struct err *e);
 /* field_manager is required for APPLY; force only applies to APPLY. */
 cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const char *name, const char *subresource, enum kube_patch_type type, const char *patch,

@@ -843,6 +843,32 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, e);
 }
 
+cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
+    const char *name, const char *subresource, int attempts, kube_mutate_fn mutate, void *ud,
+    struct err *e)
+{
+	for (int i = 0; i < (attempts > 0 ? attempts : 1); i++) {
+		cJSON *obj = kube_get(c, r, ns, name, subresource, e), *out;
+		int rc;
+		if (obj == NULL)
+			return NULL;
+		rc = mutate(ud, obj, e);
+		if (rc <= 0) {
+			if (rc == 0)
+				return obj;
+			cJSON_Delete(obj);
+			return NULL;
+		}
+		out = kube_update(c, r, ns, obj, subresource, e);
+		cJSON_Delete(obj);
+		if (out != NULL || e->http_status != 409)
+			return out;
+		/* someone wrote in between: read again (10 ms, as client-go) */
+		kube_sleep_ms(10 + (long)(kube_rand01() * 2));
+	}
+	return NULL;
+}
+
 int kube_delete(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const char *name, const char *resource_version, struct err *e)
 {

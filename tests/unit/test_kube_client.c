@@ -321,6 +321,54 @@ static void patches_and_deletes(void **state)
 	kube_client_free(c);
 }
 
+static int set_stack(void *ud, cJSON *obj, struct err *e)
+{
+	cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	(void)e;
+	if (ud == NULL)
+		return 0;   /* nothing to change */
+	if (spec == NULL)
+		spec = cJSON_AddObjectToObject(obj, "spec");
+	cJSON_DeleteItemFromObjectCaseSensitive(spec, "stack");
+	cJSON_AddStringToObject(spec, "stack", ud);
+	return 1;
+}
+
+static void modify_retries_conflicts(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 200, NULL, OBJ }, { 409, NULL, CONFLICT }, { 200, NULL, OBJ },
+		{ 200, NULL, OBJ }, { 200, NULL, OBJ } };
+	struct err e;
+	cJSON *o;
+
+	script(5, s);
+	o = kube_modify(c, &stacks, "n", "s1", NULL, 5, set_stack, "prod", &e);
+	assert_non_null(o);
+	cJSON_Delete(o);
+	assert_int_equal(F.nlog, 4);   /* GET, PUT 409, GET, PUT */
+	assert_non_null(strstr(F.log[1], "PUT "));
+	assert_non_null(strstr(F.log[1], "\"stack\":\"prod\""));
+	assert_non_null(strstr(F.log[1], "\"resourceVersion\":\"5\""));
+	assert_non_null(strstr(F.log[3], "PUT "));
+	/* no change wanted: no write */
+	script(1, s);
+	o = kube_modify(c, &stacks, "n", "s1", NULL, 5, set_stack, NULL, &e);
+	assert_non_null(o);
+	cJSON_Delete(o);
+	assert_int_equal(F.nlog, 1);
+	/* conflicts every time: gives up with the 409 */
+	{
+		struct scripted t[] = { { 200, NULL, OBJ }, { 409, NULL, CONFLICT }, { 200, NULL, OBJ },
+			{ 409, NULL, CONFLICT } };
+		script(4, t);
+	}
+	assert_null(kube_modify(c, &stacks, "n", "s1", NULL, 2, set_stack, "x", &e));
+	assert_int_equal(e.code, ERR_CONFLICT);
+	kube_client_free(c);
+}
+
 static void list_query_and_discovery(void **state)
 {
 	(void)state;
@@ -430,6 +478,7 @@ int main(void)
 		cmocka_unit_test(post_not_retried_after_plain_500),
 		cmocka_unit_test(reads_retried_after_500_until_limit),
 		cmocka_unit_test(patches_and_deletes),
+		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
 		cmocka_unit_test(informer_lists_pages),
 	};

@@ -250,6 +250,52 @@ static void incluster(void **state)
 	assert_int_equal(kube_config_incluster("h", "44x3", sa, &c, &e), -1);
 }
 
+static void load_order(void **state)
+{
+	(void)state;
+	char flag[512], env[512], home_cfg[512], dir[400];
+	struct kube_config *c = NULL;
+	struct err e;
+	const char *doc = "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\n"
+	    "clusters:\n- name: c\n  cluster: {server: https://%s}\n";
+	char text[512];
+
+	snprintf(text, sizeof(text), doc, "flag");
+	write_file("flag.yaml", text, flag, sizeof(flag));
+	snprintf(text, sizeof(text), doc, "env");
+	write_file("env.yaml", text, env, sizeof(env));
+	snprintf(dir, sizeof(dir), "%s/.kube", tmpdir);
+	mkdir(dir, 0700);
+	snprintf(text, sizeof(text), doc, "home");
+	write_file(".kube/config", text, home_cfg, sizeof(home_cfg));
+
+	setenv("HOME", tmpdir, 1);
+	setenv("KUBECONFIG", env, 1);
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	assert_int_equal(kube_config_load(flag, &c, &e), 0);   /* the flag first */
+	assert_string_equal(c->server, "https://flag");
+	kube_config_free(c);
+	assert_int_equal(kube_config_load(NULL, &c, &e), 0);   /* then $KUBECONFIG */
+	assert_string_equal(c->server, "https://env");
+	kube_config_free(c);
+	unsetenv("KUBECONFIG");
+	assert_int_equal(kube_config_load(NULL, &c, &e), 0);   /* then ~/.kube/config */
+	assert_string_equal(c->server, "https://home");
+	kube_config_free(c);
+	/* in a pod (service env set) the service account wins over ~/.kube */
+	setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+	if (access(KUBE_SA_DIR "/token", R_OK) != 0) {
+		assert_int_equal(kube_config_load(NULL, &c, &e), -1);
+		assert_non_null(strstr(e.msg, "in-cluster"));
+	}
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	unsetenv("KUBERNETES_SERVICE_PORT");
+	setenv("HOME", "/nonexistent-home", 1);
+	assert_int_equal(kube_config_load(NULL, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "--kubeconfig"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +305,7 @@ int main(void)
 		cmocka_unit_test(errors_name_file_and_key),
 		cmocka_unit_test(kubeconfig_list_merges_first_wins),
 		cmocka_unit_test(incluster),
+		cmocka_unit_test(load_order),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
