@@ -349,6 +349,17 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 	    strcmp(api, "client.authentication.k8s.io/v1beta1") != 0))
 		return err_set(e, ERR_UNSUPPORTED,
 		    "kubeconfig %s: %s.apiVersion: must be client.authentication.k8s.io/v1", d->name, where);
+	{
+		const char *mode;
+		if (ystr(d, m, "interactiveMode", where, &mode, e) < 0)
+			return -1;
+		/* A controller has no terminal: a plugin that insists on one
+		 * would hang or fail at every refresh. */
+		if (mode != NULL && strcmp(mode, "Always") == 0)
+			return err_set(e, ERR_UNSUPPORTED,
+			    "kubeconfig %s: %s.interactiveMode: Always needs a terminal, which a controller does not have",
+			    d->name, where);
+	}
 	x = kx_calloc(1, sizeof(*x));
 	c->exec = x;
 	x->command = kx_strdup(cmd);

@@ -180,6 +180,10 @@ static void errors_name_file_and_key(void **state)
 	    "users:\n- name: u\n  user: {auth-provider: {name: gcp}}\n", "user.auth-provider: not supported", NULL);
 	parse_fails("current-context: a\n" BASE_CLUSTERS
 	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+	    "users:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: x, interactiveMode: Always}\n",
+	    "exec.interactiveMode: Always needs a terminal", NULL);
+	parse_fails("current-context: a\n" BASE_CLUSTERS
+	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
 	    "users:\n- name: u\n  user: {client-certificate: c.pem}\n", "must be given together", NULL);
 	parse_fails("current-context: a\n" BASE_CLUSTERS
 	    "contexts:\n- name: a\n  context: {cluster: c1}\n"
