@@ -116,16 +116,17 @@ static void per_key_backoff_and_forget(void **state)
 static void overall_bucket_limits_bursts(void **state)
 {
 	(void)state;
-	/* 1 per second, burst 2: the third distinct key waits ~1 s, the
-	 * fourth ~2 s, whatever their own backoff says. */
-	struct kube_queue_opts o = { 1, 1000000, 1, 2 };
+	/* One token per 1000 s, burst 2: the third distinct key waits ~1000 s,
+	 * the fourth ~2000 s, whatever their own backoff says.  The rate is so
+	 * low that the time between these calls cannot move the results. */
+	struct kube_queue_opts o = { 1, 100000000, 0.001, 2 };
 	struct kube_queue *q = kube_queue_new(&o);
 	long w1 = kube_queue_when(q, "k1"), w2 = kube_queue_when(q, "k2");
 	long w3 = kube_queue_when(q, "k3"), w4 = kube_queue_when(q, "k4");
 
 	assert_true(w1 <= 1 && w2 <= 1);
-	assert_true(w3 > 500 && w3 <= 1000);
-	assert_true(w4 > 1500 && w4 <= 2000);
+	assert_true(w3 > 990000 && w3 <= 1000000);
+	assert_true(w4 > 1990000 && w4 <= 2000000);
 	kube_queue_free(q);
 }
 
