@@ -126,3 +126,48 @@ def test_repeated_events_are_aggregated(kubeapi, pc_tools, tmp_path):
     out = kubeapi.kubectl("get", "events", "--field-selector",
                           "involvedObject.name=ev,involvedObject.kind=Stack", "-o", "json")
     assert len(json.loads(out.stdout)["items"]) == 2
+
+
+def test_in_cluster_config_and_token_rotation(kubeapi, pc_tools, tmp_path):
+    """The service-account files of a pod, with the kubelet's symlink swap
+    (..data -> ..<timestamp>) for rotation; a 401 makes the client re-read."""
+    sa = tmp_path / "serviceaccount"
+    sa.mkdir()
+
+    def project(token, generation):
+        data = sa / f"..{generation}"
+        data.mkdir()
+        (data / "token").write_text(token)
+        (data / "ca.crt").write_text(open(kubeapi.ca_file).read())
+        (data / "namespace").write_text("pulumi-system")
+        tmp = sa / "..data_tmp"
+        os.symlink(data.name, tmp)
+        os.replace(tmp, sa / "..data")            # the atomic swap
+        for name in ("token", "ca.crt", "namespace"):
+            if not (sa / name).is_symlink():
+                os.symlink(f"..data/{name}", sa / name)
+
+    kubeapi.set_tokens([kubeapi.token, "sa-token-1"])
+    project("sa-token-1", 1)
+    env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
+               KUBERNETES_SERVICE_PORT=str(kubeapi.port))
+    proc = subprocess.Popen([os.path.join(pc_tools, "kube_tool"), "incluster", str(sa)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == \
+            f"server https://127.0.0.1:{kubeapi.port} namespace pulumi-system"
+
+        def ask():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().strip()
+        assert ask() == "ok 1"
+        project("sa-token-2", 2)                  # the kubelet rotates ...
+        kubeapi.set_tokens([kubeapi.token, "sa-token-2"])   # ... and the old token dies
+        assert ask() == "ok 2"                    # 401, re-read, retried: no error surfaces
+        codes = [r.get("code") for r in kubeapi.requests() if r.get("path") == "/api/v1/namespaces/default"]
+        assert codes[-2:] == [401, 200]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(30) == 0, proc.stderr.read()

@@ -12,6 +12,11 @@
  *       records the same Warning Event COUNT times about the Stack.
  *   kube_tool whoami KUBECONFIG
  *       one GET with the config's credentials (exec plugins included).
+ *   kube_tool incluster SA_DIR
+ *       the in-cluster config from KUBERNETES_SERVICE_HOST/PORT and the
+ *       service-account files in SA_DIR; then, for each line read from
+ *       stdin, one GET, answered "ok <n>" or "FAIL ..." on stdout, so a
+ *       test can rotate the token between requests.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +211,40 @@ static int event(struct kube_client *c, const char *ns, const char *name, int co
 	return rc;
 }
 
+static int incluster(const char *sa_dir)
+{
+	struct kube_config *cfg;
+	struct kube_client *c;
+	struct err e;
+	char line[64];
+	int n = 0;
+
+	if (http_global_init(&e) < 0 ||
+	    kube_config_incluster(getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT"),
+	    sa_dir, &cfg, &e) < 0) {
+		fprintf(stderr, "FAIL config: %s\n", e.msg);
+		return 1;
+	}
+	printf("server %s namespace %s\n", cfg->server, cfg->namespace);
+	fflush(stdout);
+	c = kube_client_new(cfg, &e);
+	if (c == NULL)
+		return fail("client", &e);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		cJSON *o = kube_get(c, &namespaces, NULL, "default", NULL, &e);
+		n++;
+		if (o != NULL)
+			printf("ok %d\n", n);
+		else
+			printf("FAIL %d %s\n", n, e.msg);
+		fflush(stdout);
+		cJSON_Delete(o);
+	}
+	kube_client_free(c);
+	http_global_cleanup();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kube_config *cfg;
@@ -214,9 +253,11 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: kube_tool crud|event|whoami KUBECONFIG ...\n");
+		fprintf(stderr, "usage: kube_tool crud|event|whoami KUBECONFIG ... | incluster SA_DIR\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "incluster") == 0)
+		return incluster(argv[2]);
 	if (http_global_init(&e) < 0 || kube_config_kubeconfig(argv[2], NULL, &cfg, &e) < 0) {
 		fprintf(stderr, "FAIL config: %s\n", e.msg);
 		return 1;
