@@ -715,3 +715,21 @@ def test_controller_manages_its_finalizer_with_apply(kubeapi):
     c.patch(GV, "stacks", "s1", released, "default", "apply", fieldManager="ctrl",
             force="true")
     assert err_of(c.get, GV, "stacks", "s1", "default").code == 404
+
+
+def test_wrongly_typed_fields_are_decoding_errors(kubeapi):
+    c = kubeapi.client
+    bad = stack("s1")
+    bad["metadata"]["labels"] = {"n": 1}
+    e = err_of(c.create, bad, "stacks")
+    assert e.code == 400 and e.status["message"].startswith(
+        'Stack in version "v1" cannot be handled as a Stack: json: cannot unmarshal number '
+        'into Go struct field Stack.metadata.labels')
+    e = err_of(c.create, dict(cm("c"), data={"k": ["v"]}), "configmaps")
+    assert e.code == 400
+    c.create(stack("s2"), "stacks")
+    e = err_of(c.delete, GV, "stacks", "s2", "default", {"preconditions": "uid"})
+    assert e.code == 400 and "DeleteOptions" in e.status["message"]
+    got = c.get(GV, "stacks", "s2", "default")
+    got["metadata"]["resourceVersion"] = int(got["metadata"]["resourceVersion"])
+    assert err_of(c.update, got, "stacks").code == 400

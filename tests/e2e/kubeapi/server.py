@@ -33,6 +33,7 @@ import yaml
 
 from . import errors as E
 from . import tables
+from . import typed
 from .store import Store, meta
 
 PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/readyz", "/livez"}
@@ -212,7 +213,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
             if path.startswith("/__admin/"):
-                return self._admin(method, path, params, body)
+                try:
+                    return self._admin(method, path, params, body)
+                except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                    raise E.bad_request(f"bad admin request: {exc!r}") from None
             self.entry["user"] = self._authenticate(path)
             rule = emu.faults.take(method, path)
             if rule is not None:
@@ -401,6 +405,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise E.bad_request("the DeleteOptions body is not valid JSON") from None
             if not isinstance(opts, dict):
                 raise E.bad_request("the DeleteOptions body is not an object")
+            typed.check_delete_options(opts)
             return opts
         opts = {}
         if "propagationPolicy" in params:

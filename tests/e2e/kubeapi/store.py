@@ -29,6 +29,7 @@ import uuid
 
 from . import apply as ssa
 from . import errors as E
+from . import typed
 from .errors import clone
 from .patches import (PatchFailed, PatchMalformed, json_patch, merge_patch,
                       strategic_merge)
@@ -257,6 +258,7 @@ class Store:
         if body["kind"] != rtype.kind:
             raise E.bad_request(f"the kind in the {where} ({body['kind']}) does not match the "
                                 f"expected kind ({rtype.kind})")
+        typed.check_object(rtype, body)
 
     def _validate_meta(self, rtype, obj):
         m = meta(obj)
@@ -854,6 +856,7 @@ class Store:
                 raise E.ApiError(422, "Invalid", str(exc)) from None
             if not isinstance(result, dict):
                 raise E.bad_request("the patch result is not an object")
+            typed.check_object(rtype, result)
             rm = result.get("metadata") or {}
             if rm.get("name", name) != name:
                 raise E.bad_request(f"the name of the object ({rm.get('name')}) does not "
