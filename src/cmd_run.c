@@ -56,6 +56,8 @@ struct run {
 	struct kube_client *client;
 	struct kube_queue *queue;
 	struct kube_leader *leader;
+	struct kube_recorder *recorder;   /* Events (core/v1) */
+	const char *lease_ns, *lease_name;
 	struct kube_workers *workers;
 	const char *cache_dump;
 	atomic_int lost_lease;
@@ -258,9 +260,32 @@ static void metrics(void *ud, FILE *out)
 
 /* ------------------------------------------------------------ leader */
 
+/* Like client-go's lock, tell `kubectl describe lease` who took over. */
+static void record_leader_event(struct run *rt)
+{
+	static const struct kube_resource lease_res = { "coordination.k8s.io", "v1", "leases", "Lease", 1 };
+	struct err e;
+	cJSON *lease = kube_get(rt->client, &lease_res, rt->lease_ns, rt->lease_name, NULL, &e);
+	char msg[600];
+
+	if (lease == NULL)
+		return;
+	if (!cJSON_GetObjectItemCaseSensitive(lease, "apiVersion"))
+		cJSON_AddStringToObject(lease, "apiVersion", "coordination.k8s.io/v1");
+	if (!cJSON_GetObjectItemCaseSensitive(lease, "kind"))
+		cJSON_AddStringToObject(lease, "kind", "Lease");
+	snprintf(msg, sizeof(msg), "%s became leader", kube_leader_identity(rt->leader));
+	if (kube_event(rt->recorder, lease, "Normal", "LeaderElection", msg, &e) < 0)
+		log_warn("cannot record the leader election event", "error", e.msg, NULL);
+	cJSON_Delete(lease);
+}
+
 static void on_started_leading(void *ud)
 {
-	atomic_store(&((struct run *)ud)->became_leader, 1);
+	struct run *rt = ud;
+
+	record_leader_event(rt);
+	atomic_store(&rt->became_leader, 1);
 }
 
 static void on_stopped_leading(void *ud)
@@ -449,6 +474,7 @@ static void stop_all(struct run *rt, struct kube_serve *probes[2])
 		source_kinds[i].inf = NULL;
 	}
 	kube_queue_free(rt->queue);
+	kube_recorder_free(rt->recorder);
 	kube_client_free(rt->client);
 }
 
@@ -518,6 +544,11 @@ int cmd_run(int argc, char **argv)
 		return 1;
 	}
 	rt.queue = kube_queue_new(NULL);
+	{
+		char host[256] = "";
+		gethostname(host, sizeof(host) - 1);
+		rt.recorder = kube_recorder_new(rt.client, "pulumi-controller", host);
+	}
 
 	if ((rc = discover(rt.client, &stack_kind, &e)) != 0) {
 		log_error(rc < 0 ? "cannot discover the Stack API" : "the server does not serve stacks.pulumi.com/v1; install the CRD",
@@ -560,6 +591,8 @@ int cmd_run(int argc, char **argv)
 			f.le_ns ? f.le_ns : kube_client_config(rt.client)->namespace, f.le_id, NULL, f.lease_ms, f.renew_ms, f.retry_ms,
 			on_started_leading, on_stopped_leading, on_new_leader, &rt,
 		};
+		rt.lease_ns = lo.namespace;
+		rt.lease_name = lo.name;
 		rt.leader = kube_leader_new(rt.client, &lo, &e);
 		if (rt.leader == NULL || kube_leader_start(rt.leader, &e) < 0)
 			goto fail;

@@ -301,6 +301,9 @@ def test_leader_election_one_leader_then_failover(kubeapi, controllers, tmp_path
     spec = lease(api)["spec"]
     assert spec["holderIdentity"] == id_b
     assert spec["leaseTransitions"] == transitions + 1
+    events = [e["message"] for e in api.client.list("v1", "events", "default")["items"]
+              if e["involvedObject"].get("kind") == "Lease" and e["reason"] == "LeaderElection"]
+    assert sorted(events) == sorted([f"{id_a} became leader", f"{id_b} became leader"])
 
     # A clean stop releases the Lease so a successor need not wait.
     assert b.stop() == 0
