@@ -514,6 +514,10 @@ def test_injected_failures(kubeapi):
     code, headers, body = c.raw("GET", "/apis/pulumi.com/v1/stacks")
     assert code == 429 and headers["Retry-After"] == "3"
     assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 3
+    kubeapi.fail_next(1, code=503, watch=True)
+    assert c.raw("GET", "/apis/pulumi.com/v1/stacks")[0] == 200
+    code, _, body = c.raw("GET", "/apis/pulumi.com/v1/stacks", params={"watch": "1"})
+    assert code == 503 and body["reason"] == "ServiceUnavailable"
 
 
 @pytest.mark.parametrize("mode", ["abort", "eof"])

@@ -69,7 +69,7 @@ class Faults:
         with self.lock:
             self.rules = []
 
-    def take(self, method, path):
+    def take(self, method, path, is_watch):
         with self.lock:
             for rule in self.rules:
                 if rule["count"] <= 0:
@@ -77,6 +77,8 @@ class Faults:
                 if rule.get("method") and rule["method"].upper() != method:
                     continue
                 if rule.get("path") and not re.search(rule["path"], path):
+                    continue
+                if rule.get("watch") is not None and bool(rule["watch"]) != is_watch:
                     continue
                 rule["count"] -= 1
                 return dict(rule)
@@ -113,6 +115,10 @@ def _fault_error(rule):
                          {"retryAfterSeconds": int(rule.get("retry_after") or 1)}, headers)
         err.headers.setdefault("Retry-After", str(rule.get("retry_after") or 1))
         return err
+    if code == 410:
+        return E.expired("too old resource version: 1 (2) (injected fault)")
+    if code == 401:
+        return E.unauthorized()
     if code == 503:
         return E.ApiError(503, "ServiceUnavailable", "The server is currently unable to "
                           "handle the request (injected fault)", {}, headers)
@@ -218,7 +224,7 @@ class Handler(BaseHTTPRequestHandler):
                 except (ValueError, TypeError, AttributeError, KeyError) as exc:
                     raise E.bad_request(f"bad admin request: {exc!r}") from None
             self.entry["user"] = self._authenticate(path)
-            rule = emu.faults.take(method, path)
+            rule = emu.faults.take(method, path, params.get("watch") in ("1", "true"))
             if rule is not None:
                 raise _fault_error(rule)
             if emu.settings.latency:
@@ -588,7 +594,7 @@ class Handler(BaseHTTPRequestHandler):
         if op == "fail":
             rule = {"count": int(args.get("count", 1)), "code": int(args.get("code", 500)),
                     "retry_after": args.get("retry_after"), "method": args.get("method"),
-                    "path": args.get("path")}
+                    "path": args.get("path"), "watch": args.get("watch")}
             emu.faults.add(rule)
             return self._send(200, rule)
         if op == "clear-faults":
