@@ -298,15 +298,30 @@ static void check_leader(struct run *x)
 	x->drain_until = now_ms() + DRAIN_MS;
 }
 
+/* Phase 0 waits for the timeout or an interrupt request; from then on
+ * each grace period steps SIGINT -> SIGTERM -> SIGKILL. */
 static void escalate(struct run *x, long now)
 {
-	long grace = x->spec->grace_ms > 0 ? x->spec->grace_ms : DEFAULT_GRACE;
+	const struct proc_spec *s = x->spec;
+	long grace = s->grace_ms > 0 ? s->grace_ms : DEFAULT_GRACE;
 
-	if (x->leader_done || x->spec->timeout_ms <= 0 || now < x->next_step)
+	if (x->leader_done)
 		return;
+	if (x->phase == 0) {
+		int timed = s->timeout_ms > 0 && now >= x->next_step;
+		int asked = s->interrupt != NULL && atomic_load(s->interrupt) != 0;
+
+		if (!timed && !asked)
+			return;
+		if (timed)
+			x->r->timed_out = 1;
+		else
+			x->r->interrupted = 1;
+	} else if (now < x->next_step) {
+		return;
+	}
 	switch (x->phase) {
 	case 0:
-		x->r->timed_out = 1;
 		signal_group(x, SIGINT);
 		break;
 	case 1:
@@ -366,12 +381,13 @@ static long poll_wait(struct run *x, long now, long next_tick)
 {
 	long w = next_tick - now;
 
-	if (x->spec->timeout_ms > 0 && !x->leader_done && x->next_step - now < w)
+	if ((x->spec->timeout_ms > 0 || x->phase > 0) && !x->leader_done && x->next_step - now < w)
 		w = x->next_step - now;
 	if (x->out_r < 0 && x->err_r < 0 && x->in_w < 0)
 		w = w < 2 ? w : 2;  /* nothing to wait on but the leader: short naps */
 	else if (!x->leader_done && w > 50)
-		w = 50;             /* notice an exit whose pipes are held by others */
+		w = 50;             /* notice an exit whose pipes are held by others,
+		                     * and interrupt requests */
 	return w < 0 ? 0 : w;
 }
 

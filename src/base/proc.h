@@ -6,7 +6,8 @@
  * inherited from this process), its own process group, stdin fed from a
  * caller buffer (how secret values reach a CLI without touching argv) or
  * /dev/null, and stdout/stderr captured as bounded tails.  A timeout
- * escalates SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
+ * (or an interrupt request from another thread) escalates
+ * SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
  * proc_run returns the group is gone: whatever the child left behind in its
  * group is killed before the child itself is reaped, so the group id cannot
  * be reused while we still signal it.
@@ -14,6 +15,7 @@
 #ifndef PC_PROC_H
 #define PC_PROC_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,6 +33,10 @@ struct proc_spec {
 	size_t stdin_len;
 	size_t tail_max;         /* bytes of stdout and of stderr kept (last ones); 0: 64 KiB */
 	long timeout_ms;         /* 0: no timeout */
+	/* When another thread sets *interrupt to non-zero, the same escalation
+	 * as a timeout starts (SIGINT first: the CLI cancels gracefully).  May
+	 * be NULL; not owned. */
+	atomic_int *interrupt;
 	long grace_ms;           /* wait after SIGINT, then after SIGTERM; 0: 10 s */
 	/* Called about every tick_ms while the child runs (progress readers);
 	 * may be NULL. */
@@ -46,6 +52,7 @@ struct proc_result {
 	int exit_code;
 	int term_signal;         /* signal that ended the child, 0 if none */
 	int timed_out;           /* the timeout expired */
+	int interrupted;         /* stopped because *interrupt was set */
 	int last_signal;         /* strongest signal sent to the group, 0 if none */
 	pid_t pid;               /* the child's pid (= its process group id) */
 	char *out;               /* NUL-terminated tail of stdout; owned, proc_result_free */

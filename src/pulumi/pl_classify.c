@@ -195,6 +195,29 @@ static void reason(enum pl_status st, const struct proc_result *pr, const struct
 		snprintf(buf, len, "killed by signal %d", pr->term_signal);
 }
 
+/* Reads the first "created by USER@HOST (pid N) at TIME" of a DIY lock
+ * conflict (reference §3.2); the lock's URL before it is not kept. */
+static void parse_lock(const char *err, struct pl_lock *l)
+{
+	const char *p = err ? strstr(err, ": created by ") : NULL;
+	const char *pid, *at, *eol;
+
+	memset(l, 0, sizeof(*l));
+	if (p == NULL)
+		return;
+	p += strlen(": created by ");
+	eol = p + strcspn(p, "\n");
+	pid = strstr(p, " (pid ");
+	if (pid == NULL || pid > eol)
+		return;
+	snprintf(l->owner, sizeof(l->owner), "%.*s", (int)(pid - p), p);
+	l->pid = strtol(pid + 6, NULL, 10);
+	at = strstr(pid, ") at ");
+	if (at && at < eol)
+		snprintf(l->created, sizeof(l->created), "%.*s", (int)(eol - at - 5), at + 5);
+	l->present = 1;
+}
+
 void pl_classify(const char *op, const struct proc_result *pr, const struct pl_events *ev,
 		 const char *const *secrets, size_t n_secrets, struct pl_result *r)
 {
@@ -206,22 +229,24 @@ void pl_classify(const char *op, const struct proc_result *pr, const struct pl_e
 		pl_set_message(r, op, "the pulumi CLI could not be started", secrets, n_secrets);
 		return;
 	}
-	if (pr->timed_out) {
-		static const char *const names[] = { "", "SIGINT", "SIGTERM", "SIGKILL" };
-		int step = pr->last_signal == 2 ? 1 : pr->last_signal == 15 ? 2 : 3;
-
-		r->status = PL_TIMEOUT;
-		snprintf(text, sizeof(text), "timed out; the CLI's process group was stopped with %s",
-			 names[step]);
-		pl_set_message(r, op, text, secrets, n_secrets);
-		return;
-	}
-	if (pr->exited && pr->exit_code == 0) {
+	if (pr->exited && pr->exit_code == 0 && !pr->timed_out) {
 		r->status = PL_OK;
 		pl_set_message(r, op, "succeeded", secrets, n_secrets);
 		return;
 	}
+	if (pr->timed_out || pr->interrupted) {
+		static const char *const names[] = { "", "SIGINT", "SIGTERM", "SIGKILL" };
+		int step = pr->last_signal == 2 ? 1 : pr->last_signal == 15 ? 2 : 3;
+
+		r->status = pr->timed_out ? PL_TIMEOUT : PL_CANCELED;
+		snprintf(text, sizeof(text), "%s; the CLI's process group was stopped with %s",
+			 pr->timed_out ? "timed out" : "interrupted on request", names[step]);
+		pl_set_message(r, op, text, secrets, n_secrets);
+		return;
+	}
 	r->status = status_from_texts(pr, ev);
+	if (r->status == PL_CONFLICT)
+		parse_lock(pr->errout, &r->lock);
 	reason(r->status, pr, ev, text, sizeof(text));
 	pl_set_message(r, op, text, secrets, n_secrets);
 }

@@ -51,6 +51,7 @@ struct pl_stack {
 	char **secrets;          /* every known secret value, owned */
 	size_t n_secrets, cap_secrets;
 	int oom;
+	atomic_int interrupt;    /* pl_interrupt was called */
 };
 
 enum scope {
@@ -526,6 +527,13 @@ static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 		pl_strv_free(&env);
 		return fail_internal(st, r, c->op, "refusing to pass a secret value on the command line");
 	}
+	if (atomic_load(&st->interrupt)) {
+		pl_strv_free(&argv);
+		pl_strv_free(&env);
+		r->status = PL_CANCELED;
+		pl_set_message(r, c->op, "not started: the driver was interrupted", NULL, 0);
+		return -1;
+	}
 	if (c->evlog)
 		unlink(c->evlog);
 	ps.file = st->bin;
@@ -537,6 +545,7 @@ static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 	ps.tail_max = c->tail_max ? c->tail_max : st->tail_max;
 	ps.timeout_ms = st->timeout_ms;
 	ps.grace_ms = st->grace_ms;
+	ps.interrupt = &st->interrupt;
 	if (c->ev) {
 		ps.on_tick = evtail_pump;
 		ps.tick_arg = &tail;
@@ -1147,6 +1156,11 @@ int pl_cancel(struct pl_stack *st, struct pl_result *r)
 	if (rc == 0)
 		log_warn("pulumi stack lock cancelled", "stack", st->stack, NULL);
 	return rc;
+}
+
+void pl_interrupt(struct pl_stack *st)
+{
+	atomic_store(&st->interrupt, 1);
 }
 
 /* ---- outputs and history ---- */

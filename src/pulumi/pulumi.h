@@ -139,6 +139,16 @@ struct pl_summary {
 	cJSON *changes;                /* {"create": 1, "same": 2}; owned by the result */
 };
 
+/* Who holds the lock, from the CLI's conflict text ("created by
+ * user@host (pid N) at TIME"), so the caller can judge whether it is
+ * stale (e.g. held by a previous incarnation of this controller). */
+struct pl_lock {
+	int present;
+	char owner[128];               /* "user@host" */
+	long pid;
+	char created[48];              /* as printed, RFC 3339 */
+};
+
 struct pl_result {
 	enum pl_status status;
 	int exit_code;                 /* CLI exit status, -1 when it did not exit normally */
@@ -147,6 +157,7 @@ struct pl_result {
 	int steps;                     /* resource steps started */
 	int failed_steps;
 	int policy_violations;         /* mandatory policy events */
+	struct pl_lock lock;           /* PL_CONFLICT on a file:// backend: the first lock */
 	cJSON *outputs;                /* pl_outputs: masked ("[secret]"); owned by the result */
 	cJSON *outputs_plain;          /* pl_outputs with show_secrets; owned; never log it */
 	cJSON *history;                /* pl_last_history: the newest entry; owned */
@@ -181,6 +192,15 @@ int pl_destroy(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 /* `cancel --yes`: removes the stack's lock.  Call it only for a lock known
  * to be stale (its holder is gone); it would break a running update. */
 int pl_cancel(struct pl_stack *st, struct pl_result *r);
+
+/*
+ * Asks the operation running on st (in another thread) to stop the way the
+ * CLI expects: SIGINT to its process group (a graceful cancel that releases
+ * the lock), then SIGTERM and SIGKILL after grace_ms each.  The request
+ * sticks: later operations on st return PL_CANCELED without running.  The
+ * only function that may be called concurrently with another on st.
+ */
+void pl_interrupt(struct pl_stack *st);
 
 /* `stack output --json` into r->outputs; with show_secrets also
  * `--show-secrets` into r->outputs_plain, and the secret output values join

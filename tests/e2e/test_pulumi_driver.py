@@ -3,6 +3,8 @@ test tool build/asan/tools/pl_driver: every operation, the failure classes,
 timeouts and the secret-handling rules."""
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import time
@@ -232,6 +234,8 @@ def test_held_lock_is_classified_then_cancelled_only_when_told(pulumi_world):
     rc, res, _ = w.drive("up")
     assert res["status"] == "conflict"
     assert "currently locked by 1 lock(s)" in res["message"]
+    assert "@" in res["lock"]["owner"] and res["lock"]["pid"] > 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", res["lock"]["created"])
     assert not any(c[0:1] == ["cancel"] for c in w.commands())   # never on its own
     w.ok("cancel")
     assert ["cancel", "--yes", "--stack", "dev"] in [c for c in w.commands()]
@@ -284,6 +288,33 @@ def test_hanging_cli_cancels_gracefully_on_sigint(pulumi_world, tmp_path):
     assert res["summary"]["result"] == "canceled"
     assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
     assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []   # released on cancel
+
+
+def test_interrupt_cancels_the_running_update(pulumi_world, tmp_path):
+    """SIGTERM to the tool = the controller shutting down: pl_interrupt."""
+    w = pulumi_world
+    w.ready()
+    pidfile = tmp_path / "pids.json"
+    spec = w.spec({"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile)},
+                  timeout_ms=60000, grace_ms=5000)
+    p = subprocess.Popen([w.tool, "--spec", "-", "up"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdin.write(json.dumps(spec))
+    p.stdin.close()
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pidfile.exists()
+    p.send_signal(signal.SIGTERM)
+    out = p.stdout.read()
+    p.stderr.read()
+    p.wait(timeout=30)
+    res = json.loads(out)
+    assert p.returncode == 1 and res["status"] == "canceled"
+    assert "interrupted on request" in res["message"] and "SIGINT" in res["message"]
+    assert res["summary"]["result"] == "canceled"
+    assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
+    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []
 
 
 def test_crash_mid_update_then_recovery(pulumi_world):

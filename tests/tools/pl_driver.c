@@ -17,9 +17,11 @@
  * --policy-pack DIR.  The result is printed as one JSON object on stdout;
  * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
  * includes self_maxrss_kb, this process's own peak RSS (the benchmark's
- * figure for the driver without the CLI it ran).
+ * figure for the driver without the CLI it ran).  SIGTERM interrupts the
+ * running operation (pl_interrupt), as the controller's shutdown would.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -157,6 +159,13 @@ static void print_result(const struct pl_result *r, cJSON *progress, int compact
 	cJSON_AddNumberToObject(o, "steps", r->steps);
 	cJSON_AddNumberToObject(o, "failed_steps", r->failed_steps);
 	cJSON_AddNumberToObject(o, "policy_violations", r->policy_violations);
+	if (r->lock.present) {
+		cJSON *l = cJSON_AddObjectToObject(o, "lock");
+
+		cJSON_AddStringToObject(l, "owner", r->lock.owner);
+		cJSON_AddNumberToObject(l, "pid", (double)r->lock.pid);
+		cJSON_AddStringToObject(l, "created", r->lock.created);
+	}
 	if (r->outputs)
 		cJSON_AddItemToObject(o, "outputs", cJSON_Duplicate(r->outputs, 1));
 	if (r->outputs_plain)
@@ -290,6 +299,17 @@ static int serve(struct pl_stack *st, struct args *a)
 	return rc;
 }
 
+/* SIGTERM interrupts the running operation, as the controller's shutdown
+ * does (pl_interrupt is an atomic store: async-signal-safe). */
+static struct pl_stack *running;
+
+static void on_sigterm(int sig)
+{
+	(void)sig;
+	if (running)
+		pl_interrupt(running);
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { 0 };
@@ -323,6 +343,8 @@ int main(int argc, char **argv)
 		cJSON_Delete(j);
 		return 1;
 	}
+	running = st;
+	signal(SIGTERM, on_sigterm);
 	if (strcmp(a.op, "serve") == 0) {
 		rc = serve(st, &a);
 	} else {
@@ -339,6 +361,8 @@ int main(int argc, char **argv)
 		print_result(&r, progress, 0);
 		pl_result_free(&r);
 	}
+	signal(SIGTERM, SIG_DFL);
+	running = NULL;
 	pl_close(st);
 	cJSON_Delete(j);
 	return rc == 0 ? 0 : 1;

@@ -176,6 +176,36 @@ static void test_ticks_while_running(void **state)
 	proc_result_free(&r);
 }
 
+static atomic_int stop_flag;
+
+static void request_stop(void *arg)
+{
+	int *n = arg;
+
+	if (++*n == 3)
+		atomic_store(&stop_flag, 1);
+}
+
+static void test_interrupt_from_outside(void **state)
+{
+	char *const argv[] = { "sh", "-c", "trap 'exit 42' INT; while :; do sleep 0.05; done", NULL };
+	int n = 0;
+	struct proc_spec s = { .argv = argv, .envp = base_env, .on_tick = request_stop,
+			       .tick_arg = &n, .tick_ms = 20, .interrupt = &stop_flag,
+			       .grace_ms = 5000 };
+	struct proc_result r;
+	struct err e = { 0 };
+
+	(void)state;
+	atomic_store(&stop_flag, 0);
+	assert_int_equal(proc_run(&s, &r, &e), 0);
+	assert_true(r.interrupted);
+	assert_false(r.timed_out);
+	assert_int_equal(r.last_signal, SIGINT);
+	assert_int_equal(r.exit_code, 42);
+	proc_result_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +219,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_escalates_and_kills_the_group),
 		cmocka_unit_test(test_leftovers_are_killed_when_the_leader_exits),
 		cmocka_unit_test(test_ticks_while_running),
+		cmocka_unit_test(test_interrupt_from_outside),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

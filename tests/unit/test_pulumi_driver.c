@@ -303,6 +303,26 @@ static void test_install_once_per_revision(void **state)
 	pl_close(st);
 }
 
+static void test_interrupt_is_sticky(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(&s, &e);
+	char *log;
+
+	pl_interrupt(st);
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	assert_int_equal(r.status, PL_CANCELED);
+	assert_non_null(strstr(r.message, "not started"));
+	pl_result_free(&r);
+	log = calls(f);
+	assert_null(strstr(log, " up "));
+	free(log);
+	pl_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +332,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -208,8 +208,16 @@ static void test_classify(void **state)
 	(void)state;
 	assert_int_equal(classify(0, "", "", &r), PL_OK);
 	assert_int_equal(classify(1, "", "error: the stack is currently locked by 1 lock(s). Either "
-				  "wait\n  file:///x: created by a@b\n", &r), PL_CONFLICT);
+				  "wait\n  file:///x: created by a@b (pid 7)\n", &r), PL_CONFLICT);
 	assert_string_equal(r.message, "up: the stack is currently locked by 1 lock(s). Either wait");
+	assert_true(r.lock.present);
+	assert_string_equal(r.lock.owner, "a@b");
+	assert_int_equal(classify(1, "", "error: the stack is currently locked by 1 lock(s).\n"
+				  "  file:///s?no_tmp_dir=true/.pulumi/locks/organization/p/dev/x.json: "
+				  "created by root@host-1 (pid 42) at 2025-09-23T13:21:31Z\n", &r), PL_CONFLICT);
+	assert_string_equal(r.lock.owner, "root@host-1");
+	assert_int_equal(r.lock.pid, 42);
+	assert_string_equal(r.lock.created, "2025-09-23T13:21:31Z");
 	assert_int_equal(classify(255, "", "error: [409] Conflict: Another update is currently in "
 				  "progress.\n", &r), PL_CONFLICT);
 	assert_int_equal(classify(6, "", "error: no stack named 'dev' found\n", &r), PL_NOT_FOUND);
@@ -224,6 +232,24 @@ static void test_classify(void **state)
 	assert_string_equal(r.message, "up: bad password [secret] given");
 	assert_int_equal(classify(2, "last words\n\n", "", &r), PL_FAILED);
 	assert_string_equal(r.message, "up: last words");
+}
+
+static void test_classify_interrupted(void **state)
+{
+	struct proc_result pr = fake(8, "", "");
+	struct pl_result r = { 0 };
+
+	(void)state;
+	pr.interrupted = 1;
+	pr.last_signal = 2;
+	pl_classify("up", &pr, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, PL_CANCELED);
+	assert_string_equal(r.message, "up: interrupted on request; the CLI's process group was "
+			    "stopped with SIGINT");
+	pr = fake(0, "", "");
+	pr.interrupted = 1;
+	pl_classify("up", &pr, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, PL_OK);   /* it finished before acting on the signal */
 }
 
 static void test_classify_timeout_missing_policy(void **state)
@@ -283,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_outputs_history_config),
 		cmocka_unit_test(test_redact),
 		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_classify_interrupted),
 		cmocka_unit_test(test_classify_timeout_missing_policy),
 		cmocka_unit_test(test_message_is_one_bounded_line),
 	};
