@@ -238,8 +238,16 @@ def test_stack_history_shape_and_paging(si):
 def test_preview_json_digest(si):
     p = run(si, "preview", "--json", "--stack", "dev")
     d = json.loads(p.stdout)
+    assert list(d) == ["config", "steps", "duration", "changeSummary"]
     assert isinstance(d["duration"], int) and d["changeSummary"] == {"create": 2}
     assert p.stdout.startswith('{\n    "')                       # 4-space indent
+    assert d["config"]["demo:password"] == "[secret]"
+    ops = [(s["op"], s["urn"].rsplit("::", 1)[1]) for s in d["steps"]]
+    assert sorted(ops) == [("create", "demo-dev"), ("create", "note")]
+    root = [s for s in d["steps"] if s["newState"]["type"] == "pulumi:pulumi:Stack"][0]
+    assert root["detailedDiff"] is None and root["newState"]["custom"] is False
+    assert root["newState"]["outputs"]["secretOut"] == "[secret]"
+    assert "hunter2" not in p.stdout
 
 
 def test_expect_no_changes_exit_code(si):
