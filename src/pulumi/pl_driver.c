@@ -558,8 +558,11 @@ static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 			close(tail.fd);
 	}
 	pl_classify(c->op, &pr, c->ev, (const char *const *)st->secrets, st->n_secrets, r);
-	if (!pr.started && pr.spawn_errno != ENOENT)
+	if (!pr.started) {
+		/* Only a missing program is a missing CLI; a bad workdir is ours. */
+		r->status = e.code == ERR_NOTFOUND ? PL_CLI_MISSING : PL_INTERNAL;
 		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets, st->n_secrets);
+	}
 	set_tails(st, r, &pr);
 	if (c->ev) {
 		cJSON_Delete(r->summary.changes);

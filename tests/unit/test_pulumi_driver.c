@@ -274,6 +274,17 @@ static void test_version_minimum(void **state)
 	st = pl_open(&s, &e);
 	assert_int_equal(pl_up(st, NULL, &r), -1);
 	assert_int_equal(r.status, PL_CLI_MISSING);
+	assert_non_null(strstr(r.message, "/nonexistent/pulumi"));
+	pl_result_free(&r);
+	pl_close(st);
+
+	/* A workdir that is gone is the caller's problem, not a missing CLI. */
+	s = base_spec(f);
+	s.workdir = "/nonexistent/work";
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	assert_int_equal(r.status, PL_INTERNAL);
+	assert_non_null(strstr(r.message, "/nonexistent/work"));
 	pl_result_free(&r);
 	pl_close(st);
 }
