@@ -405,3 +405,23 @@ def test_server_side_apply_conflicts_force_and_field_removal(kubeapi, tmp_path):
     got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
     assert got["metadata"]["labels"] == {"app": "demo", "owner": "ops"}
     assert got["metadata"]["generation"] == 3
+
+
+def test_typed_create_commands_send_protobuf(kubeapi):
+    """kubectl create configmap/secret/namespace/serviceaccount POST protobuf bodies."""
+    kubeapi.kubectl("create", "namespace", "team")
+    kubeapi.kubectl("create", "configmap", "c1", "--from-literal=a=b", "-n", "team")
+    kubeapi.kubectl("create", "secret", "generic", "s1", "--from-literal=token=abc", "-n", "team")
+    kubeapi.kubectl("create", "secret", "docker-registry", "pull", "--docker-server=r.io",
+                    "--docker-username=u", "--docker-password=p", "-n", "team")
+    kubeapi.kubectl("create", "serviceaccount", "runner", "-n", "team")
+    posts = [r for r in kubeapi.requests() if r["method"] == "POST"]
+    assert all(r["contentType"] == "application/vnd.kubernetes.protobuf" for r in posts[-5:])
+    c = kubeapi.client
+    assert c.get("v1", "namespaces", "team")["status"]["phase"] == "Active"
+    assert c.get("v1", "configmaps", "c1", "team")["data"] == {"a": "b"}
+    assert c.get("v1", "secrets", "s1", "team")["data"] == {"token": "YWJj"}
+    pull = c.get("v1", "secrets", "pull", "team")
+    assert pull["type"] == "kubernetes.io/dockerconfigjson"
+    assert ".dockerconfigjson" in pull["data"]
+    assert c.get("v1", "serviceaccounts", "runner", "team")["metadata"]["namespace"] == "team"

@@ -7,11 +7,11 @@ subresource, patches, finalizers, selectors, pagination and watches, plus
 fault injection through ``/__admin/`` endpoints.  ``tests/e2e/kube_fixtures.py``
 starts it for pytest; docs/testing.md describes how to run it by hand.
 
-Modules: errors (metav1.Status), selectors, patches, typed (Go-typed decoding
-checks), schema (CRD pruning and validation), apply (server-side apply field
-ownership), registry (kinds, discovery, OpenAPI), store (objects,
-resourceVersions, history, watchers), tables (meta.k8s.io Table output),
-server (HTTP, auth, routing, watch streams, admin), app (the process, state
-directory, stop and restart), tlsgen (test PKI), client (a small Python client
-for the tests).
+Modules: errors (metav1.Status), selectors, patches, protobuf (the bodies of
+kubectl's typed create commands), typed (Go-typed decoding checks), schema
+(CRD pruning and validation), apply (server-side apply field ownership),
+registry (kinds, discovery, OpenAPI), store (objects, resourceVersions,
+history, watchers), tables (meta.k8s.io Table output), server (HTTP, auth,
+routing, watch streams, admin), app (the process, state directory, stop and
+restart), tlsgen (test PKI), client (a small Python client for the tests).
 """

@@ -198,6 +198,7 @@ def types_from_crd(crd):
     for v in versions:
         if not v.get("served"):
             continue
+        list_kind = names.get("listKind") or f"{names.get('kind')}List"
         schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
         deprecation = None
         if v.get("deprecated"):
@@ -212,6 +213,7 @@ def types_from_crd(crd):
             crd=True, schema=schema, printer_columns=v.get("additionalPrinterColumns"),
             generation=True, storage_version=storage, deprecation=deprecation,
             field_labels=[f["jsonPath"].lstrip(".") for f in v.get("selectableFields") or []]))
+        out[-1].list_kind = list_kind
     return out
 
 

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from . import errors as E
+from . import protobuf
 from . import tables
 from . import typed
 from .store import Store, meta
@@ -258,10 +259,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _decode(self, body, ctype, allow_yaml=True):
         ctype = (ctype or "").split(";")[0].strip().lower()
-        if ctype in ("application/vnd.kubernetes.protobuf",) or (
-                ctype and ctype not in ("application/json", "application/yaml", "text/yaml",
-                                        "application/apply-patch+yaml", "*/*")
-                and not ctype.endswith("+json")):
+        if ctype == "application/vnd.kubernetes.protobuf":
+            try:
+                return protobuf.decode(body)
+            except protobuf.ProtobufError:
+                raise E.unsupported_media(["application/json", "application/yaml"]) from None
+        if ctype and ctype not in ("application/json", "application/yaml", "text/yaml",
+                                   "application/apply-patch+yaml", "*/*") \
+                and not ctype.endswith("+json"):
             raise E.unsupported_media(["application/json", "application/yaml"])
         if not body:
             raise E.bad_request("the request body is empty")
