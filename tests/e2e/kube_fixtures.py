@@ -10,7 +10,7 @@
     api.drop_watches(mode="abort"|"eof")                fault knobs ...
     api.fail_next(n, code=500, retry_after=None, method=None, path=None)
     api.expire(watches=False)   api.bookmark()   api.configure(**settings)
-    api.stop()  api.start()  api.restart()              state kept across restarts
+    api.stop()  api.start()  api.restart()  api.crash()   state kept across restarts
     api.set_tokens([...])  api.requests(since=0)  api.watches()  api.wait_watches(n)
     api.bulk_create(objs)  api.apply_file(path)
 
@@ -19,6 +19,7 @@ options are minor, history, bookmark_interval, watch_list (None follows the Watc
 gate's default for the minor version: on in 1.32 and 1.34+), discovery ("aggregated" or
 "legacy"), crds.
 """
+import http.client
 import json
 import os
 import pathlib
@@ -102,6 +103,7 @@ class KubeAPI:
     def start(self, timeout=20):
         assert self.proc is None, "emulator already running"
         env = dict(os.environ, PYTHONPATH=str(HERE))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([PYTHON, "-m", "kubeapi", "--state-dir",
                                       str(self.state_dir), "--port", str(self.port),
@@ -109,6 +111,8 @@ class KubeAPI:
                                      cwd=str(self.workdir))
         log.close()
         ready = self.state_dir / "ready.json"
+        if ready.exists():
+            ready.unlink()
 
         def is_ready():
             if self.proc.poll() is not None:
@@ -139,6 +143,24 @@ class KubeAPI:
     def restart(self):
         self.stop()
         self.start()
+
+    def crash(self, timeout=20):
+        """The process dies at once: open watches and connections are cut mid-stream (no
+        clean end), but nothing written is lost (the store is saved first, as etcd keeps
+        it).  start() brings it back."""
+        if self.proc is None:
+            return
+        try:
+            self.client.raw("POST", "/__admin/crash", {})
+        except (OSError, http.client.HTTPException):
+            pass
+        try:
+            self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
 
     def close(self):
         if self.proc is not None:

@@ -737,3 +737,23 @@ def test_wrongly_typed_fields_are_decoding_errors(kubeapi):
     got = c.get(GV, "stacks", "s2", "default")
     got["metadata"]["resourceVersion"] = int(got["metadata"]["resourceVersion"])
     assert err_of(c.update, got, "stacks").code == 400
+
+
+def test_crash_cuts_watches_and_keeps_every_write(kubeapi):
+    proc = subprocess.Popen(
+        ["curl", "-sS", "-N", "--cacert", kubeapi.ca_file, "-H",
+         f"Authorization: Bearer {kubeapi.token}",
+         f"{kubeapi.url}/apis/pulumi.com/v1/namespaces/default/stacks?watch=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kubeapi.wait_watches(1)
+        last = kubeapi.client.create(stack("a"), "stacks")
+        kubeapi.crash()
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 18, (out, err)      # body cut short, not ended
+    kubeapi.start()
+    assert rv(kubeapi.client.get(GV, "stacks", "a", "default")) == rv(last)

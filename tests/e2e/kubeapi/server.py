@@ -632,6 +632,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, emu.settings.as_dict())
         if op == "objects":
             return self._send(200, self._bulk(args))
+        if op == "crash":
+            self._send(200, {})
+            self.wfile.flush()
+            emu.crash()
         if op == "shutdown":
             self._send(200, {})
             threading.Thread(target=emu.request_stop, daemon=True).start()
