@@ -42,7 +42,7 @@ static int contains(const char *hay, const char *needle)
 	return hay != NULL && strstr(hay, needle) != NULL;
 }
 
-static int matches(const char *hay, const char *pattern)
+int pl_text_matches(const char *hay, const char *pattern)
 {
 	regex_t re;
 	int ok;
@@ -157,7 +157,7 @@ static enum pl_status status_from_texts(const struct proc_result *pr, const stru
 	if (contains(err, "the stack is currently locked by") ||
 	    contains(err, "[409] Conflict: Another update is currently in progress."))
 		return PL_CONFLICT;
-	if (matches(err, "no stack named.*found"))
+	if (pl_text_matches(err, "no stack named.*found"))
 		return PL_NOT_FOUND;
 	if (ev && ev->policy_violations > 0)
 		return PL_POLICY_VIOLATION;

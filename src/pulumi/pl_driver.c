@@ -710,6 +710,7 @@ static int begin(struct pl_stack *st, struct pl_result *r)
 
 /* ---- stack selection ---- */
 
+
 int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
@@ -736,8 +737,21 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 	}
 	rc = call(st, &init, &a, r, NULL);
 	pl_strv_free(&a);
-	if (rc == 0)
+	if (rc == 0) {
 		log_info("pulumi stack created", "stack", st->stack, NULL);
+		return 0;
+	}
+	/* Created by someone else since our select (reference §3.1
+	 * IsCreateStack409Error): select it after all. */
+	if (pl_text_matches(r->err_tail, "stack.*already exists")) {
+		pl_strv_add(&a, "stack");
+		pl_strv_add(&a, "select");
+		pl_strv_add(&a, "--stack");
+		pl_strv_add(&a, st->stack);
+		sel.quiet_ok = 0;
+		rc = call(st, &sel, &a, r, NULL);
+		pl_strv_free(&a);
+	}
 	return rc;
 }
 

@@ -22,6 +22,9 @@ void pl_strv_free(struct pl_strv *s);
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);
 
+/* 1 when the extended regular expression matches somewhere in hay (NULL: 0). */
+int pl_text_matches(const char *hay, const char *pattern);
+
 /* Classifies a finished CLI call and writes r->status and r->message.
  * ev may be NULL (no event log).  op names the operation for the message. */
 void pl_classify(const char *op, const struct proc_result *pr, const struct pl_events *ev,

@@ -33,6 +33,10 @@ static const char FAKE[] =
 	"  *'config --json'*) echo '{\"demo:greeting\":{\"value\":\"hi\"},\"demo:stale\":{\"value\":\"x\"},"
 	"\"aws:region\":{\"value\":\"r\"},\"demo:pw\":{\"secret\":true}}' ;;\n"
 	"  *'up '*) echo \"error: boom with $FAKE_SECRET inside\" >&2; exit 1 ;;\n"
+	"  *'stack select'*) [ -e \"$PULUMI_HOME/exists\" ] && exit 0;"
+	" echo \"error: no stack named 'dev' found\" >&2; exit 6 ;;\n"
+	"  *'stack init'*) touch \"$PULUMI_HOME/exists\";"
+	" echo \"error: stack 'organization/demo/dev' already exists\" >&2; exit 1 ;;\n"
 	"esac\n"
 	"exit 0\n";
 
@@ -314,6 +318,26 @@ static void test_install_once_per_revision(void **state)
 	pl_close(st);
 }
 
+static void test_stack_created_meanwhile_is_selected(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(&s, &e);
+	char *log;
+
+	assert_int_equal(pl_ensure_stack(st, &r), 0);
+	assert_int_equal(r.status, PL_OK);
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "ARGS: --non-interactive stack select --stack dev\n"
+				    "ARGS: --non-interactive stack init dev\n"
+				    "ARGS: --non-interactive stack select --stack dev\n"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_interrupt_is_sticky(void **state)
 {
 	struct fixture *f = *state;
@@ -344,6 +368,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stack_created_meanwhile_is_selected, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
