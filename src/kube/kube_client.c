@@ -159,6 +159,8 @@ static int exec_run(struct kube_client *c, char **out, struct err *e)
 	size_t nargs = 0, nenv = 0, i, k;
 	char **argv, **envp, *info;
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t mask, defaults;
 	struct sb buf;
 	int pipefd[2], status, rc;
 	pid_t pid;
@@ -199,7 +201,18 @@ static int exec_run(struct kube_client *c, char **out, struct err *e)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	rc = posix_spawnp(&pid, x->command, &fa, NULL, argv, envp);
+	/* The controller blocks SIGTERM & co. in its threads; the plugin must
+	 * start with the default mask and dispositions. */
+	posix_spawnattr_init(&attr);
+	sigemptyset(&mask);
+	posix_spawnattr_setsigmask(&attr, &mask);
+	sigfillset(&defaults);
+	sigdelset(&defaults, SIGKILL);
+	sigdelset(&defaults, SIGSTOP);
+	posix_spawnattr_setsigdefault(&attr, &defaults);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	rc = posix_spawnp(&pid, x->command, &fa, &attr, argv, envp);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	free(argv);
