@@ -21,21 +21,17 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/http.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "kube/kube_priv.h"
 
 extern char **environ;
@@ -152,19 +148,19 @@ static char *exec_info_json(struct kube_client *c)
 	return s;
 }
 
-/* Runs the plugin and returns its stdout (malloc'd). */
+/* Runs the plugin (base/proc.h: own process group, timeout, bounded
+ * output) and returns its stdout (malloc'd).  Like client-go, the plugin
+ * sees this process's environment plus its own env entries and
+ * KUBERNETES_EXEC_INFO; stdin is /dev/null (never interactive). */
 static int exec_run(struct kube_client *c, char **out, struct err *e)
 {
 	const struct kube_exec *x = c->cfg->exec;
-	size_t nargs = 0, nenv = 0, i, k;
+	struct proc_spec spec;
+	struct proc_result r;
+	size_t nargs = 0, nenv = 0, k = 0;
 	char **argv, **envp, *info;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t mask, defaults;
-	struct sb buf;
-	int pipefd[2], status, rc;
-	pid_t pid;
-	int64_t deadline = kube_mono_ms() + EXEC_TIMEOUT_MS;
+	struct sb s;
+	int rc;
 
 	while (x->args && x->args[nargs])
 		nargs++;
@@ -174,83 +170,53 @@ static int exec_run(struct kube_client *c, char **out, struct err *e)
 		nenv++;
 	argv = kx_calloc(nargs + 2, sizeof(char *));
 	argv[0] = x->command;
-	for (i = 0; i < nargs; i++)
+	for (size_t i = 0; i < nargs; i++)
 		argv[i + 1] = x->args[i];
 	envp = kx_calloc(nenv + 2, sizeof(char *));
-	k = 0;
 	for (char **p = environ; p && *p; p++)
 		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
 			envp[k++] = *p;
 	for (char **p = x->env; p && *p; p++)
 		envp[k++] = *p;
 	info = exec_info_json(c);
-	{
-		struct sb s;
-		sb_init(&s);
-		sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
-		free(info);
-		info = sb_take(&s);
-	}
+	sb_init(&s);
+	sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
+	free(info);
+	info = sb_take(&s);
 	envp[k++] = info;
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		free(argv);
-		free(envp);
-		free(info);
-		return err_set(e, ERR_IO, "exec plugin %s: pipe: %s", x->command, strerror(errno));
-	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	/* The controller blocks SIGTERM & co. in its threads; the plugin must
-	 * start with the default mask and dispositions. */
-	posix_spawnattr_init(&attr);
-	sigemptyset(&mask);
-	posix_spawnattr_setsigmask(&attr, &mask);
-	sigfillset(&defaults);
-	sigdelset(&defaults, SIGKILL);
-	sigdelset(&defaults, SIGSTOP);
-	posix_spawnattr_setsigdefault(&attr, &defaults);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	rc = posix_spawnp(&pid, x->command, &fa, &attr, argv, envp);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
+
+	memset(&spec, 0, sizeof(spec));
+	spec.file = x->command;
+	spec.argv = argv;
+	spec.envp = envp;
+	spec.tail_max = EXEC_OUTPUT_MAX;
+	spec.timeout_ms = EXEC_TIMEOUT_MS;
+	spec.grace_ms = 2000;
+	rc = proc_run(&spec, &r, e);
 	free(argv);
 	free(envp);
 	free(info);
-	if (rc != 0) {
-		close(pipefd[0]);
-		return err_set(e, ERR_IO, "exec plugin %s: cannot start: %s", x->command, strerror(rc));
+	if (rc < 0) {
+		proc_result_free(&r);
+		return err_set(e, ERR_AUTH, "exec plugin %s: cannot start: %s", x->command,
+		    strerror(r.spawn_errno ? r.spawn_errno : EIO));
 	}
-	sb_init(&buf);
-	for (;;) {
-		struct pollfd pfd = { pipefd[0], POLLIN, 0 };
-		int64_t left = deadline - kube_mono_ms();
-		char chunk[4096];
-		ssize_t n;
-		if (left <= 0 || buf.len > EXEC_OUTPUT_MAX) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (poll(&pfd, 1, (int)left) <= 0)
-			continue;
-		n = read(pipefd[0], chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		sb_addn(&buf, chunk, (size_t)n);
+	if (r.timed_out || !r.exited || r.exit_code != 0 || r.out_total > r.out_len) {
+		char why[64];
+		if (r.timed_out)
+			snprintf(why, sizeof(why), "timed out");
+		else if (!r.exited)
+			snprintf(why, sizeof(why), "signal %d", r.term_signal);
+		else if (r.exit_code != 0)
+			snprintf(why, sizeof(why), "exit status %d", r.exit_code);
+		else
+			snprintf(why, sizeof(why), "output too large");
+		proc_result_free(&r);
+		return err_set(e, ERR_AUTH, "exec plugin %s: failed (%s)", x->command, why);
 	}
-	close(pipefd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		sb_free(&buf);
-		return err_set(e, ERR_AUTH, "exec plugin %s: failed (%s %d)", x->command,
-		    WIFEXITED(status) ? "exit status" : "signal",
-		    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-	}
-	*out = sb_take(&buf);
+	*out = r.out;
+	r.out = NULL;
+	proc_result_free(&r);
 	return 0;
 }
 
