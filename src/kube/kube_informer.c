@@ -704,6 +704,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	CURLcode rc;
 
 	*events = 0;
+	*retry_after_s = -1;
 	pthread_mutex_lock(&inf->lock);
 	rv = kx_strdup(inf->last_rv ? inf->last_rv : "");
 	inf->stats.watches++;
@@ -823,7 +824,7 @@ static void *informer_main(void *arg)
 		}
 		{
 			unsigned long events;
-			long retry_after_s, wait;
+			long retry_after_s = -1, wait;
 			int64_t started = kube_mono_ms();
 			enum watch_end end;
 			err_clear(&e);
