@@ -203,7 +203,7 @@ class KubeAPI:
 
     def configure(self, **settings):
         """bookmark_interval, expired_mode ('event'|'http'), latency, fragment_watch,
-        watch_list, aggregated_discovery, minor, history_limit."""
+        hold_watches, watch_list, aggregated_discovery, minor, history_limit."""
         return self.admin("config", settings)
 
     def health(self):

@@ -757,3 +757,24 @@ def test_crash_cuts_watches_and_keeps_every_write(kubeapi):
     assert proc.returncode == 18, (out, err)      # body cut short, not ended
     kubeapi.start()
     assert rv(kubeapi.client.get(GV, "stacks", "a", "default")) == rv(last)
+
+
+def test_held_watches_go_silent_until_released(kubeapi):
+    c = kubeapi.client
+    got = []
+    done = threading.Event()
+
+    def run():
+        for ev in c.watch(GV, "stacks", "default", resourceVersion="0", timeoutSeconds=30):
+            got.append(ev["object"]["metadata"]["name"])
+        done.set()
+    threading.Thread(target=run, daemon=True).start()
+    kubeapi.wait_watches(1)
+    kubeapi.configure(hold_watches=True)
+    c.create(stack("a"), "stacks")
+    c.create(stack("b"), "stacks")
+    assert not done.wait(0.5) and got == []      # nothing arrives while held
+    kubeapi.configure(hold_watches=False)
+    wait_for(lambda: got == ["a", "b"], what="held events after release")
+    kubeapi.drop_watches("eof")
+    assert done.wait(10)

@@ -52,9 +52,24 @@ class Settings:
         self.latency = 0.0              # added to every API request, seconds
         self.fragment_watch = False     # split each watch write into random small chunks
         self.aggregated_discovery = True    # answer /api and /apis in apidiscovery format
+        self.watch_gate = threading.Event()  # cleared by hold_watches: streams go silent
+        self.watch_gate.set()
+
+    @property
+    def hold_watches(self):
+        return not self.watch_gate.is_set()
+
+    @hold_watches.setter
+    def hold_watches(self, hold):
+        if hold:
+            self.watch_gate.clear()
+        else:
+            self.watch_gate.set()
 
     def as_dict(self):
-        return dict(vars(self))
+        out = {k: v for k, v in vars(self).items() if k != "watch_gate"}
+        out["hold_watches"] = self.hold_watches
+        return out
 
 
 class Faults:
@@ -520,6 +535,9 @@ class Handler(BaseHTTPRequestHandler):
         next_bookmark = start + emu.settings.bookmark_interval
         final_bookmark = w.bookmarks and timeout > 2
         while True:
+            # a held watch writes nothing, not even its end, like a hung connection
+            while not emu.settings.watch_gate.wait(1.0):
+                pass
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -535,6 +553,8 @@ class Handler(BaseHTTPRequestHandler):
             if final_bookmark:
                 wake = min(wake, deadline - 2)
             items = w.take(max(0.005, wake - now))
+            while items and not emu.settings.watch_gate.wait(1.0):
+                pass
             out, end = [], None
             for item in items:
                 if item[0] == "event":
@@ -622,7 +642,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {})
         if op == "config":
             for k, v in args.items():
-                if not hasattr(emu.settings, k) and k != "history_limit":
+                if k == "watch_gate" or (not hasattr(emu.settings, k) and
+                                         k != "history_limit"):
                     raise E.bad_request(f"unknown setting {k}")
                 if k == "history_limit":
                     with store.lock:
