@@ -9,7 +9,6 @@ import stat
 import subprocess
 import time
 
-import pytest
 
 from pulumi_fixtures import API_TOKEN, DB_PASSWORD, PASSPHRASE, group_members
 
@@ -268,10 +267,12 @@ def test_hanging_cli_is_killed_with_its_whole_group(pulumi_world, tmp_path):
     pidfile = tmp_path / "pids.json"
     knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_HANG_STUBBORN": "1",
              "PULUMI_STANDIN_PIDFILE": str(pidfile)}
-    spec = w.spec(knobs, timeout_ms=3000, grace_ms=300)
+    # Long enough for a loaded machine to reach the hang before the timeout.
+    spec = w.spec(knobs, timeout_ms=6000, grace_ms=300)
     rc, res, _ = w.drive("up", spec=spec)
     assert res["status"] == "timeout"
     assert "SIGKILL" in res["message"]
+    assert pidfile.exists(), "the stand-in did not reach its hang before the timeout"
     pids = json.loads(pidfile.read_text())
     assert pids["pgid"] == pids["pid"]                # its own process group
     assert group_members(pids["pgid"]) == []          # nothing left in it
@@ -283,8 +284,9 @@ def test_hanging_cli_cancels_gracefully_on_sigint(pulumi_world, tmp_path):
     w.ready()
     pidfile = tmp_path / "pids.json"
     knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile)}
-    rc, res, _ = w.drive("up", spec=w.spec(knobs, timeout_ms=3000, grace_ms=5000))
+    rc, res, _ = w.drive("up", spec=w.spec(knobs, timeout_ms=6000, grace_ms=5000))
     assert res["status"] == "timeout" and "SIGINT" in res["message"]
+    assert pidfile.exists(), "the stand-in did not reach its hang before the timeout"
     assert res["summary"]["result"] == "canceled"
     assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
     assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []   # released on cancel
