@@ -104,6 +104,47 @@ def test_exec_credential_plugin(kubeapi, pc_tools, tmp_path):
     assert p.returncode == 1 and "exec plugin" in p.stderr and "exit status 3" in p.stderr
 
 
+def test_exec_credential_cached_until_refused(kubeapi, pc_tools, tmp_path):
+    """The plugin's token is reused until the server refuses it; a 401 runs the
+    plugin again and the request is retried with the new token."""
+    calls = tmp_path / "calls"
+    current = tmp_path / "current-token"
+    current.write_text("exec-token-1")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "#!/usr/bin/python3\n"
+        "import json\n"
+        f"open({str(calls)!r}, 'a').write('x')\n"
+        f"tok = open({str(current)!r}).read()\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "                  'status': {'token': tok}}))\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    kubeapi.set_tokens([kubeapi.token, "exec-token-1"])
+    doc = json.loads(open(kubeapi.write_kubeconfig(tmp_path / "base")).read())
+    doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                        "command": str(plugin), "interactiveMode": "Never"}}
+    kc = tmp_path / "kc"
+    kc.write_text(yaml.safe_dump(doc))
+    proc = subprocess.Popen([os.path.join(pc_tools, "kube_tool"), "loop", str(kc)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        def ask():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().strip()
+        assert ask() == "ok 1"
+        assert ask() == "ok 2"
+        assert calls.read_text() == "x"           # one run, token reused
+        current.write_text("exec-token-2")
+        kubeapi.set_tokens([kubeapi.token, "exec-token-2"])
+        assert ask() == "ok 3"                    # 401 -> plugin again -> retried
+        assert calls.read_text() == "xx"
+    finally:
+        proc.stdin.close()
+        assert proc.wait(30) == 0, proc.stderr.read()
+
+
 def test_repeated_events_are_aggregated(kubeapi, pc_tools, tmp_path):
     kubeapi.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
                     "metadata": {"name": "ev", "namespace": "default"}, "spec": {"stack": "dev"}})

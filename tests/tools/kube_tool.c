@@ -12,6 +12,8 @@
  *       records the same Warning Event COUNT times about the Stack.
  *   kube_tool whoami KUBECONFIG
  *       one GET with the config's credentials (exec plugins included).
+ *   kube_tool loop KUBECONFIG
+ *       like incluster below, with a kubeconfig.
  *   kube_tool incluster SA_DIR
  *       the in-cluster config from KUBERNETES_SERVICE_HOST/PORT and the
  *       service-account files in SA_DIR; then, for each line read from
@@ -211,25 +213,13 @@ static int event(struct kube_client *c, const char *ns, const char *name, int co
 	return rc;
 }
 
-static int incluster(const char *sa_dir)
+/* One GET per line read from stdin; frees c. */
+static int get_loop(struct kube_client *c)
 {
-	struct kube_config *cfg;
-	struct kube_client *c;
 	struct err e;
 	char line[64];
 	int n = 0;
 
-	if (http_global_init(&e) < 0 ||
-	    kube_config_incluster(getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT"),
-	    sa_dir, &cfg, &e) < 0) {
-		fprintf(stderr, "FAIL config: %s\n", e.msg);
-		return 1;
-	}
-	printf("server %s namespace %s\n", cfg->server, cfg->namespace);
-	fflush(stdout);
-	c = kube_client_new(cfg, &e);
-	if (c == NULL)
-		return fail("client", &e);
 	while (fgets(line, sizeof(line), stdin) != NULL) {
 		cJSON *o = kube_get(c, &namespaces, NULL, "default", NULL, &e);
 		n++;
@@ -243,6 +233,26 @@ static int incluster(const char *sa_dir)
 	kube_client_free(c);
 	http_global_cleanup();
 	return 0;
+}
+
+static int incluster(const char *sa_dir)
+{
+	struct kube_config *cfg;
+	struct kube_client *c;
+	struct err e;
+
+	if (http_global_init(&e) < 0 ||
+	    kube_config_incluster(getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT"),
+	    sa_dir, &cfg, &e) < 0) {
+		fprintf(stderr, "FAIL config: %s\n", e.msg);
+		return 1;
+	}
+	printf("server %s namespace %s\n", cfg->server, cfg->namespace);
+	fflush(stdout);
+	c = kube_client_new(cfg, &e);
+	if (c == NULL)
+		return fail("client", &e);
+	return get_loop(c);
 }
 
 int main(int argc, char **argv)
@@ -265,6 +275,8 @@ int main(int argc, char **argv)
 	c = kube_client_new(cfg, &e);
 	if (c == NULL)
 		return fail("client", &e);
+	if (strcmp(argv[1], "loop") == 0)
+		return get_loop(c);
 	if (strcmp(argv[1], "crud") == 0 && argc == 4) {
 		rc = crud(c, argv[3]);
 	} else if (strcmp(argv[1], "event") == 0 && argc == 6) {
