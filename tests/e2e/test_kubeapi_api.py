@@ -778,3 +778,24 @@ def test_held_watches_go_silent_until_released(kubeapi):
     wait_for(lambda: got == ["a", "b"], what="held events after release")
     kubeapi.drop_watches("eof")
     assert done.wait(10)
+
+
+def test_built_in_validation_a_controller_can_meet(kubeapi):
+    c = kubeapi.client
+    big = {"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "outputs", "namespace": "default"},
+           "stringData": {"a": "x" * (600 * 1024), "b": "y" * (600 * 1024)}}
+    e = err_of(c.create, big, "secrets")
+    assert e.code == 422 and "must have at most 1048576 bytes" in e.status["message"]
+    e = err_of(c.create, cm("c", **{"bad key": "v"}), "configmaps")
+    assert e.code == 422 and e.status["details"]["causes"][0]["field"] == "data[bad key]"
+    bad = stack("s")
+    bad["metadata"]["finalizers"] = ["not a name"]
+    assert err_of(c.create, bad, "stacks").code == 422
+    bad = stack("s", labels={"bad key!": "v"})
+    assert err_of(c.create, bad, "stacks").code == 422
+    ev = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default"},
+          "involvedObject": {"kind": "Stack", "name": "s", "namespace": "other"},
+          "reason": "X", "message": "m", "type": "Normal"}
+    e = err_of(c.create, ev, "events")
+    assert e.code == 422 and "involvedObject.namespace" in e.status["message"]

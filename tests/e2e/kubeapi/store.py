@@ -39,6 +39,10 @@ from .selectors import FieldSelector, LabelSelector
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -276,35 +280,75 @@ class Store:
                                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
                                "consist of lower case alphanumeric characters, '-' or '.', and "
                                "must start and end with an alphanumeric character"))
-        for field in ("labels", "annotations"):
-            val = m.get(field)
-            if val is not None and (not isinstance(val, dict) or
-                                    not all(isinstance(v, str) for v in val.values())):
-                causes.append(("FieldValueInvalid", f"metadata.{field}",
-                               "Invalid value: must be a map of strings"))
-        for k, v in (m.get("labels") or {}).items() if isinstance(m.get("labels"), dict) else []:
-            if not isinstance(v, str) or len(v) > 63 or not re.match(
-                    r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", v):
+        for k, v in (m.get("labels") or {}).items():
+            if not QUALIFIED_NAME.match(k) or len(k.split("/")[-1]) > 63:
+                causes.append(("FieldValueInvalid", "metadata.labels",
+                               f'Invalid value: "{k}": name part must consist of alphanumeric '
+                               "characters, '-', '_' or '.', and must start and end with an "
+                               "alphanumeric character"))
+            if len(v) > 63 or not LABEL_VALUE.match(v):
                 causes.append(("FieldValueInvalid", "metadata.labels",
                                f'Invalid value: "{v}": a valid label must be an empty string '
-                               "or consist of alphanumeric characters, '-', '_' or '.'"))
+                               "or consist of alphanumeric characters, '-', '_' or '.', and "
+                               "must start and end with an alphanumeric character"))
+        annotations = m.get("annotations") or {}
+        for k in annotations:
+            if not QUALIFIED_NAME.match(k):
+                causes.append(("FieldValueInvalid", "metadata.annotations",
+                               f'Invalid value: "{k}": name part must consist of alphanumeric '
+                               "characters, '-', '_' or '.'"))
+        if sum(len(k) + len(v) for k, v in annotations.items()) > 256 * 1024:
+            causes.append(("FieldValueTooLong", "metadata.annotations",
+                           "Too long: must have at most 262144 bytes"))
         for i, ref in enumerate(m.get("ownerReferences") or []):
             for f in ("apiVersion", "kind", "name", "uid"):
                 if not isinstance(ref, dict) or not ref.get(f):
                     causes.append(("FieldValueRequired",
                                    f"metadata.ownerReferences[{i}].{f}", "Required value"))
         fins = m.get("finalizers") or []
-        if not isinstance(fins, list) or not all(isinstance(f, str) for f in fins):
-            causes.append(("FieldValueInvalid", "metadata.finalizers",
-                           "Invalid value: must be a list of strings"))
-        elif rtype.crd:
+        for i, f in enumerate(fins):
+            if not QUALIFIED_NAME.match(f):
+                causes.append(("FieldValueInvalid", f"metadata.finalizers[{i}]",
+                               f'Invalid value: "{f}": name part must consist of alphanumeric '
+                               "characters, '-', '_' or '.'"))
+        if rtype.crd:
             for f in fins:
                 if "/" not in f:
                     self.warn(f'metadata.finalizers: "{f}": prefer a domain-qualified '
                               "finalizer name including a path (/) to avoid accidental "
                               "conflicts with other finalizer writers")
+        causes += self._validate_kind(rtype, obj)
         if causes:
             raise E.invalid(rtype, name, causes)
+
+    @staticmethod
+    def _validate_kind(rtype, obj):
+        """The per-kind rules of built-ins a controller is likely to meet."""
+        causes = []
+        if rtype.key in (("", "secrets"), ("", "configmaps")):
+            size = 0
+            for field in ("data", "binaryData", "stringData"):
+                for k, v in (obj.get(field) or {}).items():
+                    if not CONFIG_KEY.match(k) or len(k) > 253:
+                        causes.append(("FieldValueInvalid", f"{field}[{k}]",
+                                       f'Invalid value: "{k}": a valid config key must consist '
+                                       "of alphanumeric characters, '-', '_' or '.'"))
+                    size += len(v) * 3 // 4 if field != "stringData" and (
+                        rtype.key == ("", "secrets") or field == "binaryData") else len(v)
+            if size > 1024 * 1024:
+                causes.append(("FieldValueTooLong", "data",
+                               "Too long: must have at most 1048576 bytes"))
+        if rtype.key == ("", "events") and rtype.view is None:
+            ns = meta(obj).get("namespace")
+            ins = (obj.get("involvedObject") or {}).get("namespace")
+            if not obj.get("eventTime") and ins and ins != ns:
+                causes.append(("FieldValueInvalid", "involvedObject.namespace",
+                               f'Invalid value: "{ins}": does not match event.namespace'))
+            if obj.get("eventTime"):
+                for f in ("reportingComponent", "reportingInstance", "action", "reason"):
+                    if not obj.get(f):
+                        causes.append(("FieldValueRequired", f, "Required value"))
+        return causes
 
     def _normalize(self, rtype, obj, params, creating):
         """Pruning, type defaults and validation; returns the object to store."""
