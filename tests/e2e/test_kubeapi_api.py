@@ -799,3 +799,71 @@ def test_built_in_validation_a_controller_can_meet(kubeapi):
           "reason": "X", "message": "m", "type": "Normal"}
     e = err_of(c.create, ev, "events")
     assert e.code == 422 and "involvedObject.namespace" in e.status["message"]
+
+
+def test_concurrent_writers_and_watchers_agree_with_the_final_list(kubeapi):
+    """Watch streams are in resourceVersion order without gaps, and replaying one gives
+    exactly what a list returns, while several clients write at once."""
+    c = kubeapi.client
+    start = kubeapi.health()["resourceVersion"]
+    streams = {"all": [], "odd": []}
+
+    def watch(name, **params):
+        for ev in c.watch(GV, "stacks", "default", resourceVersion=str(start),
+                          allowWatchBookmarks="true", timeoutSeconds=60, **params):
+            streams[name].append(ev)
+    threads = [threading.Thread(target=watch, args=("all",), daemon=True),
+               threading.Thread(target=watch, args=("odd",), kwargs={
+                   "labelSelector": "parity=odd"}, daemon=True)]
+    for t in threads:
+        t.start()
+    kubeapi.wait_watches(2)
+
+    def writer(w):
+        client = KubeClient(kubeapi.url, kubeapi.token, kubeapi.ca_file)
+        for i in range(40):
+            name = f"w{w}-{i % 10}"
+            parity = "odd" if i % 2 else "even"
+            try:
+                client.create(stack(name, labels={"parity": parity}), "stacks")
+            except KubeError as exc:
+                assert exc.code == 409
+                if i % 7 == 0:
+                    client.delete(GV, "stacks", name, "default")
+                else:
+                    client.patch(GV, "stacks", name, {"metadata": {"labels": {
+                        "parity": parity}}, "spec": {"targets": [str(i)]}}, "default")
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    final = c.list(GV, "stacks", "default")
+    final_rv = int(final["metadata"]["resourceVersion"])
+    kubeapi.bookmark()      # queued after every event: once seen, a stream is complete
+    for name in streams:
+        wait_for(lambda: any(e["type"] == "BOOKMARK" and rv(e["object"]) >= final_rv
+                             for e in streams[name]), what=f"{name} watch to catch up")
+    rvs = [rv(e["object"]) for e in streams["all"] if e["type"] != "BOOKMARK"]
+    assert rvs == list(range(start + 1, final_rv + 1))
+    assert _replay(streams["all"]) == _expected(final, None)
+    assert _replay(streams["odd"]) == _expected(final, "odd")
+    kubeapi.drop_watches("eof")
+
+
+def _replay(events):
+    state = {}
+    for e in events:
+        if e["type"] == "BOOKMARK":
+            continue
+        name = e["object"]["metadata"]["name"]
+        if e["type"] == "DELETED":
+            state.pop(name, None)
+        else:
+            state[name] = e["object"]["metadata"]["resourceVersion"]
+    return state
+
+
+def _expected(listed, parity):
+    return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in listed["items"]
+            if parity is None or i["metadata"]["labels"].get("parity") == parity}
