@@ -927,28 +927,16 @@ static int declared(struct pl_stack *st, const char *project, const char *full)
 static int remove_undeclared(struct pl_stack *st, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
-	struct call list = { .op = "config", .scope = SCOPE_WORKSPACE, .tail_max = JSON_TAIL_MAX };
-	char project[256], *out = NULL;
+	char project[256];
 	struct err e = { 0 };
-	cJSON *keys;
+	cJSON *keys = NULL;
 	int rc = 0;
 
-	if (pl_project_name(st->workdir, project, sizeof(project), &e) < 0)
+	if (pl_project_name(st->workdir, project, sizeof(project), &e) < 0 ||
+	    pl_stack_config_keys(st->workdir, st->stack, &keys, &e) < 0) {
+		cJSON_Delete(keys);
 		return fail_internal(st, r, "config", e.msg);
-	pl_strv_add(&a, "config");
-	pl_strv_add(&a, "--json");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
-	rc = call(st, &list, &a, r, &out);
-	pl_strv_free(&a);
-	if (rc < 0) {
-		free(out);
-		return -1;
 	}
-	keys = pl_parse_config_keys(out);
-	free(out);
-	if (keys == NULL)
-		return fail_internal(st, r, "config", "`pulumi config --json` did not print a JSON object");
 	for (const cJSON *k = keys->child; k && rc == 0; k = k->next) {
 		struct call rm = { .op = "config rm", .scope = SCOPE_WORKSPACE };
 
@@ -988,7 +976,7 @@ int pl_apply_config(struct pl_stack *st, struct pl_result *r)
 		rc = set_secret(st, p.sec_k.v[i], p.sec_v.v[i], p.sec_path[i], r);
 	cfg_plan_free(&p);
 	if (rc == 0)
-		rc = remove_undeclared(st, r);
+		rc = remove_undeclared(st, r);   /* after the sets: the file exists now */
 	if (rc == 0)
 		pl_set_message(r, "config", "applied", NULL, 0);
 	return rc;

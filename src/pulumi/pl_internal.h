@@ -19,6 +19,11 @@ void pl_strv_add(struct pl_strv *s, const char *str);
 void pl_strv_addf(struct pl_strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pl_strv_free(struct pl_strv *s);
 
+/* The keys under `config:` in <workdir>/Pulumi.<stack>.yaml (or .yml; the
+ * last "/" segment of stack), as a new cJSON array of strings (caller
+ * frees); an empty array when the file does not exist.  -1 + e. */
+int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **keys, struct err *e);
+
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);
 

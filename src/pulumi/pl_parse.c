@@ -1,7 +1,7 @@
 /*
  * pl_parse.c - reading what the pulumi CLI writes: `version`, the
  * --event-log stream of EngineEvent lines, `stack output --json`,
- * `stack history --json`, `config --json`; and masking secret values in
+ * `stack history --json`; and masking secret values in
  * text.  Everything here treats its input as hostile (it is fuzzed):
  * lengths are bounded, unknown shapes are skipped, nothing is trusted to be
  * NUL-terminated or well-formed.
@@ -266,23 +266,6 @@ cJSON *pl_parse_history(const char *text, int *empty)
 	}
 	cJSON_Delete(a);
 	return first;
-}
-
-cJSON *pl_parse_config_keys(const char *text)
-{
-	cJSON *o = text ? cJSON_Parse(text) : NULL;
-	cJSON *keys;
-
-	if (!cJSON_IsObject(o)) {
-		cJSON_Delete(o);
-		return NULL;
-	}
-	keys = cJSON_CreateArray();
-	for (const cJSON *c = o->child; c && keys; c = c->next)
-		if (c->string)
-			cJSON_AddItemToArray(keys, cJSON_CreateString(c->string));
-	cJSON_Delete(o);
-	return keys;
 }
 
 /* The JSON-escaped form of s without the quotes (how the value looks

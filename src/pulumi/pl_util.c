@@ -1,8 +1,11 @@
 /*
  * pl_util.c - small helpers of the driver: owned string vectors for argv
- * and envp, and reading the project name from Pulumi.yaml (needed to tell
- * which stack config keys are declared: the CLI namespaces "greeting" as
- * "<project>:greeting").
+ * and envp, reading the project name from Pulumi.yaml (the CLI namespaces
+ * "greeting" as "<project>:greeting") and the config keys of the stack's
+ * settings file Pulumi.<stack>.yaml.  The settings file is read directly,
+ * as the Automation API does (reference §1.5): `config --json` also lists
+ * project-level keys (defaults included), which are not the stack's to
+ * remove.
  */
 #include "pulumi/pl_internal.h"
 
@@ -101,6 +104,89 @@ static int find_name(yaml_parser_t *p, char *out, size_t outlen)
 		}
 		yaml_event_delete(&ev);
 	}
+}
+
+/* Collects the keys of the top-level "config" mapping into keys. */
+static int collect_config_keys(yaml_parser_t *p, cJSON *keys)
+{
+	int depth = 0, is_key = 1, in_config = 0, want_config = 0, sub_key = 1;
+
+	for (;;) {
+		yaml_event_t ev;
+		yaml_event_type_t t;
+
+		if (!yaml_parser_parse(p, &ev))
+			return -1;
+		t = ev.type;
+		if (t == YAML_STREAM_END_EVENT || t == YAML_DOCUMENT_END_EVENT) {
+			yaml_event_delete(&ev);
+			return 0;
+		}
+		if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT) {
+			if (depth == 1) {
+				in_config = want_config && t == YAML_MAPPING_START_EVENT;
+				sub_key = 1;
+				is_key = !is_key;
+			} else if (depth == 2 && in_config) {
+				sub_key = !sub_key;   /* a structured value */
+			}
+			depth++;
+		} else if (t == YAML_MAPPING_END_EVENT || t == YAML_SEQUENCE_END_EVENT) {
+			depth--;
+			if (depth == 1)
+				in_config = 0;
+		} else if (t == YAML_SCALAR_EVENT) {
+			const char *v = (const char *)ev.data.scalar.value;
+
+			if (depth == 1) {
+				if (is_key)
+					want_config = strcmp(v, "config") == 0;
+				is_key = !is_key;
+			} else if (depth == 2 && in_config) {
+				if (sub_key)
+					cJSON_AddItemToArray(keys, cJSON_CreateString(v));
+				sub_key = !sub_key;
+			}
+		}
+		yaml_event_delete(&ev);
+	}
+}
+
+int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, struct err *e)
+{
+	static const char *const exts[] = { "yaml", "yml" };
+	const char *name = strrchr(stack, '/');
+
+	name = name ? name + 1 : stack;
+	*out = cJSON_CreateArray();
+	if (*out == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory");
+	for (size_t i = 0; i < 2; i++) {
+		char path[4096];
+		yaml_parser_t p;
+		FILE *f;
+		int rc;
+
+		snprintf(path, sizeof(path), "%s/Pulumi.%s.%s", workdir, name, exts[i]);
+		f = fopen(path, "re");
+		if (f == NULL) {
+			if (errno == ENOENT)
+				continue;
+			return err_set(e, ERR_IO, "open %s: %s", path, strerror(errno));
+		}
+		if (!yaml_parser_initialize(&p)) {
+			fclose(f);
+			return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
+		}
+		yaml_parser_set_input_file(&p, f);
+		rc = collect_config_keys(&p, *out);
+		yaml_parser_delete(&p);
+		fclose(f);
+		if (rc < 0)
+			return err_set(e, ERR_INVALID, "%s: not valid YAML", path);
+		return 0;
+	}
+	return 0;   /* no settings file yet: no keys */
 }
 
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e)

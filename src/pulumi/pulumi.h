@@ -245,9 +245,6 @@ cJSON *pl_parse_outputs(const char *text);
 /* `stack history --json` text -> a copy of element 0 (caller frees); NULL
  * when empty or malformed (*empty set to 1 for a valid empty array). */
 cJSON *pl_parse_history(const char *text, int *empty);
-/* `config --json` text -> the config keys ("ns:key"), a cJSON array of
- * strings (caller frees); NULL when malformed. */
-cJSON *pl_parse_config_keys(const char *text);
 
 /* Replaces every occurrence of each secret (and of its JSON-escaped form)
  * in s with "[secret]"; returns a new string (caller frees). */

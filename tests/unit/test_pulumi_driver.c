@@ -21,7 +21,7 @@
 #include "pulumi/pulumi.h"
 
 /* Records each call as "ARGS: ..." and, when stdin is not empty,
- * "STDIN: ..." in $PULUMI_HOME/calls; answers version and config --json. */
+ * "STDIN: ..." in $PULUMI_HOME/calls; answers version. */
 static const char FAKE[] =
 	"#!/bin/sh\n"
 	"log=\"$PULUMI_HOME/calls\"\n"
@@ -30,8 +30,6 @@ static const char FAKE[] =
 	"[ -n \"$in\" ] && echo \"STDIN: $in\" >> \"$log\"\n"
 	"case \"$*\" in\n"
 	"  version) echo \"${FAKE_VERSION:-v3.200.1}\" ;;\n"
-	"  *'config --json'*) echo '{\"demo:greeting\":{\"value\":\"hi\"},\"demo:stale\":{\"value\":\"x\"},"
-	"\"aws:region\":{\"value\":\"r\"},\"demo:pw\":{\"secret\":true}}' ;;\n"
 	"  *'up '*) echo \"error: boom with $FAKE_SECRET inside\" >&2; exit 1 ;;\n"
 	"  *'stack select'*) [ -e \"$PULUMI_HOME/exists\" ] && exit 0;"
 	" echo \"error: no stack named 'dev' found\" >&2; exit 6 ;;\n"
@@ -159,6 +157,30 @@ static void test_open_validates_the_spec(void **state)
 	assert_non_null(strstr(e.msg, "not JSON"));
 }
 
+/* The stack settings file as the CLI would have left it. */
+static void write_stack_settings(struct fixture *f)
+{
+	char p[400];
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
+	fp = fopen(p, "w");
+	fputs("encryptionsalt: v1:AQIDBAUGBwg=:v1:AAECAwQFBgcICQoL:yX1+BiKJUW+guDZbiQRMUnobuD6cFg==\n"
+	      "config:\n"
+	      "  demo:greeting: hi\n"
+	      "  demo:stale:\n"
+	      "    nested:\n"
+	      "      - config: not-a-key\n"
+	      "  aws:region: r\n"
+	      "  demo:pw:\n"
+	      "    secure: v1:AQIDBAUGBwgJCgsM:IwVgbMOqTBUsDtDU+dZ6OCuyyKAw6lA=\n"
+	      "  demo:db:\n"
+	      "    port: 1\n"
+	      "other:\n"
+	      "  demo:outside: 1\n", fp);
+	fclose(fp);
+}
+
 static void test_config_calls(void **state)
 {
 	struct fixture *f = *state;
@@ -177,6 +199,7 @@ static void test_config_calls(void **state)
 
 	s.config = cfg;
 	s.n_config = 5;
+	write_stack_settings(f);
 	st = pl_open(&s, &e);
 	assert_non_null(st);
 	assert_int_equal(pl_apply_config(st, &r), 0);
@@ -197,6 +220,10 @@ static void test_config_calls(void **state)
 	assert_null(strstr(log, "-- demo:greeting"));
 	assert_null(strstr(log, "-- aws:region"));
 	assert_null(strstr(log, "-- demo:pw"));        /* declared as "pw" */
+	assert_null(strstr(log, "-- demo:db"));        /* structured, declared as "db" */
+	assert_null(strstr(log, "not-a-key"));
+	assert_null(strstr(log, "demo:outside"));      /* not under config: */
+	assert_null(strstr(log, "config --json"));     /* the file is read, not the CLI */
 	/* Secrets only ever on stdin. */
 	assert_false(on_argv(log, "sekrit-Value-9"));
 	assert_false(on_argv(log, "tok-Value-8"));

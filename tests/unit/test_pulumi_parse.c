@@ -162,10 +162,6 @@ static void test_outputs_history_config(void **state)
 	assert_null(pl_parse_history("{}", &empty));
 	assert_false(empty);
 
-	o = pl_parse_config_keys("{\"demo:a\":{\"value\":\"1\"},\"aws:region\":{\"secret\":false}}");
-	assert_int_equal(cJSON_GetArraySize(o), 2);
-	assert_string_equal(cJSON_GetArrayItem(o, 1)->valuestring, "aws:region");
-	cJSON_Delete(o);
 }
 
 static void test_redact(void **state)
