@@ -97,6 +97,8 @@ struct pl_spec {
 	long grace_ms;                 /* SIGINT -> SIGTERM -> SIGKILL spacing; 0: 10 s */
 	size_t tail_max;               /* stdout/stderr bytes kept per call; 0: 64 KiB */
 	const char *min_version;       /* NULL: PL_MIN_VERSION */
+	int skip_version_check;        /* trust the binary (a development build may print
+	                                * no version), as PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK */
 };
 
 struct pl_stack;

@@ -104,6 +104,7 @@ static int spec_from_json(const cJSON *j, struct pl_spec *s, struct pl_env_var *
 	s->timeout_ms = jnum(j, "timeout_ms");
 	s->grace_ms = jnum(j, "grace_ms");
 	s->tail_max = (size_t)jnum(j, "tail_max");
+	s->skip_version_check = jbool(j, "skip_version_check");
 	n = 0;
 	cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "env")) {
 		if (n == MAX_LIST)

@@ -300,6 +300,16 @@ static void test_version_minimum(void **state)
 	pl_result_free(&r);
 	pl_close(st);
 
+	/* A build that prints no usable version passes only when told to trust it. */
+	s = base_spec(f);
+	s.min_version = "9.0.0";
+	s.skip_version_check = 1;
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_check_version(st, &r), 0);
+	assert_string_equal(r.message, "version: check skipped");
+	pl_result_free(&r);
+	pl_close(st);
+
 	s = base_spec(f);
 	s.pulumi_bin = "/nonexistent/pulumi";
 	st = pl_open(&s, &e);
