@@ -154,6 +154,10 @@ static enum pl_status status_from_texts(const struct proc_result *pr, const stru
 {
 	const char *out = pr->out, *err = pr->errout;
 
+	/* The CLI runs but its language host for the program's runtime is not
+	 * installed: an installation problem, like a missing CLI. */
+	if (contains(err, "failed to load language plugin"))
+		return PL_CLI_MISSING;
 	if (contains(err, "the stack is currently locked by") ||
 	    contains(err, "[409] Conflict: Another update is currently in progress."))
 		return PL_CONFLICT;

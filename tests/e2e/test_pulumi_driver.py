@@ -403,6 +403,16 @@ def test_cli_missing_and_too_old(pulumi_world, tmp_path):
     assert "v3.100.0" in res["message"] and "3.135.0" in res["message"]
 
 
+def test_missing_language_host_is_classified(pulumi_world):
+    w = pulumi_world
+    w.ready()
+    w.write_program("name: demo\nruntime: nodejs\n")
+    rc, res, _ = w.drive("up")
+    assert res["status"] == "cli-missing"
+    assert "no language plugin 'pulumi-language-nodejs'" in res["message"]
+    assert res["summary"]["present"] is False
+
+
 def test_output_tails_are_bounded(pulumi_world):
     w = pulumi_world
     w.ready()

@@ -152,6 +152,20 @@ def test_backend_resolution_order(pulumi_world, tmp_path):
                         f"stat {tmp_path}/missing: no such file or directory\n")
 
 
+def test_missing_language_host(si, tmp_path):
+    """Observed on v3.274.1 without pulumi-language-yaml."""
+    si.write_program("name: demo\nruntime: nodejs\n")
+    log = tmp_path / "ev"
+    p = run(si, "preview", "--event-log", str(log), "--stack", "dev",
+            env={"PULUMI_DEBUG_COMMANDS": "1"})
+    assert p.returncode == 1
+    assert p.stdout == "Previewing update (dev):\n"
+    assert p.stderr == ("error: failed to load language plugin nodejs: no language plugin "
+                        "'pulumi-language-nodejs' found in the workspace or on your $PATH\n")
+    assert events(log) == [{"sequence": 0, "timestamp": events(log)[0]["timestamp"],
+                            "cancelEvent": {}}]
+
+
 def test_mutations_need_yes_in_non_interactive_mode(si):
     p = run(si, "up", "--stack", "dev")
     assert p.returncode == 2

@@ -224,6 +224,9 @@ static void test_classify(void **state)
 	assert_int_equal(classify(1, "", "error: resource urn:x violates plan: properties changed\n",
 				  &r), PL_PLAN_VIOLATION);
 	assert_int_equal(classify(8, "", "", &r), PL_CANCELED);
+	assert_int_equal(classify(1, "Previewing update (dev):\n", "error: failed to load language "
+				  "plugin yaml: no language plugin 'pulumi-language-yaml' found in the "
+				  "workspace or on your $PATH\n", &r), PL_CLI_MISSING);
 	assert_int_equal(classify(1, "", "error: bad password hunter2 given\n", &r), PL_FAILED);
 	assert_string_equal(r.message, "up: bad password [secret] given");
 	assert_int_equal(classify(2, "last words\n\n", "", &r), PL_FAILED);
