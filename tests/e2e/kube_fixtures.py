@@ -17,7 +17,8 @@
 `kubeapi_factory(**options)` starts more (or differently configured) ones:
 options are minor, history, bookmark_interval, watch_list (None follows the WatchList
 gate's default for the minor version: on in 1.32 and 1.34+), discovery ("aggregated" or
-"legacy"), crds.
+"legacy"), keep_watch_history (watches may resume across a restart; by default they
+get 410, as from a real apiserver's fresh watch cache), crds.
 """
 import http.client
 import json
@@ -72,7 +73,8 @@ def wait_for(predicate, timeout=10.0, interval=0.02, what="condition"):
 
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
-                 watch_list=None, crds=True, discovery="aggregated"):
+                 watch_list=None, crds=True, discovery="aggregated",
+                 keep_watch_history=False):
         self.workdir = pathlib.Path(workdir)
         self.state_dir = self.workdir / "kubeapi-state"
         self.log_path = self.workdir / "kubeapi.log"
@@ -81,6 +83,8 @@ class KubeAPI:
                      "--bookmark-interval", str(bookmark_interval)]
         self.args += ["--watch-list", {None: "auto", True: "on", False: "off"}[watch_list],
                       "--discovery", discovery]
+        if keep_watch_history:
+            self.args.append("--keep-watch-history")
         self.port = 0
         self.proc = None
         self.start()

@@ -543,19 +543,31 @@ def test_drop_watches(kubeapi, mode):
     wait_for(lambda: not kubeapi.watches(), what="watch to be unregistered")
 
 
-def test_restart_keeps_objects_versions_and_history(kubeapi):
-    c = kubeapi.client
+@pytest.mark.parametrize("keep", [False, True])
+def test_restart_keeps_objects_versions_and_history(kubeapi_factory, keep):
+    api = kubeapi_factory(keep_watch_history=keep)
+    c = api.client
     a = c.create(stack("a"), "stacks")
     b = c.patch(GV, "stacks", "a", {"spec": {"refresh": True}}, "default")
+    page = c.list(GV, "stacks", limit=1)
     before = c.list(GV, "stacks")
-    kubeapi.restart()
+    api.restart()
     after = c.list(GV, "stacks")
     assert after["items"] == before["items"]
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     evs = collect(c.watch(GV, "stacks", "default", resourceVersion=str(rv(a)),
                           timeoutSeconds=5), 1)
-    assert evs[0]["type"] == "MODIFIED" and rv(evs[0]["object"]) == rv(b)
+    if keep:
+        assert evs[0]["type"] == "MODIFIED" and rv(evs[0]["object"]) == rv(b)
+    else:               # the watch cache starts at the restart, like kube-apiserver's
+        assert evs[0]["type"] == "ERROR" and evs[0]["object"]["code"] == 410
+    # lists still read the saved history (etcd keeps it)
+    assert c.list(GV, "stacks", limit=1, resourceVersion=page["metadata"]["resourceVersion"])
     assert rv(c.create(stack("c"), "stacks")) == rv(b) + 1
+    # a client that was up to date resumes without a relist
+    evs = collect(c.watch(GV, "stacks", "default", resourceVersion=str(rv(b)),
+                          timeoutSeconds=5), 1)
+    assert evs[0]["type"] == "ADDED" and evs[0]["object"]["metadata"]["name"] == "c"
 
 
 def test_watch_ends_cleanly_when_the_server_stops(kubeapi):

@@ -24,10 +24,14 @@ def main():
     p.add_argument("--discovery", choices=["aggregated", "legacy"], default="aggregated",
                    help="answer /api and /apis in the aggregated format when asked (as 1.30+ "
                    "servers do), or only in the legacy one")
+    p.add_argument("--keep-watch-history", action="store_true",
+                   help="after a restart, watches may resume from before it (a real "
+                   "apiserver's watch cache starts empty and answers 410)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     emu = Emulator(args.state_dir, host=args.host, port=args.port, token_file=args.token_file,
-                   minor=args.minor, history=args.history, verbose=args.verbose)
+                   minor=args.minor, history=args.history, verbose=args.verbose,
+                   keep_watch_history=args.keep_watch_history)
     emu.settings.bookmark_interval = args.bookmark_interval
     emu.settings.aggregated_discovery = args.discovery == "aggregated"
     if args.watch_list == "auto":

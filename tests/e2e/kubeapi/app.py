@@ -5,7 +5,9 @@ file (one bearer token a line), kubeconfig (for kubectl and the C client),
 ready.json (written once the port is bound: {"port", "pid", "url"}) and,
 after a graceful stop (SIGTERM, SIGINT or POST /__admin/shutdown),
 state.json with every object and the event history, which the next start
-loads: a restart keeps objects, resourceVersions and watchable history.
+loads: a restart keeps objects, resourceVersions and the history lists read;
+watches from before it get 410, as a real apiserver's fresh watch cache
+answers, unless --keep-watch-history.
 """
 import json
 import os
@@ -48,7 +50,7 @@ def kubeconfig_text(url, ca_file, token=None, token_file=None, client_cert=None,
 
 class Emulator:
     def __init__(self, state_dir, host="127.0.0.1", port=0, token_file=None, minor=32,
-                 history=10000, verbose=False):
+                 history=10000, verbose=False, keep_watch_history=False):
         os.makedirs(state_dir, exist_ok=True)
         self.state_dir = state_dir
         self.verbose = verbose
@@ -59,7 +61,7 @@ class Emulator:
         state_path = os.path.join(state_dir, "state.json")
         if os.path.exists(state_path):
             with open(state_path) as f:
-                self.store.load(json.load(f))
+                self.store.load(json.load(f), keep_watch_history)
         else:
             self.store.bootstrap()
         self.ca_file, _ = tlsgen.make_ca(state_dir)

@@ -131,6 +131,7 @@ class Store:
         self.history = collections.deque()
         self.history_limit = history_limit
         self.floor = 0              # oldest resourceVersion a watch or snapshot may start at
+        self.watch_floor = 0        # where the watch cache starts (the last start-up)
         self.watchers = set()
         self.owners = {}            # owner uid -> set of (key, ns, name) of dependents
         self.finalizing = set()     # namespaces and CRDs whose contents are being deleted
@@ -152,10 +153,15 @@ class Store:
                                 for k, v in self.objects.items()],
                     "history": [e.to_json() for e in self.history]}
 
-    def load(self, state):
+    def load(self, state, keep_watch_history=False):
+        """Loads a saved state.  Like kube-apiserver's watch cache, which starts empty at
+        the current revision, watches from before the restart then get 410 Expired unless
+        keep_watch_history; lists and continue tokens still read the saved history (etcd
+        keeps it)."""
         with self.lock:
             self.rv = state["rv"]
             self.floor = state["floor"]
+            self.watch_floor = self.floor if keep_watch_history else self.rv
             for entry in state["objects"]:
                 key = tuple(entry["key"])
                 bucket = self.objects.setdefault(key, {})
@@ -629,9 +635,10 @@ class Store:
                     w.push(("bookmark", self.rv, True))
             else:
                 start = self._parse_rv(rv_text) if rv_text not in (None, "", "0") else self.rv
-                if start < self.floor:
+                oldest = max(self.floor, self.watch_floor)
+                if start < oldest:
                     return None, E.expired(f"too old resource version: {start} "
-                                           f"({self.floor + 1})")
+                                           f"({oldest + 1})")
                 if start > self.rv:
                     try:
                         self._wait_fresh(start)
