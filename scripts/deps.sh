@@ -33,6 +33,7 @@ tar
 time
 curl
 procps
+etcd-server
 "
 
 missing=""
