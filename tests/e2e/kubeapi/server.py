@@ -264,18 +264,21 @@ class Handler(BaseHTTPRequestHandler):
                                         f"Internal error occurred: emulator bug: {exc!r}"))
 
     def _authenticate(self, path):
+        """The first authenticator that succeeds wins, as in kube-apiserver's union
+        (client certificate, then bearer token); a token that fails is a 401 even on
+        the public paths, and only a request with no credentials is anonymous."""
         emu = self.server.emu
-        auth = self.headers.get("Authorization")
-        if auth is not None:
-            if auth.startswith("Bearer ") and auth[7:].strip() in emu.tokens():
-                return "token"
-            raise E.unauthorized()
         cert = self.request.getpeercert() if hasattr(self.request, "getpeercert") else None
         if cert:
             for rdn in cert.get("subject", ()):
                 for k, v in rdn:
                     if k == "commonName":
                         return "cert:" + v
+        auth = self.headers.get("Authorization")
+        if auth is not None:
+            if auth.startswith("Bearer ") and auth[7:].strip() in emu.tokens():
+                return "token"
+            raise E.unauthorized()
         if path in PUBLIC_PATHS:
             return "system:anonymous"
         raise E.unauthorized()
