@@ -164,6 +164,12 @@ def test_missing_language_host(si, tmp_path):
                         "'pulumi-language-nodejs' found in the workspace or on your $PATH\n")
     assert events(log) == [{"sequence": 0, "timestamp": events(log)[0]["timestamp"],
                             "cancelEvent": {}}]
+    p = run(si, "up", "--yes", "--skip-preview", "--stack", "dev")
+    assert p.returncode == 1 and p.stdout == "Updating (dev):\n"
+    h = json.loads(run(si, "stack", "history", "--json", "--stack", "dev").stdout)
+    assert len(h) == 1 and h[0]["result"] == "failed" and h[0]["resourceChanges"] == {}
+    p = run(si, "install")
+    assert p.returncode == 1 and p.stderr.startswith("error: load language plugin nodejs: ")
 
 
 def test_mutations_need_yes_in_non_interactive_mode(si):
@@ -270,6 +276,8 @@ def test_stack_history_shape_and_paging(si):
                        "result", "endTime", "resourceChanges"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", e["startTime"])
     assert e["config"]["demo:password"] == {"secret": True}
+    assert list(e["environment"]) == sorted(e["environment"])          # Go map order (observed)
+    assert e["environment"]["stack.environments"] == "[]"
     page = json.loads(run(si, "stack", "history", "--json", "--page-size", "1", "--page", "2",
                           "--stack", "dev").stdout)
     assert len(page) == 1 and page[0]["startTime"] == full[1]["startTime"]
