@@ -500,80 +500,86 @@ class Store:
             raise E.bad_request("continue key is not valid: incorrect encoded start "
                                 "resourceVersion (version meta.k8s.io/v1)") from None
 
+    @staticmethod
+    def _check_list_options(params):
+        """ListOptions validation (apimachinery internalversion/validation)."""
+        rv_text = params.get("resourceVersion")
+        match = params.get("resourceVersionMatch")
+        if match not in (None, "", "Exact", "NotOlderThan"):
+            raise E.invalid_list_options([(
+                "FieldValueNotSupported", "resourceVersionMatch",
+                f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')])
+        if match == "Exact" and rv_text == "0":
+            raise E.invalid_list_options([(
+                "FieldValueForbidden", "resourceVersionMatch",
+                'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion '
+                '"0"')])
+        if match and not rv_text:
+            raise E.invalid_list_options([(
+                "FieldValueForbidden", "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                "provided")])
+        if params.get("sendInitialEvents") is not None:
+            raise E.invalid_list_options([(
+                "FieldValueForbidden", "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for list")])
+        limit = params.get("limit")
+        try:
+            return int(limit) if limit not in (None, "") else 0
+        except ValueError:
+            raise E.bad_request(f'invalid limit: "{limit}"') from None
+
+    def _list_snapshot(self, params, limit):
+        """(resourceVersion to read at, key to continue after) per the list table of
+        reference/kube-api.md §1.2."""
+        rv_text = params.get("resourceVersion")
+        match = params.get("resourceVersionMatch")
+        cont = params.get("continue")
+        if cont:
+            if rv_text:
+                raise E.bad_request("specifying resource version is not allowed when using "
+                                    "continue")
+            snap, start = self._decode_continue(cont)
+            if snap == -1:          # an inconsistent continuation: read the latest
+                return self.rv, start
+            if snap < self.floor:
+                err = E.expired("The provided continue parameter is too old to display a "
+                                "consistent list result. You can start a new list without "
+                                "the continue parameter, or use the continue token in this "
+                                "response to retrieve the remainder of the results. "
+                                "Continuing with the provided token results in an "
+                                "inconsistent list - objects that were created, modified, "
+                                "or deleted between the time the first chunk was returned "
+                                "and now may show up in the list.")
+                err.meta = {"continue": self._continue_token(-1, start)}
+                raise err
+            return snap, start
+        if rv_text in (None, "", "0"):
+            return self.rv, ""
+        want = self._parse_rv(rv_text)
+        if want > self.rv:
+            self._wait_fresh(want)
+        if match == "Exact" or (not match and limit > 0):
+            if want < self.floor:
+                raise E.expired("The resourceVersion for the provided list is too old.")
+            return want, ""
+        return self.rv, ""
+
     def list(self, rtype, ns, params):
         with self.lock:
             labels, fields = self._selectors(rtype, params)
-            rv_text = params.get("resourceVersion")
-            match = params.get("resourceVersionMatch")
-            cont = params.get("continue")
-            limit = params.get("limit")
-            try:
-                limit = int(limit) if limit not in (None, "") else 0
-            except ValueError:
-                raise E.bad_request(f'invalid limit: "{limit}"') from None
-            if match not in (None, "", "Exact", "NotOlderThan"):
-                raise E.invalid_list_options([(
-                    "FieldValueNotSupported", "resourceVersionMatch",
-                    f'Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"')])
-            if match == "Exact" and rv_text == "0":
-                raise E.invalid_list_options([(
-                    "FieldValueForbidden", "resourceVersionMatch",
-                    'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion '
-                    '"0"')])
-            if match and not rv_text:
-                raise E.invalid_list_options([(
-                    "FieldValueForbidden", "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
-                    "provided")])
-            if params.get("sendInitialEvents") is not None:
-                raise E.invalid_list_options([(
-                    "FieldValueForbidden", "sendInitialEvents",
-                    "Forbidden: sendInitialEvents is forbidden for list")])
-            start = ""
-            if cont:
-                if rv_text:
-                    raise E.bad_request("specifying resource version is not allowed when "
-                                        "using continue")
-                snap, start = self._decode_continue(cont)
-                if snap == -1:
-                    snap = self.rv
-                elif snap < self.floor:
-                    err = E.expired("The provided continue parameter is too old to display a "
-                                    "consistent list result. You can start a new list without "
-                                    "the continue parameter, or use the continue token in this "
-                                    "response to retrieve the remainder of the results. "
-                                    "Continuing with the provided token results in an "
-                                    "inconsistent list - objects that were created, modified, "
-                                    "or deleted between the time the first chunk was returned "
-                                    "and now may show up in the list.")
-                    err.meta = {"continue": self._continue_token(-1, start)}
-                    raise err
-            elif rv_text in (None, "", "0"):
-                snap = self.rv
-            else:
-                want = self._parse_rv(rv_text)
-                exact = match == "Exact" or (not match and limit > 0)
-                if want > self.rv:
-                    self._wait_fresh(want)
-                if exact:
-                    if want < self.floor:
-                        raise E.expired("The resourceVersion for the provided list is too old.")
-                    snap = want
-                else:
-                    snap = self.rv
+            limit = self._check_list_options(params)
+            snap, start = self._list_snapshot(params, limit)
             state = self.objects.get(rtype.key, {}) if snap == self.rv \
                 else self._state_at(rtype.key, snap)
             items = []
             for ident in sorted(state, key=lambda i: f"{i[0]}/{i[1]}"):
                 keytext = f"{ident[0]}/{ident[1]}"
-                if start and keytext <= start:
+                if (start and keytext <= start) or (ns and ident[0] != ns):
                     continue
                 obj = state[ident]
-                if ns and ident[0] != ns:
-                    continue
-                if not labels.match(meta(obj).get("labels")) or not fields.match(obj):
-                    continue
-                items.append((keytext, obj))
+                if labels.match(meta(obj).get("labels")) and fields.match(obj):
+                    items.append((keytext, obj))
             lmeta = {"resourceVersion": str(snap)}
             if limit > 0 and len(items) > limit:
                 rest = len(items) - limit
@@ -584,7 +590,7 @@ class Store:
             out = []
             for _, obj in items:
                 obj = self.present(rtype, obj)
-                if not rtype.crd:
+                if not rtype.crd:       # typed lists leave kind/apiVersion off their items
                     obj = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
                 out.append(obj)
             return {"kind": rtype.list_kind, "apiVersion": rtype.api_version,
