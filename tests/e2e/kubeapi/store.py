@@ -780,6 +780,42 @@ class Store:
             return self._update(rtype, old, body, params, manager, subresource,
                                 precondition=rv or None)
 
+    def _merge_into_old(self, rtype, old, candidate, subresource):
+        """The object an update asks for, after the strategy's rules: /status takes only
+        status from the request, the main resource keeps the old status (with the status
+        subresource) and the system-owned metadata."""
+        if subresource == "status":
+            new = clone(old)
+            if "status" in candidate:
+                new["status"] = clone(candidate["status"])
+            else:
+                new.pop("status", None)
+            return new
+        new = clone(candidate)
+        if rtype.view is not None:
+            new = rtype.view.to_storage(new)
+        new["apiVersion"] = rtype.storage_api_version
+        new["kind"] = rtype.kind
+        if rtype.status:
+            if "status" in old:
+                new["status"] = clone(old["status"])
+            else:
+                new.pop("status", None)
+        nm = new.setdefault("metadata", {})
+        if not isinstance(nm, dict):
+            raise E.bad_request("metadata must be an object")
+        om = meta(old)
+        for f in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "generation"):
+            if f in om:
+                nm[f] = om[f]
+            else:
+                nm.pop(f, None)
+        if rtype.key == NS_KEY:      # spec.finalizers change only through /finalize
+            new["spec"] = clone(old.get("spec") or {})
+        self._validate_meta(rtype, new)
+        return new
+
     def _update(self, rtype, old, candidate, params, manager, subresource, precondition=None,
                 apply_managed=None):
         """The shared update path of PUT, PATCH and apply; `candidate` is the full new
@@ -788,35 +824,7 @@ class Store:
         if precondition is not None and precondition != meta(old).get("resourceVersion"):
             raise E.conflict(rtype, name)
         om = meta(old)
-        if subresource == "status":
-            new = clone(old)
-            if "status" in candidate:
-                new["status"] = clone(candidate["status"])
-            else:
-                new.pop("status", None)
-        else:
-            new = clone(candidate)
-            if rtype.view is not None:
-                new = rtype.view.to_storage(new)
-            new["apiVersion"] = rtype.storage_api_version
-            new["kind"] = rtype.kind
-            if rtype.status:
-                if "status" in old:
-                    new["status"] = clone(old["status"])
-                else:
-                    new.pop("status", None)
-            nm = new.setdefault("metadata", {})
-            if not isinstance(nm, dict):
-                raise E.bad_request("metadata must be an object")
-            for f in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
-                      "deletionGracePeriodSeconds", "generation"):
-                if f in om:
-                    nm[f] = om[f]
-                else:
-                    nm.pop(f, None)
-            if rtype.key == NS_KEY:
-                new["spec"] = clone(old.get("spec") or {})
-            self._validate_meta(rtype, new)
+        new = self._merge_into_old(rtype, old, candidate, subresource)
         new = self._normalize(rtype, new, params, creating=False)
         self._check_immutable(rtype, old, new)
         nm = new["metadata"]
