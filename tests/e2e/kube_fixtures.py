@@ -37,7 +37,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from kubeapi.app import kubeconfig_text  # noqa: E402
-from kubeapi.client import KubeClient, KubeError, resource_path  # noqa: E402
+from kubeapi.client import KubeClient, KubeError, WatchBroken, resource_path  # noqa: E402
 from kubeapi import tlsgen  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
@@ -328,4 +328,4 @@ def kubeapi(kubeapi_factory):
     return kubeapi_factory()
 
 
-__all__ = ["KubeAPI", "KubeClient", "KubeError", "resource_path", "wait_for"]
+__all__ = ["KubeAPI", "KubeClient", "KubeError", "WatchBroken", "resource_path", "wait_for"]

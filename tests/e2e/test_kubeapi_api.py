@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from kube_fixtures import KubeClient, KubeError, wait_for
+from kubeapi.client import WatchBroken
 
 GV = "pulumi.com/v1"
 
@@ -541,6 +542,22 @@ def test_drop_watches(kubeapi, mode):
     assert json.loads(out.splitlines()[0])["type"] == "ADDED"
     assert proc.returncode == (18 if mode == "abort" else 0), err
     wait_for(lambda: not kubeapi.watches(), what="watch to be unregistered")
+    # the Python client tells the two apart as well
+    outcome = []
+
+    def run():
+        try:
+            for _ in kubeapi.client.watch(GV, "stacks", "default", timeoutSeconds=30):
+                pass
+            outcome.append("end")
+        except WatchBroken:
+            outcome.append("broken")
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    kubeapi.wait_watches(1)
+    kubeapi.drop_watches(mode)
+    t.join(10)
+    assert outcome == ["broken" if mode == "abort" else "end"]
 
 
 @pytest.mark.parametrize("keep", [False, True])

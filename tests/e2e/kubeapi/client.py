@@ -21,6 +21,10 @@ class KubeError(Exception):
         super().__init__(f"{code} {self.reason}: {self.status.get('message')}")
 
 
+class WatchBroken(ConnectionError):
+    """The server cut a watch in the middle of its chunked body (no clean end)."""
+
+
 def resource_path(api_version, plural, namespace=None, name=None, subresource=None):
     base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     if namespace:
@@ -137,7 +141,8 @@ class KubeClient:
                             options)
 
     def watch(self, api_version, plural, namespace=None, timeout=30, **params):
-        """Yields watch events (dicts) until the server ends the stream."""
+        """Yields watch events (dicts) until the server ends the stream cleanly; raises
+        WatchBroken when the connection is cut instead."""
         params = dict(params, watch="true")
         path = resource_path(api_version, plural, namespace) + "?" + urlencode(params)
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx,
@@ -148,10 +153,18 @@ class KubeClient:
             if resp.status != 200:
                 body = resp.read()
                 raise KubeError(resp.status, json.loads(body) if body else None)
+            buf = b""
             while True:
-                line = resp.readline()
-                if not line:
+                try:
+                    chunk = resp.read1(65536)
+                except http.client.IncompleteRead as exc:
+                    raise WatchBroken("the watch body was cut before its end") from exc
+                if not chunk:
                     return
-                yield json.loads(line)
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
         finally:
             conn.close()
