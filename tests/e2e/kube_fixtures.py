@@ -8,7 +8,7 @@
     api.kubectl(*args)                                  the real kubectl, temp cache dir
     api.write_kubeconfig(path, token=..., token_file=..., client_cert=...)
     api.drop_watches(mode="abort"|"eof")                fault knobs ...
-    api.fail_next(n, code=500, retry_after=None, method=None, path=None)
+    api.fail_next(n, code=500, retry_after=None, method=None, path=None, watch=None)
     api.expire(watches=False)   api.bookmark()   api.configure(**settings)
     api.stop()  api.start()  api.restart()  api.crash()   state kept across restarts
     api.set_tokens([...])  api.requests(since=0)  api.watches()  api.wait_watches(n)
