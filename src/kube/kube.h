@@ -263,7 +263,7 @@ typedef int (*kube_index_fn)(const cJSON *obj, char **out, int max);
 struct kube_informer_opts {
 	const char *namespace;     /* NULL or "" = all namespaces */
 	const char *label_selector;
-	long page_size;            /* list limit, default 500 */
+	long page_size;            /* list limit, default 100 */
 	long watch_timeout_s;      /* server-side watch bound; default random 300..600 */
 	long backoff_initial_ms, backoff_max_ms;   /* default 800 ms, 30 s */
 };
