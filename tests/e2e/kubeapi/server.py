@@ -528,7 +528,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         self.entry["code"] = 200
-        self.close_connection = True
         if err is not None:
             line = json.dumps({"type": "ERROR", "object": err.status()}).encode() + b"\n"
             self._write_chunk(line)
@@ -591,6 +590,7 @@ class Handler(BaseHTTPRequestHandler):
             if out:
                 self._write_chunk(b"".join(json.dumps(e).encode() + b"\n" for e in out))
             if end == "abort":
+                self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
             if end is not None:
