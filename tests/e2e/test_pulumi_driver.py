@@ -61,7 +61,7 @@ def test_first_run_on_empty_backend(pulumi_world):
     res = w.ok("up")
     assert res["summary"]["changes"] == {"create": 2}
     assert res["summary"]["result"] == "succeeded"
-    assert res["steps"] == 2
+    assert res["steps"] == 3      # the root stack, the default provider, the file (as real v3.274.1)
     assert any(p.startswith("done create urn:pulumi:dev::demo::standin:index:File::note")
                for p in res["progress"])
     files = w.cloud_files()
@@ -344,9 +344,12 @@ def test_drift_is_seen_by_refresh(pulumi_world):
     f.write_text("edited by hand")
     rc, res, _ = w.drive("refresh", "--preview-only", "--expect-no-changes")
     assert res["status"] == "changes-not-expected"
-    assert res["summary"]["changes"].get("update") == 1
+    assert res["summary"]["changes"] == {"same": 1, "update": 1}     # as real v3.274.1
+    assert "no changes were expected for refresh" in res["message"]
     rc, res, _ = w.drive("preview", "--refresh", "--expect-no-changes")
     assert res["status"] == "changes-not-expected"
+    assert res["summary"]["changes"] == {"same": 1, "update": 1}
+    assert res["steps"] == 6        # refresh steps, then update steps (as real v3.274.1)
     res = w.ok("up", "--refresh")
     assert res["summary"]["changes"].get("update") == 1
     assert f.read_text() == "hi"
