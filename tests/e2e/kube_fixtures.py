@@ -88,15 +88,19 @@ class KubeAPI:
         self.port = 0
         self.proc = None
         self.start()
-        self.ca_file = str(self.state_dir / "ca.crt")
-        self.token_file = str(self.state_dir / "tokens")
-        with open(self.token_file) as f:
-            self.token = f.read().split()[0]
-        self.kubeconfig = str(self.state_dir / "kubeconfig")
-        self.client = KubeClient(self.url, self.token, self.ca_file)
-        if crds:
-            for path in CRD_FILES:
-                self.apply_file(path)
+        try:
+            self.ca_file = str(self.state_dir / "ca.crt")
+            self.token_file = str(self.state_dir / "tokens")
+            with open(self.token_file) as f:
+                self.token = f.read().split()[0]
+            self.kubeconfig = str(self.state_dir / "kubeconfig")
+            self.client = KubeClient(self.url, self.token, self.ca_file)
+            if crds:
+                for path in CRD_FILES:
+                    self.apply_file(path)
+        except BaseException:
+            self.close()        # the test never gets the object, so nobody else would
+            raise
 
     # -- process ------------------------------------------------------------------------
 
@@ -128,7 +132,11 @@ class KubeAPI:
                 return json.loads(ready.read_text())
             except ValueError:
                 return None
-        info = wait_for(is_ready, timeout, what="kubeapi to listen")
+        try:
+            info = wait_for(is_ready, timeout, what="kubeapi to listen")
+        except BaseException:
+            self.close()
+            raise
         self.port = info["port"]
 
     def stop(self, timeout=20):
