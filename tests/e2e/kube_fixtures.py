@@ -20,6 +20,7 @@ gate's default for the minor version: on in 1.32 and 1.34+), discovery ("aggrega
 "legacy"), keep_watch_history (watches may resume across a restart; by default they
 get 410, as from a real apiserver's fresh watch cache), crds.
 """
+import ctypes
 import http.client
 import json
 import os
@@ -71,6 +72,12 @@ def wait_for(predicate, timeout=10.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+def _die_with_parent():
+    """In the child: SIGTERM when the test process dies, so no emulator outlives a
+    killed pytest (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
                  watch_list=None, crds=True, discovery="aggregated",
@@ -116,7 +123,7 @@ class KubeAPI:
         self.proc = subprocess.Popen([PYTHON, "-m", "kubeapi", "--state-dir",
                                       str(self.state_dir), "--port", str(self.port),
                                       *self.args], env=env, stdout=log, stderr=log,
-                                     cwd=str(self.workdir))
+                                     cwd=str(self.workdir), preexec_fn=_die_with_parent)
         log.close()
         ready = self.state_dir / "ready.json"
         if ready.exists():
