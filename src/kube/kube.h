@@ -27,6 +27,7 @@
 #define PC_KUBE_H
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,6 +115,11 @@ void kube_client_set_retries(struct kube_client *c, int retries);
  * thread (timeout_ms <= 0 or retries < 0 restore the client's own), for
  * loops with their own deadline such as leader election. */
 void kube_request_limits(long timeout_ms, int retries);
+
+/* Requests made by the calling thread stop retrying (and transfers on the
+ * client's own handles abort) once *flag becomes non-zero; NULL clears.
+ * Informers use it so that stopping one never waits out a retry loop. */
+void kube_request_cancel_on(atomic_int *flag);
 
 /* A parsed API error (a Status object). */
 struct kube_status {

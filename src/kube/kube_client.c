@@ -22,6 +22,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,37 @@ void kube_request_limits(long timeout_ms, int retries)
 static long timeout_of(const struct kube_client *c)
 {
 	return tl_timeout_ms > 0 ? tl_timeout_ms : c->timeout_ms;
+}
+
+/* Set by kube_request_cancel_on(): a flag that ends retries (and, for the
+ * own-handle path, the transfer) once non-zero. */
+static __thread atomic_int *tl_cancel;
+
+void kube_request_cancel_on(atomic_int *flag)
+{
+	tl_cancel = flag;
+}
+
+static int canceled(void)
+{
+	return tl_cancel != NULL && atomic_load(tl_cancel) != 0;
+}
+
+/* Sleeps in short steps so a cancel is noticed; 1 when canceled. */
+static int retry_sleep(long ms)
+{
+	while (ms > 0 && !canceled()) {
+		long step = ms < 100 ? ms : 100;
+		kube_sleep_ms(step);
+		ms -= step;
+	}
+	return canceled();
+}
+
+static int own_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)ud; (void)dt; (void)dn; (void)ut; (void)un;
+	return canceled();
 }
 
 static int retries_of(const struct kube_client *c)
@@ -517,6 +549,8 @@ static int send_own(struct kube_client *c, const char *method, const char *url,
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, own_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->retry_after_s);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, own_progress);
 	if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 		if (body != NULL) {
@@ -629,8 +663,8 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	for (attempt = 0;; attempt++) {
 		int last = attempt >= retries_of(c), retry = 0;
 		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
-			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT) {
-				kube_sleep_ms(wait_ms);
+			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
+			    !retry_sleep(wait_ms)) {
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
 				continue;
 			}
@@ -669,7 +703,10 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 			log_debug("kube request retried", "request", what, "status",
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);
-			kube_sleep_ms(d);
+			if (retry_sleep(d)) {
+				sb_free(&url);
+				return err_set(e, ERR_CANCELED, "%s: canceled", what);
+			}
 			wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
 			continue;
 		}

@@ -814,6 +814,7 @@ static void *informer_main(void *arg)
 	struct err e;
 
 	kube_backoff_init(&bo, inf->backoff_initial_ms, inf->backoff_max_ms, 2.0, 1.0);
+	kube_request_cancel_on(&inf->stop);
 	while (!atomic_load(&inf->stop)) {
 		if (need_list) {
 			int rc;
@@ -869,6 +870,7 @@ static void *informer_main(void *arg)
 				break;
 		}
 	}
+	kube_request_cancel_on(NULL);
 	return NULL;
 }
 

@@ -8,6 +8,7 @@
  */
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,23 @@ static void reads_retried_after_500_until_limit(void **state)
 	kube_client_free(c);
 }
 
+static void cancel_stops_retries(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = { { 503, NULL, "{}" }, { 503, NULL, "{}" }, { 200, NULL, OBJ } };
+	atomic_int flag = 1;
+	struct err e;
+
+	script(3, s);
+	kube_request_cancel_on(&flag);
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	kube_request_cancel_on(NULL);
+	assert_int_equal(F.nlog, 1);   /* no retry once canceled */
+	assert_int_equal(e.code, ERR_CANCELED);
+	kube_client_free(c);
+}
+
 static void patches_and_deletes(void **state)
 {
 	(void)state;
@@ -477,6 +495,7 @@ int main(void)
 		cmocka_unit_test(retries_429_for_any_verb),
 		cmocka_unit_test(post_not_retried_after_plain_500),
 		cmocka_unit_test(reads_retried_after_500_until_limit),
+		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
