@@ -12,12 +12,11 @@
 
 #include "kube/kube.h"
 
-/* A NUL-terminated growable string; buf owned, free with sb_free. On
- * allocation failure `oom` is set and later appends do nothing. */
+/* A NUL-terminated growable string; buf owned, free with sb_free (or take
+ * it with sb_take).  Allocation failure aborts, as with kx_malloc. */
 struct sb {
 	char *buf;
 	size_t len, cap;
-	int oom;
 };
 
 void sb_init(struct sb *s);
@@ -26,7 +25,7 @@ void sb_add(struct sb *s, const char *p);
 void sb_printf(struct sb *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Percent-encodes for a URL query value. */
 void sb_add_query_value(struct sb *s, const char *v);
-/* Hands the buffer to the caller (never NULL unless oom). */
+/* Hands the buffer to the caller (never NULL; caller frees). */
 char *sb_take(struct sb *s);
 void sb_free(struct sb *s);
 
@@ -44,8 +43,7 @@ struct kmap {
 
 void kmap_init(struct kmap *m);
 void *kmap_get(const struct kmap *m, const char *key);
-/* Inserts or replaces; returns the previous value (or NULL). -1 cast on OOM
- * is not used: OOM aborts, as the process cannot do anything useful. */
+/* Inserts or replaces; returns the previous value (or NULL). */
 void *kmap_put(struct kmap *m, const char *key, void *value);
 /* Removes; returns the value that was there (or NULL). */
 void *kmap_del(struct kmap *m, const char *key);
