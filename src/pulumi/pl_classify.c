@@ -55,10 +55,10 @@ int pl_text_matches(const char *hay, const char *pattern)
 }
 
 /* Texts of a program that failed to compile or run: the SDKs' patterns
- * (§3.1) plus what Pulumi YAML prints (its errors are ordinary diagnostics
- * ending in "an unhandled error occurred: failed to evaluate template", or
- * "failed to discover plugin requirements" for a template that does not
- * load). */
+ * (§3.1) plus what Pulumi YAML may print ("an unhandled error occurred:
+ * failed to evaluate template", "failed to discover plugin requirements").
+ * Current Pulumi YAML mostly reports errors as diagnostics on the stack,
+ * which the event log tells (pl_events.program_errors). */
 static int program_error(const char *out, const char *err)
 {
 	static const char *const pats[] = {
@@ -169,7 +169,7 @@ static enum pl_status status_from_texts(const struct proc_result *pr, const stru
 		return PL_CHANGES_NOT_EXPECTED;
 	if (contains(err, "violates plan") || contains(out, "violates plan"))
 		return PL_PLAN_VIOLATION;
-	if (program_error(out, err))
+	if (program_error(out, err) || (ev && ev->program_errors > 0 && ev->failed_steps == 0))
 		return PL_PROGRAM_ERROR;
 	if ((pr->exited && pr->exit_code == 8) || (ev && strcmp(ev->summary.result, "canceled") == 0))
 		return PL_CANCELED;

@@ -113,12 +113,25 @@ static void on_step(struct pl_events *ev, const cJSON *payload, int done, int fa
 		ev->progress(ev->progress_arg, &st);
 }
 
+/* Pulumi YAML reports template errors (an unknown reference...) as error
+ * diagnostics without a urn, or on the root stack, and goes on with the
+ * rest of the program (observed with pulumi-yaml 1.25): those mean the
+ * program is wrong, unlike an error on a resource's urn. */
+static int on_stack_itself(const char *urn)
+{
+	return urn == NULL || urn[0] == '\0' || strstr(urn, "::pulumi:pulumi:Stack::") != NULL;
+}
+
 static void on_diagnostic(struct pl_events *ev, const cJSON *d)
 {
 	const char *sev = str_field(d, "severity");
 	const char *msg = str_field(d, "message");
 
-	if (sev && msg && strcmp(sev, "error") == 0 && ev->first_error[0] == '\0')
+	if (sev == NULL || msg == NULL || strcmp(sev, "error") != 0)
+		return;
+	if (on_stack_itself(str_field(d, "urn")))
+		ev->program_errors++;
+	if (ev->first_error[0] == '\0')
 		first_line(ev->first_error, sizeof(ev->first_error), msg);
 }
 

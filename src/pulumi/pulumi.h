@@ -226,6 +226,8 @@ struct pl_events {
 	int bad_lines;                 /* lines that were not an engine event */
 	int saw_prelude, saw_cancel;
 	int steps, failed_steps, policy_violations;
+	int program_errors;            /* error diagnostics on the stack itself (no urn, or the
+	                                * root pulumi:pulumi:Stack): the program failed */
 	char first_error[256];         /* first error diagnostic (first line) */
 	char first_policy[256];        /* first mandatory policy message */
 	pl_progress_fn progress;

@@ -197,7 +197,8 @@ outputs:
 """)
     rc, res, _ = w.drive("up")
     assert rc == 1 and res["status"] == "program-error"
-    assert '"nope" not found' in res["message"]
+    # Pulumi YAML 1.25's text, as the real CLI printed it.
+    assert res["message"] == 'up: resource or variable named "nope" could not be found'
     assert res["summary"]["result"] == "failed"
 
 

@@ -152,6 +152,27 @@ def test_backend_resolution_order(pulumi_world, tmp_path):
                         f"stat {tmp_path}/missing: no such file or directory\n")
 
 
+def test_yaml_unknown_reference_is_reported_and_the_rest_runs(si, tmp_path):
+    """Observed on v3.274.1 with pulumi-yaml 1.25 (through the driver)."""
+    si.write_program(si.work.joinpath("Pulumi.yaml").read_text() + "  broken: ${nope.id}\n")
+    log = tmp_path / "ev"
+    p = run(si, "up", "--yes", "--skip-preview", "--event-log", str(log), "--stack", "dev",
+            env={"PULUMI_DEBUG_COMMANDS": "1"})
+    assert p.returncode == 1 and p.stderr == ""
+    n = si.work.joinpath("Pulumi.yaml").read_text().splitlines().index("  broken: ${nope.id}") + 1
+    errs = [e["diagnosticEvent"] for e in events(log)
+            if e.get("diagnosticEvent", {}).get("severity") == "error"]
+    assert errs[0] == {"prefix": "error: ", "color": "never", "severity": "error",
+                       "message": 'resource or variable named "nope" could not be found\n\n'
+                                  f"  on Pulumi.yaml line {n}:\n  {n}:   broken: ${{nope.id}}\n\n\n"}
+    assert errs[1]["message"] == "Error registering output [broken]: no diagnostics\n"
+    assert len(si.cloud_files()) == 1                      # the file was still created
+    summary = [e["summaryEvent"] for e in events(log) if "summaryEvent" in e][0]
+    assert summary["result"] == "failed" and summary["resourceChanges"] == {"create": 2}
+    out = json.loads(run(si, "stack", "output", "--json", "--stack", "dev").stdout)
+    assert "broken" not in out and out["message"] == "hello"
+
+
 def test_missing_language_host(si, tmp_path):
     """Observed on v3.274.1 without pulumi-language-yaml."""
     si.write_program("name: demo\nruntime: nodejs\n")
@@ -332,7 +353,10 @@ def test_plan_divergence_fails_the_update(si, tmp_path):
     assert run(si, "preview", "--save-plan", str(plan), "--stack", "dev").returncode == 0
     assert run(si, "config", "set", "greeting", "changed", "--stack", "dev").returncode == 0
     p = run(si, "up", "--yes", "--skip-preview", "--plan", str(plan), "--stack", "dev")
-    assert p.returncode == 1 and "violates plan" in p.stdout
+    assert p.returncode == 1 and p.stderr == ""
+    # The wording observed on v3.274.1 for one changed property.
+    assert ("error: resource urn:pulumi:dev::demo::standin:index:File::note violates plan: "
+            "properties changed: =~content[{changed}]") in p.stdout
     assert si.cloud_files() == []
 
 

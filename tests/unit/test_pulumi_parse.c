@@ -233,6 +233,34 @@ static void test_classify(void **state)
 	assert_string_equal(r.message, "up: last words");
 }
 
+static void test_classify_yaml_template_error(void **state)
+{
+	/* As the real v3.274.1 + pulumi-yaml 1.25 wrote it: no urn, the rest ran. */
+	static const char log[] =
+		"{\"sequence\":2,\"timestamp\":1,\"diagnosticEvent\":{\"prefix\":\"error: \",\"message\":"
+		"\"resource or variable named \\\"nope\\\" could not be found\\n\\n  on Pulumi.yaml line 19:"
+		"\\n\",\"color\":\"never\",\"severity\":\"error\"}}\n"
+		"{\"sequence\":3,\"timestamp\":1,\"diagnosticEvent\":{\"urn\":\"urn:pulumi:dev::demo::"
+		"standin:index:File::note\",\"message\":\"provider said no\\n\",\"color\":\"never\","
+		"\"severity\":\"error\"}}\n";
+	struct proc_result pr = fake(1, "", "");
+	struct pl_events ev;
+	struct pl_result r = { 0 };
+
+	(void)state;
+	pl_events_init(&ev);
+	pl_events_feed(&ev, log, strlen(log));
+	assert_int_equal(ev.program_errors, 1);
+	pl_classify("up", &pr, &ev, NULL, 0, &r);
+	assert_int_equal(r.status, PL_PROGRAM_ERROR);
+	assert_string_equal(r.message, "up: resource or variable named \"nope\" could not be found");
+	/* A failed resource step makes it a resource failure instead. */
+	ev.failed_steps = 1;
+	pl_classify("up", &pr, &ev, NULL, 0, &r);
+	assert_int_equal(r.status, PL_FAILED);
+	pl_events_free(&ev);
+}
+
 static void test_classify_interrupted(void **state)
 {
 	struct proc_result pr = fake(8, "", "");
@@ -309,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_redact),
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_classify_interrupted),
+		cmocka_unit_test(test_classify_yaml_template_error),
 		cmocka_unit_test(test_classify_timeout_missing_policy),
 		cmocka_unit_test(test_message_is_one_bounded_line),
 	};
