@@ -172,7 +172,7 @@ resources:
     logs.append(log)
     rc, res, log = w.drive("up")
     logs.append(log)
-    assert res["status"] == "failed"
+    assert res["status"] == "failed" and res["failed_steps"] == 1
     assert "[secret]" in res["message"] and "invalid file name" in res["message"]
     assert_no_secret(res["message"])
     assert_no_secret(res["stdout_tail"] + res["stderr_tail"])
