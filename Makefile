@@ -3,6 +3,7 @@
 #   make            release build: bin/pulumi-controller
 #   make deps       install missing Debian packages (apt-get as root, else print the command)
 #   make test       ASan+UBSan build, cmocka unit tests, then the pytest e2e suite
+#   make deps-real  build the real kube-apiserver/etcd/pulumi into .real/ (make test runs it)
 #   make unit       only the unit tests          make e2e   only the e2e tests
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make bench      the benchmarks in bench/
@@ -54,6 +55,13 @@ all: bin/pulumi-controller
 deps:
 	@sh scripts/deps.sh
 
+# The real kube-apiserver, kubectl, etcd and pulumi CLI (+ YAML language host and
+# test provider) built into .real/ from their Go modules for the conformance
+# tests; versions in tests/real/versions.env.  Idempotent; see docs/conformance.md.
+.PHONY: deps-real
+deps-real:
+	@bash scripts/deps-real.sh
+
 bin/pulumi-controller: $(REL_OBJS) $(REL_DIR)/src/main.o
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
@@ -86,7 +94,7 @@ export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 export PC_BIN := $(CURDIR)/$(SAN_DIR)/pulumi-controller
 export PC_TOOLS := $(CURDIR)/$(SAN_DIR)/tools
 
-test: deps
+test: deps deps-real
 	$(MAKE) unit
 	$(MAKE) e2e
 

@@ -6,14 +6,17 @@
 #   .real/bin/etcd                      Debian's etcd-server, or etcd built from
 #                                       go.etcd.io/etcd/server/v3 ($ETCD_SOURCE)
 #   .real/bin/pulumi                    github.com/pulumi/pulumi/pkg/v3 ($PULUMI_VERSION)
-#   .real/bin/pulumi-language-yaml      github.com/pulumi/pulumi-yaml ($PULUMI_YAML_VERSION)
-#   .real/bin/pulumi-resource-standin tests/real/pulumi/standin (the test provider)
+#   .real/bin/pulumi-language-yaml      github.com/pulumi/pulumi-yaml ($PULUMI_YAML_VERSION),
+#                                       its own stub module (tests/real/pulumi-yaml)
+#   .real/provider/pulumi-resource-standin  tests/real/pulumi/standin (the test provider;
+#                                       not in bin/: on PATH the CLI would use it as an
+#                                       "ambient" plugin and warn on every run)
 #   .real/pulumi-home/plugins/...       a PULUMI_HOME with the provider installed,
 #                                       so no plugin is downloaded at test time
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
-# tests/real/{kube,etcd,pulumi}/ pin the same versions (checked below).  Each
+# tests/real/{kube,etcd,pulumi,pulumi-yaml}/ pin the same versions (checked below).  Each
 # component has a stamp (a hash of its inputs and the Go version): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
 # build caches are the user's usual ones, so a rebuild after a version bump
@@ -31,6 +34,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SPEC=$ROOT/tests/real
 REAL=${REAL_DIR:-$ROOT/.real}
 BIN=$REAL/bin
+PROVIDER=$REAL/provider/pulumi-resource-standin
 LOGS=$REAL/logs
 STAMPS=$REAL/stamps
 GO=${GO:-go}
@@ -98,6 +102,7 @@ check_pins() {
 		{ say "$mod does not require pkg/v3 $PULUMI_VERSION"; ok=0; }
 	pin_matches "$mod" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_VERSION" ||
 		{ say "$mod does not require sdk/v3 $PULUMI_VERSION"; ok=0; }
+	mod=$SPEC/pulumi-yaml/go.mod
 	pin_matches "$mod" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" ||
 		{ say "$mod does not require pulumi-yaml $PULUMI_YAML_VERSION"; ok=0; }
 	mod=$SPEC/etcd/go.mod
@@ -181,27 +186,40 @@ build_etcd() {
 build_pulumi() {
 	local key log=$LOGS/pulumi.log
 	key=$(inputs_key "$SPEC/pulumi/go.mod" "$SPEC/pulumi/go.sum" "$SPEC/pulumi/standin/main.go")
-	if up_to_date pulumi "$key" "$BIN/pulumi" "$BIN/pulumi-language-yaml" \
-		"$BIN/pulumi-resource-standin"; then
-		say "pulumi $PULUMI_VERSION, pulumi-language-yaml $PULUMI_YAML_VERSION, standin provider: up to date"
+	if up_to_date pulumi "$key" "$BIN/pulumi" "$PROVIDER"; then
+		say "pulumi $PULUMI_VERSION and the standin provider: up to date"
 	else
 		local flags="-s -w"
 		flags="$flags -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
-		flags="$flags -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION"
 		flags="$flags -X main.version=$STANDIN_PROVIDER_VERSION"
-		say "building pulumi $PULUMI_VERSION, pulumi-language-yaml $PULUMI_YAML_VERSION and" \
-			"pulumi-resource-standin (log: $log; a cold build takes long)"
-		if ! go_build "$log" "$SPEC/pulumi" "$flags" \
-			github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
-			github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml \
-			./standin; then
-			fail pulumi "go build of the pulumi CLI / language host / test provider failed" "$log"
+		say "building pulumi $PULUMI_VERSION and pulumi-resource-standin (log: $log; a cold build takes long)"
+		if ! go_build "$log" "$SPEC/pulumi" "$flags" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi ./standin; then
+			fail pulumi "go build of the pulumi CLI / the standin provider failed" "$log"
 			return
 		fi
-		mv -f "$BIN/standin" "$BIN/pulumi-resource-standin"
+		mkdir -p "$(dirname "$PROVIDER")"
+		mv -f "$BIN/standin" "$PROVIDER"
 		echo "$key" >"$STAMPS/pulumi"
 	fi
 	prepare_pulumi_home
+}
+
+# The YAML language host, from its own stub module (see its go.mod for why).
+build_pulumi_yaml() {
+	local key log=$LOGS/pulumi-yaml.log
+	key=$(inputs_key "$SPEC/pulumi-yaml/go.mod" "$SPEC/pulumi-yaml/go.sum")
+	if up_to_date pulumi-yaml "$key" "$BIN/pulumi-language-yaml"; then
+		say "pulumi-language-yaml $PULUMI_YAML_VERSION: up to date"
+		return
+	fi
+	say "building pulumi-language-yaml $PULUMI_YAML_VERSION (log: $log)"
+	if ! go_build "$log" "$SPEC/pulumi-yaml" \
+		"-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$PULUMI_YAML_VERSION" \
+		github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml; then
+		fail pulumi-yaml "go build of github.com/pulumi/pulumi-yaml $PULUMI_YAML_VERSION failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/pulumi-yaml"
 }
 
 # A PULUMI_HOME whose plugin directory already holds the test provider, laid
@@ -210,7 +228,7 @@ build_pulumi() {
 prepare_pulumi_home() {
 	local dir=$REAL/pulumi-home/plugins/resource-standin-v${STANDIN_PROVIDER_VERSION#v}
 	mkdir -p "$dir"
-	cp -f "$BIN/pulumi-resource-standin" "$dir/pulumi-resource-standin"
+	cp -f "$PROVIDER" "$dir/pulumi-resource-standin"
 	rm -f "$dir.partial"
 	local out
 	if ! out=$(PULUMI_HOME=$REAL/pulumi-home PULUMI_SKIP_UPDATE_CHECK=true \
@@ -238,6 +256,7 @@ check_pins
 build_kube
 build_etcd
 build_pulumi
+build_pulumi_yaml
 write_manifest
 
 for blocked in $(compgen -v BLOCKED_ || true); do

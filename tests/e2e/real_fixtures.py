@@ -1,0 +1,549 @@
+"""pytest fixtures that run the REAL programs built by `make deps-real` (scripts/
+deps-real.sh, versions in tests/real/versions.env) so that scenarios can run
+against them as well as against the emulator and the stand-in.
+
+Kubernetes (etcd + kube-apiserver on 127.0.0.1, certificates, token file and
+service-account keys made at test time, the project's CRDs applied):
+
+    real_kube      session-scoped RealKube; the same shape as the emulator's KubeAPI:
+                   .url .token .ca_file .kubeconfig .client .kubectl(*args)
+                   .kubectl_bg(*args) .write_kubeconfig(path, token=..)
+                   .apply_file(path) .create/.get/.patch_status
+                   .stop(graceful=False) .start() .restart(graceful=False)
+                   (restart = the real "watch dropped"; the default kills, graceful
+                   sends SIGTERM, which an open watch holds up for ~60 s)
+                   .proxy  FaultProxy in front: drop_all(), pause(), resume(),
+                           set_latency(s), refuse(); .url goes through it,
+                           .direct_url does not
+                   .drop_watches()  = proxy.drop_all() (cuts every connection)
+    real_kubeapi   function-scoped: the session server, a fresh namespace for the
+                   test (.namespace, also the kubeconfig's default), faults cleared
+                   after the test.
+
+Pulumi (the real CLI, the Pulumi YAML language host and the test provider
+pulumi-resource-standin, a real provider of the stand-in's standin:index:File,
+whose resources are files under $PULUMI_STANDIN_CLOUD/files):
+
+    real_pulumi    function-scoped RealPulumi:
+                   .binary  path of the real `pulumi`; .bin_dir (goes first on PATH)
+                   .env     the environment to run it with: PATH, PULUMI_HOME (a fresh
+                            one whose plugins/ is the prepared .real/pulumi-home/plugins),
+                            PULUMI_SKIP_UPDATE_CHECK, PULUMI_STANDIN_CLOUD=.cloud_dir
+                   .home .backend_dir .backend_url (file://) .cloud_dir
+                   .program(name)  copies tests/real/programs/<name> to a fresh dir
+                   .run(*args, cwd=.., input=.., env=..) -> CompletedProcess
+
+A missing binary fails the test with the command to run; a component declared
+blocked in tests/real/versions.env (BLOCKED_*) makes the tests that need it skip
+with that exact reason.  REAL_DIR overrides the .real/ location.
+"""
+import datetime
+import ipaddress
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from faultproxy import FaultProxy  # noqa: E402
+
+REAL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real")))
+REAL_BIN = REAL / "bin"
+SPEC = ROOT / "tests" / "real"
+PROGRAMS = SPEC / "programs"
+TEST_USER = "pc-test-admin"
+
+
+def read_env_file(path):
+    """KEY=VALUE lines (shell syntax, optional double quotes) as a dict."""
+    out = {}
+    try:
+        text = pathlib.Path(path).read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+VERSIONS = read_env_file(SPEC / "versions.env")
+
+
+def blocked_reason(component):
+    """The reason versions.env gives for a component that cannot be built, or None."""
+    return VERSIONS.get("BLOCKED_" + component.upper().replace("-", "_"))
+
+
+def real_binary(name, component=None, where=None):
+    """Path of a program built by deps-real (in .real/bin unless where= says);
+    fails (never skips) when it is missing, unless versions.env declares the
+    component blocked."""
+    reason = blocked_reason(component or name)
+    if reason:
+        pytest.skip(f"blocked dependency: {reason}")
+    path = (where or REAL_BIN) / name
+    if not os.access(path, os.X_OK):
+        manifest = read_env_file(REAL / "manifest.env")
+        extra = ""
+        if manifest.get("FAILED"):
+            extra = (f"; the last `make deps-real` failed to build: {manifest['FAILED']} "
+                     f"(logs in {REAL / 'logs'})")
+        pytest.fail(f"{path} is not built: run `make deps-real`{extra}")
+    return str(path)
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
+    """Polls predicate until it returns a true value; fails on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _log_tail(path, n=3000):
+    try:
+        return pathlib.Path(path).read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+# -- certificates and keys ------------------------------------------------------------
+
+def make_pki(d):
+    """A CA, a serving certificate for 127.0.0.1/localhost and a service-account
+    key pair, as PEM files in d; returns their paths."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    d = pathlib.Path(d)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2)
+
+    def pem_key(key):
+        return key.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pc-test-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(start).not_valid_after(end)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False,
+                                       data_encipherment=False, key_agreement=False,
+                                       encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.DNSName("kubernetes.default.svc"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    paths = {"ca": d / "ca.crt", "cert": d / "apiserver.crt", "key": d / "apiserver.key",
+             "sa_key": d / "sa.key", "sa_pub": d / "sa.pub"}
+    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(pem_key(key))
+    paths["sa_key"].write_bytes(pem_key(sa_key))
+    paths["sa_pub"].write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    for p in ("key", "sa_key"):
+        os.chmod(paths[p], 0o600)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def kubeconfig_text(url, ca_file, token=None, token_file=None, namespace="default"):
+    user = {}
+    if token is not None:
+        user["token"] = token
+    if token_file is not None:
+        user["tokenFile"] = token_file
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "real",
+           "clusters": [{"name": "real", "cluster": {"server": url, "certificate-authority": ca_file}}],
+           "users": [{"name": "real", "user": user}],
+           "contexts": [{"name": "real", "context": {"cluster": "real", "user": "real",
+                                                     "namespace": namespace}}]}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def crd_files():
+    """CRD manifests under deploy/crds/ and tests/e2e/crds/ (absent directories are fine)."""
+    out = []
+    for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")) + \
+            sorted((HERE / "crds").glob("*.yaml")):
+        with open(path) as f:
+            if any(isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
+                   for d in yaml.safe_load_all(f)):
+                out.append(path)
+    return out
+
+
+# -- the real Kubernetes API server ---------------------------------------------------
+
+class RealKube:
+    """etcd + kube-apiserver on loopback, with a FaultProxy in front."""
+
+    def __init__(self, workdir, crds=True):
+        self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.etcd_bin = real_binary("etcd")
+        self.apiserver_bin = real_binary("kube-apiserver")
+        self.kubectl_bin = real_binary("kubectl")
+        self.version = VERSIONS.get("KUBERNETES_VERSION", "")
+        self.pki = make_pki(self.workdir)
+        self.ca_file = self.pki["ca"]
+        self.token = secrets.token_hex(16)
+        self.token_file = str(self.workdir / "tokens.csv")
+        # token,user,uid,"group1,group2": system:masters is cluster-admin under RBAC.
+        pathlib.Path(self.token_file).write_text(
+            f'{self.token},{TEST_USER},{TEST_USER},"system:masters"\n')
+        os.chmod(self.token_file, 0o600)
+        self.cache_dir = self.workdir / "kubectl-cache"
+        self.etcd_proc = self.proc = None
+        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
+        self.port = free_port()
+        self._client = None
+        self.start_etcd()
+        self.start()
+        self.proxy = FaultProxy("127.0.0.1", self.port)
+        self.kubeconfig = self.write_kubeconfig(self.workdir / "kubeconfig")
+        self.direct_kubeconfig = str(self.workdir / "kubeconfig.direct")
+        pathlib.Path(self.direct_kubeconfig).write_text(
+            kubeconfig_text(self.direct_url, self.ca_file, token=self.token))
+        if crds:
+            self.apply_crds()
+
+    # -- addresses ----------------------------------------------------------------------
+
+    @property
+    def url(self):
+        """Through the fault proxy (transparent until a fault is set)."""
+        return f"https://127.0.0.1:{self.proxy.port}"
+
+    @property
+    def direct_url(self):
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def client(self):
+        if self._client is None:
+            from kubeapi.client import KubeClient  # the suite's small HTTP client
+            self._client = KubeClient(self.url, self.token, self.ca_file)
+        return self._client
+
+    # -- processes ----------------------------------------------------------------------
+
+    def start_etcd(self, timeout=60):
+        data = self.workdir / "etcd-data"
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self.etcd_log = self.workdir / "etcd.log"
+        with open(self.etcd_log, "ab") as log:
+            self.etcd_proc = subprocess.Popen(
+                [self.etcd_bin, "--name", "default", "--data-dir", str(data),
+                 "--listen-client-urls", client, "--advertise-client-urls", client,
+                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                 "--initial-cluster", f"default={peer}", "--initial-cluster-state", "new"],
+                stdout=log, stderr=log, cwd=str(self.workdir), start_new_session=True)
+
+        def healthy():
+            if self.etcd_proc.poll() is not None:
+                raise AssertionError(f"etcd exited with {self.etcd_proc.returncode}:\n"
+                                     f"{_log_tail(self.etcd_log)}")
+            try:
+                with urllib.request.urlopen(client + "/health", timeout=2) as r:
+                    return json.loads(r.read()).get("health") == "true"
+            except (OSError, ValueError):
+                return False
+        wait_for(healthy, timeout, what=f"etcd on {client}")
+
+    def start(self, timeout=180):
+        """Starts kube-apiserver on self.port (kept across restarts) and waits for /readyz."""
+        assert self.proc is None, "kube-apiserver already running"
+        self.log_path = self.workdir / "kube-apiserver.log"
+        args = [self.apiserver_bin,
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--storage-backend=etcd3",
+                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                # A loopback advertise address is refused by the default endpoint
+                # reconciler ("may not be in the loopback range").
+                "--endpoint-reconciler-type=none",
+                f"--secure-port={self.port}",
+                f"--tls-cert-file={self.pki['cert']}",
+                f"--tls-private-key-file={self.pki['key']}",
+                f"--cert-dir={self.workdir / 'certs'}",
+                f"--token-auth-file={self.token_file}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={self.pki['sa_pub']}",
+                f"--service-account-signing-key-file={self.pki['sa_key']}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--profiling=false"]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, cwd=str(self.workdir),
+                                         start_new_session=True)
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"kube-apiserver exited with {self.proc.returncode}:\n"
+                                     f"{_log_tail(self.log_path)}")
+            req = urllib.request.Request(self.direct_url + "/readyz",
+                                         headers={"Authorization": "Bearer " + self.token})
+            try:
+                with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+                    return r.status == 200 and r.read().strip() == b"ok"
+            except (OSError, urllib.error.URLError):
+                return False
+        wait_for(ready, timeout, interval=0.2, what=f"kube-apiserver /readyz on {self.direct_url}")
+
+    def stop(self, graceful=False, timeout=90):
+        """Stops kube-apiserver; etcd and its data stay.  graceful=False kills it
+        (SIGKILL: every connection is reset at once, like a crash); graceful=True
+        sends SIGTERM and waits -- note that an open watch then holds the real
+        server's shutdown for about 60 s (observed; see docs/conformance.md)."""
+        if self.proc is None:
+            return
+        if graceful:
+            _terminate(self.proc, timeout)
+        else:
+            _kill(self.proc)
+        self.proc = None
+
+    def restart(self, graceful=False):
+        """The real "watch dropped": every connection ends, the data stays, and the
+        new server's watch cache starts at the current revision (older
+        resourceVersions get 410 Expired)."""
+        self.stop(graceful=graceful)
+        self.start()
+
+    def close(self):
+        if getattr(self, "proxy", None) is not None:
+            self.proxy.close()
+        self.stop()  # a kill: nothing of the server's is worth a 60 s graceful wait
+        if self.etcd_proc is not None:
+            _terminate(self.etcd_proc, 30)  # etcd stops at once on SIGTERM
+            self.etcd_proc = None
+
+    def drop_watches(self, mode="abort"):
+        """Cuts every connection through the proxy (the closest real equivalent of the
+        emulator's knob; a clean end of a watch is what restart() gives)."""
+        return self.proxy.drop_all()
+
+    # -- kubeconfig and kubectl ---------------------------------------------------------
+
+    def write_kubeconfig(self, path, token=None, token_file=None, namespace="default", url=None):
+        if token is None and token_file is None:
+            token = self.token
+        pathlib.Path(path).write_text(kubeconfig_text(url or self.url, self.ca_file, token,
+                                                      token_file, namespace))
+        return str(path)
+
+    def _kubectl_argv(self, args, kubeconfig, kubectl):
+        return [kubectl or self.kubectl_bin, "--kubeconfig", kubeconfig or self.kubeconfig,
+                "--cache-dir", str(self.cache_dir), *map(str, args)]
+
+    def kubectl(self, *args, check=True, timeout=120, env=None, input=None, kubeconfig=None,
+                kubectl=None):
+        """Runs kubectl (the one built with the server unless kubectl= names another)."""
+        full_env = dict(os.environ, HOME=str(self.workdir))
+        full_env.update(env or {})
+        proc = subprocess.run(self._kubectl_argv(args, kubeconfig, kubectl), capture_output=True,
+                              text=True, timeout=timeout, env=full_env, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(map(str, args))} failed "
+                                 f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def kubectl_bg(self, *args, env=None, kubeconfig=None, kubectl=None):
+        full_env = dict(os.environ, HOME=str(self.workdir))
+        full_env.update(env or {})
+        return subprocess.Popen(self._kubectl_argv(args, kubeconfig, kubectl),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=full_env)
+
+    def apply_file(self, path, field_manager="real-fixture"):
+        return self.kubectl("apply", "--server-side", "--force-conflicts",
+                            f"--field-manager={field_manager}", "-f", str(path))
+
+    def apply_crds(self):
+        files = crd_files()
+        for path in files:
+            self.apply_file(path)
+        if files:
+            self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
+        return files
+
+    # -- the same helpers as the emulator's KubeAPI -------------------------------------
+
+    def create(self, obj, plural=None):
+        return self.client.create(obj, plural)
+
+    def get(self, api_version, plural, name, namespace=None):
+        return self.client.get(api_version, plural, name, namespace)
+
+    def patch_status(self, api_version, plural, name, status, namespace=None):
+        return self.client.patch(api_version, plural, name, {"status": status}, namespace,
+                                 subresource="status")
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _terminate(proc, timeout):
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+class NamespacedKube:
+    """The session's RealKube seen by one test: its own namespace (the kubeconfig's
+    default) and every attribute of the server."""
+
+    def __init__(self, kube, namespace, workdir):
+        self._kube = kube
+        self.namespace = namespace
+        self.kubeconfig = kube.write_kubeconfig(pathlib.Path(workdir) / "kubeconfig",
+                                                namespace=namespace)
+
+    def __getattr__(self, name):
+        return getattr(self._kube, name)
+
+    def kubectl(self, *args, kubeconfig=None, **kw):
+        return self._kube.kubectl(*args, kubeconfig=kubeconfig or self.kubeconfig, **kw)
+
+    def kubectl_bg(self, *args, kubeconfig=None, **kw):
+        return self._kube.kubectl_bg(*args, kubeconfig=kubeconfig or self.kubeconfig, **kw)
+
+
+@pytest.fixture(scope="session")
+def real_kube(tmp_path_factory):
+    kube = RealKube(tmp_path_factory.mktemp("real-kube"))
+    try:
+        yield kube
+    finally:
+        kube.close()
+
+
+@pytest.fixture
+def real_kubeapi(real_kube, tmp_path, request):
+    """The session's real API server with a fresh namespace for this test."""
+    ns = "t-" + secrets.token_hex(4)
+    real_kube.kubectl("create", "namespace", ns)
+    yield NamespacedKube(real_kube, ns, tmp_path)
+    real_kube.proxy.clear()
+    if real_kube.proc is None:
+        real_kube.start()
+    real_kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+# -- the real pulumi CLI --------------------------------------------------------------
+
+class RealPulumi:
+    def __init__(self, workdir):
+        self.workdir = pathlib.Path(workdir)
+        self.binary = real_binary("pulumi")
+        real_binary("pulumi-language-yaml")
+        real_binary("pulumi-resource-standin", component="standin-provider",
+                    where=REAL / "provider")
+        self.bin_dir = str(REAL_BIN)
+        self.version = VERSIONS.get("PULUMI_VERSION", "")
+        plugins = REAL / "pulumi-home" / "plugins"
+        if not plugins.is_dir():
+            pytest.fail(f"{plugins} is missing: run `make deps-real`")
+        self.home = self.workdir / "pulumi-home"
+        self.home.mkdir(parents=True)
+        (self.home / "plugins").symlink_to(plugins)
+        self.backend_dir = self.workdir / "state"
+        self.backend_dir.mkdir()
+        self.backend_url = "file://" + str(self.backend_dir)
+        self.cloud_dir = self.workdir / "cloud"
+        self.cloud_dir.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+        env.update({
+            "PATH": self.bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+            "PULUMI_HOME": str(self.home),
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_STANDIN_CLOUD": str(self.cloud_dir),
+            "HOME": str(self.workdir),
+        })
+        self.env = env
+
+    def program(self, name):
+        """A fresh copy of tests/real/programs/<name>; returns its directory."""
+        src = PROGRAMS / name
+        dst = self.workdir / "programs" / name
+        shutil.copytree(src, dst)
+        return dst
+
+    def run(self, *args, cwd=None, input=None, env=None, timeout=300, check=False):
+        full_env = dict(self.env)
+        full_env.update(env or {})
+        proc = subprocess.run([self.binary, *map(str, args)], cwd=str(cwd or self.workdir),
+                              input=input, env=full_env, capture_output=True, text=True,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"pulumi {' '.join(map(str, args))} failed ({proc.returncode}):"
+                                 f"\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+
+@pytest.fixture
+def real_pulumi(tmp_path):
+    return RealPulumi(tmp_path / "real-pulumi")
