@@ -7,6 +7,7 @@ kubectl prints and what the server then holds.
 import json
 
 import pytest
+import yaml
 
 from kube_fixtures import wait_for
 
@@ -425,3 +426,27 @@ def test_typed_create_commands_send_protobuf(kubeapi):
     assert pull["type"] == "kubernetes.io/dockerconfigjson"
     assert ".dockerconfigjson" in pull["data"]
     assert c.get("v1", "serviceaccounts", "runner", "team")["metadata"]["namespace"] == "team"
+
+
+def test_prune_jobs_get_all_and_auth_can_i(kubeapi, tmp_path):
+    """The workload kinds are stored as they come, enough for kubectl's prune allow-list,
+    `get all` and a controller that runs Jobs; `auth can-i` is always yes (no RBAC)."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "update-web",
+                                                                 "labels": {"app": "x"}},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "pulumi", "image": "pulumi"}]}}}}
+    keep = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "keep", "labels": {"app": "x"}}, "data": {"a": "b"}}
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump_all([job, keep]))
+    kubeapi.kubectl("apply", "-f", both)
+    assert kubeapi.kubectl("get", "all", "-o", "name").stdout.split() == ["job.batch/update-web"]
+    got = kubeapi.client.get("batch/v1", "jobs", "update-web", "default")
+    assert got["metadata"]["generation"] == 1
+    assert got["spec"]["template"]["spec"]["containers"][0]["image"] == "pulumi"
+    only = tmp_path / "only.yaml"
+    only.write_text(json.dumps(keep))
+    out = kubeapi.kubectl("apply", "--prune", "-l", "app=x", "-f", only).stdout
+    assert "job.batch/update-web pruned" in out
+    assert kubeapi.kubectl("get", "jobs", "-o", "name").stdout.strip() == ""
+    assert kubeapi.kubectl("auth", "can-i", "delete", "stacks").stdout.strip() == "yes"

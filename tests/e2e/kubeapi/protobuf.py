@@ -1,11 +1,12 @@
 """Decoding of the protobuf bodies kubectl's typed generators send.
 
-`kubectl create configmap|secret|namespace|serviceaccount` POST
-application/vnd.kubernetes.protobuf and do not fall back to JSON on a 415.
+`kubectl create configmap|secret|namespace|serviceaccount` and `kubectl auth
+can-i` POST application/vnd.kubernetes.protobuf and do not fall back to JSON
+on a 415.
 The body is the magic "k8s\\0" followed by a runtime.Unknown message
 (1: typeMeta {1: apiVersion, 2: kind}, 2: raw) whose raw bytes are the
 object's message (k8s.io/api generated.proto field numbers).  Only those
-four kinds are decoded, into the same JSON the server stores; responses stay
+kinds are decoded, into the same JSON the server stores; responses stay
 JSON, which kubectl accepts.
 """
 import base64
@@ -127,6 +128,15 @@ def _decode_object(kind, raw):
             obj["imagePullSecrets"] = pulls
         if 4 in maps:
             obj["automountServiceAccountToken"] = bool(maps[4][-1])
+    elif kind == "SelfSubjectAccessReview":       # kubectl auth can-i
+        names = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource",
+                 6: "subresource", 7: "name"}
+        attrs = {}
+        for spec in maps.get(2, []):
+            for n, v in fields(spec):
+                if n == 1:
+                    attrs = {names[k]: _text(x) for k, x in fields(v) if k in names and x}
+        obj["spec"] = {"resourceAttributes": attrs} if attrs else {}
     else:
         raise ProtobufError(f"protobuf decoding of {kind} is not supported")
     return obj

@@ -43,6 +43,8 @@ class ResourceType:
         self.deprecation = deprecation
         self.preserve_unknown = preserve_unknown
         self.view = view            # another kind's storage seen through a conversion
+        self.verbs = None           # the discovery verbs, when not the usual eight
+        self.virtual = False        # answered, never stored (access reviews)
 
     @property
     def key(self):
@@ -173,9 +175,53 @@ def builtin_types():
 
 
 def _verbs(rtype):
+    if rtype.verbs is not None:
+        return rtype.verbs
     if rtype.key == ("", "namespaces"):
         return [v for v in VERBS if v != "deletecollection"]
     return VERBS
+
+
+# Kinds stored as they come, without the controllers or validation behind them: enough
+# for kubectl's prune allow-list, `get all`, and a controller that creates Jobs or
+# Deployments and reads them back.  (group, version, plural, kind, short names,
+# namespaced, status subresource, generation, categories)
+_GENERIC = [
+    ("", "v1", "pods", "Pod", ["po"], True, True, True, ["all"]),
+    ("", "v1", "services", "Service", ["svc"], True, True, False, ["all"]),
+    ("", "v1", "endpoints", "Endpoints", ["ep"], True, False, False, []),
+    ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", ["pvc"], True, True,
+     False, []),
+    ("", "v1", "persistentvolumes", "PersistentVolume", ["pv"], False, True, False, []),
+    ("", "v1", "replicationcontrollers", "ReplicationController", ["rc"], True, True, True,
+     ["all"]),
+    ("apps", "v1", "deployments", "Deployment", ["deploy"], True, True, True, ["all"]),
+    ("apps", "v1", "statefulsets", "StatefulSet", ["sts"], True, True, True, ["all"]),
+    ("apps", "v1", "daemonsets", "DaemonSet", ["ds"], True, True, True, ["all"]),
+    ("apps", "v1", "replicasets", "ReplicaSet", ["rs"], True, True, True, ["all"]),
+    ("batch", "v1", "jobs", "Job", [], True, True, True, ["all"]),
+    ("batch", "v1", "cronjobs", "CronJob", ["cj"], True, True, True, ["all"]),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", ["ing"], True, True, True, []),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", [], True, False, False, []),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", [], True, False,
+     False, []),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", [], False, False,
+     False, []),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", [],
+     False, False, False, []),
+]
+
+
+def generic_types():
+    out = [ResourceType(g, v, plural, kind, short_names=short, namespaced=ns, status=status,
+                        generation=gen, categories=cats)
+           for g, v, plural, kind, short, ns, status, gen, cats in _GENERIC]
+    # `kubectl auth can-i`: a create-only review the emulator always allows (no RBAC)
+    review = ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                          "SelfSubjectAccessReview", namespaced=False)
+    review.verbs = ["create"]
+    review.virtual = True
+    return out + [review]
 
 
 def version_priority(v):
@@ -219,7 +265,7 @@ def types_from_crd(crd):
 
 class Registry:
     def __init__(self):
-        self.builtins = builtin_types()
+        self.builtins = builtin_types() + generic_types()
         self.crd_types = {}     # crd name -> [ResourceType]
         self._rebuild()
 

@@ -398,6 +398,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_read(rtype, listed, listing=True)
         if method == "GET":
             return self._send_read(rtype, store.get(rtype, ns, name, params))
+        if rtype.virtual:
+            if method != "POST" or name is not None:
+                raise E.method_not_allowed()
+            review = self._decode(body, ctype)
+            if not isinstance(review, dict):
+                raise E.bad_request("the request body is not a JSON object")
+            review["status"] = {"allowed": True, "reason": "the emulator has no RBAC"}
+            return self._send(201, review)
         if method == "POST" and name is None:
             if rtype.namespaced and ns is None:
                 raise E.method_not_allowed()
