@@ -896,3 +896,27 @@ def _replay(events):
 def _expected(listed, parity):
     return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in listed["items"]
             if parity is None or i["metadata"]["labels"].get("parity") == parity}
+
+
+def test_paging_one_namespace_among_similar_names(kubeapi):
+    c = kubeapi.client
+    for ns in ("team", "team-a", "team0", "teamb"):
+        c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                 "namespaces")
+        kubeapi.bulk_create([cm(f"c{i}", ns=ns) for i in range(3)])
+    names, cont, pages = [], None, 0
+    while True:
+        params = {"limit": 2}
+        if cont:
+            params["continue"] = cont
+        page = c.list("v1", "configmaps", "team", **params)
+        names += [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in page["items"]]
+        pages += 1
+        cont = page["metadata"].get("continue")
+        if pages == 1:
+            assert page["metadata"]["remainingItemCount"] == 1
+        if not cont:
+            break
+    assert names == [("team", "c0"), ("team", "c1"), ("team", "c2")] and pages == 2
+    everything = c.list("v1", "configmaps", limit=5)
+    assert everything["metadata"]["remainingItemCount"] == 7

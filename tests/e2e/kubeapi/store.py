@@ -18,6 +18,7 @@ watchers and history share them without copying.
 """
 import base64
 import binascii
+import bisect
 import collections
 
 import json
@@ -135,6 +136,8 @@ class Store:
         self.watchers = set()
         self.owners = {}            # owner uid -> set of (key, ns, name) of dependents
         self.finalizing = set()     # namespaces and CRDs whose contents are being deleted
+        self.key_rv = {}            # (group, plural) -> resourceVersion of its last change
+        self.sorted_cache = {}      # (group, plural) -> (key_rv, sorted keys, idents)
         self.closing = False        # set on shutdown: no new watches
         self.warnings = threading.local()
 
@@ -227,6 +230,7 @@ class Store:
         else:
             self._bucket(key)[ident] = obj
         self._index_owners(key, old, obj if etype != "DELETED" else None)
+        self.key_rv[key] = self.rv
         ev = Event(self.rv, etype, key, obj, old)
         self.history.append(ev)
         while len(self.history) > self.history_limit:
@@ -565,28 +569,46 @@ class Store:
             return want, ""
         return self.rv, ""
 
+    def _sorted_keys(self, key, state, current):
+        """The "ns/name" keys in etcd order (and the idents), cached for the current state
+        so that paging through thousands of objects does not sort them for every page."""
+        if current:
+            cached = self.sorted_cache.get(key)
+            if cached and cached[0] == self.key_rv.get(key):
+                return cached[1], cached[2]
+        pairs = sorted((f"{ns}/{name}", (ns, name)) for (ns, name) in state)
+        texts, idents = [p[0] for p in pairs], [p[1] for p in pairs]
+        if current:
+            self.sorted_cache[key] = (self.key_rv.get(key), texts, idents)
+        return texts, idents
+
     def list(self, rtype, ns, params):
         with self.lock:
             labels, fields = self._selectors(rtype, params)
             limit = self._check_list_options(params)
             snap, start = self._list_snapshot(params, limit)
-            state = self.objects.get(rtype.key, {}) if snap == self.rv \
+            current = snap == self.rv
+            state = self.objects.get(rtype.key, {}) if current \
                 else self._state_at(rtype.key, snap)
-            items = []
-            for ident in sorted(state, key=lambda i: f"{i[0]}/{i[1]}"):
-                keytext = f"{ident[0]}/{ident[1]}"
-                if (start and keytext <= start) or (ns and ident[0] != ns):
-                    continue
-                obj = state[ident]
+            texts, idents = self._sorted_keys(rtype.key, state, current)
+            lo, hi = 0, len(texts)
+            if ns:                              # one namespace is one contiguous range
+                lo, hi = bisect.bisect_left(texts, ns + "/"), bisect.bisect_left(texts, ns + "0")
+            if start:
+                lo = max(lo, bisect.bisect_right(texts, start))
+            items, last = [], None
+            for i in range(lo, hi):
+                obj = state[idents[i]]
                 if labels.match(meta(obj).get("labels")) and fields.match(obj):
-                    items.append((keytext, obj))
+                    if limit > 0 and len(items) == limit:
+                        last = i
+                        break
+                    items.append((texts[i], obj))
             lmeta = {"resourceVersion": str(snap)}
-            if limit > 0 and len(items) > limit:
-                rest = len(items) - limit
-                items = items[:limit]
+            if last is not None:
                 lmeta["continue"] = self._continue_token(snap, items[-1][0])
                 if labels.empty() and fields.empty():
-                    lmeta["remainingItemCount"] = rest
+                    lmeta["remainingItemCount"] = hi - last
             out = []
             for _, obj in items:
                 obj = self.present(rtype, obj)
