@@ -655,7 +655,7 @@ class Store:
                 if rv_text not in (None, "", "0"):
                     self._wait_fresh(self._parse_rv(rv_text))
                 state = self.objects.get(rtype.key, {})
-                for ident in sorted(state, key=lambda i: f"{i[0]}/{i[1]}"):
+                for ident in self._sorted_keys(rtype.key, state, True)[1]:
                     obj = state[ident]
                     if w.matches(obj):
                         w.push(("event", "ADDED", obj))
