@@ -18,7 +18,8 @@
 options are minor, history, bookmark_interval, watch_list (None follows the WatchList
 gate's default for the minor version: on in 1.32 and 1.34+), discovery ("aggregated" or
 "legacy"), keep_watch_history (watches may resume across a restart; by default they
-get 410, as from a real apiserver's fresh watch cache), crds.
+get 410, as from a real apiserver's fresh watch cache), host ("::1" listens on IPv6
+loopback), crds.
 """
 import ctypes
 import http.client
@@ -81,7 +82,7 @@ def _die_with_parent():
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
                  watch_list=None, crds=True, discovery="aggregated",
-                 keep_watch_history=False):
+                 keep_watch_history=False, host="127.0.0.1"):
         self.workdir = pathlib.Path(workdir)
         self.state_dir = self.workdir / "kubeapi-state"
         self.log_path = self.workdir / "kubeapi.log"
@@ -92,6 +93,8 @@ class KubeAPI:
                       "--discovery", discovery]
         if keep_watch_history:
             self.args.append("--keep-watch-history")
+        self.args += ["--host", host]
+        self.host = host
         self.port = 0
         self.proc = None
         self.start()
@@ -113,7 +116,8 @@ class KubeAPI:
 
     @property
     def url(self):
-        return f"https://127.0.0.1:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
 
     def start(self, timeout=20):
         assert self.proc is None, "emulator already running"

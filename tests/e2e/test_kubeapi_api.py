@@ -920,3 +920,11 @@ def test_paging_one_namespace_among_similar_names(kubeapi):
     assert names == [("team", "c0"), ("team", "c1"), ("team", "c2")] and pages == 2
     everything = c.list("v1", "configmaps", limit=5)
     assert everything["metadata"]["remainingItemCount"] == 7
+
+
+def test_ipv6_loopback(kubeapi_factory):
+    api = kubeapi_factory(host="::1", crds=False)
+    assert api.url.startswith("https://[::1]:")
+    assert api.client.get("v1", "namespaces", "default")["metadata"]["name"] == "default"
+    assert api.kubectl("get", "ns", "default", "-o", "name").stdout.strip() == \
+        "namespace/default"

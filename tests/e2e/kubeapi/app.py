@@ -17,7 +17,7 @@ import threading
 import time
 
 from . import tlsgen
-from .server import Faults, Handler, RequestLog, Server, Settings
+from .server import Faults, Handler, RequestLog, Server, Server6, Settings
 from .store import Store
 
 
@@ -74,7 +74,7 @@ class Emulator:
         ctx.load_verify_locations(self.ca_file)
         ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.set_alpn_protocols(["http/1.1"])
-        self.httpd = Server((host, port), Handler)
+        self.httpd = (Server6 if ":" in host else Server)((host, port), Handler)
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
                                             do_handshake_on_connect=False)
         self.httpd.emu = self
@@ -84,10 +84,11 @@ class Emulator:
 
     @property
     def url(self):
-        return f"https://{self.host}:{self.port}"
+        return f"https://{self.address()}"
 
     def address(self):
-        return f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
     def tokens(self):
         try:

@@ -711,3 +711,7 @@ class Server(ThreadingHTTPServer):
         if isinstance(exc, (ssl.SSLError, ConnectionError, socket.timeout, OSError)):
             return
         super().handle_error(request, client_address)
+
+
+class Server6(Server):
+    address_family = socket.AF_INET6
