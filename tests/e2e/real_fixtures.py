@@ -24,7 +24,9 @@ Pulumi (the real CLI, the Pulumi YAML language host and the test provider
 pulumi-resource-standin, a real provider of the stand-in's standin:index:File,
 whose resources are files under $PULUMI_STANDIN_CLOUD/files):
 
-    real_pulumi    function-scoped RealPulumi:
+    pulumi_cli     the same, parametrized over the stand-in ("standin") and the real
+                   CLI ("real"): .kind says which
+    real_pulumi    function-scoped RealPulumi (the real CLI only):
                    .binary  path of the real `pulumi`; .bin_dir (goes first on PATH)
                    .env     the environment to run it with: PATH, PULUMI_HOME (a fresh
                             one whose plugins/ is the prepared .real/pulumi-home/plugins),
@@ -495,21 +497,36 @@ def real_kubeapi(real_kube, tmp_path, request):
 
 # -- the real pulumi CLI --------------------------------------------------------------
 
+STANDIN = HERE / "pulumi_standin" / "pulumi"
+
+
 class RealPulumi:
-    def __init__(self, workdir):
+    """A pulumi CLI with its own PULUMI_HOME, file:// backend and cloud directory.
+    kind="real" (default) is the binary built by deps-real; kind="standin" is the
+    Python stand-in (tests/e2e/pulumi_standin/pulumi) with the same layout, so one
+    test can run against both (fixture `pulumi_cli`)."""
+
+    def __init__(self, workdir, kind="real"):
         self.workdir = pathlib.Path(workdir)
-        self.binary = real_binary("pulumi")
-        real_binary("pulumi-language-yaml")
-        real_binary("pulumi-resource-standin", component="standin-provider",
-                    where=REAL / "provider")
-        self.bin_dir = str(REAL_BIN)
+        self.kind = kind
         self.version = VERSIONS.get("PULUMI_VERSION", "")
-        plugins = REAL / "pulumi-home" / "plugins"
-        if not plugins.is_dir():
-            pytest.fail(f"{plugins} is missing: run `make deps-real`")
         self.home = self.workdir / "pulumi-home"
         self.home.mkdir(parents=True)
-        (self.home / "plugins").symlink_to(plugins)
+        if kind == "real":
+            self.binary = real_binary("pulumi")
+            real_binary("pulumi-language-yaml")
+            real_binary("pulumi-resource-standin", component="standin-provider",
+                        where=REAL / "provider")
+            self.bin_dir = str(REAL_BIN)
+            plugins = REAL / "pulumi-home" / "plugins"
+            if not plugins.is_dir():
+                pytest.fail(f"{plugins} is missing: run `make deps-real`")
+            (self.home / "plugins").symlink_to(plugins)
+        elif kind == "standin":
+            self.binary = str(STANDIN)
+            self.bin_dir = str(STANDIN.parent)
+        else:
+            raise ValueError(f"unknown pulumi CLI kind {kind!r}")
         self.backend_dir = self.workdir / "state"
         self.backend_dir.mkdir()
         self.backend_url = "file://" + str(self.backend_dir)
@@ -547,3 +564,9 @@ class RealPulumi:
 @pytest.fixture
 def real_pulumi(tmp_path):
     return RealPulumi(tmp_path / "real-pulumi")
+
+
+@pytest.fixture(params=["standin", "real"])
+def pulumi_cli(request, tmp_path):
+    """The same test against the stand-in and against the real CLI."""
+    return RealPulumi(tmp_path / f"{request.param}-pulumi", kind=request.param)

@@ -23,12 +23,13 @@ PROJECT = "realfiles"
 
 
 @pytest.fixture
-def stack(real_pulumi):
-    """Logged in to a file:// backend, stack 'dev' created, config set."""
-    p = real_pulumi
+def stack(pulumi_cli):
+    """Backend chosen by PULUMI_BACKEND_URL (as the driver does), stack 'dev'
+    created, config set; once with the stand-in, once with the real CLI."""
+    p = pulumi_cli
     p.env["PULUMI_CONFIG_PASSPHRASE"] = PASSPHRASE
+    p.env["PULUMI_BACKEND_URL"] = p.backend_url
     p.work = p.program("files")
-    p.run("login", p.backend_url, check=True)
     p.run("stack", "init", "dev", cwd=p.work, check=True)
     p.run("config", "set", "--secret", "password", cwd=p.work, input=SECRET, check=True)
     return p
@@ -43,13 +44,15 @@ def cloud_files(p):
     return sorted(x.name for x in d.iterdir()) if d.is_dir() else []
 
 
-def test_version(real_pulumi):
-    out = real_pulumi.run("version")
+def test_version(pulumi_cli):
+    out = pulumi_cli.run("version")
     assert out.returncode == 0, out.stderr
     assert out.stdout == VERSIONS["PULUMI_VERSION"] + "\n"
 
 
-def test_login_init_select(real_pulumi):
+def test_login(real_pulumi):
+    """`pulumi login` (the real CLI only: the driver and the stand-in use
+    PULUMI_BACKEND_URL instead)."""
     p = real_pulumi
     work = p.program("files")
     out = p.run("login", p.backend_url)
@@ -59,7 +62,23 @@ def test_login_init_select(real_pulumi):
     creds = json.loads((p.home / "credentials.json").read_text())
     assert creds["current"] == p.backend_url
     assert (p.backend_dir / ".pulumi" / "meta.yaml").read_text() == "version: 1\n"
+    # The stored login is what later commands use.
+    p.env["PULUMI_CONFIG_PASSPHRASE"] = PASSPHRASE
+    p.run("stack", "init", "dev", cwd=work, check=True)
+    assert (p.backend_dir / ".pulumi" / "stacks" / PROJECT / "dev.json").is_file()
 
+    # A missing backend directory is refused.
+    missing = "file://" + str(p.workdir / "absent")
+    out = p.run("login", missing)
+    assert out.returncode == 1
+    assert out.stderr == (f'error: could not log in to the state backend "{missing}": '
+                          "no such file or directory\n")
+
+
+def test_init_select(pulumi_cli):
+    p = pulumi_cli
+    work = p.program("files")
+    p.env["PULUMI_BACKEND_URL"] = p.backend_url
     p.env["PULUMI_CONFIG_PASSPHRASE"] = PASSPHRASE
     out = p.run("stack", "init", "dev", cwd=work)
     assert out.returncode == 0, out.stderr
@@ -75,11 +94,6 @@ def test_login_init_select(real_pulumi):
     out = p.run("stack", "select", "--stack", "nope", cwd=work)
     assert out.returncode == 6
     assert out.stderr == "error: no stack named 'nope' found\n"
-
-    # A missing backend directory is refused.
-    out = p.run("login", "file://" + str(p.workdir / "absent"))
-    assert out.returncode != 0
-    assert "absent" in out.stderr
 
 
 def test_config_secret_from_stdin(stack):
