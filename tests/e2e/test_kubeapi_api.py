@@ -928,3 +928,20 @@ def test_ipv6_loopback(kubeapi_factory):
     assert api.client.get("v1", "namespaces", "default")["metadata"]["name"] == "default"
     assert api.kubectl("get", "ns", "default", "-o", "name").stdout.strip() == \
         "namespace/default"
+
+
+@pytest.mark.parametrize("policy", ["Orphan", "Foreground", "Background"])
+def test_delete_propagation_policies(kubeapi, policy):
+    c = kubeapi.client
+    owner = c.create(stack("web"), "stacks")
+    ref = {"apiVersion": GV, "kind": "Stack", "name": "web", "uid": owner["metadata"]["uid"]}
+    dep = cm("web-outputs")
+    dep["metadata"]["ownerReferences"] = [ref]
+    c.create(dep, "configmaps")
+    c.delete(GV, "stacks", "web", "default", {"propagationPolicy": policy})
+    assert err_of(c.get, GV, "stacks", "web", "default").code == 404
+    if policy == "Orphan":
+        left = c.get("v1", "configmaps", "web-outputs", "default")
+        assert "ownerReferences" not in left["metadata"]
+    else:
+        assert err_of(c.get, "v1", "configmaps", "web-outputs", "default").code == 404
