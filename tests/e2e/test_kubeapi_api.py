@@ -945,3 +945,23 @@ def test_delete_propagation_policies(kubeapi, policy):
         assert "ownerReferences" not in left["metadata"]
     else:
         assert err_of(c.get, "v1", "configmaps", "web-outputs", "default").code == 404
+
+
+def test_too_large_resource_version_waits_then_times_out(kubeapi):
+    c = kubeapi.client
+    ahead = kubeapi.health()["resourceVersion"] + 1
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        KubeClient(kubeapi.url, kubeapi.token, kubeapi.ca_file).list(
+            GV, "stacks", "default", resourceVersion=str(ahead))), daemon=True)
+    t.start()
+    wait_for(lambda: any(r["query"].get("resourceVersion") == str(ahead)
+                         for r in kubeapi.requests()), what="the list to arrive")
+    c.create(stack("a"), "stacks")          # the store reaches the asked-for version
+    t.join(10)
+    assert [i["metadata"]["name"] for i in result[0]["items"]] == ["a"]
+    far = kubeapi.health()["resourceVersion"] + 100
+    code, _, body = c.raw("GET", "/apis/pulumi.com/v1/namespaces/default/stacks/a",
+                          params={"resourceVersion": str(far)})
+    assert code == 504 and body["reason"] == "Timeout"
+    assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
