@@ -11,13 +11,13 @@
 #include "base/http.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define ERRBODY_MAX 1024
 
 /* State of one transfer attempt, shared by the callbacks. */
 struct xfer {
@@ -33,7 +33,7 @@ struct xfer {
 	int64_t received;
 	int limit_hit;
 	int stream;                /* 1: pending buffer for a stream reader */
-	char errbody[ERRBODY_MAX];
+	char *errbody;             /* start of a non-2xx body, NUL-terminated; owned */
 	size_t errbody_len;
 };
 
@@ -62,6 +62,38 @@ void http_opts_default(struct http_opts *o)
 	o->max_redirects = 10;
 }
 
+/*
+ * One curl handle per thread for http_do.  curl_easy_reset keeps a handle's
+ * connection cache, so consecutive requests to one server reuse the TCP
+ * connection and the TLS session instead of paying a handshake each.
+ */
+static pthread_key_t easy_key;
+static pthread_once_t easy_once = PTHREAD_ONCE_INIT;
+
+static void easy_destroy(void *p)
+{
+	curl_easy_cleanup(p);
+}
+
+static void easy_key_init(void)
+{
+	pthread_key_create(&easy_key, easy_destroy);
+}
+
+static CURL *thread_easy(void)
+{
+	CURL *c;
+
+	pthread_once(&easy_once, easy_key_init);
+	c = pthread_getspecific(easy_key);
+	if (c == NULL) {
+		c = curl_easy_init();
+		if (c != NULL)
+			pthread_setspecific(easy_key, c);
+	}
+	return c;
+}
+
 int http_global_init(struct err *e)
 {
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -71,6 +103,12 @@ int http_global_init(struct err *e)
 
 void http_global_cleanup(void)
 {
+	pthread_once(&easy_once, easy_key_init);
+	CURL *c = pthread_getspecific(easy_key);
+	if (c != NULL) {
+		pthread_setspecific(easy_key, NULL);
+		curl_easy_cleanup(c);
+	}
 	curl_global_cleanup();
 }
 
@@ -154,6 +192,19 @@ static void sleep_ms(long ms)
 		;
 }
 
+/* Sleeps before a retry; -1 as soon as the request is canceled. */
+static int backoff_wait(const struct http_opts *o, long ms)
+{
+	while (ms > 0) {
+		long slice = ms < 50 ? ms : 50;
+		if (o->cancel != NULL && *o->cancel != 0)
+			return -1;
+		sleep_ms(slice);
+		ms -= slice;
+	}
+	return o->cancel != NULL && *o->cancel != 0 ? -1 : 0;
+}
+
 static double jitter_value(void)
 {
 	struct timespec ts;
@@ -199,8 +250,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 
 	if (!is_2xx(x->status)) {
 		/* Keep only the start of an error body, for the message. */
-		size_t room = sizeof(x->errbody) - 1 - x->errbody_len;
+		size_t room = HTTP_ERROR_BODY_MAX - x->errbody_len;
 		size_t take = len < room ? len : room;
+		if (take == 0)
+			return len;
+		char *nb = realloc(x->errbody, x->errbody_len + take + 1);
+		if (nb == NULL)
+			return 0;
+		x->errbody = nb;
 		memcpy(x->errbody + x->errbody_len, data, take);
 		x->errbody_len += take;
 		x->errbody[x->errbody_len] = '\0';
@@ -254,6 +311,20 @@ static int rewind_body(const struct http_request *req, struct err *e)
 	    req->method ? req->method : "PUT", req->url);
 }
 
+/* Cancellation: curl calls this about every 100 ms while it waits. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	const volatile int *cancel = ud;
+
+	(void)dt; (void)dn; (void)ut; (void)un;
+	return *cancel != 0;
+}
+
+static int canceled(const struct http_opts *o)
+{
+	return o->cancel != NULL && *o->cancel != 0;
+}
+
 /* --- shared setup --- */
 
 static struct curl_slist *build_headers(const struct http_request *req, struct err *e)
@@ -295,6 +366,29 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 	curl_easy_setopt(c, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "pulumi-controller/" PC_VERSION);
 	if (o->ca_file != NULL)
 		curl_easy_setopt(c, CURLOPT_CAINFO, o->ca_file);
+	if (o->ca_pem != NULL) {
+		struct curl_blob b = { (void *)o->ca_pem, strlen(o->ca_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
+	}
+	if (o->client_cert_file != NULL)
+		curl_easy_setopt(c, CURLOPT_SSLCERT, o->client_cert_file);
+	if (o->client_key_file != NULL)
+		curl_easy_setopt(c, CURLOPT_SSLKEY, o->client_key_file);
+	if (o->client_cert_pem != NULL) {
+		struct curl_blob b = { (void *)o->client_cert_pem, strlen(o->client_cert_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &b);
+		curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+	}
+	if (o->client_key_pem != NULL) {
+		struct curl_blob b = { (void *)o->client_key_pem, strlen(o->client_key_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &b);
+		curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	if (o->cancel != NULL) {
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)o->cancel);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (o->insecure_skip_tls_verify) {
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -328,6 +422,7 @@ static void xfer_reset(struct xfer *x)
 {
 	free(x->raw_headers);
 	free(x->body);
+	free(x->errbody);
 	const struct http_opts *o = x->opts;
 	CURL *c = x->easy;
 	int stream = x->stream;
@@ -359,6 +454,8 @@ static int transfer_error(struct err *e, const struct http_request *req, const s
 	if (x->limit_hit)
 		return err_set(e, ERR_LIMIT, "%s %s: response body larger than the limit of %lld bytes",
 		    m, req->url, (long long)x->opts->max_bytes);
+	if (rc == CURLE_ABORTED_BY_CALLBACK && canceled(x->opts))
+		return err_set(e, ERR_CANCELED, "%s %s: canceled", m, req->url);
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, req->url, curl_msg);
 	if (rc == CURLE_TOO_MANY_REDIRECTS)
@@ -430,7 +527,7 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 	hdrs = build_headers(req, e);
 	if (hdrs == NULL)
 		return -1;
-	x.easy = curl_easy_init();
+	x.easy = thread_easy();
 	if (x.easy == NULL) {
 		curl_slist_free_all(hdrs);
 		return err_set(e, ERR_NOMEM, "curl_easy_init failed");
@@ -446,18 +543,20 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		rc = curl_easy_perform(x.easy);
 		int last = attempt > o->retries;
 		if (rc != CURLE_OK) {
-			if (!last && !x.limit_hit && curl_code_retryable(req, rc) && can_resend(req)) {
-				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
+			if (!last && !x.limit_hit && curl_code_retryable(req, rc) && can_resend(req) &&
+			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
+			if (canceled(o)) {
+				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				break;
 			}
 			transfer_error(e, req, &x, rc, curl_msg[0] ? curl_msg : curl_easy_strerror(rc));
 			break;
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
-		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
-			sleep_ms(http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value()));
+		if (!last && http_should_retry_status(req, resp->status) && can_resend(req) &&
+		    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value())) == 0)
 			continue;
-		}
 		char *eff = NULL;
 		curl_easy_getinfo(x.easy, CURLINFO_EFFECTIVE_URL, &eff);
 		resp->effective_url = eff ? strdup(eff) : NULL;
@@ -468,17 +567,17 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 			resp->body_len = x.body_len;
 			x.body = NULL;
 		} else {
-			resp->body = strndup(x.errbody, x.errbody_len);
+			resp->body = x.errbody ? strndup(x.errbody, x.errbody_len) : strdup("");
 			resp->body_len = x.errbody_len;
 		}
 		resp->attempts = attempt;
 		xfer_reset(&x);
-		curl_easy_cleanup(x.easy);
+		curl_easy_reset(x.easy);   /* drops pointers into this frame, keeps connections */
 		curl_slist_free_all(hdrs);
 		return 0;
 	}
 	xfer_reset(&x);
-	curl_easy_cleanup(x.easy);
+	curl_easy_reset(x.easy);
 	curl_slist_free_all(hdrs);
 	return -1;
 }
@@ -557,11 +656,13 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 		 * see: retrying here would depend on how much curl had buffered. */
 		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status))) {
 			curl_multi_remove_handle(s->multi, s->x.easy);
-			if (!last && !s->x.limit_hit && curl_code_retryable(req, s->result) && can_resend(req)) {
-				sleep_ms(http_backoff_ms(o, attempt, 0, jitter_value()));
+			if (!last && !s->x.limit_hit && curl_code_retryable(req, s->result) && can_resend(req) &&
+			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
-			}
-			transfer_error(e, req, &s->x, s->result, msg[0] ? msg : curl_easy_strerror(s->result));
+			if (canceled(o))
+				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+			else
+				transfer_error(e, req, &s->x, s->result, msg[0] ? msg : curl_easy_strerror(s->result));
 			http_stream_free(s);
 			return NULL;
 		}
@@ -570,17 +671,16 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			while (!s->done)
 				stream_pump(s);
 			curl_multi_remove_handle(s->multi, s->x.easy);
-			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req)) {
-				sleep_ms(http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value()));
+			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req) &&
+			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value())) == 0)
 				continue;
-			}
 			status_error(e, req, s->x.status, s->x.errbody);
 			if (failed != NULL) {
 				memset(failed, 0, sizeof(*failed));
 				failed->status = s->x.status;
 				failed->raw_headers = s->x.raw_headers;
 				s->x.raw_headers = NULL;
-				failed->body = strndup(s->x.errbody, s->x.errbody_len);
+				failed->body = s->x.errbody ? strndup(s->x.errbody, s->x.errbody_len) : strdup("");
 				failed->body_len = s->x.errbody_len;
 				failed->attempts = attempt;
 			}

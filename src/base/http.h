@@ -39,9 +39,17 @@ struct http_opts {
 	long backoff_max_ms;       /* cap on one wait; default 30 s */
 	int64_t max_bytes;         /* response body limit; -1 = none. default -1 */
 	int max_redirects;         /* 0 = do not follow; default 10 */
-	const char *ca_file;       /* extra CA bundle (PEM), or NULL */
+	const char *ca_file;       /* CA bundle (PEM) to trust instead of the system's, or NULL */
+	const char *ca_pem;        /* the same given in memory (kubeconfig certificate-authority-data) */
 	int insecure_skip_tls_verify;
+	/* TLS client authentication: files, or PEM in memory.  Borrowed. */
+	const char *client_cert_file, *client_key_file;
+	const char *client_cert_pem, *client_key_pem;
 	const char *user_agent;    /* default "pulumi-controller/<version>" */
+	/* When set, a non-zero value cancels the request (checked about every
+	 * 100 ms and between retries): ERR_CANCELED.  For stopping watches and
+	 * requests from another thread. */
+	const volatile int *cancel;
 };
 
 void http_opts_default(struct http_opts *o);
@@ -75,7 +83,9 @@ struct http_request {
 };
 
 /* What came back.  All strings are owned by the response; free with
- * http_response_free. */
+ * http_response_free.  For a non-2xx response body holds at most the first
+ * HTTP_ERROR_BODY_MAX bytes (enough for a Kubernetes Status with causes). */
+#define HTTP_ERROR_BODY_MAX 65536
 struct http_response {
 	long status;
 	char *body;                /* NUL-terminated; NULL for streams */
@@ -145,7 +155,12 @@ int http_should_retry_status(const struct http_request *req, long status);
  * value (seconds, >= 0) overrides it when larger, still capped. */
 long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s, double jitter);
 
-/* Global libcurl setup; call once from main before any thread starts. */
+/*
+ * Global libcurl setup; call once from main before any thread starts.
+ * http_do keeps one curl handle per thread so connections (and TLS
+ * sessions) to a server are reused across requests; a thread's handle is
+ * freed when the thread exits, the main thread's by http_global_cleanup.
+ */
 int http_global_init(struct err *e);
 void http_global_cleanup(void);
 

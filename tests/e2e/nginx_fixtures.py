@@ -81,7 +81,9 @@ error_log {self.base}/error.log warn;
 events {{ worker_connections 256; }}
 http {{
     log_format status '$status $request_uri';
+    log_format conn '$connection $request_uri';
     access_log {self.log} status;
+    access_log {self.base}/conn.log conn;
     client_body_temp_path {self.base}/tmp-body;
     proxy_temp_path {self.base}/tmp-proxy;
     fastcgi_temp_path {self.base}/tmp-fcgi;
@@ -102,6 +104,7 @@ http {{
         }}
         location ~ ^/redirect/(.+)$ {{ return 302 /artifacts/$1; }}
         location = /loop {{ return 302 /loop; }}
+        location = /post-fails {{ return 500 "no\n"; }}
         location /slow/ {{ alias {self.root}/; limit_rate 1; }}
         location /paced/ {{ alias {self.root}/; limit_rate 2m; }}
     }}
@@ -149,6 +152,15 @@ http {{
             status, _, uri = line.partition(" ")
             if uri_suffix is None or uri.endswith(uri_suffix):
                 out.append((int(status), uri))
+        return out
+
+    def connections(self, uri_suffix):
+        """The nginx connection serial number of each request whose URI ends so."""
+        out = []
+        for line in (self.base / "conn.log").read_text().splitlines():
+            conn, _, uri = line.partition(" ")
+            if uri.endswith(uri_suffix):
+                out.append(int(conn))
         return out
 
     def wait_for_request(self, uri_suffix, status, deadline_s=20.0):
