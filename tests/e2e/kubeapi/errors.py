@@ -19,8 +19,9 @@ class ApiError(Exception):
 
     def status(self):
         body = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                "status": "Failure", "message": self.message, "reason": self.reason,
-                "code": self.code}
+                "status": "Failure", "message": self.message, "code": self.code}
+        if self.reason:         # the storage layer's plain errors come without one
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -61,28 +62,32 @@ def already_exists(rtype, name):
 
 
 def conflict(rtype, name, why="the object has been modified; please apply your changes "
-             "to the latest version and try again"):
-    return ApiError(409, "Conflict",
-                    f'Operation cannot be fulfilled on {qualified(rtype)} "{name}": {why}',
-                    _details(rtype, name))
+             "to the latest version and try again", by_kind=False):
+    """409 Conflict; precondition failures name the kind (Stack.pulumi.com), stale
+    updates the resource (stacks.pulumi.com)."""
+    what = qualified_kind(rtype) if by_kind else qualified(rtype)
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": {why}',
+                    _details(rtype, name, kind=rtype.kind if by_kind else None))
 
 
-def invalid(rtype, name, causes):
-    """causes: list of (reason, field, message) as field.Error renders them."""
+def invalid(rtype, name, causes, by_resource=False):
+    """causes: list of (reason, field, message) as field.Error renders them.  Most
+    validation names the kind (Stack.pulumi.com); the update precondition names the
+    resource (stacks.pulumi.com)."""
     text = ", ".join(f"{f}: {m}" if f else m for _, f, m in causes)
     if len(causes) > 1:
         text = "[" + text + "]"
-    details = _details(rtype, name, kind=rtype.kind)
+    details = _details(rtype, name, kind=None if by_resource else rtype.kind)
     details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-    return ApiError(422, "Invalid", f'{qualified_kind(rtype)} "{name}" is invalid: {text}',
-                    details)
+    what = qualified(rtype) if by_resource else qualified_kind(rtype)
+    return ApiError(422, "Invalid", f'{what} "{name}" is invalid: {text}', details)
 
 
-def invalid_list_options(causes):
-    """422 for bad list/watch parameters, as handlers/get.go reports them."""
+def invalid_list_options(causes, kind="ListOptions"):
+    """422 for bad list/watch (or PatchOptions) parameters, as the handlers report them."""
     text = ", ".join(f"{f}: {m}" for _, f, m in causes)
-    return ApiError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {text}',
-                    {"group": "meta.k8s.io", "kind": "ListOptions",
+    return ApiError(422, "Invalid", f'{kind}.meta.k8s.io "" is invalid: {text}',
+                    {"group": "meta.k8s.io", "kind": kind,
                      "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes]})
 
 
@@ -112,7 +117,12 @@ def unsupported_media(types):
 
 def method_not_allowed():
     return ApiError(405, "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource")
+                    "the server does not allow this method on the requested resource", {})
+
+
+class PlainNotFound(Exception):
+    """A path no API handler serves: kube-apiserver's mux answers "404 page not found"
+    as text/plain, not a Status (unknown groups, CRD groups' unknown resources)."""
 
 
 def path_not_found():

@@ -44,6 +44,10 @@ class ResourceType:
         self.preserve_unknown = preserve_unknown
         self.view = view            # another kind's storage seen through a conversion
         self.verbs = None           # the discovery verbs, when not the usual eight
+        # PUT without a resourceVersion: allowed by most built-in strategies, refused for
+        # custom resources, CRDs and Leases (AllowUnconditionalUpdate)
+        self.unconditional_update = not crd and kind not in ("Lease",
+                                                             "CustomResourceDefinition")
         self.virtual = False        # answered, never stored (access reviews)
 
     @property
@@ -286,6 +290,9 @@ class Registry:
 
     def has_gv(self, group, version):
         return (group, version) in self.by_gv
+
+    def is_builtin_gv(self, group, version):
+        return any(not t.crd for t in self.by_gv.get((group, version), {}).values())
 
     def types_for_key(self, key):
         return [t for ts in self.by_gv.values() for t in ts.values() if t.key == key]

@@ -256,6 +256,8 @@ class Handler(BaseHTTPRequestHandler):
             self._route(method, path, params, body)
         except E.ApiError as err:
             self._send_error(err)
+        except E.PlainNotFound:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout):
             self.close_connection = True
         except Exception as exc:      # a bug in the emulator: say so loudly
@@ -319,7 +321,7 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi(parts[2:])
         if not parts or parts[0] not in ("api", "apis"):
-            raise E.path_not_found()
+            raise E.PlainNotFound()
         with emu.store.lock:
             if parts in (["api"], ["apis"]):
                 version = self._aggregated_version()
@@ -336,17 +338,22 @@ class Handler(BaseHTTPRequestHandler):
             if parts[0] == "apis" and len(parts) == 2:
                 doc = reg.api_group(parts[1])
                 if doc is None:
-                    raise E.path_not_found()
+                    raise E.PlainNotFound()
                 return self._send(200, doc)
             if parts[0] == "api":
                 group, version, rest = "", parts[1], parts[2:]
             else:
                 group, version, rest = parts[1], parts[2], parts[3:]
+            if not reg.has_gv(group, version):
+                raise E.PlainNotFound()
+            # Built-in groups answer unknown paths with a Status; the CRD handler's
+            # groups fall through to the mux's plain-text 404.
+            not_found = E.path_not_found if reg.is_builtin_gv(group, version) \
+                else E.PlainNotFound
             if not rest:
-                doc = reg.resource_list(group, version)
-                if doc is None or method != "GET":
-                    raise E.path_not_found()
-                return self._send(200, doc)
+                if method != "GET":
+                    raise not_found()
+                return self._send(200, reg.resource_list(group, version))
             ns = None
             if rest[0] == "namespaces" and len(rest) >= 3:
                 inner = reg.lookup(group, version, rest[2])
@@ -354,13 +361,13 @@ class Handler(BaseHTTPRequestHandler):
                     ns, rest = rest[1], rest[2:]
             rtype = reg.lookup(group, version, rest[0])
         if rtype is None or len(rest) > 3:
-            raise E.path_not_found()
+            raise not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
         if (rtype.namespaced and name and ns is None) or (not rtype.namespaced and ns):
-            raise E.path_not_found()
+            raise not_found()
         if sub and not (sub == "status" and rtype.status):
-            raise E.path_not_found()
+            raise not_found()
         if rtype.deprecation:
             self.warnings.append(rtype.deprecation)
         self._verb(method, rtype, ns, name, sub, params, body)

@@ -20,6 +20,7 @@ import base64
 import binascii
 import bisect
 import collections
+import copy
 
 import json
 import random
@@ -50,6 +51,13 @@ CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 BLOCK_TIMEOUT = 3.0     # how long a read waits for a resourceVersion newer than the store
+
+
+def copy_with_kind(rtype, kind):
+    """The same resource type under another kind (to name a wrong kind in an error)."""
+    other = copy.copy(rtype)
+    other.kind = kind
+    return other
 
 
 def now_rfc3339():
@@ -261,17 +269,29 @@ class Store:
         return False
 
     def _check_gvk(self, rtype, body, where="data"):
+        """apiVersion and kind as the decoders check them: typed kinds default a missing
+        kind from the URL, custom resources (unstructured) need it."""
         if not isinstance(body, dict):
             raise E.bad_request("the request body is not a JSON object")
-        if "kind" not in body or not body.get("kind"):
-            raise E.bad_request(f"Object 'Kind' is missing in '{json.dumps(body)[:200]}'")
         av = body.get("apiVersion")
+        kind = body.get("kind")
+        if not kind and rtype.crd:
+            text = json.dumps(body)
+            raise E.bad_request(f"the object provided is unrecognized (must be of type "
+                                f"{rtype.kind}): Object 'Kind' is missing in '{text}' "
+                                f"({text[:32]} ...)")
         if av and av != rtype.api_version:
             raise E.bad_request(f"the API version in the {where} ({av}) does not match the "
                                 f"expected API version ({rtype.api_version})")
-        if body["kind"] != rtype.kind:
-            raise E.bad_request(f"the kind in the {where} ({body['kind']}) does not match the "
-                                f"expected kind ({rtype.kind})")
+        if kind and kind != rtype.kind:
+            if rtype.crd:
+                other = copy_with_kind(rtype, kind)
+                raise E.invalid(other, (body.get("metadata") or {}).get("name", ""), [(
+                    "FieldValueInvalid", "kind",
+                    f'Invalid value: "{kind}": must be {rtype.kind}')])
+            raise E.bad_request(f'{kind} in version "{rtype.version}" cannot be handled as a '
+                                f"{rtype.kind}: converting ({rtype.version}.{kind}) to "
+                                f"(core.{rtype.kind}): unknown conversion")
         typed.check_object(rtype, body)
 
     def _validate_meta(self, rtype, obj):
@@ -371,8 +391,9 @@ class Store:
             obj, unknown = prune_builtin(obj, rtype.top_fields)
         if unknown:
             if validation == "Strict":
-                raise E.bad_request("strict decoding error: " + ", ".join(
-                    f'unknown field "{u}"' for u in unknown))
+                raise E.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be '
+                                    f"handled as a {rtype.kind}: strict decoding error: " +
+                                    ", ".join(f'unknown field "{u}"' for u in unknown))
             if validation == "Warn":
                 for u in unknown:
                     self.warn(f'unknown field "{u}"')
@@ -795,10 +816,10 @@ class Store:
             if old is None:
                 raise E.not_found(rtype, name)
             rv = bm.get("resourceVersion")
-            if not rv and rtype.crd:
+            if not rv and not rtype.unconditional_update:
                 raise E.invalid(rtype, name, [("FieldValueInvalid", "metadata.resourceVersion",
-                                               "Invalid value: 0x0: must be specified for an "
-                                               "update")])
+                                               "Invalid value: 0: must be specified for an "
+                                               "update")], by_resource=True)
             return self._update(rtype, old, body, params, manager, subresource,
                                 precondition=rv or None)
 
