@@ -158,7 +158,9 @@ def test_update_conflicts_and_preconditions(kubeapi):
                                    'to the latest version and try again')
     del s2["metadata"]["resourceVersion"]
     e = err_of(c.update, s2, "stacks")
-    assert e.code == 422 and "must be specified for an update" in e.status["message"]
+    assert e.code == 422 and e.status["message"] == (
+        'stacks.pulumi.com "s1" is invalid: metadata.resourceVersion: Invalid value: 0: must '
+        'be specified for an update')
     # built-in kinds allow an unconditional update
     c.create(cm("c"), "configmaps")
     assert c.update(cm("c", k="v"), "configmaps")["data"] == {"k": "v"}
@@ -168,7 +170,10 @@ def test_update_conflicts_and_preconditions(kubeapi):
     assert e.code == 409
     e = err_of(c.delete, GV, "stacks", "s1", "default",
                {"preconditions": {"uid": "0000"}})
-    assert e.code == 409 and "Precondition failed: UID in precondition" in e.status["message"]
+    assert e.code == 409 and e.status["message"].startswith(
+        'Operation cannot be fulfilled on Stack.pulumi.com "s1": the UID in the precondition '
+        '(0000) does not match the UID in record (')
+    assert e.status["details"]["kind"] == "Stack"
 
 
 def test_generation_and_status_subresource(kubeapi):
@@ -233,15 +238,18 @@ def test_json_and_merge_patches(kubeapi):
     assert s["spec"]["targets"] == ["c", "d"]
     e = err_of(c.patch, GV, "stacks", "s1",
                [{"op": "test", "path": "/spec/targets/0", "value": "zzz"}], "default", "json")
-    assert e.code == 422
+    assert (e.code, e.status["message"]) == (
+        422, "the server rejected our request due to an error in our request")
     e = err_of(c.patch, GV, "stacks", "s1", {"op": "bad"}, "default", "json")
-    assert e.code == 400
+    assert (e.code, e.status["message"]) == (
+        400, "error decoding patch: json: cannot unmarshal object into Go value of type "
+             "[]handlers.jsonPatchOp")
     e = err_of(c.patch, GV, "stacks", "nope", {"spec": {}}, "default")
     assert e.code == 404
     e = err_of(c.patch, GV, "stacks", "s1", {"spec": {}}, "default", "strategic")
     assert e.code == 415 and e.reason == "UnsupportedMediaType"
     e = err_of(c.patch, GV, "stacks", "s1", {"spec": {}}, "default", force="true")
-    assert e.code == 422
+    assert e.code == 422 and e.status["details"]["kind"] == "PatchOptions"
 
 
 def test_server_side_apply_ownership_conflicts_and_removal(kubeapi):
@@ -259,9 +267,9 @@ def test_server_side_apply_ownership_conflicts_and_removal(kubeapi):
     assert (e.code, e.reason) == (409, "Conflict")
     assert e.status["message"] == ('Apply failed with 1 conflict: conflict with "alice": '
                                    '.spec.refresh')
-    assert e.status["details"]["causes"][0] == {"reason": "FieldManagerConflict",
-                                                "message": 'conflict with "alice"',
-                                                "field": ".spec.refresh"}
+    assert e.status["details"] == {"causes": [{"reason": "FieldManagerConflict",
+                                               "message": 'conflict with "alice"',
+                                               "field": ".spec.refresh"}]}
     # the same value is shared ownership, not a conflict
     c.patch(GV, "stacks", "s1", stack("s1", refresh=True), "default", "apply",
             fieldManager="bob", force="false")
@@ -755,14 +763,16 @@ def test_wrongly_typed_fields_are_decoding_errors(kubeapi):
     bad = stack("s1")
     bad["metadata"]["labels"] = {"n": 1}
     e = err_of(c.create, bad, "stacks")
-    assert e.code == 400 and e.status["message"].startswith(
+    assert e.code == 400 and e.status["message"] == (
         'Stack in version "v1" cannot be handled as a Stack: json: cannot unmarshal number '
-        'into Go struct field Stack.metadata.labels')
+        'into Go struct field ObjectMeta.labels of type string')
     e = err_of(c.create, dict(cm("c"), data={"k": ["v"]}), "configmaps")
     assert e.code == 400
     c.create(stack("s2"), "stacks")
     e = err_of(c.delete, GV, "stacks", "s2", "default", {"preconditions": "uid"})
-    assert e.code == 400 and "DeleteOptions" in e.status["message"]
+    assert e.code == 400 and e.status["message"] == (
+        "json: cannot unmarshal string into Go struct field DeleteOptions.preconditions of "
+        "type v1.Preconditions")
     got = c.get(GV, "stacks", "s2", "default")
     got["metadata"]["resourceVersion"] = int(got["metadata"]["resourceVersion"])
     assert err_of(c.update, got, "stacks").code == 400

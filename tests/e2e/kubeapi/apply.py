@@ -291,7 +291,7 @@ def apply(rtype, name, live, config, managed, manager, api_version, subresource,
                     conflicts.append((e, q))
                 break
     if conflicts and not force:
-        raise _conflict_error(rtype, name, conflicts)
+        raise _conflict_error(conflicts)
     for e, q in conflicts:
         e["paths"].discard(q)
     for p in mine["paths"] - new_paths:
@@ -315,7 +315,7 @@ def _drop_empty_parents(obj, path, managed, new_paths):
         remove_at(obj, parent)
 
 
-def _conflict_error(rtype, name, conflicts):
+def _conflict_error(conflicts):
     by_manager = {}
     for e, q in conflicts:
         label = f'"{e["manager"]}"'
@@ -335,10 +335,7 @@ def _conflict_error(rtype, name, conflicts):
                "message": f'conflict with "{e["manager"]}"' +
                (f' using {e["apiVersion"]}' if e["operation"] == "Update" else ""),
                "field": path_text(q)} for e, q in conflicts]
-    details = {"name": name, "kind": rtype.plural, "causes": causes}
-    if rtype.group:
-        details["group"] = rtype.group
-    return ApiError(409, "Conflict", text, details)
+    return ApiError(409, "Conflict", text, {"causes": causes})
 
 
 def strip_times(entries):

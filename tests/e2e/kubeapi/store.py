@@ -934,25 +934,27 @@ class Store:
         """Returns (object, created)."""
         with self.lock:
             if params.get("force") is not None and ctype != "application/apply-patch+yaml":
-                raise E.invalid(rtype, name, [("FieldValueForbidden", "force",
+                raise E.invalid_list_options([("FieldValueForbidden", "force",
                                                "Forbidden: may not be specified for "
-                                               "non-apply patch")])
+                                               "non-apply patch")], kind="PatchOptions")
             if ctype == "application/apply-patch+yaml":
                 return self._apply(rtype, ns, name, body, params, subresource)
             old = self._get(rtype, ns, name)
             if old is None:
                 raise E.not_found(rtype, name)
             current = self.present(rtype, old)
+            want = list if ctype == "application/json-patch+json" else dict
+            if not isinstance(body, want):
+                raise E.bad_request(
+                    f"error decoding patch: json: cannot unmarshal {typed.json_type(body)} "
+                    "into Go value of type " + ("[]handlers.jsonPatchOp" if want is list
+                                                else "map[string]interface {}"))
             try:
                 if ctype == "application/merge-patch+json":
-                    if not isinstance(body, dict):
-                        raise PatchMalformed("merge patch must be a JSON object")
                     result = merge_patch(current, body)
                 elif ctype == "application/json-patch+json":
                     result = json_patch(current, body)
                 elif ctype == "application/strategic-merge-patch+json":
-                    if not isinstance(body, dict):
-                        raise PatchMalformed("strategic merge patch must be a JSON object")
                     result = strategic_merge(current, body)
                 else:
                     raise E.unsupported_media(["application/json-patch+json",
@@ -960,8 +962,9 @@ class Store:
                                                "application/apply-patch+yaml"])
             except PatchMalformed as exc:
                 raise E.bad_request(str(exc)) from None
-            except PatchFailed as exc:
-                raise E.ApiError(422, "Invalid", str(exc)) from None
+            except PatchFailed:         # the apiserver does not say which operation failed
+                raise E.ApiError(422, "Invalid", "the server rejected our request due to an "
+                                 "error in our request", {}) from None
             if not isinstance(result, dict):
                 raise E.bad_request("the patch result is not an object")
             typed.check_object(rtype, result)
@@ -978,8 +981,9 @@ class Store:
     def _apply(self, rtype, ns, name, config, params, subresource):
         manager = params.get("fieldManager")
         if not manager:
-            raise E.invalid(rtype, name, [("FieldValueRequired", "fieldManager",
-                                           "Required value: is required for apply patch")])
+            raise E.invalid_list_options([("FieldValueRequired", "fieldManager",
+                                           "Required value: is required for apply patch")],
+                                         kind="PatchOptions")
         if not isinstance(config, dict):
             raise E.bad_request("the apply configuration is not an object")
         self._check_gvk(rtype, config, where="patch")
@@ -1017,13 +1021,14 @@ class Store:
             om = meta(old)
             pre = options.get("preconditions") or {}
             if pre.get("uid") and pre["uid"] != om.get("uid"):
-                raise E.conflict(rtype, name, f"Precondition failed: UID in precondition: "
-                                              f"{pre['uid']}, UID in object meta: {om.get('uid')}")
+                raise E.conflict(rtype, name, f"the UID in the precondition ({pre['uid']}) does "
+                                 f"not match the UID in record ({om.get('uid')}). The object "
+                                 "might have been deleted and then recreated", by_kind=True)
             if pre.get("resourceVersion") and pre["resourceVersion"] != om.get("resourceVersion"):
-                raise E.conflict(rtype, name, "Precondition failed: ResourceVersion in "
-                                              f"precondition: {pre['resourceVersion']}, "
-                                              "ResourceVersion in object meta: "
-                                              f"{om.get('resourceVersion')}")
+                raise E.conflict(rtype, name, "the ResourceVersion in the precondition "
+                                 f"({pre['resourceVersion']}) does not match the "
+                                 f"ResourceVersion in record ({om.get('resourceVersion')}). The "
+                                 "object might have been modified", by_kind=True)
             if (params or {}).get("dryRun") == "All" or "All" in (options.get("dryRun") or []):
                 return self.present(rtype, old)
             policy = options.get("propagationPolicy")

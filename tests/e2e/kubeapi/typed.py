@@ -2,7 +2,8 @@
 
 A JSON value of the wrong type in a typed field (ObjectMeta, the built-in kinds,
 CustomResourceDefinition, DeleteOptions) makes kube-apiserver's decoder fail,
-which it reports as 400 BadRequest before any validation runs.  Custom
+which it reports as 400 BadRequest before any validation runs, naming the Go
+struct field ("Go struct field ObjectMeta.labels of type string").  Custom
 resource bodies are unstructured, so only their metadata is typed.
 """
 from .errors import bad_request
@@ -10,47 +11,63 @@ from .errors import bad_request
 STR, BOOL, INT = "string", "bool", "int64"
 STR_MAP = ("map", STR)
 
-OWNER_REF = {"apiVersion": STR, "kind": STR, "name": STR, "uid": STR, "controller": BOOL,
-             "blockOwnerDeletion": BOOL}
-OBJECT_META = {"name": STR, "generateName": STR, "namespace": STR, "uid": STR,
-               "resourceVersion": STR, "generation": INT, "creationTimestamp": STR,
-               "deletionTimestamp": STR, "deletionGracePeriodSeconds": INT,
-               "labels": STR_MAP, "annotations": STR_MAP, "finalizers": ("list", STR),
-               "ownerReferences": ("list", OWNER_REF), "managedFields": ("list", "object")}
+
+class Struct:
+    def __init__(self, go_name, fields):
+        self.go_name = go_name
+        self.short = go_name.split(".")[-1]
+        self.fields = fields
+
+
+OWNER_REF = Struct("v1.OwnerReference", {
+    "apiVersion": STR, "kind": STR, "name": STR, "uid": STR, "controller": BOOL,
+    "blockOwnerDeletion": BOOL})
+OBJECT_META = Struct("v1.ObjectMeta", {
+    "name": STR, "generateName": STR, "namespace": STR, "uid": STR, "resourceVersion": STR,
+    "generation": INT, "creationTimestamp": STR, "deletionTimestamp": STR,
+    "deletionGracePeriodSeconds": INT, "labels": STR_MAP, "annotations": STR_MAP,
+    "finalizers": ("list", STR), "ownerReferences": ("list", OWNER_REF),
+    "managedFields": ("list", "object")})
+
+_CRD_VERSION = Struct("v1.CustomResourceDefinitionVersion", {
+    "name": STR, "served": BOOL, "storage": BOOL, "deprecated": BOOL,
+    "deprecationWarning": STR,
+    "schema": Struct("v1.CustomResourceValidation", {"openAPIV3Schema": "object"}),
+    "subresources": "object", "additionalPrinterColumns": ("list", "object"),
+    "selectableFields": ("list", "object")})
 
 BUILTIN = {
     "ConfigMap": {"data": STR_MAP, "binaryData": STR_MAP, "immutable": BOOL},
     "Secret": {"data": STR_MAP, "stringData": STR_MAP, "type": STR, "immutable": BOOL},
-    "Namespace": {"spec": {"finalizers": ("list", STR)}, "status": {"phase": STR}},
+    "Namespace": {"spec": Struct("v1.NamespaceSpec", {"finalizers": ("list", STR)}),
+                  "status": Struct("v1.NamespaceStatus", {"phase": STR})},
     "ServiceAccount": {"secrets": ("list", "object"), "imagePullSecrets": ("list", "object"),
                        "automountServiceAccountToken": BOOL},
-    "Lease": {"spec": {"holderIdentity": STR, "leaseDurationSeconds": INT,
-                       "acquireTime": STR, "renewTime": STR, "leaseTransitions": INT,
-                       "strategy": STR, "preferredHolder": STR}},
+    "Lease": {"spec": Struct("v1.LeaseSpec", {
+        "holderIdentity": STR, "leaseDurationSeconds": "int32", "acquireTime": STR,
+        "renewTime": STR, "leaseTransitions": "int32", "strategy": STR,
+        "preferredHolder": STR})},
     "Event": {"involvedObject": "object", "regarding": "object", "reason": STR,
-              "message": STR, "note": STR, "type": STR, "count": INT, "deprecatedCount": INT,
-              "source": "object", "series": "object", "action": STR,
-              "reportingComponent": STR, "reportingController": STR,
+              "message": STR, "note": STR, "type": STR, "count": "int32",
+              "deprecatedCount": "int32", "source": "object", "series": "object",
+              "action": STR, "reportingComponent": STR, "reportingController": STR,
               "reportingInstance": STR, "eventTime": STR, "firstTimestamp": STR,
               "lastTimestamp": STR},
-    "CustomResourceDefinition": {"spec": {
+    "CustomResourceDefinition": {"spec": Struct("v1.CustomResourceDefinitionSpec", {
         "group": STR, "scope": STR,
-        "names": {"plural": STR, "singular": STR, "kind": STR, "listKind": STR,
-                  "shortNames": ("list", STR), "categories": ("list", STR)},
-        "versions": ("list", {"name": STR, "served": BOOL, "storage": BOOL,
-                              "deprecated": BOOL, "deprecationWarning": STR,
-                              "schema": {"openAPIV3Schema": "object"},
-                              "subresources": "object",
-                              "additionalPrinterColumns": ("list", "object"),
-                              "selectableFields": ("list", "object")})}},
+        "names": Struct("v1.CustomResourceDefinitionNames", {
+            "plural": STR, "singular": STR, "kind": STR, "listKind": STR,
+            "shortNames": ("list", STR), "categories": ("list", STR)}),
+        "versions": ("list", _CRD_VERSION)})},
 }
 
-DELETE_OPTIONS = {"gracePeriodSeconds": INT, "propagationPolicy": STR,
-                  "orphanDependents": BOOL, "dryRun": ("list", STR),
-                  "preconditions": {"uid": STR, "resourceVersion": STR}}
+DELETE_OPTIONS = Struct("v1.DeleteOptions", {
+    "gracePeriodSeconds": INT, "propagationPolicy": STR, "orphanDependents": BOOL,
+    "dryRun": ("list", STR),
+    "preconditions": Struct("v1.Preconditions", {"uid": STR, "resourceVersion": STR})})
 
 
-def _json_type(v):
+def json_type(v):
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, (int, float)):
@@ -63,8 +80,8 @@ def _json_type(v):
 
 
 def _go_type(spec):
-    if isinstance(spec, dict):
-        return "struct"
+    if isinstance(spec, Struct):
+        return spec.go_name
     if isinstance(spec, tuple):
         return ("map[string]" if spec[0] == "map" else "[]") + _go_type(spec[1])
     return {"object": "map[string]interface {}"}.get(spec, spec)
@@ -77,43 +94,41 @@ def _fits(value, spec):
         return isinstance(value, str)
     if spec == BOOL:
         return isinstance(value, bool)
-    if spec == INT:
+    if spec in (INT, "int32"):
         return isinstance(value, int) and not isinstance(value, bool)
-    if spec == "object" or isinstance(spec, dict) or (isinstance(spec, tuple) and
-                                                       spec[0] == "map"):
+    if spec == "object" or isinstance(spec, Struct) or (isinstance(spec, tuple) and
+                                                        spec[0] == "map"):
         return isinstance(value, dict)
     return isinstance(value, list)
 
 
-def check(value, spec, path, where):
-    """Raises 400 when value does not decode into spec."""
+def _check(value, spec, field, prefix):
+    """field: "Struct.jsonName" of the Go struct field being decoded."""
     if not _fits(value, spec):
-        raise bad_request(f"{where}: json: cannot unmarshal {_json_type(value)} into Go "
-                          f"struct field {path} of type {_go_type(spec)}")
+        raise bad_request(f"{prefix}json: cannot unmarshal {json_type(value)} into Go "
+                          f"struct field {field} of type {_go_type(spec)}")
     if value is None:
         return
-    if isinstance(spec, dict):
-        for k, sub in spec.items():
-            if k in value:
-                check(value[k], sub, f"{path}.{k}", where)
-    elif isinstance(spec, tuple) and spec[0] == "map":
-        for k, v in value.items():
-            check(v, spec[1], path, where)
+    if isinstance(spec, Struct):
+        check_struct(value, spec, prefix)
     elif isinstance(spec, tuple):
-        for v in value:
-            check(v, spec[1], path, where)
+        for v in (value.values() if spec[0] == "map" else value):
+            _check(v, spec[1], field, prefix)
+
+
+def check_struct(value, struct, prefix):
+    for k, sub in struct.fields.items():
+        if k in value:
+            _check(value[k], sub, f"{struct.short}.{k}", prefix)
 
 
 def check_object(rtype, obj):
-    where = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}'
-    check(obj.get("metadata"), OBJECT_META, f"{rtype.kind}.metadata", where)
-    spec = BUILTIN.get(rtype.kind) if not rtype.crd else None
-    if spec:
-        for k, sub in spec.items():
-            if k in obj:
-                check(obj[k], sub, f"{rtype.kind}.{k}", where)
+    prefix = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+    _check(obj.get("metadata"), OBJECT_META, f"{rtype.kind}.metadata", prefix)
+    fields = BUILTIN.get(rtype.kind) if not rtype.crd else None
+    if fields:
+        check_struct(obj, Struct(f"v1.{rtype.kind}", fields), prefix)
 
 
 def check_delete_options(opts):
-    check(opts, DELETE_OPTIONS, "DeleteOptions",
-          'DeleteOptions in version "v1" cannot be handled as a DeleteOptions')
+    check_struct(opts, DELETE_OPTIONS, "")
