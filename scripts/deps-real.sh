@@ -17,7 +17,8 @@
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
 # tests/real/{kube,etcd,pulumi,pulumi-yaml}/ pin the same versions (checked below).  Each
-# component has a stamp (a hash of its inputs and the Go version): a second run
+# component has a stamp (a hash of the Go version, its pinned versions and its
+# stub module / source files): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
 # build caches are the user's usual ones, so a rebuild after a version bump
 # reuses everything that did not change.
@@ -62,11 +63,13 @@ fail() { # component, reason, [log]
 	failed="$failed $1"
 }
 
-# The hash of everything a component's build depends on.
-inputs_key() { # files...
+# The hash of everything a component's build depends on: the Go version, the
+# component's pinned versions (not the rest of versions.env) and its files.
+inputs_key() { # "versions" files...
 	{
 		"$GO" version
-		cat "$SPEC/versions.env"
+		printf '%s\n' "$1"
+		shift
 		for f in "$@"; do
 			printf '%s\n' "$f"
 			cat "$f"
@@ -120,7 +123,7 @@ go_build() { # log dir ldflags packages...
 
 build_kube() {
 	local key log=$LOGS/kube.log
-	key=$(inputs_key "$SPEC/kube/go.mod" "$SPEC/kube/go.sum")
+	key=$(inputs_key "$KUBERNETES_VERSION $KUBERNETES_STAGING_VERSION" "$SPEC/kube/go.mod" "$SPEC/kube/go.sum")
 	if up_to_date kube "$key" "$BIN/kube-apiserver" "$BIN/kubectl"; then
 		say "kube-apiserver, kubectl $KUBERNETES_VERSION: up to date"
 		return
@@ -167,7 +170,7 @@ build_etcd() {
 		say "etcd $have: Debian's /usr/bin/etcd"
 		return
 	fi
-	key=$(inputs_key "$SPEC/etcd/go.mod" "$SPEC/etcd/go.sum")
+	key=$(inputs_key "$ETCD_GO_VERSION" "$SPEC/etcd/go.mod" "$SPEC/etcd/go.sum")
 	if up_to_date etcd "$key" "$BIN/etcd"; then
 		say "etcd $ETCD_GO_VERSION: up to date"
 		return
@@ -185,7 +188,8 @@ build_etcd() {
 
 build_pulumi() {
 	local key log=$LOGS/pulumi.log
-	key=$(inputs_key "$SPEC/pulumi/go.mod" "$SPEC/pulumi/go.sum" "$SPEC/pulumi/standin/main.go")
+	key=$(inputs_key "$PULUMI_VERSION $STANDIN_PROVIDER_VERSION" "$SPEC/pulumi/go.mod" "$SPEC/pulumi/go.sum" \
+		"$SPEC/pulumi/standin/main.go")
 	if up_to_date pulumi "$key" "$BIN/pulumi" "$PROVIDER"; then
 		say "pulumi $PULUMI_VERSION and the standin provider: up to date"
 	else
@@ -207,7 +211,7 @@ build_pulumi() {
 # The YAML language host, from its own stub module (see its go.mod for why).
 build_pulumi_yaml() {
 	local key log=$LOGS/pulumi-yaml.log
-	key=$(inputs_key "$SPEC/pulumi-yaml/go.mod" "$SPEC/pulumi-yaml/go.sum")
+	key=$(inputs_key "$PULUMI_YAML_VERSION" "$SPEC/pulumi-yaml/go.mod" "$SPEC/pulumi-yaml/go.sum")
 	if up_to_date pulumi-yaml "$key" "$BIN/pulumi-language-yaml"; then
 		say "pulumi-language-yaml $PULUMI_YAML_VERSION: up to date"
 		return
@@ -260,7 +264,7 @@ build_pulumi_yaml
 write_manifest
 
 for blocked in $(compgen -v BLOCKED_ || true); do
-	say "blocked (tests skip with this reason): ${!blocked}"
+	say "blocked, not built (see docs/conformance.md): ${!blocked}"
 done
 if [ -n "$failed" ]; then
 	say "components that failed to build:$failed (logs in $LOGS)"
