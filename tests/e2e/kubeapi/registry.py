@@ -80,8 +80,6 @@ _EVENT_RENAMES = {"regarding": "involvedObject", "note": "message",
                   "deprecatedSource": "source", "deprecatedFirstTimestamp": "firstTimestamp",
                   "deprecatedLastTimestamp": "lastTimestamp", "deprecatedCount": "count",
                   "reportingController": "reportingComponent"}
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 class EventsView:
@@ -102,54 +100,6 @@ class EventsView:
         out = {back.get(k, k): v for k, v in obj.items()}
         out["apiVersion"] = "events.k8s.io/v1"
         return out
-
-    def validate_create(self, obj):
-        """The strict events.k8s.io create rules (pkg/apis/core/validation/events.go)."""
-        causes = []
-
-        def need(field, limit=None):
-            v = obj.get(field)
-            if not v:
-                causes.append(("FieldValueRequired", field, "Required value"))
-            elif limit and len(v) > limit:
-                causes.append(("FieldValueTooLong", field,
-                               f"Too long: may not be more than {limit} bytes"))
-        need("eventTime")
-        need("reportingInstance", 128)
-        need("action", 128)
-        need("reason", 128)
-        rc = obj.get("reportingController")
-        if not rc:
-            causes.append(("FieldValueRequired", "reportingController", "Required value"))
-        elif not _QUALIFIED.match(rc):
-            causes.append(("FieldValueInvalid", "reportingController",
-                           f'Invalid value: "{rc}": must be a qualified name'))
-        if obj.get("type") not in ("Normal", "Warning"):
-            causes.append(("FieldValueInvalid", "type",
-                           f'Invalid value: "{obj.get("type", "")}": has invalid value'))
-        if len((obj.get("note") or "").encode()) > 1024:
-            causes.append(("FieldValueTooLong", "note", "Too long: may not be more than 1024 "
-                           "bytes"))
-        for f in ("deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp",
-                  "deprecatedCount"):
-            if obj.get(f):
-                causes.append(("FieldValueInvalid", f,
-                               "Invalid value: needs to be unset"))
-        series = obj.get("series")
-        if series is not None and (not isinstance(series, dict) or
-                                   (series.get("count") or 0) < 2 or
-                                   not series.get("lastObservedTime")):
-            causes.append(("FieldValueInvalid", "series",
-                           "Invalid value: count must be at least 2 and lastObservedTime set"))
-        ns = (obj.get("metadata") or {}).get("namespace")
-        rns = (obj.get("regarding") or {}).get("namespace")
-        if rns and rns != ns:
-            causes.append(("FieldValueInvalid", "regarding.namespace",
-                           f'Invalid value: "{rns}": does not match event.namespace'))
-        if not rns and ns not in ("default", "kube-system"):
-            causes.append(("FieldValueInvalid", "metadata.namespace",
-                           f'Invalid value: "{ns}": does not match event.regarding.namespace'))
-        return causes
 
 
 def builtin_types():

@@ -45,6 +45,28 @@ QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-
                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# apimachinery's validation messages, word for word
+DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+QUALIFIED_NAME_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+    "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
+    "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+CONFIG_KEY_MSG = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+    "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+    "'[-._a-zA-Z0-9]+')")
 GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -301,32 +323,23 @@ class Store:
         if rtype.key == NS_KEY:
             if len(name) > 63 or not DNS_LABEL.match(name):
                 causes.append(("FieldValueInvalid", "metadata.name",
-                               f'Invalid value: "{name}": a lowercase RFC 1123 label must '
-                               "consist of lower case alphanumeric characters or '-', and "
-                               "must start and end with an alphanumeric character"))
+                               f'Invalid value: "{name}": {DNS1123_LABEL_MSG}'))
         elif rtype.key != ("", "events"):
             if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
                 causes.append(("FieldValueInvalid", "metadata.name",
-                               f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
-                               "consist of lower case alphanumeric characters, '-' or '.', and "
-                               "must start and end with an alphanumeric character"))
+                               f'Invalid value: "{name}": {DNS1123_SUBDOMAIN_MSG}'))
         for k, v in (m.get("labels") or {}).items():
             if not QUALIFIED_NAME.match(k) or len(k.split("/")[-1]) > 63:
                 causes.append(("FieldValueInvalid", "metadata.labels",
-                               f'Invalid value: "{k}": name part must consist of alphanumeric '
-                               "characters, '-', '_' or '.', and must start and end with an "
-                               "alphanumeric character"))
+                               f'Invalid value: "{k}": {QUALIFIED_NAME_MSG}'))
             if len(v) > 63 or not LABEL_VALUE.match(v):
                 causes.append(("FieldValueInvalid", "metadata.labels",
-                               f'Invalid value: "{v}": a valid label must be an empty string '
-                               "or consist of alphanumeric characters, '-', '_' or '.', and "
-                               "must start and end with an alphanumeric character"))
+                               f'Invalid value: "{v}": {LABEL_VALUE_MSG}'))
         annotations = m.get("annotations") or {}
         for k in annotations:
             if not QUALIFIED_NAME.match(k):
                 causes.append(("FieldValueInvalid", "metadata.annotations",
-                               f'Invalid value: "{k}": name part must consist of alphanumeric '
-                               "characters, '-', '_' or '.'"))
+                               f'Invalid value: "{k}": {QUALIFIED_NAME_MSG}'))
         if sum(len(k) + len(v) for k, v in annotations.items()) > 256 * 1024:
             causes.append(("FieldValueTooLong", "metadata.annotations",
                            "Too long: must have at most 262144 bytes"))
@@ -335,18 +348,13 @@ class Store:
                 if not isinstance(ref, dict) or not ref.get(f):
                     causes.append(("FieldValueRequired",
                                    f"metadata.ownerReferences[{i}].{f}", "Required value"))
-        fins = m.get("finalizers") or []
-        for i, f in enumerate(fins):
+        for f in m.get("finalizers") or []:
             if not QUALIFIED_NAME.match(f):
-                causes.append(("FieldValueInvalid", f"metadata.finalizers[{i}]",
-                               f'Invalid value: "{f}": name part must consist of alphanumeric '
-                               "characters, '-', '_' or '.'"))
-        if rtype.crd:
-            for f in fins:
-                if "/" not in f:
-                    self.warn(f'metadata.finalizers: "{f}": prefer a domain-qualified '
-                              "finalizer name including a path (/) to avoid accidental "
-                              "conflicts with other finalizer writers")
+                causes.append(("FieldValueInvalid", "metadata.finalizers",
+                               f'Invalid value: "{f}": {QUALIFIED_NAME_MSG}'))
+            elif rtype.crd and "/" not in f:
+                self.warn(f'metadata.finalizers: "{f}": prefer a domain-qualified finalizer '
+                          "name to avoid accidental conflicts with other finalizer writers")
         causes += self._validate_kind(rtype, obj)
         if causes:
             raise E.invalid(rtype, name, causes)
@@ -361,23 +369,66 @@ class Store:
                 for k, v in (obj.get(field) or {}).items():
                     if not CONFIG_KEY.match(k) or len(k) > 253:
                         causes.append(("FieldValueInvalid", f"{field}[{k}]",
-                                       f'Invalid value: "{k}": a valid config key must consist '
-                                       "of alphanumeric characters, '-', '_' or '.'"))
+                                       f'Invalid value: "{k}": {CONFIG_KEY_MSG}'))
                     size += len(v) * 3 // 4 if field != "stringData" and (
                         rtype.key == ("", "secrets") or field == "binaryData") else len(v)
             if size > 1024 * 1024:
-                causes.append(("FieldValueTooLong", "data",
-                               "Too long: must have at most 1048576 bytes"))
-        if rtype.key == ("", "events") and rtype.view is None:
-            ns = meta(obj).get("namespace")
-            ins = (obj.get("involvedObject") or {}).get("namespace")
-            if not obj.get("eventTime") and ins and ins != ns:
-                causes.append(("FieldValueInvalid", "involvedObject.namespace",
-                               f'Invalid value: "{ins}": does not match event.namespace'))
-            if obj.get("eventTime"):
-                for f in ("reportingComponent", "reportingInstance", "action", "reason"):
-                    if not obj.get(f):
-                        causes.append(("FieldValueRequired", f, "Required value"))
+                causes.append(("FieldValueTooLong",
+                               "data" if rtype.key == ("", "secrets") else "[]",
+                               "Too long: may not be more than 1048576 bytes"))
+        return causes
+
+    @staticmethod
+    def _validate_event(obj, strict):
+        """Event creation rules (pkg/apis/core/validation/events.go), on the core/v1 form:
+        the legacy rules always, the strict ones for events.k8s.io."""
+        causes = []
+        ns = meta(obj).get("namespace") or ""
+        ins = (obj.get("involvedObject") or {}).get("namespace") or ""
+        mismatch = ("FieldValueInvalid", "involvedObject.namespace",
+                    f'Invalid value: "{ins}": does not match event.namespace')
+        if not obj.get("eventTime"):
+            if (not ins and ns not in ("", "default")) or (ins and ins != ns):
+                causes.append(mismatch)
+        else:
+            if not ins and ns not in ("default", "kube-system"):
+                causes.append(mismatch)
+            rc = obj.get("reportingComponent") or ""
+            if not rc:
+                causes += [("FieldValueRequired", "reportingComponent", "Required value"),
+                           ("FieldValueInvalid", "reportingComponent",
+                            'Invalid value: "": name part must be non-empty')]
+            if not QUALIFIED_NAME.match(rc):
+                causes.append(("FieldValueInvalid", "reportingComponent",
+                               f'Invalid value: "{rc}": {QUALIFIED_NAME_MSG}'))
+            for f in ("reportingInstance", "action", "reason"):
+                value = obj.get(f) or ""
+                if not value:
+                    causes.append(("FieldValueRequired", f, "Required value"))
+                elif len(value) > 128:
+                    causes.append(("FieldValueInvalid", f, f'Invalid value: "{value}": can '
+                                   "have at most 128 characters"))
+            if len(obj.get("message") or "") > 1024:
+                causes.append(("FieldValueInvalid", "message", 'Invalid value: "": can have '
+                               "at most 1024 characters"))
+        if not strict:
+            return causes
+        series = obj.get("series")
+        if series is not None and ((series.get("count") or 0) < 2 or
+                                   not series.get("lastObservedTime")):
+            causes.append(("FieldValueInvalid", "series.count",
+                           f'Invalid value: "{series.get("count")}": should be at least 2'))
+        if not obj.get("eventTime"):
+            causes.append(("FieldValueRequired", "eventTime", "Required value"))
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append(("FieldValueInvalid", "type",
+                           f'Invalid value: "": has invalid value: {obj.get("type", "")}'))
+        for f in ("firstTimestamp", "lastTimestamp", "count"):
+            if obj.get(f):
+                causes.append(("FieldValueInvalid", f, 'Invalid value: "": needs to be unset'))
+        source = obj.get("source") or {}
+        if source.get("component") or source.get("host"):
+            causes.append(("FieldValueInvalid", "source", 'Invalid value: "": needs to be unset'))
         return causes
 
     def _normalize(self, rtype, obj, params, creating):
@@ -735,14 +786,16 @@ class Store:
             if apply_config is None:
                 self._check_gvk(rtype, body)
             obj = clone(body)
-            if rtype.view is not None:
+            if rtype.key == ("", "events"):
+                if rtype.view is not None:
+                    obj = rtype.view.to_storage(obj)
                 if not isinstance(obj.get("metadata"), dict):
                     obj["metadata"] = {}
                 obj["metadata"].setdefault("namespace", ns)
-                causes = rtype.view.validate_create(obj)
+                causes = self._validate_event(obj, strict=rtype.view is not None)
                 if causes:
-                    raise E.invalid(rtype, obj["metadata"].get("name", ""), causes)
-                obj = rtype.view.to_storage(obj)
+                    core = self.registry.lookup("", "v1", "events")
+                    raise E.invalid(core, obj["metadata"].get("name", ""), causes)
             m = obj.setdefault("metadata", {})
             if not isinstance(m, dict):
                 raise E.bad_request("metadata must be an object")
