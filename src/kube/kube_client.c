@@ -1,13 +1,11 @@
 /*
  * kube_client.c - REST requests to the API server (kube.h "client").
  *
- * Ordinary requests go through base/http.h's http_do with its own retries
- * turned off, because the API decides what is safe to repeat (below).
- * http.h has no client certificates and no in-memory CA, so a config that
- * needs them (kubeconfig *-data, client certs, exec plugins returning
- * certificates) uses a libcurl easy handle set up here instead; watches
- * always do (kube_informer.c), since they also need to be aborted from
- * another thread.
+ * Every request goes through base/http.h's http_do with its own retries
+ * turned off, because the API decides what is safe to repeat (below);
+ * watches use http.h's streams (kube_informer.c).  Both get their TLS
+ * settings, client certificate and Authorization header from
+ * kube_transport_init here, so the two cannot disagree on credentials.
  *
  * Credentials: a static token, a token file re-read at most every minute
  * and after any 401 (the kubelet rotates projected tokens), or an exec
@@ -19,7 +17,6 @@
  * sent Retry-After (client-go's rule); one retry after a 401 with freshly
  * read credentials.  Everything else is the caller's to judge.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -41,6 +38,7 @@ extern char **environ;
 #define BODY_MAX (256LL << 20)
 #define EXEC_OUTPUT_MAX (1 << 20)
 #define EXEC_TIMEOUT_MS 60000
+#define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
 	struct kube_config *cfg;
@@ -69,9 +67,13 @@ static long timeout_of(const struct kube_client *c)
 	return tl_timeout_ms > 0 ? tl_timeout_ms : c->timeout_ms;
 }
 
-/* Set by kube_request_cancel_on(): a flag that ends retries (and, for the
- * own-handle path, the transfer) once non-zero. */
+/* Set by kube_request_cancel_on(): a flag that ends retries and aborts the
+ * transfer once non-zero. */
 static __thread atomic_int *tl_cancel;
+
+/* http.h polls the flag as a plain int: gcc gives atomic_int the same size
+ * and representation, and a stale read only delays a cancel by one poll. */
+_Static_assert(sizeof(atomic_int) == sizeof(int), "atomic_int must look like an int to http.h");
 
 void kube_request_cancel_on(atomic_int *flag)
 {
@@ -91,12 +93,6 @@ static int retry_sleep(long ms)
 		kube_sleep_ms(step);
 		ms -= step;
 	}
-	return canceled();
-}
-
-static int own_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-	(void)ud; (void)dt; (void)dn; (void)ut; (void)un;
 	return canceled();
 }
 
@@ -127,13 +123,9 @@ void kube_client_free(struct kube_client *c)
 {
 	if (c == NULL)
 		return;
-	if (c->token)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->token);
+	kube_free_secret(c->token);
 	free(c->exec_cert);
-	if (c->exec_key)
-		explicit_bzero(c->exec_key, strlen(c->exec_key));
-	free(c->exec_key);
+	kube_free_secret(c->exec_key);
 	pthread_mutex_destroy(&c->lock);
 	kube_config_free(c->cfg);
 	free(c);
@@ -274,8 +266,7 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 	if (exec_run(c, &out, e) < 0)
 		return -1;
 	doc = cJSON_Parse(out);
-	explicit_bzero(out, strlen(out));
-	free(out);
+	kube_free_secret(out);
 	status = cJSON_GetObjectItemCaseSensitive(doc, "status");
 	if (!cJSON_IsObject(status)) {
 		cJSON_Delete(doc);
@@ -291,10 +282,10 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
 		    c->cfg->exec->command);
 	}
-	free(c->token);
+	kube_free_secret(c->token);
 	c->token = tok ? kx_strdup(tok) : NULL;
 	free(c->exec_cert);
-	free(c->exec_key);
+	kube_free_secret(c->exec_key);
 	c->exec_cert = cert ? kx_strdup(cert) : NULL;
 	c->exec_key = key ? kx_strdup(key) : NULL;
 	c->token_expiry_us = exp ? parse_rfc3339_us(exp) : 0;
@@ -326,9 +317,7 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 			err_prefix(e, "token file");
 			return -1;
 		}
-		if (c->token)
-			explicit_bzero(c->token, strlen(c->token));
-		free(c->token);
+		kube_free_secret(c->token);
 		c->token = tok;
 		c->token_read_ms = now;
 		return 0;
@@ -342,89 +331,58 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 	return 0;
 }
 
-char *kube_client_auth_header(struct kube_client *c, int force_refresh, struct err *e)
+int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
+    struct err *e)
 {
-	char *h = NULL;
-	struct sb s;
+	const struct kube_config *cfg = c->cfg;
 
+	memset(t, 0, sizeof(*t));
+	http_opts_default(&t->opts);
+	t->opts.retries = 0;           /* the callers' policies decide */
+	t->opts.max_redirects = 0;
+	t->opts.insecure_skip_tls_verify = cfg->insecure_skip_tls_verify;
+	if (cfg->ca_pem != NULL)
+		t->opts.ca_pem = cfg->ca_pem;
+	else
+		t->opts.ca_file = cfg->ca_file;
+	t->opts.cancel = (const volatile int *)(void *)tl_cancel;
 	if (!c->tls)
-		return NULL;   /* never send credentials in the clear */
+		return 0;   /* never send credentials in the clear */
 	pthread_mutex_lock(&c->lock);
 	if (refresh_locked(c, force_refresh, e) < 0) {
 		pthread_mutex_unlock(&c->lock);
-		return (char *)-1;
+		return -1;
 	}
 	if (c->token != NULL) {
+		struct sb s;
 		sb_init(&s);
 		sb_printf(&s, "Authorization: Bearer %s", c->token);
-		h = sb_take(&s);
+		t->auth_header = sb_take(&s);
 	}
-	pthread_mutex_unlock(&c->lock);
-	return h;
-}
-
-static void free_secret(char *s)
-{
-	if (s != NULL && s != (char *)-1) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-/* Whether requests need our own easy handle (features http.h lacks). */
-static int needs_own_curl(struct kube_client *c)
-{
-	int own;
-
-	pthread_mutex_lock(&c->lock);
-	own = c->cfg->ca_pem != NULL || c->cfg->client_cert_pem != NULL ||
-	    c->cfg->client_cert_file != NULL || c->exec_cert != NULL;
-	pthread_mutex_unlock(&c->lock);
-	return own;
-}
-
-void kube_client_setup_tls(struct kube_client *c, void *curl)
-{
-	const struct kube_config *cfg = c->cfg;
-	CURL *h = curl;
-
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "pulumi-controller/" PC_VERSION);
-	if (cfg->ca_pem != NULL) {
-		struct curl_blob b = { cfg->ca_pem, strlen(cfg->ca_pem), CURL_BLOB_COPY };
-		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
-	} else if (cfg->ca_file != NULL) {
-		curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
-	}
-	if (cfg->insecure_skip_tls_verify) {
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	pthread_mutex_lock(&c->lock);
 	if (c->exec_cert != NULL && c->exec_key != NULL) {
-		struct curl_blob cb = { c->exec_cert, strlen(c->exec_cert), CURL_BLOB_COPY };
-		struct curl_blob kb = { c->exec_key, strlen(c->exec_key), CURL_BLOB_COPY };
-		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
-		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
-	} else if (cfg->client_cert_pem != NULL || cfg->client_cert_file != NULL) {
-		if (cfg->client_cert_pem != NULL) {
-			struct curl_blob cb = { cfg->client_cert_pem, strlen(cfg->client_cert_pem), CURL_BLOB_COPY };
-			curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
-		} else {
-			curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->client_cert_file);
-		}
-		if (cfg->client_key_pem != NULL) {
-			struct curl_blob kb = { cfg->client_key_pem, strlen(cfg->client_key_pem), CURL_BLOB_COPY };
-			curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
-		} else if (cfg->client_key_file != NULL) {
-			curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->client_key_file);
-		}
-		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+		t->cert_pem = kx_strdup(c->exec_cert);
+		t->key_pem = kx_strdup(c->exec_key);
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (t->cert_pem != NULL) {
+		t->opts.client_cert_pem = t->cert_pem;
+		t->opts.client_key_pem = t->key_pem;
+	} else {
+		/* data wins over a path, as in client-go */
+		t->opts.client_cert_pem = cfg->client_cert_pem;
+		t->opts.client_cert_file = cfg->client_cert_pem ? NULL : cfg->client_cert_file;
+		t->opts.client_key_pem = cfg->client_key_pem;
+		t->opts.client_key_file = cfg->client_key_pem ? NULL : cfg->client_key_file;
+	}
+	return 0;
+}
+
+void kube_transport_free(struct kube_transport *t)
+{
+	kube_free_secret(t->auth_header);
+	free(t->cert_pem);
+	kube_free_secret(t->key_pem);
+	memset(t, 0, sizeof(*t));
 }
 
 /* ------------------------------------------------------------ status */
@@ -482,161 +440,62 @@ struct reply {
 	long retry_after_s;        /* -1 when absent */
 };
 
-static long parse_retry_after(const char *v)
+long kube_retry_after_s(const struct http_response *r)
 {
-	char *end;
-	long n;
+	char *v = http_response_header(r, "Retry-After"), *end;
+	long n = -1;
 
-	if (v == NULL)
-		return -1;
-	n = strtol(v, &end, 10);
-	if (end == v || n < 0)
-		return -1;
+	if (v != NULL) {
+		n = strtol(v, &end, 10);
+		if (end == v || n < 0)
+			n = -1;
+		else if (n > RETRY_AFTER_MAX_S)
+			n = RETRY_AFTER_MAX_S;
+	}
+	free(v);
 	return n;
-}
-
-struct own_buf {
-	struct sb sb;
-	int too_big;
-};
-
-static size_t own_write(char *data, size_t size, size_t n, void *ud)
-{
-	struct own_buf *b = ud;
-
-	if ((long long)(b->sb.len + size * n) > BODY_MAX) {
-		b->too_big = 1;
-		return 0;
-	}
-	sb_addn(&b->sb, data, size * n);
-	return size * n;
-}
-
-static size_t own_header(char *data, size_t size, size_t n, void *ud)
-{
-	long *retry_after = ud;
-	size_t len = size * n;
-
-	if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-		char tmp[32];
-		size_t k = len - 12 < sizeof(tmp) - 1 ? len - 12 : sizeof(tmp) - 1;
-		memcpy(tmp, data + 12, k);
-		tmp[k] = '\0';
-		*retry_after = parse_retry_after(tmp + strspn(tmp, " \t"));
-	}
-	return len;
-}
-
-static int send_own(struct kube_client *c, const char *method, const char *url,
-    struct curl_slist *hdrs, const char *body, struct reply *r, struct err *e)
-{
-	CURL *h = curl_easy_init();
-	struct own_buf b;
-	char msg[CURL_ERROR_SIZE] = "";
-	CURLcode rc;
-
-	if (h == NULL)
-		return err_set(e, ERR_NOMEM, "%s %s: curl_easy_init failed", method, url);
-	sb_init(&b.sb);
-	b.too_big = 0;
-	kube_client_setup_tls(c, h);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_of(c));
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, own_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, own_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->retry_after_s);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
-	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, own_progress);
-	if (strcmp(method, "GET") != 0) {
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-		if (body != NULL) {
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-		}
-	}
-	rc = curl_easy_perform(h);
-	if (rc != CURLE_OK) {
-		err_set(e, b.too_big ? ERR_LIMIT : rc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_NET,
-		    "%s %s: %s", method, url, b.too_big ? "response too large" : msg[0] ? msg : curl_easy_strerror(rc));
-		sb_free(&b.sb);
-		curl_easy_cleanup(h);
-		return -1;
-	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	r->len = b.sb.len;
-	r->body = sb_take(&b.sb);
-	curl_easy_cleanup(h);
-	return 0;
-}
-
-static int send_http(struct kube_client *c, const char *method, const char *url,
-    const char *const *hdrs, const char *body, struct reply *r, struct err *e)
-{
-	struct http_opts o;
-	struct http_request req = { .method = method, .url = url, .headers = hdrs, .body = body,
-	    .body_len = body ? strlen(body) : 0 };
-	struct http_response resp;
-	char *ra;
-
-	http_opts_default(&o);
-	o.retries = 0;             /* our policy, below */
-	o.timeout_ms = timeout_of(c);
-	if (o.connect_timeout_ms > o.timeout_ms)
-		o.connect_timeout_ms = o.timeout_ms;
-	o.max_bytes = BODY_MAX;
-	o.max_redirects = 0;
-	o.ca_file = c->cfg->ca_file;
-	o.insecure_skip_tls_verify = c->cfg->insecure_skip_tls_verify;
-	if (http_do(&o, &req, &resp, e) < 0)
-		return -1;
-	r->status = resp.status;
-	ra = http_response_header(&resp, "Retry-After");
-	r->retry_after_s = parse_retry_after(ra);
-	free(ra);
-	r->body = resp.body;
-	r->len = resp.body_len;
-	resp.body = NULL;
-	http_response_free(&resp);
-	return 0;
 }
 
 /* One attempt. -1 only when no response came back. */
 static int send_once(struct kube_client *c, const char *method, const char *url,
     const char *content_type, const char *body, int force_auth, struct reply *r, struct err *e)
 {
-	char *auth = kube_client_auth_header(c, force_auth, e);
-	char ct[128];
+	struct kube_transport t;
+	struct http_request req = { .method = method, .url = url, .body = body,
+	    .body_len = body ? strlen(body) : 0 };
+	struct http_response resp;
 	const char *hdrs[4];
-	struct curl_slist *sl = NULL;
+	char ct[128];
 	int n = 0, rc;
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after_s = -1;
-	if (auth == (char *)-1)
+	if (kube_transport_init(c, force_auth, &t, e) < 0)
 		return -1;
+	t.opts.timeout_ms = timeout_of(c);
+	if (t.opts.connect_timeout_ms > t.opts.timeout_ms)
+		t.opts.connect_timeout_ms = t.opts.timeout_ms;
+	t.opts.max_bytes = BODY_MAX;
 	hdrs[n++] = "Accept: application/json";
 	if (content_type != NULL) {
 		snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
 		hdrs[n++] = ct;
 	}
-	if (auth != NULL)
-		hdrs[n++] = auth;
+	if (t.auth_header != NULL)
+		hdrs[n++] = t.auth_header;
 	hdrs[n] = NULL;
-	if (needs_own_curl(c)) {
-		for (int i = 0; i < n; i++)
-			sl = curl_slist_append(sl, hdrs[i]);
-		sl = curl_slist_append(sl, "Expect:");
-		rc = send_own(c, method, url, sl, body, r, e);
-		curl_slist_free_all(sl);
-	} else {
-		rc = send_http(c, method, url, hdrs, body, r, e);
-	}
-	free_secret(auth);
-	return rc;
+	req.headers = hdrs;
+	rc = http_do(&t.opts, &req, &resp, e);
+	kube_transport_free(&t);
+	if (rc < 0)
+		return -1;
+	r->status = resp.status;
+	r->retry_after_s = kube_retry_after_s(&resp);
+	r->body = resp.body;
+	r->len = resp.body_len;
+	resp.body = NULL;
+	http_response_free(&resp);
+	return 0;
 }
 
 static int method_is_read(const char *m)
@@ -660,11 +519,15 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	*status = 0;
 	if (resp_body)
 		*resp_body = NULL;
+	if (canceled()) {
+		sb_free(&url);
+		return err_set(e, ERR_CANCELED, "%s: canceled", what);
+	}
 	for (attempt = 0;; attempt++) {
 		int last = attempt >= retries_of(c), retry = 0;
 		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
 			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
-			    !retry_sleep(wait_ms)) {
+			    e->code != ERR_CANCELED && !retry_sleep(wait_ms)) {
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
 				continue;
 			}
@@ -699,7 +562,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 		if (retry) {
 			long d = wait_ms;
 			if (r.retry_after_s >= 0)
-				d = r.retry_after_s * 1000 > 60000 ? 60000 : r.retry_after_s * 1000;
+				d = r.retry_after_s * 1000;
 			log_debug("kube request retried", "request", what, "status",
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);

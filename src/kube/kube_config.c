@@ -32,13 +32,9 @@ void kube_config_free(struct kube_config *c)
 	free(c->ca_pem);
 	free(c->client_cert_file);
 	free(c->client_key_file);
-	if (c->client_key_pem)
-		explicit_bzero(c->client_key_pem, strlen(c->client_key_pem));
 	free(c->client_cert_pem);
-	free(c->client_key_pem);
-	if (c->token)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->token);
+	kube_free_secret(c->client_key_pem);
+	kube_free_secret(c->token);
 	free(c->token_file);
 	if (c->exec) {
 		free(c->exec->command);
@@ -92,8 +88,7 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 		kube_config_free(c);
 		return -1;
 	}
-	explicit_bzero(tok, strlen(tok));
-	free(tok);
+	kube_free_secret(tok);
 	c->token_file = kx_strdup(path);
 	snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
 	if (!fs_exists(path)) {

@@ -20,19 +20,16 @@
  * the last-applied annotation removed, not as a cJSON tree: an order of
  * magnitude less memory per object.  Readers get a parsed copy they own.
  *
- * Watches use their own libcurl handle (not base/http.h) because the stream
- * must be abortable from kube_informer_stop on another thread (an
- * XFERINFOFUNCTION that checks the stop flag) and may need client
- * certificates.
+ * Watches are base/http.h streams with the client's transport
+ * (kube_transport_init) and the stop flag as their cancel flag, so
+ * kube_informer_stop on another thread aborts an open watch.
  */
-#include <curl/curl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/log.h"
 #include "kube/kube_priv.h"
@@ -574,34 +571,9 @@ enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
 
 struct watch_ctx {
 	struct kube_informer *inf;
-	CURL *h;
-	struct kube_lines lines;
-	long status;
-	struct sb errbody;
-	int expired, failed;
 	unsigned long events;
-	long retry_after_s;        /* from a 429/503 reply, -1 when absent */
-	struct err err;
+	int expired;               /* an ERROR event said our resourceVersion is gone */
 };
-
-static size_t watch_header(char *data, size_t size, size_t n, void *ud)
-{
-	struct watch_ctx *w = ud;
-	size_t len = size * n;
-
-	if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-		char tmp[32];
-		size_t k = len - 12 < sizeof(tmp) - 1 ? len - 12 : sizeof(tmp) - 1;
-		char *end;
-		long v;
-		memcpy(tmp, data + 12, k);
-		tmp[k] = '\0';
-		v = strtol(tmp, &end, 10);
-		if (end != tmp && v >= 0)
-			w->retry_after_s = v > 60 ? 60 : v;
-	}
-	return len;
-}
 
 static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 {
@@ -620,8 +592,6 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 		if (ev.status.code == 410 || strcmp(ev.status.reason, "Expired") == 0 ||
 		    strcmp(ev.status.reason, "Gone") == 0)
 			w->expired = 1;
-		else
-			w->failed = 1;
 		kube_status_error(e, "watch: ERROR event", &ev.status);
 		kube_watch_event_clear(&ev);
 		return -1;
@@ -657,33 +627,6 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 	return 0;
 }
 
-static size_t watch_write(char *data, size_t size, size_t n, void *ud)
-{
-	struct watch_ctx *w = ud;
-	size_t len = size * n;
-
-	if (w->status == 0)
-		curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->status);
-	if (w->status != 200) {
-		if (w->errbody.len < 65536)
-			sb_addn(&w->errbody, data, len);
-		return len;
-	}
-	if (kube_lines_feed(&w->lines, data, len, on_event_line, w, &w->err) < 0) {
-		if (!w->expired)
-			w->failed = 1;
-		return 0;   /* abort the transfer */
-	}
-	return len;
-}
-
-static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-	struct watch_ctx *w = ud;
-	(void)dt; (void)dn; (void)ut; (void)un;
-	return atomic_load(&w->inf->stop) ? 1 : 0;
-}
-
 static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s)
 {
 	struct sb s;
@@ -702,16 +645,58 @@ static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s
 	return sb_take(&s);
 }
 
+/* Feeds the stream's events to the cache until it ends or fails. */
+static enum watch_end read_events(struct kube_informer *inf, struct http_stream *s,
+    unsigned long *events, struct err *e)
+{
+	struct watch_ctx w = { inf, 0, 0 };
+	struct kube_lines lines;
+	enum watch_end end = WATCH_EOF;
+	char buf[16384];
+	ssize_t n;
+
+	kube_lines_init(&lines, MAX_EVENT_BYTES);
+	while ((n = http_stream_read(s, buf, sizeof(buf), e)) > 0) {
+		if (kube_lines_feed(&lines, buf, (size_t)n, on_event_line, &w, e) < 0) {
+			end = w.expired ? WATCH_EXPIRED : WATCH_FAILED;
+			break;
+		}
+	}
+	if (n < 0) {
+		err_prefix(e, "watch %s", inf->r->resource);
+		end = WATCH_FAILED;
+	}
+	kube_lines_free(&lines);
+	*events = w.events;
+	return end;
+}
+
+/* A watch the server answered with an error status; 410 means relist. */
+static enum watch_end refused_watch(struct kube_informer *inf, const struct http_response *resp,
+    long *retry_after_s, struct err *e)
+{
+	struct kube_status st;
+	char what[256];
+
+	*retry_after_s = kube_retry_after_s(resp);
+	kube_status_parse(resp->body, resp->body_len, resp->status, &st);
+	snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
+	kube_status_error(e, what, &st);
+	return st.code == 410 ? WATCH_EXPIRED : WATCH_FAILED;
+}
+
 static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsigned long *events,
     long *retry_after_s, struct err *e)
 {
-	struct watch_ctx w;
-	struct curl_slist *hdrs = NULL;
-	char *rv, *url, *auth, msg[CURL_ERROR_SIZE] = "";
 	long timeout_s = inf->watch_timeout_s > 0 ? inf->watch_timeout_s :
 	    300 + (long)(kube_rand01() * 300);
+	const char *hdrs[3] = { "Accept: application/json", NULL, NULL };
+	struct http_request req = { .headers = hdrs };
+	struct http_response refused;
+	struct kube_transport t;
+	struct http_stream *s;
 	enum watch_end end;
-	CURLcode rc;
+	char *rv, *url;
 
 	*events = 0;
 	*retry_after_s = -1;
@@ -719,78 +704,34 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	rv = kx_strdup(inf->last_rv ? inf->last_rv : "");
 	inf->stats.watches++;
 	pthread_mutex_unlock(&inf->lock);
-	auth = kube_client_auth_header(inf->c, force_auth, e);
-	if (auth == (char *)-1) {
-		free(rv);
-		return WATCH_FAILED;
-	}
-	memset(&w, 0, sizeof(w));
-	w.inf = inf;
-	w.retry_after_s = -1;
-	kube_lines_init(&w.lines, MAX_EVENT_BYTES);
-	sb_init(&w.errbody);
 	url = watch_url(inf, rv, timeout_s);
 	free(rv);
-	hdrs = curl_slist_append(hdrs, "Accept: application/json");
-	if (auth != NULL) {
-		hdrs = curl_slist_append(hdrs, auth);
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
-	w.h = curl_easy_init();
-	if (w.h == NULL) {
-		curl_slist_free_all(hdrs);
+	if (kube_transport_init(inf->c, force_auth, &t, e) < 0) {
 		free(url);
-		kube_lines_free(&w.lines);
-		err_set(e, ERR_NOMEM, "watch: curl_easy_init failed");
 		return WATCH_FAILED;
 	}
-	kube_client_setup_tls(inf->c, w.h);
-	curl_easy_setopt(w.h, CURLOPT_URL, url);
-	curl_easy_setopt(w.h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(w.h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 	/* The server ends the stream at timeoutSeconds; this bounds a server
-	 * that does not. */
-	curl_easy_setopt(w.h, CURLOPT_TIMEOUT_MS, (timeout_s + 30) * 1000L);
-	curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
-	curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
-	curl_easy_setopt(w.h, CURLOPT_HEADERFUNCTION, watch_header);
-	curl_easy_setopt(w.h, CURLOPT_HEADERDATA, &w);
-	curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
-	curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);
-	curl_easy_setopt(w.h, CURLOPT_ERRORBUFFER, msg);
-	rc = curl_easy_perform(w.h);
-	if (w.status == 0)
-		curl_easy_getinfo(w.h, CURLINFO_RESPONSE_CODE, &w.status);
-	*events = w.events;
-	*retry_after_s = w.status != 200 ? w.retry_after_s : -1;
-	if (atomic_load(&inf->stop)) {
-		end = WATCH_STOPPED;
-	} else if (w.expired) {
-		*e = w.err;
-		end = WATCH_EXPIRED;
-	} else if (w.failed) {
-		*e = w.err;
-		end = WATCH_FAILED;
-	} else if (rc != CURLE_OK) {
-		err_set(e, ERR_NET, "watch %s: %s", inf->r->resource, msg[0] ? msg : curl_easy_strerror(rc));
-		end = WATCH_FAILED;
-	} else if (w.status != 200) {
-		struct kube_status st;
-		char what[256];
-		kube_status_parse(w.errbody.buf, w.errbody.len, w.status, &st);
-		snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
-		kube_status_error(e, what, &st);
-		end = st.code == 410 ? WATCH_EXPIRED : WATCH_FAILED;
+	 * that does not.  A quiet watch is normal, so no stall limit. */
+	t.opts.timeout_ms = (timeout_s + 30) * 1000L;
+	t.opts.stall_timeout_ms = 0;
+	hdrs[1] = t.auth_header;
+	req.url = url;
+	memset(&refused, 0, sizeof(refused));
+	s = http_stream_open_resp(&t.opts, &req, &refused, e);
+	if (s != NULL) {
+		end = read_events(inf, s, events, e);
+		http_stream_free(s);
+	} else if (refused.status != 0) {
+		end = refused_watch(inf, &refused, retry_after_s, e);
 	} else {
-		end = WATCH_EOF;
+		err_prefix(e, "watch %s", inf->r->resource);
+		end = WATCH_FAILED;
 	}
-	curl_easy_cleanup(w.h);
-	curl_slist_free_all(hdrs);
+	if (atomic_load(&inf->stop))
+		end = WATCH_STOPPED;
+	http_response_free(&refused);
 	free(url);
-	kube_lines_free(&w.lines);
-	sb_free(&w.errbody);
+	kube_transport_free(&t);
 	return end;
 }
 

@@ -7,9 +7,12 @@
 #ifndef PC_KUBE_PRIV_H
 #define PC_KUBE_PRIV_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
+#include "base/http.h"
 #include "kube/kube.h"
 
 /* A NUL-terminated growable string; buf owned, free with sb_free (or take
@@ -60,6 +63,9 @@ void *kx_realloc(void *p, size_t n);
 char *kx_strdup(const char *s);
 char *kx_strndup(const char *s, size_t n);
 
+/* Wipes and frees a secret string (a token, a private key); NULL is fine. */
+void kube_free_secret(char *s);
+
 /* base64 (standard alphabet, padding optional, whitespace ignored) decode;
  * malloc'd NUL-terminated result; -1 on bad input. */
 int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
@@ -68,14 +74,39 @@ int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
 double kube_rand01(void);
 void kube_sleep_ms(long ms);
 
+/* One timed wait on cond (lock held) that ends by the kube_mono_ms()
+ * deadline: 0 after waiting (woken or not; the caller re-checks its
+ * condition), -1 without waiting when the deadline has passed.  So a wait
+ * for a condition is `while (!cond && kube_cond_wait_until(...) == 0);`. */
+int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
+/* Sleeps ms unless *stop is or becomes set (whoever sets it broadcasts
+ * cond under lock); returns 1 when stopped. */
+int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
+    long ms);
+
 /* Reads a small file (token, namespace), trimming trailing whitespace. */
 int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e);
 
-/* Credentials for one request: an "Authorization: Bearer ..." header line
- * (malloc'd, secret) or NULL. Defined in kube_client.c. */
-char *kube_client_auth_header(struct kube_client *c, int force_refresh, struct err *e);
-/* Sets TLS and client-certificate options on a curl easy handle. */
-void kube_client_setup_tls(struct kube_client *c, void *curl);
+/*
+ * What one request or watch presents to the server (kube_client.c): http.h
+ * options carrying the config's TLS settings, the client certificate and
+ * the calling thread's cancel flag (kube_request_cancel_on), plus the
+ * Authorization header.  Credentials are copied, because an exec plugin
+ * refresh on another thread may replace the client's own meanwhile.  The
+ * caller adds timeouts; kube_transport_free releases it.  -1 with e set
+ * when credentials cannot be had (token file, exec plugin).
+ */
+struct kube_transport {
+	struct http_opts opts;     /* strings borrowed from the config and from below */
+	char *auth_header;         /* "Authorization: Bearer ..." or NULL; secret, owned */
+	char *cert_pem, *key_pem;  /* an exec plugin's certificate or NULL; owned, key secret */
+};
+
+int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
+    struct err *e);
+void kube_transport_free(struct kube_transport *t);
+/* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
+long kube_retry_after_s(const struct http_response *r);
 const char *kube_client_server(const struct kube_client *c);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * kube_util.c - the small pieces under the Kubernetes client: string
- * buffers, the hash map, base64, time and durations, backoff, and readers
- * for fields of cJSON objects.  See kube_priv.h and kube.h.
+ * buffers, the hash map, base64, secrets, time and durations, timed waits
+ * on a condition variable, backoff, and readers for fields of cJSON
+ * objects.  See kube_priv.h and kube.h.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -50,6 +51,14 @@ void *kx_realloc(void *p, size_t n)
 char *kx_strdup(const char *s)
 {
 	return kx_strndup(s, strlen(s));
+}
+
+void kube_free_secret(char *s)
+{
+	if (s != NULL) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
 }
 
 char *kx_strndup(const char *s, size_t n)
@@ -329,6 +338,37 @@ int64_t kube_mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms)
+{
+	int64_t left = deadline_ms - kube_mono_ms();
+	struct timespec ts;
+
+	if (left <= 0)
+		return -1;
+	/* The condition variables use the default (realtime) clock. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += left / 1000;
+	ts.tv_nsec += (left % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, lock, &ts);
+	return 0;
+}
+
+int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
+    long ms)
+{
+	int64_t deadline = kube_mono_ms() + ms;
+
+	pthread_mutex_lock(lock);
+	while (!atomic_load(stop) && kube_cond_wait_until(cond, lock, deadline) == 0)
+		;
+	pthread_mutex_unlock(lock);
+	return atomic_load(stop);
 }
 
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us)

@@ -34,6 +34,7 @@ struct fake {
 	int nscript, next;
 	char log[16][512];         /* "METHOD url?query ctype body" */
 	int nlog;
+	atomic_int *cancel;        /* set to 1 when a request arrives, if not NULL */
 };
 
 static struct fake F;
@@ -82,6 +83,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		    ct ? ct : "-", (int)u->len, u->buf);
 	if (F.next < F.nscript)
 		s = F.script[F.next++];
+	if (F.cancel != NULL)
+		atomic_store(F.cancel, 1);
 	pthread_mutex_unlock(&F.lock);
 	r = MHD_create_response_from_buffer(strlen(s.body), (void *)s.body, MHD_RESPMEM_MUST_COPY);
 	MHD_add_response_header(r, "Content-Type", "application/json");
@@ -294,11 +297,24 @@ static void cancel_stops_retries(void **state)
 	atomic_int flag = 1;
 	struct err e;
 
+	/* canceled before it starts: nothing is sent */
 	script(3, s);
 	kube_request_cancel_on(&flag);
 	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	assert_int_equal(F.nlog, 0);
+	assert_int_equal(e.code, ERR_CANCELED);
+	/* canceled while the first attempt is served: no retry */
+	atomic_store(&flag, 0);
+	script(3, s);
+	pthread_mutex_lock(&F.lock);
+	F.cancel = &flag;
+	pthread_mutex_unlock(&F.lock);
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	pthread_mutex_lock(&F.lock);
+	F.cancel = NULL;
+	pthread_mutex_unlock(&F.lock);
 	kube_request_cancel_on(NULL);
-	assert_int_equal(F.nlog, 1);   /* no retry once canceled */
+	assert_int_equal(F.nlog, 1);
 	assert_int_equal(e.code, ERR_CANCELED);
 	kube_client_free(c);
 }
