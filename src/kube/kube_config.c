@@ -212,6 +212,25 @@ static int ystr(struct kdoc *d, yaml_node_t *map, const char *key, const char *p
 	return yscalar(d, yget(d, map, key), where, out, e);
 }
 
+/* The items of the optional list under key (*n = 0 when absent); anything
+ * but a list is an error naming prefix.key (or key when prefix is NULL). */
+static int ylist(struct kdoc *d, yaml_node_t *map, const char *key, const char *prefix,
+    yaml_node_item_t **items, size_t *n, struct err *e)
+{
+	yaml_node_t *seq = yget(d, map, key);
+
+	*items = NULL;
+	*n = 0;
+	if (seq == NULL)
+		return 0;
+	if (seq->type != YAML_SEQUENCE_NODE)
+		return err_set(e, ERR_INVALID, "kubeconfig %s: %s%s%s: expected a list", d->name,
+		    prefix ? prefix : "", prefix ? "." : "", key);
+	*items = seq->data.sequence.items.start;
+	*n = (size_t)(seq->data.sequence.items.top - *items);
+	return 0;
+}
+
 static int ybool(struct kdoc *d, yaml_node_t *map, const char *key, const char *prefix,
     int *out, struct err *e)
 {
@@ -237,16 +256,12 @@ static yaml_node_t *find_named(struct kfiles *f, const char *list, const char *n
 {
 	for (size_t i = 0; i < f->n; i++) {
 		struct kdoc *d = &f->docs[i];
-		yaml_node_t *seq = yget(d, yroot(d), list);
-		if (seq == NULL)
-			continue;
-		if (seq->type != YAML_SEQUENCE_NODE) {
-			err_set(e, ERR_INVALID, "kubeconfig %s: %s: expected a list", d->name, list);
+		yaml_node_item_t *items;
+		size_t n_items;
+		if (ylist(d, yroot(d), list, NULL, &items, &n_items, e) < 0)
 			return NULL;
-		}
-		for (yaml_node_item_t *it = seq->data.sequence.items.start;
-		    it < seq->data.sequence.items.top; it++) {
-			yaml_node_t *item = yaml_document_get_node(&d->doc, *it), *val;
+		for (size_t k = 0; k < n_items; k++) {
+			yaml_node_t *item = yaml_document_get_node(&d->doc, items[k]), *val;
 			const char *n;
 			if (yscalar(d, yget(d, item, "name"), list, &n, e) < 0)
 				return NULL;
@@ -331,7 +346,7 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 {
 	char where[400];
 	const char *api, *cmd;
-	yaml_node_t *args, *env;
+	yaml_node_item_t *items;
 	struct kube_exec *x;
 	size_t n;
 
@@ -361,25 +376,20 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 	x->api_version = kx_strdup(api);
 	if (ybool(d, m, "provideClusterInfo", where, &x->provide_cluster_info, e) < 0)
 		return -1;
-	args = yget(d, m, "args");
-	if (args != NULL && args->type != YAML_SEQUENCE_NODE)
-		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.args: expected a list", d->name, where);
-	n = args ? (size_t)(args->data.sequence.items.top - args->data.sequence.items.start) : 0;
+	if (ylist(d, m, "args", where, &items, &n, e) < 0)
+		return -1;
 	x->args = kx_calloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		const char *v;
-		if (yscalar(d, yaml_document_get_node(&d->doc, args->data.sequence.items.start[i]),
-		    "exec.args", &v, e) < 0)
+		if (yscalar(d, yaml_document_get_node(&d->doc, items[i]), "exec.args", &v, e) < 0)
 			return -1;
 		x->args[i] = kx_strdup(v ? v : "");
 	}
-	env = yget(d, m, "env");
-	if (env != NULL && env->type != YAML_SEQUENCE_NODE)
-		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.env: expected a list", d->name, where);
-	n = env ? (size_t)(env->data.sequence.items.top - env->data.sequence.items.start) : 0;
+	if (ylist(d, m, "env", where, &items, &n, e) < 0)
+		return -1;
 	x->env = kx_calloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
-		yaml_node_t *item = yaml_document_get_node(&d->doc, env->data.sequence.items.start[i]);
+		yaml_node_t *item = yaml_document_get_node(&d->doc, items[i]);
 		const char *k, *v;
 		struct sb s;
 		if (ystr(d, item, "name", "exec.env[]", &k, e) < 0 ||

@@ -427,20 +427,9 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 	int rc;
 
 	pthread_mutex_lock(&inf->lock);
-	while (!inf->synced && !atomic_load(&inf->stop)) {
-		int64_t left = deadline - kube_mono_ms();
-		struct timespec ts;
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
-	}
+	while (!inf->synced && !atomic_load(&inf->stop) &&
+	    kube_cond_wait_until(&inf->cond, &inf->lock, deadline) == 0)
+		;
 	rc = inf->synced ? 0 : -1;
 	pthread_mutex_unlock(&inf->lock);
 	return rc;
@@ -449,25 +438,7 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 /* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int pause_ms(struct kube_informer *inf, long ms)
 {
-	int64_t deadline = kube_mono_ms() + ms;
-
-	pthread_mutex_lock(&inf->lock);
-	while (!atomic_load(&inf->stop)) {
-		int64_t left = deadline - kube_mono_ms();
-		struct timespec ts;
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
-	}
-	pthread_mutex_unlock(&inf->lock);
-	return atomic_load(&inf->stop);
+	return kube_sleep_unless_stopped(&inf->lock, &inf->cond, &inf->stop, ms);
 }
 
 /* ------------------------------------------------------------ list */

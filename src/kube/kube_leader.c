@@ -145,6 +145,26 @@ static void note_holder(struct kube_leader *l, const char *holder)
 		l->on_new_leader(l->ud, holder);
 }
 
+/* The outcome of our write of the Lease (out is the reply, consumed): 1
+ * when it went through and we hold the Lease, 0 when not.  A 409 means
+ * another candidate wrote first, which is normal and not worth a warning. */
+static int lease_written(struct kube_leader *l, cJSON *out, const struct err *e, const char *verb,
+    int64_t now_ms)
+{
+	if (out == NULL) {
+		if (e->http_status != 409) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "leader election: cannot %s the Lease", verb);
+			log_warn(msg, "error", e->msg, NULL);
+		}
+		return 0;
+	}
+	cJSON_Delete(out);
+	l->observed_ms = now_ms;
+	note_holder(l, l->id);
+	return 1;
+}
+
 /* One round: 1 when we hold the Lease afterwards, 0 when not. */
 static int try_acquire_or_renew(struct kube_leader *l)
 {
@@ -165,15 +185,7 @@ static int try_acquire_or_renew(struct kube_leader *l)
 		lease = new_lease(l);
 		out = kube_create(l->c, &lease_res, l->ns, lease, &e);
 		cJSON_Delete(lease);
-		if (out == NULL) {
-			if (e.http_status != 409)
-				log_warn("leader election: cannot create the Lease", "error", e.msg, NULL);
-			return 0;
-		}
-		cJSON_Delete(out);
-		l->observed_ms = now_ms;
-		note_holder(l, l->id);
-		return 1;
+		return lease_written(l, out, &e, "create", now_ms);
 	}
 	spec = cJSON_GetObjectItemCaseSensitive(lease, "spec");
 	if (!cJSON_IsObject(spec)) {
@@ -209,38 +221,13 @@ static int try_acquire_or_renew(struct kube_leader *l)
 	}
 	out = kube_update(l->c, &lease_res, l->ns, lease, NULL, &e);
 	cJSON_Delete(lease);
-	if (out == NULL) {
-		if (e.http_status != 409)
-			log_warn("leader election: cannot update the Lease", "error", e.msg, NULL);
-		return 0;
-	}
-	cJSON_Delete(out);
-	l->observed_ms = now_ms;
-	note_holder(l, l->id);
-	return 1;
+	return lease_written(l, out, &e, "update", now_ms);
 }
 
+/* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int wait_ms(struct kube_leader *l, long ms)
 {
-	int64_t deadline = kube_mono_ms() + ms;
-
-	pthread_mutex_lock(&l->lock);
-	while (!atomic_load(&l->stop)) {
-		int64_t left = deadline - kube_mono_ms();
-		struct timespec ts;
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += left / 1000;
-		ts.tv_nsec += (left % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&l->cond, &l->lock, &ts);
-	}
-	pthread_mutex_unlock(&l->lock);
-	return atomic_load(&l->stop);
+	return kube_sleep_unless_stopped(&l->lock, &l->cond, &l->stop, ms);
 }
 
 static void *leader_main(void *arg)

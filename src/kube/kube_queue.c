@@ -269,17 +269,6 @@ int kube_queue_requeues(struct kube_queue *q, const char *key)
 
 /* ------------------------------------------------------------ workers */
 
-static void deadline_ts(struct timespec *ts, int64_t wait_ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += wait_ms / 1000;
-	ts->tv_nsec += (wait_ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 char *kube_queue_get(struct kube_queue *q)
 {
 	char *key = NULL;
@@ -301,14 +290,10 @@ char *kube_queue_get(struct kube_queue *q)
 			kmap_del(&q->dirty, key);
 			break;
 		}
-		if (next < 0) {
+		if (next < 0)
 			pthread_cond_wait(&q->cond, &q->lock);
-		} else {
-			struct timespec ts;
-			int64_t wait = next - kube_mono_ms();
-			deadline_ts(&ts, wait > 0 ? wait : 0);
-			pthread_cond_timedwait(&q->cond, &q->lock, &ts);
-		}
+		else
+			kube_cond_wait_until(&q->cond, &q->lock, next);
 	}
 	pthread_mutex_unlock(&q->lock);
 	return key;
@@ -348,14 +333,8 @@ int kube_queue_drain(struct kube_queue *q, long timeout_ms)
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	while (q->processing.count > 0) {
-		struct timespec ts;
-		int64_t left = deadline - kube_mono_ms();
-		if (left <= 0)
-			break;
-		deadline_ts(&ts, left);
-		pthread_cond_timedwait(&q->cond, &q->lock, &ts);
-	}
+	while (q->processing.count > 0 && kube_cond_wait_until(&q->cond, &q->lock, deadline) == 0)
+		;
 	rc = q->processing.count == 0 ? 0 : -1;
 	pthread_mutex_unlock(&q->lock);
 	return rc;
