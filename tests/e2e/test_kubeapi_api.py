@@ -977,3 +977,53 @@ def test_too_large_resource_version_waits_then_times_out(kubeapi):
                           params={"resourceVersion": str(far)})
     assert code == 504 and body["reason"] == "Timeout"
     assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_behaviours_checked_against_kube_apiserver_1_37(kubeapi):
+    """Answers compared with a real kube-apiserver v1.37.2 (make deps-real)."""
+    c = kubeapi.client
+    # the mux's plain-text 404 outside built-in groups; a Status inside them
+    for path in ("/nope", "/apis/nope.io/v1", "/apis/pulumi.com/v1/namespaces/default/nothings"):
+        code, headers, body = c.raw("GET", path)
+        assert (code, body) == (404, "404 page not found\n")
+        assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    code, _, body = c.raw("GET", "/api/v1/namespaces/default/nothings")
+    assert (code, body["message"], body["details"]) == (
+        404, "the server could not find the requested resource", {})
+    # typed kinds default a missing kind; custom resources need it, and the right one
+    assert c.raw("POST", "/api/v1/namespaces/default/configmaps",
+                 {"apiVersion": "v1", "metadata": {"name": "nokind"}})[0] == 201
+    code, _, body = c.raw("POST", "/apis/pulumi.com/v1/namespaces/default/stacks",
+                          dict(stack("w"), kind="Widget"))
+    assert (code, body["message"]) == (
+        422, 'Widget.pulumi.com "w" is invalid: kind: Invalid value: "Widget": must be Stack')
+    # Leases (unlike ConfigMaps) need a resourceVersion on PUT
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "l", "namespace": "default"}, "spec": {"holderIdentity": "a"}}
+    c.create(lease, "leases")
+    e = err_of(c.update, lease, "leases")
+    assert e.status["message"] == ('leases.coordination.k8s.io "l" is invalid: '
+                                   'metadata.resourceVersion: Invalid value: 0: must be '
+                                   'specified for an update')
+    # Go's base64 error offsets
+    for data, offset in (("abc", 0), ("ab!d", 2)):
+        e = err_of(c.create, {"apiVersion": "v1", "kind": "Secret",
+                              "metadata": {"name": "s", "namespace": "default"},
+                              "data": {"a": data}}, "secrets")
+        assert e.status["message"] == ('Secret in version "v1" cannot be handled as a Secret: '
+                                       f"illegal base64 data at input byte {offset}")
+    # the type error names the JSON type
+    e = err_of(c.create, stack("t", refresh="yes"), "stacks")
+    assert e.status["details"]["causes"][0]["message"] == (
+        'Invalid value: "string": spec.refresh in body must be of type boolean: "string"')
+    # a CRD gets its cleanup finalizer only when it is deleted
+    crd = c.get("apiextensions.k8s.io/v1", "customresourcedefinitions",
+                "buckets.source.toolkit.fluxcd.io")
+    assert "finalizers" not in crd["metadata"]
+    # discovery: verbs in the apiserver's order, storage version hash as base64
+    res = c.request("GET", "/apis/pulumi.com/v1")["resources"][0]
+    assert res["verbs"] == ["delete", "deletecollection", "get", "list", "patch", "create",
+                            "update", "watch"]
+    assert res["storageVersionHash"] == "HGLIJfHz0nY="
+    e = err_of(c.list, GV, "stacks", "default", limit="abc")
+    assert e.status["message"] == 'strconv.ParseInt: parsing "abc": invalid syntax'

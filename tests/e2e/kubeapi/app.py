@@ -102,7 +102,10 @@ class Emulator:
         return f"v1.{self.settings.minor}.0"
 
     def version_info(self):
-        return {"major": "1", "minor": str(self.settings.minor),
+        minor = str(self.settings.minor)
+        return {"major": "1", "minor": minor, "emulationMajor": "1", "emulationMinor": minor,
+                "minCompatibilityMajor": "1",
+                "minCompatibilityMinor": str(self.settings.minor - 1),
                 "gitVersion": self.git_version(), "gitCommit": "0" * 40,
                 "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
                 "goVersion": "go1.23.0", "compiler": "gc", "platform": "linux/amd64"}

@@ -6,6 +6,7 @@ version of a kind shares one storage key (group, plural), as CRDs with the
 apiVersion.  Applying a CustomResourceDefinition registers its served
 versions; deleting it removes them (store.py drives both).
 """
+import base64
 import hashlib
 import json
 import re
@@ -128,9 +129,15 @@ def builtin_types():
     ]
 
 
+# the order kube-apiserver lists a custom resource's verbs in
+CRD_VERBS = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
+
+
 def _verbs(rtype):
     if rtype.verbs is not None:
         return rtype.verbs
+    if rtype.crd:
+        return CRD_VERBS
     if rtype.key == ("", "namespaces"):
         return [v for v in VERBS if v != "deletecollection"]
     return VERBS
@@ -297,8 +304,8 @@ class Registry:
                 r["shortNames"] = t.short_names
             if t.categories:
                 r["categories"] = t.categories
-            r["storageVersionHash"] = hashlib.sha256(
-                f"{t.group}/{t.storage_version}/{t.kind}".encode()).hexdigest()[:11]
+            r["storageVersionHash"] = base64.b64encode(hashlib.sha256(
+                f"{t.group}/{t.storage_version}/{t.kind}".encode()).digest()[:8]).decode()
             resources.append(r)
             if t.status:
                 resources.append({"name": t.plural + "/status", "singularName": "",

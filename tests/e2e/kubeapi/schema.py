@@ -37,6 +37,20 @@ def _type_ok(value, typ, schema):
     return True
 
 
+def _json_type(value):
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
+
+
 def _render(value):
     if isinstance(value, str):
         return f'"{value}"'
@@ -58,9 +72,10 @@ class Walker:
             return value
         typ = schema.get("type")
         if not _type_ok(value, typ, schema):
+            got = f'"{_json_type(value)}"'     # the apiserver names the type, not the value
             self.errors.append(("FieldValueTypeInvalid", path,
-                                f"Invalid value: {_render(value)}: {path} in body must be "
-                                f"of type {typ}: {_render(value)}"))
+                                f"Invalid value: {got}: {path} in body must be of type "
+                                f"{typ}: {got}"))
             return value
         if "enum" in schema and value not in schema["enum"]:
             allowed = ", ".join(_render(e) for e in schema["enum"])

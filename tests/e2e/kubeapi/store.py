@@ -75,6 +75,22 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 BLOCK_TIMEOUT = 3.0     # how long a read waits for a resourceVersion newer than the store
 
 
+_B64 = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _base64_error_offset(text):
+    """Where Go's base64.StdEncoding reports bad input in text, or None when it decodes:
+    at a character outside the alphabet, else at the start of the incomplete quantum."""
+    for i, ch in enumerate(text):
+        if ch not in _B64 and ch != "=":
+            return i
+    try:
+        base64.b64decode(text, validate=True)
+        return None
+    except binascii.Error:
+        return len(text) - (len(text) % 4 or 4)
+
+
 def copy_with_kind(rtype, kind):
     """The same resource type under another kind (to name a wrong kind in an error)."""
     other = copy.copy(rtype)
@@ -246,7 +262,8 @@ class Store:
                 raise ValueError
             return v
         except ValueError:
-            raise E.bad_request(f'invalid {what}: "{text}"') from None
+            raise E.bad_request(f'invalid resource version: {what}: Invalid value: "{text}": '
+                                f'strconv.ParseUint: parsing "{text}": invalid syntax') from None
 
     def _commit(self, etype, key, obj, old):
         self.rv += 1
@@ -466,12 +483,11 @@ class Store:
         obj = clone(obj)
         obj.setdefault("type", "Opaque")
         data = obj.get("data") or {}
-        for k, v in data.items():
-            try:
-                base64.b64decode(v or "", validate=True)
-            except (binascii.Error, TypeError):
-                raise E.bad_request(f"Secret in version \"v1\" cannot be handled as a Secret: "
-                                    f"illegal base64 data in data[{k}]") from None
+        for v in data.values():
+            bad = _base64_error_offset(v or "")
+            if bad is not None:
+                raise E.bad_request('Secret in version "v1" cannot be handled as a Secret: '
+                                    f"illegal base64 data at input byte {bad}")
         for k, v in (obj.pop("stringData", None) or {}).items():
             data[k] = base64.b64encode(str(v).encode()).decode()
         if data:
@@ -572,9 +588,9 @@ class Store:
             if data.get("v") != "meta.k8s.io/v1":
                 raise ValueError
             return int(data["rv"]), data["start"].rstrip("\x00")
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            raise E.bad_request("continue key is not valid: incorrect encoded start "
-                                "resourceVersion (version meta.k8s.io/v1)") from None
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise E.bad_request("invalid continue token: continue key is not valid: "
+                                f"{exc}") from None
 
     @staticmethod
     def _check_list_options(params):
@@ -603,7 +619,7 @@ class Store:
         try:
             return int(limit) if limit not in (None, "") else 0
         except ValueError:
-            raise E.bad_request(f'invalid limit: "{limit}"') from None
+            raise E.bad_request(f'strconv.ParseInt: parsing "{limit}": invalid syntax') from None
 
     def _list_snapshot(self, params, limit):
         """(resourceVersion to read at, key to continue after) per the list table of
@@ -612,10 +628,10 @@ class Store:
         match = params.get("resourceVersionMatch")
         cont = params.get("continue")
         if cont:
+            snap, start = self._decode_continue(cont)
             if rv_text:
                 raise E.bad_request("specifying resource version is not allowed when using "
                                     "continue")
-            snap, start = self._decode_continue(cont)
             if snap == -1:          # an inconsistent continuation: read the latest
                 return self.rv, start
             if snap < self.floor:
@@ -839,9 +855,6 @@ class Store:
             if rtype.generation:
                 m["generation"] = 1
             if rtype.key == CRD_KEY:
-                fins = m.setdefault("finalizers", [])
-                if CRD_FINALIZER not in fins:
-                    fins.append(CRD_FINALIZER)
                 obj["status"] = self._crd_status(obj, None)
             managed = ssa.Managed(apply_config.get("managed") if apply_config else None)
             scope = "main" if rtype.status else "all"
@@ -1091,11 +1104,13 @@ class Store:
                 self._orphan_dependents(om.get("uid"))
             elif policy == "Foreground":
                 self._delete_dependents(om.get("uid"))
-            if rtype.key == NS_KEY or om.get("finalizers"):
+            if rtype.key in (NS_KEY, CRD_KEY) or om.get("finalizers"):
                 if om.get("deletionTimestamp"):
                     return self.present(rtype, old)
                 new = clone(old)
                 nm = new["metadata"]
+                if rtype.key == CRD_KEY:    # the CRD's delete adds its cleanup finalizer
+                    nm["finalizers"] = (nm.get("finalizers") or []) + [CRD_FINALIZER]
                 nm["deletionTimestamp"] = now_rfc3339()
                 nm["deletionGracePeriodSeconds"] = 0
                 if "generation" in nm:
