@@ -11,12 +11,16 @@
 #   .real/provider/pulumi-resource-standin  tests/real/pulumi/standin (the test provider;
 #                                       not in bin/: on PATH the CLI would use it as an
 #                                       "ambient" plugin and warn on every run)
+#   .real/bin/pulumi-language-nodejs    github.com/pulumi/pulumi/sdk/v3 ($PULUMI_NODEJS_HOST_VERSION),
+#                                       stub tests/real/pulumi-nodejs
+#   .real/bin/pulumi-resource-pulumi-nodejs  launcher of Node.js dynamic providers
+#   .real/nodejs/node_modules           @pulumi/pulumi ($PULUMI_NODEJS_SDK_VERSION) by npm ci
 #   .real/pulumi-home/plugins/...       a PULUMI_HOME with the provider installed,
 #                                       so no plugin is downloaded at test time
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
-# tests/real/{kube,etcd,pulumi,pulumi-yaml}/ pin the same versions (checked below).  Each
+# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs}/ pin the same versions (checked below).  Each
 # component has a stamp (a hash of the Go version, its pinned versions and its
 # stub module / source files): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
@@ -36,6 +40,7 @@ SPEC=$ROOT/tests/real
 REAL=${REAL_DIR:-$ROOT/.real}
 BIN=$REAL/bin
 PROVIDER=$REAL/provider/pulumi-resource-standin
+NODE_PROGRAM=$SPEC/programs/nodefiles
 LOGS=$REAL/logs
 STAMPS=$REAL/stamps
 GO=${GO:-go}
@@ -108,6 +113,11 @@ check_pins() {
 	mod=$SPEC/pulumi-yaml/go.mod
 	pin_matches "$mod" github.com/pulumi/pulumi-yaml "$PULUMI_YAML_VERSION" ||
 		{ say "$mod does not require pulumi-yaml $PULUMI_YAML_VERSION"; ok=0; }
+	mod=$SPEC/pulumi-nodejs/go.mod
+	pin_matches "$mod" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_NODEJS_HOST_VERSION" ||
+		{ say "$mod does not require sdk/v3 $PULUMI_NODEJS_HOST_VERSION"; ok=0; }
+	grep -q "\"@pulumi/pulumi\": \"$PULUMI_NODEJS_SDK_VERSION\"" "$NODE_PROGRAM/package.json" ||
+		{ say "$NODE_PROGRAM/package.json does not pin @pulumi/pulumi $PULUMI_NODEJS_SDK_VERSION"; ok=0; }
 	mod=$SPEC/etcd/go.mod
 	pin_matches "$mod" go.etcd.io/etcd/server/v3 "$ETCD_GO_VERSION" ||
 		{ say "$mod does not require go.etcd.io/etcd/server/v3 $ETCD_GO_VERSION"; ok=0; }
@@ -241,6 +251,45 @@ prepare_pulumi_home() {
 	fi
 }
 
+# The Node.js language host (built from sdk/v3, see its stub's go.mod), the
+# launcher of Node.js dynamic providers, and the program's node_modules
+# (npm ci from the committed lock file into .real/nodejs; the fixture links it
+# into each copy of the program).
+build_pulumi_nodejs() {
+	local key log=$LOGS/pulumi-nodejs.log
+	key=$(inputs_key "$PULUMI_NODEJS_HOST_VERSION" "$SPEC/pulumi-nodejs/go.mod" "$SPEC/pulumi-nodejs/go.sum")
+	if up_to_date pulumi-nodejs "$key" "$BIN/pulumi-language-nodejs"; then
+		say "pulumi-language-nodejs $PULUMI_NODEJS_HOST_VERSION: up to date"
+	else
+		say "building pulumi-language-nodejs $PULUMI_NODEJS_HOST_VERSION (log: $log)"
+		if ! go_build "$log" "$SPEC/pulumi-nodejs" \
+			"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_NODEJS_HOST_VERSION" \
+			github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs; then
+			fail pulumi-nodejs "go build of pulumi-language-nodejs from sdk/v3 $PULUMI_NODEJS_HOST_VERSION failed" "$log"
+			return
+		fi
+		echo "$key" >"$STAMPS/pulumi-nodejs"
+	fi
+	install -m 0755 "$SPEC/pulumi-nodejs/pulumi-resource-pulumi-nodejs" "$BIN/pulumi-resource-pulumi-nodejs"
+
+	local npmlog=$LOGS/npm.log dir=$REAL/nodejs
+	key=$(inputs_key "$PULUMI_NODEJS_SDK_VERSION" "$NODE_PROGRAM/package.json" "$NODE_PROGRAM/package-lock.json")
+	if [ -f "$STAMPS/npm" ] && [ "$(cat "$STAMPS/npm")" = "$key" ] &&
+		[ -f "$dir/node_modules/@pulumi/pulumi/package.json" ]; then
+		say "@pulumi/pulumi $PULUMI_NODEJS_SDK_VERSION (npm): up to date"
+		return
+	fi
+	command -v npm >/dev/null || { fail npm "npm is not installed (Node.js 20 and npm are expected)"; return; }
+	say "installing @pulumi/pulumi $PULUMI_NODEJS_SDK_VERSION with npm ci (log: $npmlog)"
+	mkdir -p "$dir"
+	cp "$NODE_PROGRAM/package.json" "$NODE_PROGRAM/package-lock.json" "$dir/"
+	if ! (cd "$dir" && nice -n "$NICE" npm ci --no-audit --no-fund --ignore-scripts) >"$npmlog" 2>&1; then
+		fail npm "npm ci of @pulumi/pulumi $PULUMI_NODEJS_SDK_VERSION failed" "$npmlog"
+		return
+	fi
+	echo "$key" >"$STAMPS/npm"
+}
+
 write_manifest() {
 	local tmp=$REAL/manifest.env.tmp
 	{
@@ -249,6 +298,8 @@ write_manifest() {
 		echo "ETCD_SOURCE=$ETCD_SOURCE"
 		echo "PULUMI_VERSION=$PULUMI_VERSION"
 		echo "PULUMI_YAML_VERSION=$PULUMI_YAML_VERSION"
+		echo "PULUMI_NODEJS_HOST_VERSION=$PULUMI_NODEJS_HOST_VERSION"
+		echo "PULUMI_NODEJS_SDK_VERSION=$PULUMI_NODEJS_SDK_VERSION"
 		echo "STANDIN_PROVIDER_VERSION=$STANDIN_PROVIDER_VERSION"
 		echo "FAILED=${failed# }"
 	} >"$tmp"
@@ -261,6 +312,7 @@ build_kube
 build_etcd
 build_pulumi
 build_pulumi_yaml
+build_pulumi_nodejs
 write_manifest
 
 for blocked in $(compgen -v BLOCKED_ || true); do

@@ -33,6 +33,8 @@ whose resources are files under $PULUMI_STANDIN_CLOUD/files):
                             PULUMI_SKIP_UPDATE_CHECK, PULUMI_STANDIN_CLOUD=.cloud_dir
                    .home .backend_dir .backend_url (file://) .cloud_dir
                    .program(name)  copies tests/real/programs/<name> to a fresh dir
+                                   ("files": Pulumi YAML; "nodefiles": Node.js with
+                                   a dynamic provider, node_modules linked in)
                    .run(*args, cwd=.., input=.., env=..) -> CompletedProcess
 
 A missing binary fails the test with the command to run; a component declared
@@ -543,10 +545,19 @@ class RealPulumi:
         self.env = env
 
     def program(self, name):
-        """A fresh copy of tests/real/programs/<name>; returns its directory."""
+        """A fresh copy of tests/real/programs/<name>; returns its directory.  A
+        Node.js program gets node_modules linked from .real/nodejs (npm ci by
+        deps-real) and needs the Node.js language host."""
         src = PROGRAMS / name
         dst = self.workdir / "programs" / name
         shutil.copytree(src, dst)
+        if (src / "package.json").exists() and self.kind == "real":
+            real_binary("pulumi-language-nodejs")
+            real_binary("pulumi-resource-pulumi-nodejs", component="pulumi-language-nodejs")
+            modules = REAL / "nodejs" / "node_modules"
+            if not (modules / "@pulumi" / "pulumi").is_dir():
+                pytest.fail(f"{modules} has no @pulumi/pulumi: run `make deps-real`")
+            (dst / "node_modules").symlink_to(modules)
         return dst
 
     def run(self, *args, cwd=None, input=None, env=None, timeout=300, check=False):
