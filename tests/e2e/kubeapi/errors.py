@@ -135,7 +135,7 @@ def unauthorized():
 
 def too_large_rv(requested, current):
     return ApiError(504, "Timeout",
-                    f"Too large resource version: {requested}, current: {current}",
+                    f"Timeout: Too large resource version: {requested}, current: {current}",
                     {"causes": [{"reason": "ResourceVersionTooLarge",
                                  "message": "Too large resource version"}],
                      "retryAfterSeconds": 1})

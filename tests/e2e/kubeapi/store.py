@@ -684,19 +684,17 @@ class Store:
                 lo, hi = bisect.bisect_left(texts, ns + "/"), bisect.bisect_left(texts, ns + "0")
             if start:
                 lo = max(lo, bisect.bisect_right(texts, start))
-            items, last = [], None
-            for i in range(lo, hi):
-                obj = state[idents[i]]
-                if labels.match(meta(obj).get("labels")) and fields.match(obj):
-                    if limit > 0 and len(items) == limit:
-                        last = i
-                        break
-                    items.append((texts[i], obj))
+            # Like the watch cache, a page is the next `limit` keys, filtered afterwards:
+            # with a selector it may hold fewer items (even none) and still continue.
+            end = min(hi, lo + limit) if limit > 0 else hi
+            items = [(texts[i], state[idents[i]]) for i in range(lo, end)]
+            items = [(k, o) for k, o in items
+                     if labels.match(meta(o).get("labels")) and fields.match(o)]
             lmeta = {"resourceVersion": str(snap)}
-            if last is not None:
-                lmeta["continue"] = self._continue_token(snap, items[-1][0])
+            if end < hi:
+                lmeta["continue"] = self._continue_token(snap, texts[end - 1])
                 if labels.empty() and fields.empty():
-                    lmeta["remainingItemCount"] = hi - last
+                    lmeta["remainingItemCount"] = hi - end
             out = []
             for _, obj in items:
                 obj = self.present(rtype, obj)

@@ -84,13 +84,26 @@ def _builtin_columns(rtype):
         def involved(o):
             ref = o.get("involvedObject") or o.get("regarding") or {}
             return f"{(ref.get('kind') or '').lower()}/{ref.get('name', '')}"
+        def source(o):
+            src = o.get("source") or o.get("deprecatedSource") or {}
+            return ", ".join(x for x in (src.get("component"), src.get("host")) if x) or \
+                o.get("reportingComponent") or o.get("reportingController") or ""
         return [(_col("Last Seen"),
                  lambda o: age(o.get("lastTimestamp") or o.get("deprecatedLastTimestamp")
                                or (o.get("eventTime") or "")[:19] + "Z")),
                 (_col("Type"), lambda o: o.get("type", "")),
                 (_col("Reason"), lambda o: o.get("reason", "")),
                 (_col("Object"), involved),
-                (_col("Message"), lambda o: o.get("message", o.get("note", "")))]
+                (_col("Subobject", priority=1),
+                 lambda o: (o.get("involvedObject") or o.get("regarding") or {}).get(
+                     "fieldPath", "")),
+                (_col("Source", priority=1), source),
+                (_col("Message"), lambda o: o.get("message", o.get("note", ""))),
+                (_col("First Seen", priority=1),
+                 lambda o: age(o.get("firstTimestamp") or o.get("deprecatedFirstTimestamp")
+                               or (o.get("eventTime") or "")[:19] + "Z")),
+                (_col("Count", "integer", priority=1),
+                 lambda o: o.get("count") or o.get("deprecatedCount") or 1)]
     if k == "CustomResourceDefinition":
         return [(_col("Created At", "date"), lambda o: o["metadata"].get("creationTimestamp"))]
     return []
