@@ -116,9 +116,11 @@ void kube_client_set_retries(struct kube_client *c, int retries);
  * loops with their own deadline such as leader election. */
 void kube_request_limits(long timeout_ms, int retries);
 
-/* Requests made by the calling thread stop retrying (and transfers on the
- * client's own handles abort) once *flag becomes non-zero; NULL clears.
- * Informers use it so that stopping one never waits out a retry loop. */
+/* Requests made by the calling thread fail with ERR_CANCELED once *flag
+ * becomes non-zero: one under way is aborted (http.h's cancel flag, polled
+ * about every 100 ms), none is retried, and none is sent while it is set.
+ * NULL clears.  Informers use it so that stopping one never waits out a
+ * transfer or a retry loop. */
 void kube_request_cancel_on(atomic_int *flag);
 
 /* A parsed API error (a Status object). */

@@ -22,6 +22,15 @@ def tool(pc_tools, *args, env=None):
                           capture_output=True, text=True, timeout=120, env=full_env)
 
 
+def last_codes(kubeapi, path, n):
+    """The status codes of the last n requests to path.  The emulator logs a code
+    just after sending the response, so the client may have it first: wait."""
+    def recorded():
+        codes = [r.get("code") for r in kubeapi.requests() if r.get("path") == path][-n:]
+        return codes if len(codes) == n and None not in codes else None
+    return wait_for(recorded, 10, what=f"the codes of the last {n} requests to {path}")
+
+
 def ok_steps(proc):
     return [line[3:] for line in proc.stdout.splitlines() if line.startswith("ok ")]
 
@@ -60,6 +69,7 @@ def test_client_certificate_files_and_data(kubeapi, pc_tools, tmp_path):
     kc = kubeapi.write_kubeconfig(tmp_path / "kc", client_cert=("pc-user", ["system:masters"]))
     p = tool(pc_tools, "whoami", kc)
     assert p.returncode == 0, p.stderr
+    assert users_of(kubeapi, "/api/v1/namespaces/default") == ["cert:pc-user"]
     # The same credentials inline (*-data), as kind and minikube write them.
     doc = yaml.safe_load(open(kc))
     user = doc["users"][0]["user"]
@@ -72,6 +82,84 @@ def test_client_certificate_files_and_data(kubeapi, pc_tools, tmp_path):
     inline.write_text(yaml.safe_dump(doc))
     p = tool(pc_tools, "whoami", inline)
     assert p.returncode == 0, p.stderr
+    assert users_of(kubeapi, "/api/v1/namespaces/default") == ["cert:pc-user"] * 2
+    # A client certificate the server's CA did not sign is refused at the handshake.
+    other = tmp_path / "other-ca"
+    other.mkdir()
+    user["client-certificate-data"], user["client-key-data"] = self_signed_pair(other)
+    inline.write_text(yaml.safe_dump(doc))
+    p = tool(pc_tools, "whoami", inline)
+    assert p.returncode == 1
+    assert user["client-key-data"] not in p.stderr
+
+
+def users_of(kubeapi, path):
+    """Who the server authenticated for each request to path, in order."""
+    return [r.get("user") for r in kubeapi.requests() if r.get("path") == path]
+
+
+def self_signed_pair(directory):
+    """A client certificate and key (base64 PEM) from a CA the emulator does not trust."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import datetime
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intruder")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    pem_cert = cert.public_bytes(serialization.Encoding.PEM)
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return base64.b64encode(pem_cert).decode(), base64.b64encode(pem_key).decode()
+
+
+def exec_certificate_plugin(kubeapi, tmp_path, user):
+    """A kubeconfig whose user is an exec plugin that answers with a client
+    certificate (clientCertificateData/clientKeyData) for `user`, signed by the
+    emulator's CA.  The plugin appends one 'x' to the returned file per run."""
+    doc = yaml.safe_load(open(kubeapi.write_kubeconfig(tmp_path / "kc-files",
+                                                      client_cert=(user, ["system:masters"]))))
+    files = doc["users"][0]["user"]
+    calls = tmp_path / "plugin-calls"
+    plugin = tmp_path / "cert-plugin.py"
+    plugin.write_text(
+        "#!/usr/bin/python3\n"
+        "import json\n"
+        f"open({str(calls)!r}, 'a').write('x')\n"
+        f"cert = open({files['client-certificate']!r}).read()\n"
+        f"key = open({files['client-key']!r}).read()\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "    'status': {'clientCertificateData': cert, 'clientKeyData': key,\n"
+        "               'expirationTimestamp': '2099-01-01T00:00:00Z'}}))\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                        "command": str(plugin), "interactiveMode": "Never"}}
+    kc = tmp_path / "kc-exec-cert"
+    kc.write_text(yaml.safe_dump(doc))
+    return str(kc), calls
+
+
+def test_exec_plugin_returning_a_client_certificate(kubeapi, pc_tools, tmp_path):
+    kc, calls = exec_certificate_plugin(kubeapi, tmp_path, "pc-exec")
+    proc = subprocess.Popen([os.path.join(pc_tools, "kube_tool"), "loop", kc],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        for n in (1, 2, 3):
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == f"ok {n}"
+    finally:
+        proc.stdin.close()
+        assert proc.wait(30) == 0, proc.stderr.read()
+    assert calls.read_text() == "x"               # one run; the certificate is reused
+    assert users_of(kubeapi, "/api/v1/namespaces/default") == ["cert:pc-exec"] * 3
 
 
 def test_exec_credential_plugin(kubeapi, pc_tools, tmp_path):
@@ -207,8 +295,7 @@ def test_in_cluster_config_and_token_rotation(kubeapi, pc_tools, tmp_path):
         project("sa-token-2", 2)                  # the kubelet rotates ...
         kubeapi.set_tokens([kubeapi.token, "sa-token-2"])   # ... and the old token dies
         assert ask() == "ok 2"                    # 401, re-read, retried: no error surfaces
-        codes = [r.get("code") for r in kubeapi.requests() if r.get("path") == "/api/v1/namespaces/default"]
-        assert codes[-2:] == [401, 200]
+        assert last_codes(kubeapi, "/api/v1/namespaces/default", 2) == [401, 200]
     finally:
         proc.stdin.close()
         assert proc.wait(30) == 0, proc.stderr.read()

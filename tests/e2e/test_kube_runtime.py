@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from kube_fixtures import KubeError, wait_for, CRD_FILES
+from test_kube_client import exec_certificate_plugin
 
 STACK_API = "pulumi.com/v1"
 
@@ -331,8 +332,31 @@ def test_rotated_token_is_picked_up(kubeapi, controllers, tmp_path):
     api.create(stack("after"))
     wait_for(lambda: "default/after" in ctl.dump().get("stacks", {}), 30,
              what="the new Stack in the cache")
-    reqs = api.requests()
-    assert any(r.get("code") == 401 for r in reqs), "the old token was never refused"
+    wait_for(lambda: any(r.get("code") == 401 for r in api.requests()), 10,
+             what="a 401 for the old token")
+    assert ctl.stop() == 0
+
+
+def test_watches_with_an_exec_plugin_client_certificate(kubeapi, controllers, tmp_path):
+    """Lists and watches authenticate with the client certificate an exec plugin
+    hands out (run once, then reused); a dropped watch reconnects with it."""
+    api = kubeapi
+    kc, calls = exec_certificate_plugin(api, tmp_path, "pc-watcher")
+    api.bulk_create([stack("before")])
+    ctl = controllers(["--kubeconfig", kc])
+    ctl.wait_log("caches synced")
+    api.create(stack("during"))
+    wait_for(lambda: "default/during" in ctl.dump().get("stacks", {}), 30,
+             what="a Stack created while watching")
+    api.drop_watches("abort")
+    api.create(stack("after"))
+    wait_for(lambda: "default/after" in ctl.dump().get("stacks", {}), 30,
+             what="a Stack created after the drop")
+    stack_watches = [r for r in api.requests()
+                     if r["path"].endswith("/stacks") and r["query"].get("watch") == "1"]
+    assert len(stack_watches) >= 2
+    assert {r["user"] for r in stack_watches} == {"cert:pc-watcher"}
+    assert calls.read_text() == "x"
     assert ctl.stop() == 0
 
 
