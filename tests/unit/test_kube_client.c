@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "kube/kube.h"
+#include "kube/kube_priv.h"
 
 struct scripted {
 	unsigned status;
@@ -319,6 +320,102 @@ static void cancel_stops_retries(void **state)
 	kube_client_free(c);
 }
 
+/* The config's TLS settings and credentials as http.h options. */
+static struct kube_client *tls_client(const char *server)
+{
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	struct err e;
+	struct kube_client *c;
+
+	cfg->server = strdup(server);
+	cfg->source = strdup("test");
+	cfg->ca_file = strdup("/etc/ca.pem");
+	cfg->ca_pem = strdup("-----BEGIN CERTIFICATE-----\nca\n");
+	cfg->client_cert_file = strdup("/etc/client.crt");
+	cfg->client_key_file = strdup("/etc/client.key");
+	cfg->client_cert_pem = strdup("cert-data");
+	cfg->client_key_pem = strdup("key-data");
+	cfg->token = strdup("tok");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	return c;
+}
+
+static void transport_options(void **state)
+{
+	(void)state;
+	struct kube_client *c = tls_client("https://127.0.0.1:1");
+	struct kube_transport t;
+	atomic_int flag = 0;
+	struct err e;
+
+	kube_request_cancel_on(&flag);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	kube_request_cancel_on(NULL);
+	/* *-data wins over a path, as in client-go; never both */
+	assert_string_equal(t.opts.ca_pem, kube_client_config(c)->ca_pem);
+	assert_null(t.opts.ca_file);
+	assert_string_equal(t.opts.client_cert_pem, "cert-data");
+	assert_string_equal(t.opts.client_key_pem, "key-data");
+	assert_null(t.opts.client_cert_file);
+	assert_null(t.opts.client_key_file);
+	assert_string_equal(t.auth_header, "Authorization: Bearer tok");
+	assert_int_equal(t.opts.retries, 0);
+	assert_int_equal(t.opts.max_redirects, 0);
+	assert_true((const void *)t.opts.cancel == (const void *)&flag);
+	kube_transport_free(&t);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_null(t.opts.cancel);
+	kube_transport_free(&t);
+	kube_client_free(c);
+
+	/* paths when there is no data */
+	c = tls_client("https://127.0.0.1:1");
+	{
+		struct kube_config *cfg = (struct kube_config *)kube_client_config(c);
+		free(cfg->ca_pem);
+		free(cfg->client_cert_pem);
+		free(cfg->client_key_pem);
+		cfg->ca_pem = cfg->client_cert_pem = cfg->client_key_pem = NULL;
+	}
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_string_equal(t.opts.ca_file, "/etc/ca.pem");
+	assert_null(t.opts.ca_pem);
+	assert_string_equal(t.opts.client_cert_file, "/etc/client.crt");
+	assert_string_equal(t.opts.client_key_file, "/etc/client.key");
+	assert_null(t.opts.client_cert_pem);
+	kube_transport_free(&t);
+	kube_client_free(c);
+
+	/* no credential of any kind over plain http */
+	c = tls_client("http://127.0.0.1:1");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_null(t.auth_header);
+	assert_null(t.opts.client_cert_pem);
+	assert_null(t.opts.client_key_pem);
+	kube_transport_free(&t);
+	kube_client_free(c);
+}
+
+static long retry_after_of(const char *headers)
+{
+	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
+	return kube_retry_after_s(&r);
+}
+
+static void retry_after_values(void **state)
+{
+	(void)state;
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: 7\r\n\r\n"), 7);
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nretry-after:0\r\n\r\n"), 0);
+	/* capped, and no overflow however large the number */
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: 99999999999999999999\r\n\r\n"), 60);
+	/* an HTTP date, garbage, a negative number or nothing: absent */
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\n\r\n"), -1);
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: -5\r\n\r\n"), -1);
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\n\r\n"), -1);
+}
+
 static void patches_and_deletes(void **state)
 {
 	(void)state;
@@ -512,6 +609,8 @@ int main(void)
 		cmocka_unit_test(post_not_retried_after_plain_500),
 		cmocka_unit_test(reads_retried_after_500_until_limit),
 		cmocka_unit_test(cancel_stops_retries),
+		cmocka_unit_test(transport_options),
+		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
