@@ -1047,3 +1047,19 @@ def test_selector_pages_are_filtered_key_ranges(kubeapi):
         if not cont:
             break
     assert pages == [["s0"], [], ["s4"]]
+
+
+def test_update_managers_own_the_maps_they_create(kubeapi):
+    """fieldsV1 as kube-apiserver 1.37 writes it: "." marks a map an Update created."""
+    c = kubeapi.client
+    made = c.create(dict(cm("mf", a="b"), metadata={"name": "mf", "namespace": "default",
+                                                     "labels": {"a": "b"}}),
+                    "configmaps", fieldManager="mgr")
+    assert made["metadata"]["managedFields"][0]["fieldsV1"] == {
+        "f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
+    patched = c.patch("v1", "configmaps", "mf", {"data": {"c": "d"},
+                                                 "metadata": {"annotations": {"x": "y"}}},
+                      "default", fieldManager="p2")
+    mine = [m["fieldsV1"] for m in patched["metadata"]["managedFields"] if m["manager"] == "p2"]
+    assert mine == [{"f:data": {"f:c": {}},
+                     "f:metadata": {"f:annotations": {".": {}, "f:x": {}}}}]

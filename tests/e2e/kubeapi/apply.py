@@ -64,11 +64,42 @@ def field_paths(obj, scope):
     return out
 
 
+def _walk_nodes(value, prefix, out):
+    if isinstance(value, dict) and value:
+        out.add(prefix + (".",))
+        for k, v in value.items():
+            _walk_nodes(v, prefix + ("f:" + k,), out)
+    elif isinstance(value, list) and value and (prefix in SET_LISTS or prefix in KEYED_LISTS):
+        out.add(prefix + (".",))
+
+
+def node_paths(obj, scope):
+    """The maps (and set or keyed lists) of an object as "<path>/." tokens: an Update
+    that creates one owns it, which fieldsV1 writes as {".": {}}."""
+    out = set()
+    for k, v in (obj or {}).items():
+        if k in ("apiVersion", "kind"):
+            continue
+        if k == "metadata":
+            if scope == "status":
+                continue
+            for mk, mv in (v or {}).items():
+                if mk in META_OWNED:
+                    _walk_nodes(mv, ("f:metadata", "f:" + mk), out)
+            continue
+        if (scope == "status" and k != "status") or (scope == "main" and k == "status"):
+            continue
+        _walk_nodes(v, ("f:" + k,), out)
+    return out
+
+
 def get_at(obj, path):
-    """(found, value) at a path."""
+    """(found, value) at a path ("." stands for the node itself)."""
     cur = obj
     for tok in path:
         kind, rest = tok[:2], tok[2:]
+        if tok == ".":
+            continue
         if kind == "f:":
             if not isinstance(cur, dict) or rest not in cur:
                 return False, None
@@ -91,6 +122,8 @@ def get_at(obj, path):
 
 
 def remove_at(obj, path):
+    if path[-1] == ".":         # ownership of a node, not a field to remove
+        return
     parent_found, parent = get_at(obj, path[:-1])
     if not parent_found:
         return
@@ -129,7 +162,7 @@ def from_fields_v1(tree, prefix=()):
         return out
     for tok, sub in tree.items():
         if tok == ".":
-            out.add(prefix)
+            out.add(prefix + (".",))
             continue
         if not sub:
             out.add(prefix + (tok,))
@@ -208,8 +241,12 @@ def record_update(old, new, managed, manager, api_version, subresource, scope):
     new_paths = field_paths(new, scope)
     changed = {p for p in new_paths
                if p not in old_paths or get_at(old, p) != get_at(new, p)}
+    changed |= node_paths(new, scope) - (node_paths(old, scope) if old else set())
     removed = old_paths - new_paths
     touched = changed | removed
+    for e in managed.entries:       # a node that is gone is owned by nobody
+        e["paths"] = {q for q in e["paths"]
+                      if q[-1] != "." or get_at(new, q[:-1])[0]}
     if not touched:
         return
     for e in managed.entries:
