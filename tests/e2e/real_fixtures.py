@@ -19,6 +19,9 @@ service-account keys made at test time, the project's CRDs applied):
     real_kubeapi   function-scoped: the session server, a fresh namespace for the
                    test (.namespace, also the kubeconfig's default), faults cleared
                    after the test.
+    any_kubeapi    parametrized ["emulator", "real"]: the emulator's kubeapi wrapped
+                   in EmulatorView (.namespace "default", kubectl(kubectl=<binary>)),
+                   or real_kubeapi: one test body, both servers.
 
 Pulumi (the real CLI, the Pulumi YAML language host and the test provider
 pulumi-resource-standin, a real provider of the stand-in's standin:index:File,
@@ -495,6 +498,39 @@ def real_kubeapi(real_kube, tmp_path, request):
     if real_kube.proc is None:
         real_kube.start()
     real_kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+class EmulatorView:
+    """The emulator's KubeAPI with the real fixture's extras: a namespace (the
+    emulator is fresh per test, so "default") and kubectl(kubectl=<binary>)."""
+
+    def __init__(self, api):
+        self._api = api
+        self.namespace = "default"
+
+    def __getattr__(self, name):
+        return getattr(self._api, name)
+
+    def kubectl(self, *args, kubectl=None, check=True, timeout=120, input=None, **kw):
+        if kubectl is None:
+            return self._api.kubectl(*args, check=check, timeout=timeout, input=input, **kw)
+        env = dict(os.environ, HOME=str(self._api.workdir))
+        proc = subprocess.run([kubectl, "--kubeconfig", self._api.kubeconfig, "--cache-dir",
+                               str(self._api.cache_dir), *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, env=env, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(map(str, args))} failed "
+                                 f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+
+@pytest.fixture(params=["emulator", "real"])
+def any_kubeapi(request):
+    """The same test against the emulator (a fresh one, namespace "default") and
+    against the real kube-apiserver (a fresh namespace)."""
+    if request.param == "emulator":
+        return EmulatorView(request.getfixturevalue("kubeapi"))
+    return request.getfixturevalue("real_kubeapi")
 
 
 # -- the real pulumi CLI --------------------------------------------------------------

@@ -2,60 +2,27 @@
 kubectl against it, the project's CRDs, a watch that survives an apiserver
 restart by reconnecting, and the fault proxy in front of it.  Every test but the
 fault-proxy one runs twice, against the emulator (tests/e2e/kubeapi) and against
-the real server (fixture `api`), so a difference between the two fails here.
+the real server (fixture `any_kubeapi`), so a difference between the two fails here.
 
 Observed outputs are recorded in docs/conformance.md."""
 import http.client
 import json
 import os
 import ssl
-import subprocess
 
 import pytest
 
-from real_fixtures import REAL_BIN, VERSIONS, crd_files, wait_for
+from real_fixtures import REAL_BIN, VERSIONS, EmulatorView, crd_files, wait_for
 
 KUBECTLS = {"built": str(REAL_BIN / "kubectl"), "debian": "/usr/bin/kubectl"}
 
 
-class EmulatorView:
-    """The emulator's KubeAPI with the real fixture's extras: a namespace (the
-    emulator is fresh per test, so "default") and kubectl(kubectl=<binary>)."""
-
-    def __init__(self, api):
-        self._api = api
-        self.namespace = "default"
-
-    def __getattr__(self, name):
-        return getattr(self._api, name)
-
-    def kubectl(self, *args, kubectl=None, check=True, timeout=120, input=None, **kw):
-        if kubectl is None:
-            return self._api.kubectl(*args, check=check, timeout=timeout, input=input, **kw)
-        env = dict(os.environ, HOME=str(self._api.workdir))
-        proc = subprocess.run([kubectl, "--kubeconfig", self._api.kubeconfig, "--cache-dir",
-                               str(self._api.cache_dir), *map(str, args)], capture_output=True,
-                              text=True, timeout=timeout, env=env, input=input)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(map(str, args))} failed "
-                                 f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-
-@pytest.fixture(params=["emulator", "real"])
-def api(request):
-    """The same test against the emulator and against the real kube-apiserver."""
-    if request.param == "emulator":
-        return EmulatorView(request.getfixturevalue("kubeapi"))
-    return request.getfixturevalue("real_kubeapi")
-
-
 @pytest.mark.parametrize("which", sorted(KUBECTLS))
-def test_kubectl_apply_get_patch_delete(api, which):
+def test_kubectl_apply_get_patch_delete(any_kubeapi, which):
     kubectl = KUBECTLS[which]
     if not os.access(kubectl, os.X_OK):
         pytest.fail(f"{kubectl} is missing (run `make deps` / `make deps-real`)")
-    k = api
+    k = any_kubeapi
     ver = json.loads(k.kubectl("version", "-o", "json", kubectl=kubectl).stdout)
     if isinstance(k, EmulatorView):
         assert ver["serverVersion"]["gitVersion"].startswith("v1.")
@@ -97,11 +64,11 @@ def test_kubectl_apply_get_patch_delete(api, which):
     assert 'configmaps "smoke" not found' in out.stderr
 
 
-def test_crds_applied_and_generation(api):
+def test_crds_applied_and_generation(any_kubeapi):
     files = crd_files()
     if not files:
         pytest.fail("no CRD manifests under deploy/crds/ or tests/e2e/crds/")
-    k = api
+    k = any_kubeapi
     crds = json.loads(k.kubectl("get", "crd", "-o", "json").stdout)["items"]
     by_name = {c["metadata"]["name"]: c for c in crds}
     for c in by_name.values():
@@ -146,8 +113,8 @@ def _next_event(resp):
     return json.loads(line)
 
 
-def test_watch_survives_apiserver_restart(api):
-    k = api
+def test_watch_survives_apiserver_restart(any_kubeapi):
+    k = any_kubeapi
     path = f"/api/v1/namespaces/{k.namespace}/configmaps"
     listed = k.client.request("GET", path)
     rv = listed["metadata"]["resourceVersion"]
