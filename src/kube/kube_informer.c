@@ -20,9 +20,9 @@
  * the last-applied annotation removed, not as a cJSON tree: an order of
  * magnitude less memory per object.  Readers get a parsed copy they own.
  *
- * Watches are base/http.h streams with the client's transport
- * (kube_transport_init) and the stop flag as their cancel flag, so
- * kube_informer_stop on another thread aborts an open watch.
+ * Watches use the client's transport (kube_transport_init) with the stop
+ * flag as their cancel flag, so kube_informer_stop on another thread aborts
+ * an open watch; the bytes are read by kube_stream_lines (kube_stream.c).
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -543,6 +543,7 @@ enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
 struct watch_ctx {
 	struct kube_informer *inf;
 	unsigned long events;
+	int bad_event;             /* an ERROR event or a line that is not an event */
 	int expired;               /* an ERROR event said our resourceVersion is gone */
 };
 
@@ -552,8 +553,10 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 	struct kube_informer *inf = w->inf;
 	struct kube_watch_event ev;
 
-	if (kube_watch_event_parse(line, len, &ev, e) < 0)
+	if (kube_watch_event_parse(line, len, &ev, e) < 0) {
+		w->bad_event = 1;
 		return -1;
+	}
 	w->events++;
 	pthread_mutex_lock(&inf->lock);
 	inf->stats.events++;
@@ -563,6 +566,7 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 		if (ev.status.code == 410 || strcmp(ev.status.reason, "Expired") == 0 ||
 		    strcmp(ev.status.reason, "Gone") == 0)
 			w->expired = 1;
+		w->bad_event = 1;
 		kube_status_error(e, "watch: ERROR event", &ev.status);
 		kube_watch_event_clear(&ev);
 		return -1;
@@ -616,32 +620,6 @@ static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s
 	return sb_take(&s);
 }
 
-/* Feeds the stream's events to the cache until it ends or fails. */
-static enum watch_end read_events(struct kube_informer *inf, struct http_stream *s,
-    unsigned long *events, struct err *e)
-{
-	struct watch_ctx w = { inf, 0, 0 };
-	struct kube_lines lines;
-	enum watch_end end = WATCH_EOF;
-	char buf[16384];
-	ssize_t n;
-
-	kube_lines_init(&lines, MAX_EVENT_BYTES);
-	while ((n = http_stream_read(s, buf, sizeof(buf), e)) > 0) {
-		if (kube_lines_feed(&lines, buf, (size_t)n, on_event_line, &w, e) < 0) {
-			end = w.expired ? WATCH_EXPIRED : WATCH_FAILED;
-			break;
-		}
-	}
-	if (n < 0) {
-		err_prefix(e, "watch %s", inf->r->resource);
-		end = WATCH_FAILED;
-	}
-	kube_lines_free(&lines);
-	*events = w.events;
-	return end;
-}
-
 /* A watch the server answered with an error status; 410 means relist. */
 static enum watch_end refused_watch(struct kube_informer *inf, const struct http_response *resp,
     long *retry_after_s, struct err *e)
@@ -663,10 +641,11 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	    300 + (long)(kube_rand01() * 300);
 	const char *hdrs[3] = { "Accept: application/json", NULL, NULL };
 	struct http_request req = { .headers = hdrs };
+	struct watch_ctx w = { inf, 0, 0, 0 };
 	struct http_response refused;
 	struct kube_transport t;
-	struct http_stream *s;
 	enum watch_end end;
+	int rc;
 	char *rv, *url;
 
 	*events = 0;
@@ -687,13 +666,14 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	t.opts.stall_timeout_ms = 0;
 	hdrs[1] = t.auth_header;
 	req.url = url;
-	memset(&refused, 0, sizeof(refused));
-	s = http_stream_open_resp(&t.opts, &req, &refused, e);
-	if (s != NULL) {
-		end = read_events(inf, s, events, e);
-		http_stream_free(s);
-	} else if (refused.status != 0) {
+	rc = kube_stream_lines(&t.opts, &req, MAX_EVENT_BYTES, on_event_line, &w, &refused, e);
+	*events = w.events;
+	if (rc == 0) {
+		end = WATCH_EOF;
+	} else if (rc == 1) {
 		end = refused_watch(inf, &refused, retry_after_s, e);
+	} else if (w.bad_event) {
+		end = w.expired ? WATCH_EXPIRED : WATCH_FAILED;
 	} else {
 		err_prefix(e, "watch %s", inf->r->resource);
 		end = WATCH_FAILED;

@@ -105,6 +105,19 @@ struct kube_transport {
 int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
     struct err *e);
 void kube_transport_free(struct kube_transport *t);
+/*
+ * A GET whose body is handed to fn line by line as soon as the bytes arrive
+ * (a watch; kube_stream.c, a stopgap until http.h's stream reader returns
+ * data without delay).  o and req as for http.h (o->retries is ignored: one
+ * attempt).  Returns 0 when the body ended normally; 1 when the server
+ * answered with a non-2xx status, then *refused holds the status, the
+ * header block and the start of the body (free with http_response_free);
+ * -1 with e set on a transfer failure, a cancel (ERR_CANCELED) or when fn
+ * returned -1 (e as fn set it).  Lines longer than max_line fail (ERR_LIMIT).
+ */
+int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
+    kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
+
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);
 const char *kube_client_server(const struct kube_client *c);
