@@ -664,7 +664,7 @@ class Handler(BaseHTTPRequestHandler):
         if op == "bookmark":
             with store.lock:
                 for w in list(store.watchers):
-                    store.bookmark(w)
+                    store.bookmark(w, force=True)
             return self._send(200, {})
         if op == "config":
             for k, v in args.items():

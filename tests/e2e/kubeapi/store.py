@@ -130,9 +130,15 @@ class Watcher:
         self.info = info
         self.items = collections.deque()
         self.cond = threading.Condition()
+        self.queued_rv = 0          # the resourceVersion of the last event queued
 
     def push(self, item):
         with self.cond:
+            if item[0] == "event":
+                self.queued_rv = max(self.queued_rv,
+                                     int(meta(item[2]).get("resourceVersion") or 0))
+            elif item[0] == "bookmark":
+                self.queued_rv = max(self.queued_rv, item[1])
             self.items.append(item)
             self.cond.notify()
 
@@ -761,6 +767,8 @@ class Store:
                 for ev in self.history:
                     if ev.rv > start and ev.key == rtype.key:
                         w.offer(ev)
+            w.queued_rv = max(w.queued_rv, self.rv if initial == "true" or rv_text in
+                              (None, "", "0") else self._parse_rv(rv_text))
             self.watchers.add(w)
             return w, None
 
@@ -768,9 +776,12 @@ class Store:
         with self.lock:
             self.watchers.discard(w)
 
-    def bookmark(self, w, initial_end=False):
+    def bookmark(self, w, force=False):
+        """Queues a BOOKMARK at the current resourceVersion when it says something new
+        (the store moved past what the watcher has seen), or always when forced."""
         with self.lock:
-            w.push(("bookmark", self.rv, initial_end))
+            if force or self.rv > w.queued_rv:
+                w.push(("bookmark", self.rv, False))
 
     def close_watches(self, item, key=None):
         with self.lock:
@@ -1109,6 +1120,11 @@ class Store:
                 nm = new["metadata"]
                 if rtype.key == CRD_KEY:    # the CRD's delete adds its cleanup finalizer
                     nm["finalizers"] = (nm.get("finalizers") or []) + [CRD_FINALIZER]
+                    new.setdefault("status", {}).setdefault("conditions", []).append({
+                        "type": "Terminating", "status": "True",
+                        "reason": "InstanceDeletionInProgress",
+                        "message": "CustomResource deletion is in progress",
+                        "lastTransitionTime": now_rfc3339()})
                 nm["deletionTimestamp"] = now_rfc3339()
                 nm["deletionGracePeriodSeconds"] = 0
                 if "generation" in nm:
