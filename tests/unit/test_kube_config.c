@@ -189,6 +189,17 @@ static void errors_name_file_and_key(void **state)
 	    "contexts:\n- name: a\n  context: {cluster: c1}\n"
 	    "  insecure: [unterminated\n", "line", NULL);
 	parse_fails("- just\n- a list\n", "not a mapping", NULL);
+	/* lists that are not lists, named with their place */
+	parse_fails("current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\nclusters: {c: 1}\n",
+	    "kc.yaml: clusters: expected a list", NULL);
+	parse_fails("current-context: a\n" BASE_CLUSTERS
+	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+	    "users:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: x, args: -v}\n",
+	    "users[\"u\"].user.exec.args: expected a list", NULL);
+	parse_fails("current-context: a\n" BASE_CLUSTERS
+	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+	    "users:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: x, env: {A: b}}\n",
+	    "user.exec.env: expected a list", NULL);
 	parse_fails("current-context: a\nclusters:\n- name: c\n  cluster: {server: https://x, insecure-skip-tls-verify: maybe}\n"
 	    "contexts:\n- name: a\n  context: {cluster: c}\n", "insecure-skip-tls-verify: expected true or false", NULL);
 }
