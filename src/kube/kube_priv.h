@@ -112,8 +112,9 @@ void kube_transport_free(struct kube_transport *t);
  * attempt).  Returns 0 when the body ended normally; 1 when the server
  * answered with a non-2xx status, then *refused holds the status, the
  * header block and the start of the body (free with http_response_free);
- * -1 with e set on a transfer failure, a cancel (ERR_CANCELED) or when fn
- * returned -1 (e as fn set it).  Lines longer than max_line fail (ERR_LIMIT).
+ * -1 with e set on a transfer failure, a cancel (ERR_CANCELED; nothing is
+ * sent when o->cancel is already set) or when fn returned -1 (e as fn set
+ * it).  Lines longer than max_line fail (ERR_LIMIT).
  */
 int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
     kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);

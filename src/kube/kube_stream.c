@@ -123,6 +123,8 @@ int kube_stream_lines(const struct http_opts *o, const struct http_request *req,
 	int ret;
 
 	memset(refused, 0, sizeof(*refused));
+	if (o->cancel != NULL && *o->cancel != 0)
+		return err_set(e, ERR_CANCELED, "GET %s: canceled", req->url);
 	s.h = curl_easy_init();
 	if (s.h == NULL)
 		return err_set(e, ERR_NOMEM, "GET %s: curl_easy_init failed", req->url);

@@ -416,6 +416,47 @@ static void retry_after_values(void **state)
 	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\n\r\n"), -1);
 }
 
+static int count_line(void *ud, char *line, size_t len, struct err *e)
+{
+	(void)e;
+	strncat(ud, line, len);
+	strcat(ud, "|");
+	return 0;
+}
+
+/* kube_stream_lines: lines of a 2xx body to the callback, a refusal with
+ * its status, headers and body, a cancel before anything is sent. */
+static void stream_lines(void **state)
+{
+	(void)state;
+	struct scripted s[] = { { 200, NULL, "{\"a\":1}\n\n{\"b\":2}\n" },
+		{ 429, "3", BUSY } };
+	const char *hdrs[] = { "Accept: application/json", NULL };
+	struct http_request req = { .headers = hdrs };
+	struct http_response refused;
+	struct http_opts o;
+	char url[64], got[256] = "";
+	atomic_int flag = 1;
+	struct err e;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/w", F.port);
+	req.url = url;
+	http_opts_default(&o);
+	script(2, s);
+	assert_int_equal(kube_stream_lines(&o, &req, 1024, count_line, got, &refused, &e), 0);
+	assert_string_equal(got, "{\"a\":1}|{\"b\":2}|");
+	assert_int_equal(kube_stream_lines(&o, &req, 1024, count_line, got, &refused, &e), 1);
+	assert_int_equal(refused.status, 429);
+	assert_int_equal(kube_retry_after_s(&refused), 3);
+	assert_string_equal(refused.body, BUSY);
+	http_response_free(&refused);
+	o.cancel = (const volatile int *)(void *)&flag;
+	script(2, s);
+	assert_int_equal(kube_stream_lines(&o, &req, 1024, count_line, got, &refused, &e), -1);
+	assert_int_equal(e.code, ERR_CANCELED);
+	assert_int_equal(F.nlog, 0);
+}
+
 static void patches_and_deletes(void **state)
 {
 	(void)state;
@@ -611,6 +652,7 @@ int main(void)
 		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(transport_options),
 		cmocka_unit_test(retry_after_values),
+		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
