@@ -159,10 +159,3 @@ class FieldSelector:
             if (cur == value) != (op == "="):
                 return False
         return True
-
-    def name_only(self):
-        """The name asked for by 'metadata.name=X', if that is a term."""
-        for op, field, value in self.reqs:
-            if op == "=" and field == "metadata.name":
-                return value
-        return None

@@ -19,7 +19,6 @@ import json
 import os
 import random
 import re
-import signal
 import socket
 import ssl
 import sys
@@ -35,7 +34,7 @@ from . import errors as E
 from . import protobuf
 from . import tables
 from . import typed
-from .store import Store, meta
+from .store import meta
 
 PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/readyz", "/livez"}
 BODY_LIMIT = 3 * 1024 * 1024
