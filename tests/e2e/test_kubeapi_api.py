@@ -383,7 +383,13 @@ def test_selectors(kubeapi):
     e = err_of(c.list, GV, "stacks", "default", fieldSelector="spec.stack=x")
     assert e.code == 400 and e.status["message"] == "field label not supported: spec.stack"
     e = err_of(c.list, GV, "stacks", "default", labelSelector="a b")
-    assert e.code == 400
+    assert (e.code, e.status["message"]) == (
+        400, "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt")
+    e = err_of(c.list, GV, "stacks", "default", labelSelector="a in (")
+    assert e.status["message"] == \
+        "unable to parse requirement: found '', expected: ',', ')' or identifier"
+    assert names(labelSelector="team in ()") == []
+    assert names(labelSelector="env=dev,team!=x") == ["b"]
     assert len(c.list(GV, "stacks")["items"]) == 3            # all namespaces
 
 

@@ -14,33 +14,156 @@ _KEY = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?/)?"
 _VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def _split_terms(text):
-    """Splits on commas that are not inside parentheses."""
-    terms, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            terms.append(cur)
-            cur = ""
+_SPECIAL = set("=!(),<>")
+_KEY_MSG = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+            "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, "
+              "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. "
+              "'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+              "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+_OPERATORS = {"in": "in", "notin": "notin", "=": "=", "==": "=", "!=": "!=", ">": ">",
+              "<": "<"}
+
+
+def _tokens(text):
+    """apimachinery's lexer: (kind, literal) with kind ident, op, (, ), ",", ! or end."""
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif text.startswith(("==", "!="), i):
+            out.append(("op", text[i:i + 2]))
+            i += 2
+        elif ch in "=<>":
+            out.append(("op", ch))
+            i += 1
+        elif ch in "(),!":
+            out.append((ch, ch))
+            i += 1
         else:
-            cur += ch
-    terms.append(cur)
-    return [t.strip() for t in terms]
+            j = i
+            while j < len(text) and not text[j].isspace() and text[j] not in _SPECIAL:
+                j += 1
+            out.append(("ident", text[i:j]))
+            i = j
+    out.append(("end", ""))
+    return out
 
 
-def _check_key(key, raw):
-    if not key or not _KEY.match(key) or len(key.split("/")[-1]) > 63:
-        raise bad_request(f"unable to parse requirement: invalid label key \"{key}\": "
-                          f"in selector \"{raw}\"")
+class _Parser:
+    """The recursive descent of apimachinery/pkg/labels/selector.go, with its messages."""
 
+    def __init__(self, text):
+        self.toks = _tokens(text)
+        self.pos = 0
 
-def _check_value(value, raw):
-    if len(value) > 63 or not _VALUE.match(value):
-        raise bad_request(f"unable to parse requirement: invalid label value: \"{value}\": "
-                          f"in selector \"{raw}\"")
+    def peek(self):
+        return self.toks[self.pos]
+
+    def take(self):
+        tok = self.toks[self.pos]
+        self.pos = min(self.pos + 1, len(self.toks) - 1)
+        return tok
+
+    def parse(self):
+        reqs = []
+        while True:
+            kind, lit = self.peek()
+            if kind == "end":
+                return reqs
+            if kind not in ("ident", "!"):
+                raise ValueError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except ValueError as exc:
+                raise ValueError(f"unable to parse requirement: {exc}") from None
+            kind, lit = self.take()
+            if kind == "end":
+                return reqs
+            if kind != ",":
+                raise ValueError(f"found '{lit}', expected: ',' or 'end of string'")
+            if self.peek()[0] not in ("ident", "!"):
+                raise ValueError(f"found '{self.peek()[1]}', expected: identifier after ','")
+
+    def requirement(self):
+        negate = False
+        kind, lit = self.take()
+        if kind == "!":
+            negate = True
+            kind, lit = self.take()
+            if kind != "ident":
+                raise ValueError(f"found '{lit}', expected: identifier after '!'")
+        if kind != "ident":
+            raise ValueError(f"found '{lit}', expected: identifier")
+        key = lit
+        if not _KEY.match(key) or len(key.split("/")[-1]) > 63:
+            raise ValueError(f'key: Invalid value: "{key}": {_KEY_MSG}')
+        if self.peek()[0] in ("end", ","):
+            return ("!" if negate else "exists", key, None)
+        if negate:
+            raise ValueError(f"found '{self.peek()[1]}', expected: ',' or 'end of string'")
+        kind, lit = self.take()
+        if (kind, lit) not in (("op", "="), ("op", "=="), ("op", "!="), ("op", ">"),
+                               ("op", "<"), ("ident", "in"), ("ident", "notin")):
+            raise ValueError(f"found '{lit}', expected: in, notin, =, ==, !=, gt, lt")
+        op = _OPERATORS[lit]
+        if op in ("in", "notin"):
+            return (op, key, self.values())
+        kind, lit = self.peek()
+        value = ""
+        if kind == "ident":
+            value = self.take()[1]
+        elif kind not in ("end", ","):
+            raise ValueError(f"found '{lit}', expected: identifier")
+        if op in (">", "<"):
+            if not re.match(r"^-?\d+$", value):
+                raise ValueError("for 'Gt', 'Lt' operators, the value must be an integer")
+            return (op, key, int(value))
+        self._check_value(value, 0)
+        return (op, key, value)
+
+    def values(self):
+        kind, lit = self.take()
+        if kind != "(":
+            raise ValueError(f"found '{lit}' expected: '('")
+        kind, lit = self.peek()
+        if kind == ")":
+            self.take()
+            return {""}
+        if kind not in ("ident", ","):
+            raise ValueError(f"found '{lit}', expected: ',', ')' or identifier")
+        values = []
+        while True:
+            kind, lit = self.peek()
+            if kind == "ident":
+                values.append(self.take()[1])
+                kind, lit = self.peek()
+                if kind == ")":
+                    break
+                if kind != ",":
+                    raise ValueError(f"found '{lit}', expected: ',' or ')'")
+                self.take()
+            elif kind == ",":
+                values.append("")
+                self.take()
+            elif kind == ")":
+                values.append("")
+                break
+            else:
+                raise ValueError(f"found '{lit}', expected: ',', or identifier")
+        kind, lit = self.take()
+        if kind != ")":
+            raise ValueError(f"found '{lit}', expected: ')'")
+        for i, v in enumerate(values):
+            self._check_value(v, i)
+        return set(values)
+
+    @staticmethod
+    def _check_value(value, index):
+        if len(value) > 63 or not _VALUE.match(value):
+            raise ValueError(f'values[{index}]: Invalid value: "{value}": {_VALUE_MSG}')
 
 
 class LabelSelector:
@@ -48,42 +171,10 @@ class LabelSelector:
 
     def __init__(self, text):
         self.text = text or ""
-        self.reqs = []
-        if not self.text.strip():
-            return
-        for term in _split_terms(self.text):
-            if not term:
-                raise bad_request(f"found '', expected: identifier in selector \"{self.text}\"")
-            self.reqs.append(self._parse(term))
-
-    def _parse(self, term):
-        raw = self.text
-        m = re.match(r"^(\S+?)\s+(in|notin)\s*\((.*)\)$", term)
-        if m:
-            key, op, vals = m.group(1), m.group(2), m.group(3)
-            _check_key(key, raw)
-            values = [v.strip() for v in vals.split(",")] if vals.strip() else []
-            for v in values:
-                _check_value(v, raw)
-            return (op, key, set(values))
-        for op in ("==", "!=", "=", ">", "<"):
-            if op in term:
-                key, value = term.split(op, 1)
-                key, value = key.strip(), value.strip()
-                _check_key(key, raw)
-                if op in (">", "<"):
-                    if not re.match(r"^-?\d+$", value):
-                        raise bad_request(f"unable to parse requirement: for 'Gt', 'Lt' "
-                                          f"operators, the value must be an integer: \"{raw}\"")
-                    return (op, key, int(value))
-                _check_value(value, raw)
-                return ("=" if op == "==" else op, key, value)
-        if term.startswith("!"):
-            key = term[1:].strip()
-            _check_key(key, raw)
-            return ("!", key, None)
-        _check_key(term, raw)
-        return ("exists", term, None)
+        try:
+            self.reqs = _Parser(self.text).parse()
+        except ValueError as exc:
+            raise bad_request(str(exc)) from None
 
     def empty(self):
         return not self.reqs
@@ -126,6 +217,24 @@ def _field_value(obj, path):
     if isinstance(cur, bool):
         return "true" if cur else "false"
     return str(cur)
+
+
+def _split_terms(text):
+    """Field selector terms: comma-separated (a backslash escapes a comma)."""
+    terms, cur, escaped = [], "", False
+    for ch in text:
+        if escaped:
+            cur += ch
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            terms.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    terms.append(cur)
+    return [t.strip() for t in terms]
 
 
 class FieldSelector:
