@@ -95,6 +95,9 @@ static void apply_opts(CURL *h, const struct http_opts *o)
 	    "pulumi-controller/" PC_VERSION);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	/* A quiet watch on a half-open connection is otherwise only noticed at
+	 * the transfer timeout (http.h has no such option). */
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	if (o->ca_file != NULL)
 		curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file);
 	if (o->ca_pem != NULL)
