@@ -1033,6 +1033,9 @@ def test_behaviours_checked_against_kube_apiserver_1_37(kubeapi):
     assert res["storageVersionHash"] == "HGLIJfHz0nY="
     e = err_of(c.list, GV, "stacks", "default", limit="abc")
     assert e.status["message"] == 'strconv.ParseInt: parsing "abc": invalid syntax'
+    e = err_of(c.list, GV, "stacks", "default", **{"continue": "abc"})
+    assert e.status["message"] == ("invalid continue token: continue key is not valid: "
+                                   "invalid character 'i' looking for beginning of value")
 
 
 def test_selector_pages_are_filtered_key_ranges(kubeapi):

@@ -588,15 +588,37 @@ class Store:
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def _decode_continue(self, token):
+        """(resourceVersion, start key) of a continue token, or 400 worded as
+        apiserver/pkg/storage/continue.go words it."""
+        invalid = "invalid continue token: continue key is not valid"
+        bad_rv = f"{invalid}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        bad = next((i for i, ch in enumerate(token) if ch not in alphabet), None)
+        if bad is None and len(token) % 4 == 1:
+            bad = len(token) - 1
+        if bad is not None:
+            raise E.bad_request(f"{bad_rv}: illegal base64 data at input byte {bad}")
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         try:
-            pad = "=" * (-len(token) % 4)
-            data = json.loads(base64.urlsafe_b64decode(token + pad))
-            if data.get("v") != "meta.k8s.io/v1":
-                raise ValueError
-            return int(data["rv"]), data["start"].rstrip("\x00")
-        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-            raise E.bad_request("invalid continue token: continue key is not valid: "
-                                f"{exc}") from None
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            first = chr(raw[0]) if raw else ""
+            raise E.bad_request(f"{invalid}: invalid character '{first}' looking for "
+                                "beginning of value") from None
+        if not isinstance(data, dict) or data.get("v") != "meta.k8s.io/v1":
+            version = data.get("v") if isinstance(data, dict) else None
+            raise E.bad_request("invalid continue token: continue key is not valid: got "
+                                f"invalid encoded version {version or ''}".rstrip())
+        try:
+            rv, start = int(data["rv"]), data["start"]
+        except (KeyError, TypeError, ValueError):
+            raise E.bad_request(bad_rv) from None
+        if rv == 0:
+            raise E.bad_request(bad_rv)
+        if not start:
+            raise E.bad_request("invalid continue token: continue key is not valid: the "
+                                "encoded start key is empty")
+        return rv, start.rstrip("\x00")
 
     @staticmethod
     def _check_list_options(params):
