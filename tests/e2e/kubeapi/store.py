@@ -864,8 +864,8 @@ class Store:
             name = m["name"]
             rv = m.get("resourceVersion")
             if apply_config is None and isinstance(rv, str) and rv.isdigit() and int(rv):
-                # the storage layer's plain error, which the apiserver reports as 500 Unknown
-                raise E.ApiError(500, "Unknown", "resourceVersion should not be set on objects "
+                # the storage layer's plain error: 500 with no reason (StatusReasonUnknown)
+                raise E.ApiError(500, "", "resourceVersion should not be set on objects "
                                  "to be created")
             obj["apiVersion"] = rtype.storage_api_version
             obj["kind"] = rtype.kind
