@@ -521,6 +521,13 @@ class Handler(BaseHTTPRequestHandler):
         w, err = store.watch(rtype, ns, params, info)
         if err is not None and err.code == 410 and emu.settings.expired_mode == "http":
             raise err
+        if w is None and err is None:       # timed out waiting for the resourceVersion
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.entry["code"] = 200
+            return
         try:
             self._stream(rtype, params, w, err)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):

@@ -252,9 +252,9 @@ class Store:
     def _get(self, rtype, ns, name):
         return self.objects.get(rtype.key, {}).get((ns or "", name))
 
-    def _wait_fresh(self, want):
+    def _wait_fresh(self, want, limit=BLOCK_TIMEOUT):
         """Blocks until the store reaches resourceVersion `want` (504 after 3 s)."""
-        deadline = time.monotonic() + BLOCK_TIMEOUT
+        deadline = time.monotonic() + min(limit, BLOCK_TIMEOUT)
         while self.rv < want:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -783,9 +783,14 @@ class Store:
                                            f"({oldest + 1})")
                 if start > self.rv:
                     try:
-                        self._wait_fresh(start)
+                        timeout = int(params.get("timeoutSeconds") or 0)
+                    except ValueError:
+                        timeout = 0
+                    try:
+                        self._wait_fresh(start, timeout if timeout > 0 else BLOCK_TIMEOUT)
                     except E.ApiError as err:
-                        return None, err
+                        # a watch that times out first just ends, as kube-apiserver's does
+                        return None, (err if not 0 < timeout < BLOCK_TIMEOUT else None)
                 for ev in self.history:
                     if ev.rv > start and ev.key == rtype.key:
                         w.offer(ev)
