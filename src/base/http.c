@@ -126,8 +126,9 @@ long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s,
 	if (wait > o->backoff_max_ms)
 		wait = o->backoff_max_ms;
 	wait += (long)((double)wait * 0.1 * jitter);
-	if (retry_after_s > 0 && retry_after_s * 1000 > wait)
-		wait = retry_after_s * 1000;
+	/* Compare in seconds: a hostile Retry-After must not overflow. */
+	if (retry_after_s > 0 && retry_after_s > wait / 1000)
+		wait = retry_after_s > o->backoff_max_ms / 1000 ? o->backoff_max_ms : retry_after_s * 1000;
 	if (wait > o->backoff_max_ms)
 		wait = o->backoff_max_ms;
 	return wait;
@@ -554,9 +555,13 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 			break;
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
-		if (!last && http_should_retry_status(req, resp->status) && can_resend(req) &&
-		    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value())) == 0)
-			continue;
+		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
+			if (backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value())) == 0)
+				continue;
+			resp->status = 0;
+			err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+			break;
+		}
 		char *eff = NULL;
 		curl_easy_getinfo(x.easy, CURLINFO_EFFECTIVE_URL, &eff);
 		resp->effective_url = eff ? strdup(eff) : NULL;
@@ -584,6 +589,11 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 
 /* --- streams --- */
 
+static int stream_has_data(const struct http_stream *s)
+{
+	return s->x.body_off < s->x.body_len;
+}
+
 /* Drives the transfer once; waits up to 1 s for activity. */
 static void stream_pump(struct http_stream *s)
 {
@@ -597,16 +607,14 @@ static void stream_pump(struct http_stream *s)
 			s->result = m->data.result;
 		}
 	}
-	if (!s->done && running)
-		curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
+	/* Wait for the socket only when there is nothing to hand over yet;
+	 * with a cancel flag, wake often enough to notice it. */
+	if (!s->done && running && !stream_has_data(s))
+		curl_multi_poll(s->multi, NULL, 0, s->opts.cancel != NULL ? 100 : 1000, NULL);
 	else if (!s->done && !running)
 		s->done = 1;
 }
 
-static int stream_has_data(const struct http_stream *s)
-{
-	return s->x.body_off < s->x.body_len;
-}
 
 struct http_stream *http_stream_open(const struct http_opts *o, const struct http_request *req,
     struct err *e)
@@ -674,6 +682,11 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req) &&
 			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value())) == 0)
 				continue;
+			if (canceled(o)) {
+				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				http_stream_free(s);
+				return NULL;
+			}
 			status_error(e, req, s->x.status, s->x.errbody);
 			if (failed != NULL) {
 				memset(failed, 0, sizeof(*failed));

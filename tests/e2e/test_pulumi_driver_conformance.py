@@ -137,7 +137,7 @@ def test_driver_failures_on_both_clis(driver):
     d.ok("cancel")
     assert [p for p in lock_dir.iterdir()] == []
 
-    (d.work / "Pulumi.yaml").write_text(PROGRAM.replace("runtime: yaml", "runtime: nodejs"))
+    (d.work / "Pulumi.yaml").write_text(PROGRAM.replace("runtime: yaml", "runtime: python"))
     res = d.drive("preview")
     assert res["status"] == "cli-missing"
-    assert "no language plugin 'pulumi-language-nodejs'" in res["message"]
+    assert "no language plugin 'pulumi-language-python'" in res["message"]

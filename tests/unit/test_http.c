@@ -2,6 +2,7 @@
  * test_http.c - the HTTP client's retry policy and header parsing.
  * Requests against real servers are covered by tests/e2e/test_fetch.py.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,8 +73,10 @@ static void retry_after_overrides_but_is_capped(void **state)
 	/* A smaller Retry-After does not shorten the backoff. */
 	assert_int_equal(http_backoff_ms(&o, 4, 0, 0.0), 800);
 	assert_int_equal(http_backoff_ms(&o, 4, 0, 0.0), http_backoff_ms(&o, 4, 0, 0.0));
-	/* A hostile Retry-After cannot stall us past the cap. */
+	/* A hostile Retry-After cannot stall us past the cap, nor overflow. */
 	assert_int_equal(http_backoff_ms(&o, 1, 1000000, 0.0), 5000);
+	assert_int_equal(http_backoff_ms(&o, 1, LONG_MAX, 0.0), 5000);
+	assert_int_equal(http_backoff_ms(&o, 1, LONG_MAX / 1000 + 1, 0.0), 5000);
 }
 
 static void header_lookup(void **state)
