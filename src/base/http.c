@@ -385,6 +385,11 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 		curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &b);
 		curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
 	}
+	if (o->tcp_keepalive_s > 0) {
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, o->tcp_keepalive_s);
+		curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, o->tcp_keepalive_s);
+	}
 	if (o->cancel != NULL) {
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)o->cancel);

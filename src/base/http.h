@@ -50,6 +50,9 @@ struct http_opts {
 	 * 100 ms and between retries): ERR_CANCELED.  For stopping watches and
 	 * requests from another thread. */
 	const volatile int *cancel;
+	/* TCP keepalive probes after this many idle seconds (0 = off), so a
+	 * long-lived watch notices a peer that vanished without a FIN. */
+	long tcp_keepalive_s;
 };
 
 void http_opts_default(struct http_opts *o);
