@@ -68,7 +68,12 @@ def test_crds_applied_and_generation(any_kubeapi):
     files = crd_files()
     if not files:
         pytest.fail("no CRD manifests under deploy/crds/ or tests/e2e/crds/")
-    k = any_kubeapi
+    assert_crds_and_generation(any_kubeapi)
+
+
+def assert_crds_and_generation(k):
+    """The comparison itself (also run by test_real_selfcheck.py against an emulator
+    with a deliberate bug, to show that it fails then)."""
     crds = json.loads(k.kubectl("get", "crd", "-o", "json").stdout)["items"]
     by_name = {c["metadata"]["name"]: c for c in crds}
     for c in by_name.values():
@@ -87,7 +92,7 @@ def test_crds_applied_and_generation(any_kubeapi):
     assert created["metadata"]["generation"] == 1
     patched = k.client.patch(f"{group}/{version}", plural, "gen", {"spec": {"interval": "2m"}},
                              k.namespace)
-    assert patched["metadata"]["generation"] == 2
+    assert patched["metadata"]["generation"] == 2, "generation after a spec change"
     st = k.client.patch(f"{group}/{version}", plural, "gen",
                         {"status": {"observedGeneration": 2}}, k.namespace,
                         subresource="status")

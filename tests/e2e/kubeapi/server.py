@@ -40,6 +40,11 @@ PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/readyz", "/livez"}
 BODY_LIMIT = 3 * 1024 * 1024
 
 
+# Settings kept by the store rather than in Settings (break_generation is a deliberate
+# bug for the conformance self-check, see store.Store).
+STORE_SETTINGS = ("history_limit", "break_generation")
+
+
 class Settings:
     """Knobs tests may change at run time through /__admin/config."""
 
@@ -675,11 +680,14 @@ class Handler(BaseHTTPRequestHandler):
         if op == "config":
             for k, v in args.items():
                 if k == "watch_gate" or (not hasattr(emu.settings, k) and
-                                         k != "history_limit"):
+                                         k not in STORE_SETTINGS):
                     raise E.bad_request(f"unknown setting {k}")
                 if k == "history_limit":
                     with store.lock:
                         store.history_limit = int(v)
+                elif k == "break_generation":
+                    with store.lock:
+                        store.break_generation = bool(v)
                 else:
                     setattr(emu.settings, k, v)
             return self._send(200, emu.settings.as_dict())
