@@ -426,7 +426,16 @@ class RealKube:
     # -- the same helpers as the emulator's KubeAPI -------------------------------------
 
     def create(self, obj, plural=None):
-        return self.client.create(obj, plural)
+        return self.client.create(obj, plural or self.plural_of(obj["apiVersion"], obj["kind"]))
+
+    def plural_of(self, api_version, kind):
+        """The resource name serving kind, from discovery (as the emulator fixture's)."""
+        doc = self.client.request("GET", "/api/v1" if api_version == "v1"
+                                  else f"/apis/{api_version}")
+        for r in doc["resources"]:
+            if r["kind"] == kind and "/" not in r["name"]:
+                return r["name"]
+        raise KeyError(f"{api_version} {kind} is not served")
 
     def get(self, api_version, plural, name, namespace=None):
         return self.client.get(api_version, plural, name, namespace)
@@ -462,6 +471,8 @@ def _terminate(proc, timeout):
 class NamespacedKube:
     """The session's RealKube seen by one test: its own namespace (the kubeconfig's
     default) and every attribute of the server."""
+
+    kind = "real"
 
     def __init__(self, kube, namespace, workdir):
         self._kube = kube
@@ -503,6 +514,8 @@ def real_kubeapi(real_kube, tmp_path, request):
 class EmulatorView:
     """The emulator's KubeAPI with the real fixture's extras: a namespace (the
     emulator is fresh per test, so "default") and kubectl(kubectl=<binary>)."""
+
+    kind = "emulator"
 
     def __init__(self, api):
         self._api = api
