@@ -38,6 +38,9 @@
 #define MAX_INDEX_VALUES 16
 #define MAX_HANDLERS 8
 #define MAX_EVENT_BYTES (16u << 20)
+/* Idle seconds before (and between) TCP keepalive probes on a watch: the
+ * value libcurl uses when keepalive is merely switched on. */
+#define WATCH_KEEPALIVE_S 60L
 /* Smaller than client-go's 500: a page is parsed whole (body and cJSON tree,
  * managedFields included), and with 10,000 Stacks that transient and the
  * heap fragmentation it leaves behind set the peak RSS (46 MiB at 500,
@@ -664,6 +667,9 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	 * that does not.  A quiet watch is normal, so no stall limit. */
 	t.opts.timeout_ms = (timeout_s + 30) * 1000L;
 	t.opts.stall_timeout_ms = 0;
+	/* Keepalive probes instead, so a peer that vanished without a FIN is
+	 * noticed long before the timeout above. */
+	t.opts.tcp_keepalive_s = WATCH_KEEPALIVE_S;
 	hdrs[1] = t.auth_header;
 	req.url = url;
 	rc = kube_stream_lines(&t.opts, &req, MAX_EVENT_BYTES, on_event_line, &w, &refused, e);

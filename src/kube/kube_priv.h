@@ -107,10 +107,11 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 void kube_transport_free(struct kube_transport *t);
 /*
  * A GET whose body is handed to fn line by line as soon as the bytes arrive
- * (a watch; kube_stream.c, a stopgap until http.h's stream reader returns
- * data without delay).  o and req as for http.h (o->retries is ignored: one
- * attempt).  Returns 0 when the body ended normally; 1 when the server
- * answered with a non-2xx status, then *refused holds the status, the
+ * (a watch; kube_stream.c, over http.h's stream reader).  o and req as for
+ * http.h, except that o->retries and o->max_redirects are ignored: one
+ * attempt, and a redirect is a refusal.  Returns 0 when the body ended
+ * normally; 1 when the server answered with a non-2xx status, then *refused
+ * holds the status, the
  * header block and the start of the body (free with http_response_free);
  * -1 with e set on a transfer failure, a cancel (ERR_CANCELED; nothing is
  * sent when o->cancel is already set) or when fn returned -1 (e as fn set

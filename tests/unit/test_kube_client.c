@@ -457,6 +457,76 @@ static void stream_lines(void **state)
 	assert_int_equal(F.nlog, 0);
 }
 
+/* Sums the numbers of lines "{\"n\":N}" and counts them. */
+struct line_sum {
+	long lines, sum;
+	long stop_at;              /* fn fails on this line (1-based), 0 = never */
+};
+
+static int sum_line(void *ud, char *line, size_t len, struct err *e)
+{
+	struct line_sum *ls = ud;
+	char tmp[64];
+
+	assert_true(len < sizeof(tmp));
+	memcpy(tmp, line, len);
+	tmp[len] = '\0';
+	ls->lines++;
+	if (ls->lines == ls->stop_at)
+		return err_set(e, ERR_INVALID, "line %ld refused", ls->lines);
+	ls->sum += strtol(tmp + 5, NULL, 10);
+	return 0;
+}
+
+/* kube_stream_lines on a body larger than one read: every line arrives
+ * whole however the reads cut it; a failing callback stops the watch with
+ * its own error; a line over the limit is ERR_LIMIT; a redirect is a
+ * refusal, not followed. */
+static void stream_lines_across_reads(void **state)
+{
+	(void)state;
+	enum { N = 12000 };
+	static char body[N * 16];
+	struct scripted s[1] = { { 200, NULL, body } };
+	struct scripted moved[1] = { { 302, NULL, "{}" } };
+	struct http_request req = { 0 };
+	struct http_response refused;
+	struct line_sum ls = { 0, 0, 0 };
+	struct http_opts o;
+	char url[64];
+	size_t off = 0;
+	struct err e;
+
+	for (long i = 1; i <= N; i++)
+		off += (size_t)snprintf(body + off, sizeof(body) - off, "{\"n\":%ld}\n", i);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/w", F.port);
+	req.url = url;
+	http_opts_default(&o);
+	script(1, s);
+	assert_int_equal(kube_stream_lines(&o, &req, 64, sum_line, &ls, &refused, &e), 0);
+	assert_int_equal(ls.lines, N);
+	assert_int_equal(ls.sum, (long)N * (N + 1) / 2);
+
+	memset(&ls, 0, sizeof(ls));
+	ls.stop_at = 5000;
+	script(1, s);
+	assert_int_equal(kube_stream_lines(&o, &req, 64, sum_line, &ls, &refused, &e), -1);
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_string_equal(e.msg, "line 5000 refused");
+	assert_int_equal(ls.lines, 5000);
+
+	memset(&ls, 0, sizeof(ls));
+	script(1, s);
+	assert_int_equal(kube_stream_lines(&o, &req, 4, sum_line, &ls, &refused, &e), -1);
+	assert_int_equal(e.code, ERR_LIMIT);
+	assert_int_equal(ls.lines, 0);
+
+	script(1, moved);
+	assert_int_equal(kube_stream_lines(&o, &req, 64, sum_line, &ls, &refused, &e), 1);
+	assert_int_equal(refused.status, 302);
+	http_response_free(&refused);
+}
+
 static void patches_and_deletes(void **state)
 {
 	(void)state;
@@ -653,6 +723,7 @@ int main(void)
 		cmocka_unit_test(transport_options),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
+		cmocka_unit_test(stream_lines_across_reads),
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
