@@ -111,8 +111,8 @@ void kube_transport_free(struct kube_transport *t);
  * http.h, except that o->retries and o->max_redirects are ignored: one
  * attempt, and a redirect is a refusal.  Returns 0 when the body ended
  * normally; 1 when the server answered with a non-2xx status, then *refused
- * holds the status, the
- * header block and the start of the body (free with http_response_free);
+ * holds the status, the header block and the start of the body (free
+ * with http_response_free);
  * -1 with e set on a transfer failure, a cancel (ERR_CANCELED; nothing is
  * sent when o->cancel is already set) or when fn returned -1 (e as fn set
  * it).  Lines longer than max_line fail (ERR_LIMIT).
