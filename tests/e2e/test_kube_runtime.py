@@ -108,6 +108,22 @@ def controllers(pc_bin, tmp_path):
             c.kill()
 
 
+def scope(api):
+    """Arguments that keep a controller to this test's objects.  The emulator is fresh
+    per test (everything in "default"): none.  The real apiserver is shared by the
+    session, each test in its own namespace: --namespace."""
+    return ["--namespace", api.namespace] if getattr(api, "kind", "emulator") == "real" else []
+
+
+def create_all(api, objs):
+    """bulk_create on the emulator (one admin request); one create each on a real server."""
+    if getattr(api, "kind", "emulator") == "real":
+        for o in objs:
+            api.create(o)
+    else:
+        api.bulk_create(objs)
+
+
 def server_state(api, plural="stacks", api_version=STACK_API):
     items = api.client.list(api_version, plural)["items"]
     return {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
@@ -241,49 +257,57 @@ def test_cache_matches_server_across_drops_410s_500s_and_restart(kubeapi, contro
     assert ctl.stop() == 0
 
 
-def test_source_change_queues_exactly_its_stacks(kubeapi, controllers, tmp_path):
-    api = kubeapi
-    api.bulk_create([stack("a1", source="r1"), stack("a2", source="r1"), stack("b1", source="r2")])
+def test_source_change_queues_exactly_its_stacks(any_kubeapi, controllers, tmp_path):
+    api = any_kubeapi
+    ns = api.namespace
+    create_all(api, [stack("a1", ns, source="r1"), stack("a2", ns, source="r1"),
+                     stack("b1", ns, source="r2")])
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
-    ctl = controllers(["--kubeconfig", kc])
+    ctl = controllers(["--kubeconfig", kc, *scope(api)])
     ctl.wait_log("workers started")
-    for key in ("default/a1", "default/a2", "default/b1"):
+    for key in (f"{ns}/a1", f"{ns}/a2", f"{ns}/b1"):
         ctl.wait_log("reconcile", stack=key)
     base = len(ctl.find("reconcile"))
     api.create({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-                "metadata": {"name": "r1", "namespace": "default"},
+                "metadata": {"name": "r1", "namespace": ns},
                 "spec": {"url": "https://example.com/r1.git", "interval": "1m"}})
     ctl.wait_log("object changed", kind="GitRepository", name="r1")
     wait_for(lambda: len(ctl.find("reconcile")) >= base + 2, 20, what="two reconciles")
     # The marker below is the last change; once it is reconciled every
     # earlier key has been too, so no late reconcile of b1 can slip past.
-    api.create(stack("zz-marker", source="none"))
-    ctl.wait_log("reconcile", stack="default/zz-marker")
+    api.create(stack("zz-marker", ns, source="none"))
+    ctl.wait_log("reconcile", stack=f"{ns}/zz-marker")
     after = [r["stack"] for r in ctl.find("reconcile")[base:]]
-    assert sorted(after) == ["default/a1", "default/a2", "default/zz-marker"]
+    assert sorted(after) == [f"{ns}/a1", f"{ns}/a2", f"{ns}/zz-marker"]
     assert ctl.stop() == 0
 
 
 def lease(api, name="pc-test-lease"):
-    return api.get("coordination.k8s.io/v1", "leases", name, "default")
+    return api.get("coordination.k8s.io/v1", "leases", name, getattr(api, "namespace", "default"))
 
 
-LE_ARGS = ["--leader-elect", "--leader-election-id", "pc-test-lease",
-           "--leader-election-namespace", "default", "--lease-duration", "4s",
-           "--renew-deadline", "3s", "--retry-period", "500ms"]
+def le_args(namespace="default"):
+    return ["--leader-elect", "--leader-election-id", "pc-test-lease",
+            "--leader-election-namespace", namespace, "--lease-duration", "4s",
+            "--renew-deadline", "3s", "--retry-period", "500ms"]
+
+
+LE_ARGS = le_args()
 
 
 def identity(ctl):
     return ctl.wait_log("leader election: waiting for the lease")[0]["identity"]
 
 
-def test_leader_election_one_leader_then_failover(kubeapi, controllers, tmp_path):
-    api = kubeapi
-    api.bulk_create([stack("s1")])
+def test_leader_election_one_leader_then_failover(any_kubeapi, controllers, tmp_path):
+    api = any_kubeapi
+    ns = api.namespace
+    create_all(api, [stack("s1", ns)])
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
-    a = controllers(["--kubeconfig", kc, *LE_ARGS], name="a")
+    args = ["--kubeconfig", kc, *scope(api), *le_args(ns)]
+    a = controllers(args, name="a")
     a.wait_log("leader election: became leader")
-    b = controllers(["--kubeconfig", kc, *LE_ARGS], name="b")
+    b = controllers(args, name="b")
     id_a, id_b = identity(a), identity(b)
     assert id_a != id_b
     # b sees a as the leader and stays a follower while a renews.
@@ -302,7 +326,7 @@ def test_leader_election_one_leader_then_failover(kubeapi, controllers, tmp_path
     spec = lease(api)["spec"]
     assert spec["holderIdentity"] == id_b
     assert spec["leaseTransitions"] == transitions + 1
-    events = [e["message"] for e in api.client.list("v1", "events", "default")["items"]
+    events = [e["message"] for e in api.client.list("v1", "events", ns)["items"]
               if e["involvedObject"].get("kind") == "Lease" and e["reason"] == "LeaderElection"]
     assert sorted(events) == sorted([f"{id_a} became leader", f"{id_b} became leader"])
 
@@ -383,12 +407,13 @@ def test_no_stack_crd_is_a_clear_failure(kubeapi_factory, controllers, tmp_path)
     assert ctl.find("the server does not serve stacks.pulumi.com/v1; install the CRD")
 
 
-def test_probes_and_metrics(kubeapi, pc_bin, tmp_path):
-    api = kubeapi
-    api.bulk_create([stack("p1"), stack("p2")])
+def test_probes_and_metrics(any_kubeapi, pc_bin, tmp_path):
+    api = any_kubeapi
+    create_all(api, [stack("p1", api.namespace), stack("p2", api.namespace)])
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
     log = open(tmp_path / "probe.log", "w")
-    proc = subprocess.Popen([pc_bin, "run", "--kubeconfig", kc, "--health-addr", "127.0.0.1:0",
+    proc = subprocess.Popen([pc_bin, "run", "--kubeconfig", kc, *scope(api),
+                             "--health-addr", "127.0.0.1:0",
                              "--metrics-addr", "127.0.0.1:0"], stdout=log, stderr=log)
     try:
         def port(msg):
@@ -448,31 +473,35 @@ def test_leader_that_cannot_renew_stops(kubeapi, controllers, tmp_path):
     assert lease(api)["spec"]["holderIdentity"] == me
 
 
-def test_namespace_and_label_selector(kubeapi, controllers, tmp_path):
-    api = kubeapi
-    for ns in ("team-a", "team-b"):
+def test_namespace_and_label_selector(any_kubeapi, controllers, tmp_path):
+    api = any_kubeapi
+    # the real server is shared and never finishes deleting a namespace (no
+    # controller-manager): names of its own for each run there
+    team_a, team_b = ("team-a", "team-b") if api.kind == "emulator" else \
+        (api.namespace + "-a", api.namespace + "-b")
+    for ns in (team_a, team_b):
         api.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
                           "namespaces")
     objs = []
-    for ns in ("team-a", "team-b"):
+    for ns in (team_a, team_b):
         for shard in ("a", "b"):
             o = stack(f"{shard}-1", ns)
             o["metadata"]["labels"] = {"shard": shard}
             objs.append(o)
-    api.bulk_create(objs)
+    create_all(api, objs)
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
-    ctl = controllers(["--kubeconfig", kc, "--namespace", "team-a", "--watch-label-selector",
+    ctl = controllers(["--kubeconfig", kc, "--namespace", team_a, "--watch-label-selector",
                        "shard=a"])
     ctl.wait_log("caches synced")
-    assert set(ctl.dump()["stacks"]) == {"team-a/a-1"}
+    assert set(ctl.dump()["stacks"]) == {f"{team_a}/a-1"}
     # Objects moving into and out of the selector are added and removed.
     api.client.patch(STACK_API, "stacks", "b-1", {"metadata": {"labels": {"shard": "a"}}},
-                     "team-a", "merge")
+                     team_a, "merge")
     api.client.patch(STACK_API, "stacks", "a-1", {"metadata": {"labels": {"shard": "z"}}},
-                     "team-a", "merge")
+                     team_a, "merge")
     api.client.patch(STACK_API, "stacks", "b-1", {"metadata": {"labels": {"shard": "a"}}},
-                     "team-b", "merge")          # other namespace: never seen
-    wait_for(lambda: set(ctl.dump()["stacks"]) == {"team-a/b-1"}, 20,
+                     team_b, "merge")          # other namespace: never seen
+    wait_for(lambda: set(ctl.dump()["stacks"]) == {f"{team_a}/b-1"}, 20,
              what="the selector transitions in the cache")
-    assert not [r for r in ctl.find("object changed") if r["namespace"] == "team-b"]
+    assert not [r for r in ctl.find("object changed") if r["namespace"] == team_b]
     assert ctl.stop() == 0
