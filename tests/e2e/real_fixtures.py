@@ -189,14 +189,16 @@ def make_pki(d):
             .sign(ca_key, hashes.SHA256()))
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     paths = {"ca": d / "ca.crt", "cert": d / "apiserver.crt", "key": d / "apiserver.key",
-             "sa_key": d / "sa.key", "sa_pub": d / "sa.pub"}
+             "sa_key": d / "sa.key", "sa_pub": d / "sa.pub", "ca_key": d / "ca.key"}
     paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    # kept for client certificates (write_kubeconfig(client_cert=...)), as the emulator's
+    paths["ca_key"].write_bytes(pem_key(ca_key))
     paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     paths["key"].write_bytes(pem_key(key))
     paths["sa_key"].write_bytes(pem_key(sa_key))
     paths["sa_pub"].write_bytes(sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    for p in ("key", "sa_key"):
+    for p in ("key", "sa_key", "ca_key"):
         os.chmod(paths[p], 0o600)
     return {k: str(v) for k, v in paths.items()}
 
@@ -322,6 +324,7 @@ class RealKube:
                 f"--tls-private-key-file={self.pki['key']}",
                 f"--cert-dir={self.workdir / 'certs'}",
                 f"--token-auth-file={self.token_file}",
+                f"--client-ca-file={self.pki['ca']}",
                 "--authorization-mode=RBAC",
                 f"--service-account-key-file={self.pki['sa_pub']}",
                 f"--service-account-signing-key-file={self.pki['sa_key']}",
@@ -381,11 +384,22 @@ class RealKube:
 
     # -- kubeconfig and kubectl ---------------------------------------------------------
 
-    def write_kubeconfig(self, path, token=None, token_file=None, namespace="default", url=None):
-        if token is None and token_file is None:
+    def write_kubeconfig(self, path, token=None, token_file=None, namespace="default", url=None,
+                         client_cert=None):
+        """A kubeconfig for this server; client_cert=(user, groups) mints a client
+        certificate (CN=user, O=groups) signed by the test CA, which
+        --client-ca-file trusts, and uses it instead of a token."""
+        if token is None and token_file is None and client_cert is None:
             token = self.token
-        pathlib.Path(path).write_text(kubeconfig_text(url or self.url, self.ca_file, token,
-                                                      token_file, namespace))
+        text = kubeconfig_text(url or self.url, self.ca_file, token, token_file, namespace)
+        if client_cert is not None:
+            from kubeapi import tlsgen
+            user, groups = client_cert
+            crt, key = tlsgen.make_client_cert(str(self.workdir), user, groups)
+            doc = json.loads(text)
+            doc["users"][0]["user"] = {"client-certificate": crt, "client-key": key}
+            text = json.dumps(doc, indent=2) + "\n"
+        pathlib.Path(path).write_text(text)
         return str(path)
 
     def _kubectl_argv(self, args, kubeconfig, kubectl):
