@@ -134,7 +134,8 @@ def self_signed_pair(directory):
 def exec_certificate_plugin(kubeapi, tmp_path, user):
     """A kubeconfig whose user is an exec plugin that answers with a client
     certificate (clientCertificateData/clientKeyData) for `user`, signed by the
-    server's CA (the emulator's, or the real fixture's test CA).  The plugin appends one 'x' to the returned file per run."""
+    server's CA (the emulator's, or the real fixture's test CA).  The plugin appends
+    one 'x' to the returned file per run."""
     doc = yaml.safe_load(open(kubeapi.write_kubeconfig(tmp_path / "kc-files",
                                                       client_cert=(user, ["system:masters"]))))
     files = doc["users"][0]["user"]
