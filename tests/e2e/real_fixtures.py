@@ -367,6 +367,7 @@ class RealKube:
         new server's watch cache starts at the current revision (older
         resourceVersions get 410 Expired)."""
         self.stop(graceful=graceful)
+        self._client = None      # its kept-alive connection died with the server
         self.start()
 
     def close(self):
@@ -379,8 +380,11 @@ class RealKube:
 
     def drop_watches(self, mode="abort"):
         """Cuts every connection through the proxy (the closest real equivalent of the
-        emulator's knob; a clean end of a watch is what restart() gives)."""
-        return self.proxy.drop_all()
+        emulator's knob; a clean end of a watch is what restart() gives).  The
+        fixture's own client kept a connection through the proxy too: it gets a new one."""
+        dropped = self.proxy.drop_all()
+        self._client = None
+        return dropped
 
     # -- kubeconfig and kubectl ---------------------------------------------------------
 
@@ -520,6 +524,7 @@ def real_kubeapi(real_kube, tmp_path, request):
     real_kube.kubectl("create", "namespace", ns)
     yield NamespacedKube(real_kube, ns, tmp_path)
     real_kube.proxy.clear()
+    real_kube._client = None     # a test may have cut or paused its connection
     if real_kube.proc is None:
         real_kube.start()
     real_kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)

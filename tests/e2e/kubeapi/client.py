@@ -85,7 +85,8 @@ class KubeClient:
                 text = resp.read()
                 break
             except (http.client.RemoteDisconnected, ConnectionError, BrokenPipeError,
-                    http.client.CannotSendRequest, http.client.ResponseNotReady):
+                    http.client.CannotSendRequest, http.client.ResponseNotReady,
+                    ssl.SSLEOFError):   # a kept-alive connection cut (a proxy's drop_all)
                 conn.close()
                 self.local.conn = None
                 if attempt:
