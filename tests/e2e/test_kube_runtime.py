@@ -375,6 +375,7 @@ def test_watches_with_an_exec_plugin_client_certificate(any_kubeapi, controllers
     wait_for(lambda: f"{ns}/during" in ctl.dump().get("stacks", {}), 30,
              what="a Stack created while watching")
     api.drop_watches("abort")
+    ctl.wait_log("watch failed; reconnecting", resource="stacks")   # the drop did cut it
     api.create(stack("after", ns))
     wait_for(lambda: f"{ns}/after" in ctl.dump().get("stacks", {}), 30,
              what="a Stack created after the drop")
