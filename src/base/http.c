@@ -45,6 +45,8 @@ struct http_stream {
 	struct http_response resp;
 	int done;
 	CURLcode result;
+	char method[16];                    /* for messages about a broken body */
+	char curl_msg[CURL_ERROR_SIZE];     /* curl's detailed error text */
 };
 
 static int is_2xx(long s) { return s >= 200 && s < 300; }
@@ -649,7 +651,7 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 		return NULL;
 	}
 	for (int attempt = 1;; attempt++) {
-		char msg[CURL_ERROR_SIZE] = "";
+		char *msg = s->curl_msg;
 		int last = attempt > o->retries;
 
 		if (rewind_body(req, e) < 0) {
@@ -659,6 +661,7 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 		xfer_reset(&s->x);
 		curl_easy_reset(s->x.easy);
 		configure(s->x.easy, &s->opts, req, s->hdrs, &s->x);
+		msg[0] = '\0';
 		curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, msg);
 		s->done = 0;
 		s->result = CURLE_OK;
@@ -705,8 +708,7 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			http_stream_free(s);
 			return NULL;
 		}
-		/* The error buffer lives on this frame: detach it before returning. */
-		curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, NULL);
+		snprintf(s->method, sizeof(s->method), "%s", req->method ? req->method : "GET");
 		s->resp.status = s->x.status;
 		s->resp.raw_headers = s->x.raw_headers ? strdup(s->x.raw_headers) : NULL;
 		char *eff = NULL;
@@ -729,8 +731,12 @@ ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct er
 		return (ssize_t)n;
 	}
 	if (s->result != CURLE_OK) {
-		struct http_request req = { .url = s->resp.effective_url ? s->resp.effective_url : "(unknown)" };
-		return transfer_error(e, &req, &s->x, s->result, curl_easy_strerror(s->result));
+		struct http_request req = { .method = s->method,
+		    .url = s->resp.effective_url ? s->resp.effective_url : "(unknown)" };
+		if (canceled(&s->opts))
+			return err_set(e, ERR_CANCELED, "%s %s: canceled", req.method, req.url);
+		return transfer_error(e, &req, &s->x, s->result,
+		    s->curl_msg[0] ? s->curl_msg : curl_easy_strerror(s->result));
 	}
 	return 0;
 }
