@@ -190,11 +190,11 @@ static void reason(enum pl_status st, const struct proc_result *pr, const struct
 	if (error_line(pr->errout, buf, len) || (ev && ev->first_error[0] &&
 						 snprintf(buf, len, "%s", ev->first_error) > 0))
 		return;
-	if (error_line(pr->out, buf, len) || last_line(pr->errout, buf, len) ||
-	    last_line(pr->out, buf, len))
+	/* The last line of stdout is progress ("Duration: 1s"), not a reason. */
+	if (error_line(pr->out, buf, len) || last_line(pr->errout, buf, len))
 		return;
 	if (pr->exited)
-		snprintf(buf, len, "exit code %d", pr->exit_code);
+		snprintf(buf, len, "failed without a diagnostic (exit code %d)", pr->exit_code);
 	else
 		snprintf(buf, len, "killed by signal %d", pr->term_signal);
 }

@@ -229,8 +229,11 @@ static void test_classify(void **state)
 				  "workspace or on your $PATH\n", &r), PL_CLI_MISSING);
 	assert_int_equal(classify(1, "", "error: bad password hunter2 given\n", &r), PL_FAILED);
 	assert_string_equal(r.message, "up: bad password [secret] given");
-	assert_int_equal(classify(2, "last words\n\n", "", &r), PL_FAILED);
+	/* stderr's last line is a reason; stdout's is progress and is not. */
+	assert_int_equal(classify(2, "", "last words\n\n", &r), PL_FAILED);
 	assert_string_equal(r.message, "up: last words");
+	assert_int_equal(classify(1, "Resources:\n    1 unchanged\n\nDuration: 1s\n", "", &r), PL_FAILED);
+	assert_string_equal(r.message, "up: failed without a diagnostic (exit code 1)");
 }
 
 static void test_classify_yaml_template_error(void **state)
