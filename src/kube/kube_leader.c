@@ -196,7 +196,9 @@ static int try_acquire_or_renew(struct kube_leader *l)
 	rv = kube_obj_str(lease, "metadata.resourceVersion");
 	dur = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
 	trans = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
-	dur_ms = cJSON_IsNumber(dur) ? (long)dur->valuedouble * 1000 : l->lease_ms;
+	/* Another holder's duration comes from the server: bound it before casting. */
+	dur_ms = cJSON_IsNumber(dur) && dur->valuedouble >= 0 && dur->valuedouble <= 86400 ?
+	    (long)dur->valuedouble * 1000 : l->lease_ms;
 	snprintf(observed, sizeof(observed), "%s|%s|%s", holder ? holder : "", renew ? renew : "",
 	    rv ? rv : "");
 	if (l->observed == NULL || strcmp(l->observed, observed) != 0) {

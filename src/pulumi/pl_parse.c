@@ -81,7 +81,9 @@ static void on_summary(struct pl_events *ev, const cJSON *s)
 	ev->summary.count++;
 	ev->summary.present = 1;
 	ev->summary.is_preview = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "isPreview"));
-	ev->summary.duration_seconds = cJSON_IsNumber(d) ? (long)d->valuedouble : 0;
+	/* A hostile or broken event log must not make the cast undefined. */
+	ev->summary.duration_seconds = cJSON_IsNumber(d) && d->valuedouble >= 0 && d->valuedouble < 1e9 ?
+	    (long)d->valuedouble : 0;
 	snprintf(ev->summary.result, sizeof(ev->summary.result), "%s", res ? res : "");
 	cJSON_Delete(ev->summary.changes);
 	ev->summary.changes = NULL;
