@@ -22,6 +22,8 @@ CC        ?= gcc
 PKGS      := libcurl libssl libcrypto libarchive libcjson yaml-0.1 libmicrohttpd
 PYTHON    ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
+# Extra libFuzzer flags; CI passes a fixed -seed so its short run is reproducible.
+FUZZ_FLAGS   ?=
 
 SRC_DIRS  := src src/base src/kube src/pulumi src/stack fluxsource oci
 LIB_SRCS  := $(filter-out src/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
@@ -115,7 +117,7 @@ fuzz: deps $(FUZZ_BINS)
 	    name=$$(basename $$f); corpus=build/fuzz-corpus/$$name; mkdir -p $$corpus; \
 	    seeds=tests/fuzz/seeds/$$name; [ -d $$seeds ] || seeds=; \
 	    echo "== $$name ($(FUZZ_SECONDS)s)"; \
-	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 $$corpus $$seeds; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 $(FUZZ_FLAGS) $$corpus $$seeds; \
 	done
 
 bench: deps all
