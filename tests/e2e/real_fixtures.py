@@ -52,7 +52,6 @@ import pathlib
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -68,6 +67,8 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from faultproxy import FaultProxy  # noqa: E402
+from kube_fixtures import wait_for as _wait_for  # noqa: E402
+from nginx_fixtures import free_port  # noqa: E402
 
 REAL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real")))
 REAL_BIN = REAL / "bin"
@@ -121,21 +122,8 @@ def real_binary(name, component=None, where=None):
 
 
 def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
-    """Polls predicate until it returns a true value; fails on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """kube_fixtures.wait_for with the longer default a real apiserver needs."""
+    return _wait_for(predicate, timeout=timeout, interval=interval, what=what)
 
 
 def _log_tail(path, n=3000):
