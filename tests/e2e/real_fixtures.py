@@ -270,6 +270,13 @@ class RealKube:
             self._client = KubeClient(self.url, self.token, self.ca_file)
         return self._client
 
+    @property
+    def direct_client(self):
+        """A new client that bypasses the fault proxy: a test's own writes keep going
+        while the proxy cuts, refuses or stalls the program under test."""
+        from kubeapi.client import KubeClient
+        return KubeClient(self.direct_url, self.token, self.ca_file)
+
     # -- processes ----------------------------------------------------------------------
 
     def start_etcd(self, timeout=60):
@@ -530,6 +537,11 @@ class EmulatorView:
 
     def __getattr__(self, name):
         return getattr(self._api, name)
+
+    @property
+    def direct_client(self):
+        """The emulator's faults are server-side, so its one client is the "direct" one."""
+        return self._api.client
 
     def kubectl(self, *args, kubectl=None, check=True, timeout=120, input=None, **kw):
         if kubectl is None:
