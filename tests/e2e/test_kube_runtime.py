@@ -541,16 +541,34 @@ def test_run_usage_errors(run_pc):
     assert r.returncode == 1 and "/nonexistent/kc" in r.stderr
 
 
-def test_leader_that_cannot_renew_stops(kubeapi, controllers, tmp_path):
-    api = kubeapi
+def cut_off(api):
+    """Every request of the controller fails from now on: on the emulator its Lease
+    requests get 500 (a server-side knob); the real server has no such knob, so the
+    fault proxy refuses every new connection and cuts the open ones."""
+    if api.kind == "emulator":
+        api.fail_next(10000, code=500, path="leases")
+    else:
+        api.proxy.refuse(True)
+        api.drop_watches()
+
+
+def restore(api):
+    if api.kind == "emulator":
+        api.clear_faults()
+    else:
+        api.proxy.clear()
+
+
+def test_leader_that_cannot_renew_stops(any_kubeapi, controllers, tmp_path):
+    api = any_kubeapi
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
-    a = controllers(["--kubeconfig", kc, *LE_ARGS], name="a")
+    a = controllers(["--kubeconfig", kc, *scope(api), *le_args(api.namespace)], name="a")
     a.wait_log("workers started")
     me = identity(a)
-    api.fail_next(10000, code=500, path="leases")   # every Lease request fails from now on
+    cut_off(api)
     assert a.proc.wait(30) == 1
     assert a.find("leader election: lost the lease")
-    api.clear_faults()
+    restore(api)
     # It did not release (it could not): the record still names it.
     assert lease(api)["spec"]["holderIdentity"] == me
 
