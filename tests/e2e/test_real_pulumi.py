@@ -7,9 +7,11 @@ $PULUMI_STANDIN_CLOUD/files, as with the stand-in.
 
 What these tests observe is recorded in docs/conformance.md ("Observed
 behaviour of the real CLI") for the stand-in's author."""
+import difflib
 import json
 import os
 import pathlib
+import re
 import socket
 import uuid
 
@@ -208,3 +210,252 @@ def test_lock_conflict(stack):
     assert not lock.exists()
     assert up(p).returncode == 0
     assert not any(lock_dir.iterdir())
+
+
+# -- the human-readable output ---------------------------------------------------------
+
+ROW = re.compile(r"^ (.{2}) (\S+:\S+) (\S+) ")
+
+
+def normalize_display(text, p):
+    """What legitimately varies between runs replaced by placeholders: durations,
+    the provider's random id suffixes and the temporary directory.  Progress rows
+    are grouped by resource (type, name), each resource's rows kept in their
+    order, the root stack's sorted: the real engine runs independent steps in
+    parallel, so rows of different resources interleave differently from run to
+    run, and the stack's empty-status row lands anywhere among its own (seen
+    between `deleting` and `deleted`)."""
+    text = text.replace(str(p.workdir), "<TMP>")
+    text = re.sub(r"\b(motd|note)-[0-9a-f]{8}\b", r"\1-<ID>", text)
+    text = re.sub(r"\(\d+s\)", "(<T>s)", text)
+    text = re.sub(r"\(\d+\.\d\ds\)", "(<T.TT>s)", text)
+    text = re.sub(r"^Duration: \d+s$", "Duration: <T>s", text, flags=re.M)
+    lines, block, result = text.split("\n"), [], []
+
+    def flush():
+        def key(i):
+            typ, name = ROW.match(block[i]).group(2, 3)
+            return (typ, name, block[i] if typ == "pulumi:pulumi:Stack" else "", i)
+        result.extend(block[i] for i in sorted(range(len(block)), key=key))
+        block.clear()
+
+    for line in lines:
+        if ROW.match(line):
+            block.append(line)
+        else:
+            flush()
+            result.append(line)
+    flush()
+    # Rows end in a space (an empty column); "|" makes that visible in the expected text.
+    return "\n".join(line + "|" if line.endswith(" ") else line for line in result)
+
+
+def display_scenario(p):
+    """preview, up --yes (its preview first), an unchanged up, a config change,
+    refresh --yes after drift, preview --save-plan, destroy --yes; non-interactive
+    as the driver runs them, colour off because stdout is a pipe (the driver
+    passes no --color).  Returns the normalized stdout and stderr of each."""
+    plan = p.workdir / "plan.json"
+    steps = [("preview",), ("up", "--yes"), ("up", "--yes", "--skip-preview"),
+             ("config", "set", "greeting", "hi"), ("up", "--yes", "--skip-preview"),
+             ("drift",), ("refresh", "--yes"), ("preview", f"--save-plan={plan}"),
+             ("destroy", "--yes")]
+    seen = []
+    for step in steps:
+        if step == ("drift",):
+            note = next(f for f in (p.cloud_dir / "files").iterdir()
+                        if f.name.startswith("note-"))
+            note.write_text("drifted")
+            continue
+        out = p.run("--non-interactive", *step, cwd=p.work)
+        assert out.returncode == 0, (step, out.stdout, out.stderr)
+        if step[0] == "config":
+            continue
+        seen.append(normalize_display(f"$ pulumi {' '.join(step)}\n", p)
+                    + normalize_display(out.stdout, p)
+                    + "--- stderr\n" + normalize_display(out.stderr, p))
+    return "\n".join(seen)
+
+
+# Observed on pulumi v3.274.1 (pulumi-language-yaml v1.25.0, the real standin
+# provider), normalized by normalize_display.
+EXPECTED_DISPLAY = """\
+$ pulumi preview
+Previewing update (dev):
+
+ +  pulumi:pulumi:Stack realfiles-dev create |
+ +  pulumi:pulumi:Stack realfiles-dev create |
+ +  standin:index:File motd create |
+ +  standin:index:File note create |
+Outputs:
+    message    : "hello"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    + 3 to create
+
+--- stderr
+
+$ pulumi up --yes
+Previewing update (dev):
+
+ +  pulumi:pulumi:Stack realfiles-dev create |
+ +  pulumi:pulumi:Stack realfiles-dev create |
+ +  standin:index:File motd create |
+ +  standin:index:File note create |
+Outputs:
+    message    : "hello"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    + 3 to create
+
+Updating (dev):
+
+ +  pulumi:pulumi:Stack realfiles-dev created (<T.TT>s) |
+ +  pulumi:pulumi:Stack realfiles-dev creating (<T>s) |
+ +  standin:index:File motd creating (<T>s) |
+ +  standin:index:File motd created (<T.TT>s) |
+ +  standin:index:File note creating (<T>s) |
+ +  standin:index:File note created (<T.TT>s) |
+Outputs:
+    message    : "hello"
+    motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    + 3 created
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi up --yes --skip-preview
+Updating (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+Outputs:
+    message    : "hello"
+    motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    3 unchanged
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi up --yes --skip-preview
+Updating (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ ~  standin:index:File motd updating (<T>s) [diff: ~content]
+ ~  standin:index:File motd updated (<T.TT>s) [diff: ~content]
+Outputs:
+  ~ message    : "hello" => "hi"
+    motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    ~ 1 updated
+    2 unchanged
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi refresh --yes
+Previewing refresh (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+    pulumi:pulumi:Stack realfiles-dev running |
+ ~  pulumi:pulumi:Stack realfiles-dev refreshing |
+ ~  standin:index:File motd refreshing |
+    standin:index:File motd  |
+ ~  standin:index:File note refreshing |
+ ~  standin:index:File note update [diff: ~content]
+Resources:
+    ~ 1 to update
+    2 unchanged
+
+Refreshing (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+    pulumi:pulumi:Stack realfiles-dev running |
+ ~  pulumi:pulumi:Stack realfiles-dev refreshing (<T>s) |
+ ~  standin:index:File motd refreshing (<T>s) |
+    standin:index:File motd  |
+ ~  standin:index:File note refreshing (<T>s) |
+ ~  standin:index:File note updated (<T.TT>s) [diff: ~content]
+Outputs:
+    message    : "hi"
+    motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    ~ 1 updated
+    2 unchanged
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi preview --save-plan=<TMP>/plan.json
+Previewing update (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ ~  standin:index:File note update [diff: ~content]
+Resources:
+    ~ 1 to update
+    2 unchanged
+
+--- stderr
+Update plan written to '<TMP>/plan.json'
+Run `pulumi up --plan='<TMP>/plan.json'` to constrain the update to the operations planned by this preview
+
+$ pulumi destroy --yes
+Previewing destroy (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ -  pulumi:pulumi:Stack realfiles-dev delete |
+ -  pulumi:pulumi:Stack realfiles-dev delete |
+ -  standin:index:File motd delete |
+ -  standin:index:File note delete |
+Resources:
+    - 3 to delete
+
+Destroying (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ -  pulumi:pulumi:Stack realfiles-dev deleted (<T.TT>s) |
+ -  pulumi:pulumi:Stack realfiles-dev deleting (<T>s) |
+ -  standin:index:File motd deleting (<T>s) |
+ -  standin:index:File motd deleted (<T.TT>s) |
+ -  standin:index:File note deleting (<T>s) |
+ -  standin:index:File note deleted (<T.TT>s) |
+Resources:
+    - 3 deleted
+
+Duration: <T>s
+
+The resources in the stack have been deleted, but the history and configuration associated with the stack are still maintained. |
+If you want to remove the stack completely, run `pulumi stack rm dev`.
+--- stderr
+
+"""
+
+
+def test_human_output(stack):
+    """The text a person (or a log) sees for each operation: the same rows,
+    blocks and order on both CLIs, up to normalize_display's placeholders."""
+    seen = display_scenario(stack) + "\n"
+    diff = "".join(difflib.unified_diff(EXPECTED_DISPLAY.splitlines(True), seen.splitlines(True),
+                                        "expected", stack.kind))
+    assert seen == EXPECTED_DISPLAY, diff
