@@ -436,6 +436,51 @@ class RealKube:
             self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
         return files
 
+    # -- ServiceAccount tokens: how a credential is rotated on the real server ----------
+    # (--token-auth-file is read once at start; the server issues and checks these itself)
+
+    def service_account_token(self, namespace, sa, bound_secret):
+        """A token for ServiceAccount `sa` (made on first use, bound to cluster-admin:
+        the authorizer is RBAC) from the TokenRequest API, bound to a new Secret
+        `bound_secret`: revoke() deletes the Secret, which invalidates the token.
+        Returns once the token is accepted (a new binding takes a moment to reach
+        the authorizer)."""
+        c = self.direct_client
+        _create_if_missing(c, {"apiVersion": "v1", "kind": "ServiceAccount",
+                               "metadata": {"name": sa, "namespace": namespace}},
+                           "serviceaccounts")
+        _create_if_missing(c, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"pc-test:{namespace}:{sa}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]},
+            "clusterrolebindings")
+        secret = c.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                           "metadata": {"name": bound_secret, "namespace": namespace}},
+                          "secrets")
+        ref = {"apiVersion": "v1", "kind": "Secret", "name": bound_secret,
+               "uid": secret["metadata"]["uid"]}
+        token = c.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa}/token",
+                          {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                           "spec": {"expirationSeconds": 3600, "boundObjectRef": ref}}
+                          )["status"]["token"]
+        wait_for(lambda: self.token_status(token) == 200, what=f"a token of {namespace}/{sa}")
+        return token
+
+    def revoke(self, namespace, bound_secret, token):
+        """Deletes the Secret `token` is bound to and waits until a direct request
+        with it gets 401 (the server caches a good token for up to 10 s)."""
+        self.direct_client.delete("v1", "secrets", bound_secret, namespace)
+        wait_for(lambda: self.token_status(token) == 401, what="the revoked token to be refused")
+
+    def token_status(self, token):
+        """The status of a direct request with `token` (not through the proxy) to a
+        path that needs it both valid and authorized (cluster-wide Secrets)."""
+        from kubeapi.client import KubeClient
+        return KubeClient(self.direct_url, token, self.ca_file).raw(
+            "GET", "/api/v1/secrets", params={"limit": 1})[0]
+
     # -- the same helpers as the emulator's KubeAPI -------------------------------------
 
     def create(self, obj, plural=None):
@@ -456,6 +501,15 @@ class RealKube:
     def patch_status(self, api_version, plural, name, status, namespace=None):
         return self.client.patch(api_version, plural, name, {"status": status}, namespace,
                                  subresource="status")
+
+
+def _create_if_missing(client, obj, plural):
+    from kubeapi.client import KubeError
+    try:
+        client.create(obj, plural)
+    except KubeError as e:
+        if e.code != 409:
+            raise
 
 
 def _kill(proc):
@@ -534,6 +588,7 @@ class EmulatorView:
     def __init__(self, api):
         self._api = api
         self.namespace = "default"
+        self._sa_tokens = {}
 
     def __getattr__(self, name):
         return getattr(self._api, name)
@@ -542,6 +597,26 @@ class EmulatorView:
     def direct_client(self):
         """The emulator's faults are server-side, so its one client is the "direct" one."""
         return self._api.client
+
+    # ServiceAccount tokens as the real server's (RealKube.service_account_token): here
+    # one more line in the emulator's token file, which it reads on every request.
+
+    def service_account_token(self, namespace, sa, bound_secret):
+        self._sa_tokens[bound_secret] = secrets.token_hex(16)
+        self._api.set_tokens([self._api.token, *self._sa_tokens.values()])
+        return self._sa_tokens[bound_secret]
+
+    def revoke(self, namespace, bound_secret, token):
+        del self._sa_tokens[bound_secret]
+        self._api.set_tokens([self._api.token, *self._sa_tokens.values()])
+        wait_for(lambda: self.token_status(token) == 401, what="the revoked token to be refused")
+
+    def token_status(self, token):
+        """The status of a request with `token` to /api (the emulator authenticates
+        every path alike and has no authorizer; the rotation tests' request-log
+        checks look at other paths)."""
+        from kubeapi.client import KubeClient
+        return KubeClient(self.url, token, self.ca_file).raw("GET", "/api")[0]
 
     def kubectl(self, *args, kubectl=None, check=True, timeout=120, input=None, **kw):
         if kubectl is None:

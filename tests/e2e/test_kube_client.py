@@ -1,7 +1,9 @@
 """End-to-end tests of the C Kubernetes client (src/kube/) through the
-kube_tool driver (tests/tools/kube_tool.c) against the API-server emulator:
-every request kind and its error, credentials from client certificates
-(files and inline data), exec plugins and tokens, and Event aggregation.
+kube_tool driver (tests/tools/kube_tool.c), each against both the API-server
+emulator and the real kube-apiserver (fixture `any_kubeapi`): every request kind
+and its error, credentials from client certificates (files and inline data),
+exec plugins and tokens (rotated: ServiceAccount tokens on the real server), and
+Event aggregation.
 """
 import base64
 import json
@@ -208,12 +210,15 @@ def test_exec_credential_plugin(any_kubeapi, pc_tools, tmp_path):
     assert p.returncode == 1 and "exec plugin" in p.stderr and "exit status 3" in p.stderr
 
 
-def test_exec_credential_cached_until_refused(kubeapi, pc_tools, tmp_path):
+def test_exec_credential_cached_until_refused(any_kubeapi, pc_tools, tmp_path):
     """The plugin's token is reused until the server refuses it; a 401 runs the
-    plugin again and the request is retried with the new token."""
+    plugin again and the request is retried with the new token.  The tokens are
+    ServiceAccount tokens on the real server, token-file lines on the emulator."""
+    kubeapi, ns = any_kubeapi, any_kubeapi.namespace
     calls = tmp_path / "calls"
     current = tmp_path / "current-token"
-    current.write_text("exec-token-1")
+    old = kubeapi.service_account_token(ns, "pc-exec", "pc-exec-token-1")
+    current.write_text(old)
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
         "#!/usr/bin/python3\n"
@@ -223,7 +228,6 @@ def test_exec_credential_cached_until_refused(kubeapi, pc_tools, tmp_path):
         "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
         "                  'status': {'token': tok}}))\n")
     plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
-    kubeapi.set_tokens([kubeapi.token, "exec-token-1"])
     doc = json.loads(open(kubeapi.write_kubeconfig(tmp_path / "base")).read())
     doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                         "command": str(plugin), "interactiveMode": "Never"}}
@@ -240,8 +244,9 @@ def test_exec_credential_cached_until_refused(kubeapi, pc_tools, tmp_path):
         assert ask() == "ok 1"
         assert ask() == "ok 2"
         assert calls.read_text() == "x"           # one run, token reused
-        current.write_text("exec-token-2")
-        kubeapi.set_tokens([kubeapi.token, "exec-token-2"])
+        current.write_text(kubeapi.service_account_token(ns, "pc-exec", "pc-exec-token-2"))
+        kubeapi.revoke(ns, "pc-exec-token-1", old)
+        assert kubeapi.token_status(old) == 401
         assert ask() == "ok 3"                    # 401 -> plugin again -> retried
         assert calls.read_text() == "xx"
     finally:
@@ -274,9 +279,12 @@ def test_repeated_events_are_aggregated(any_kubeapi, pc_tools, tmp_path):
     assert len(json.loads(out.stdout)["items"]) == 2
 
 
-def test_in_cluster_config_and_token_rotation(kubeapi, pc_tools, tmp_path):
+def test_in_cluster_config_and_token_rotation(any_kubeapi, pc_tools, tmp_path):
     """The service-account files of a pod, with the kubelet's symlink swap
-    (..data -> ..<timestamp>) for rotation; a 401 makes the client re-read."""
+    (..data -> ..<timestamp>) for rotation; a 401 makes the client re-read.  The
+    tokens are ServiceAccount tokens on the real server (the client talks to it
+    directly, as a pod does), token-file lines on the emulator."""
+    kubeapi, ns = any_kubeapi, any_kubeapi.namespace
     sa = tmp_path / "serviceaccount"
     sa.mkdir()
 
@@ -293,8 +301,8 @@ def test_in_cluster_config_and_token_rotation(kubeapi, pc_tools, tmp_path):
             if not (sa / name).is_symlink():
                 os.symlink(f"..data/{name}", sa / name)
 
-    kubeapi.set_tokens([kubeapi.token, "sa-token-1"])
-    project("sa-token-1", 1)
+    old = kubeapi.service_account_token(ns, "pc-pod", "pc-pod-token-1")
+    project(old, 1)
     env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
                KUBERNETES_SERVICE_PORT=str(kubeapi.port))
     proc = subprocess.Popen([os.path.join(pc_tools, "kube_tool"), "incluster", str(sa)],
@@ -309,10 +317,13 @@ def test_in_cluster_config_and_token_rotation(kubeapi, pc_tools, tmp_path):
             proc.stdin.flush()
             return proc.stdout.readline().strip()
         assert ask() == "ok 1"
-        project("sa-token-2", 2)                  # the kubelet rotates ...
-        kubeapi.set_tokens([kubeapi.token, "sa-token-2"])   # ... and the old token dies
+        # the kubelet rotates ... and the old token dies
+        project(kubeapi.service_account_token(ns, "pc-pod", "pc-pod-token-2"), 2)
+        kubeapi.revoke(ns, "pc-pod-token-1", old)
+        assert kubeapi.token_status(old) == 401
         assert ask() == "ok 2"                    # 401, re-read, retried: no error surfaces
-        assert last_codes(kubeapi, "/api/v1/namespaces/default", 2) == [401, 200]
+        if kubeapi.kind == "emulator":            # its request log; the real server has none
+            assert last_codes(kubeapi, "/api/v1/namespaces/default", 2) == [401, 200]
     finally:
         proc.stdin.close()
         assert proc.wait(30) == 0, proc.stderr.read()

@@ -1,4 +1,5 @@
-"""End-to-end tests of `pulumi-controller run` against the API-server emulator.
+"""End-to-end tests of `pulumi-controller run`, most against both the API-server
+emulator and the real kube-apiserver (fixture `any_kubeapi`).
 
 The controller's informer caches must end with exactly the server's state
 however the connection is disturbed; leader election must give one leader
@@ -416,26 +417,34 @@ def test_leader_election_one_leader_then_failover(any_kubeapi, controllers, tmp_
     assert b.find("leader election: released the lease")
 
 
-def test_rotated_token_is_picked_up(kubeapi, controllers, tmp_path):
-    api = kubeapi
+def test_rotated_token_is_picked_up(any_kubeapi, controllers, tmp_path):
+    """A token file replaced the kubelet's way is read again.  The tokens are
+    ServiceAccount tokens bound to a Secret on the real server (deleting the Secret
+    revokes one) and lines of the token file on the emulator."""
+    api = any_kubeapi
+    ns = api.namespace
+    old = api.service_account_token(ns, "pc-ctrl", "pc-ctrl-token-1")
     token_path = tmp_path / "token"
-    token_path.write_text("ctrl-token-1\n")
-    api.set_tokens([api.token, "ctrl-token-1"])
+    token_path.write_text(old + "\n")
     kc = api.write_kubeconfig(tmp_path / "kubeconfig", token_file=str(token_path))
-    api.bulk_create([stack("before")])
-    ctl = controllers(["--kubeconfig", kc])
+    create_all(api, [stack("before", ns)])
+    ctl = controllers(["--kubeconfig", kc, *scope(api)])
     ctl.wait_log("caches synced")
     # The kubelet's way: a new file replaces the old one atomically.
     tmp = tmp_path / "token.new"
-    tmp.write_text("ctrl-token-2\n")
+    tmp.write_text(api.service_account_token(ns, "pc-ctrl", "pc-ctrl-token-2") + "\n")
     os.replace(tmp, token_path)
-    api.set_tokens([api.token, "ctrl-token-2"])  # the old token now gets 401
+    api.revoke(ns, "pc-ctrl-token-1", old)
+    assert api.token_status(old) == 401
     api.drop_watches("abort")
-    api.create(stack("after"))
-    wait_for(lambda: "default/after" in ctl.dump().get("stacks", {}), 30,
+    api.create(stack("after", ns))
+    wait_for(lambda: f"{ns}/after" in ctl.dump().get("stacks", {}), 30,
              what="the new Stack in the cache")
-    wait_for(lambda: any(r.get("code") == 401 for r in api.requests()), 10,
-             what="a 401 for the old token")
+    if api.kind == "emulator":
+        # The controller did try the old token once more (the real server keeps no
+        # request log; there the direct request above shows the token is dead).
+        wait_for(lambda: any(r.get("code") == 401 and r.get("path") != "/api"
+                             for r in api.requests()), 10, what="a 401 for the old token")
     assert ctl.stop() == 0
 
 
