@@ -436,6 +436,21 @@ class RealKube:
             self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
         return files
 
+    def delete_crds(self, timeout=120):
+        """Deletes every CRD (the server's own finalizer removes their objects) and
+        waits until discovery no longer lists their groups."""
+        doc = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)
+        groups = {c["spec"]["group"] for c in doc["items"]}
+        if not groups:
+            return
+        self.kubectl("delete", "crd", "--all", "--wait=true", f"--timeout={timeout}s",
+                     timeout=timeout + 30)
+
+        def gone():
+            served = {g["name"] for g in self.direct_client.request("GET", "/apis")["groups"]}
+            return not (served & groups)
+        wait_for(gone, timeout, what=f"discovery to drop {sorted(groups)}")
+
     # -- ServiceAccount tokens: how a credential is rotated on the real server ----------
     # (--token-auth-file is read once at start; the server issues and checks these itself)
 
@@ -566,17 +581,41 @@ def real_kube(tmp_path_factory):
         kube.close()
 
 
-@pytest.fixture
-def real_kubeapi(real_kube, tmp_path, request):
-    """The session's real API server with a fresh namespace for this test."""
+def _namespaced(kube, tmp_path):
+    """kube seen by one test (a fresh namespace), its faults cleared afterwards."""
     ns = "t-" + secrets.token_hex(4)
-    real_kube.kubectl("create", "namespace", ns)
-    yield NamespacedKube(real_kube, ns, tmp_path)
-    real_kube.proxy.clear()
-    real_kube._client = None     # a test may have cut or paused its connection
-    if real_kube.proc is None:
-        real_kube.start()
-    real_kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    kube.kubectl("create", "namespace", ns)
+    yield NamespacedKube(kube, ns, tmp_path)
+    kube.proxy.clear()
+    kube._client = None     # a test may have cut or paused its connection
+    if kube.proc is None:
+        kube.start()
+    kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture
+def real_kubeapi(real_kube, tmp_path):
+    """The session's real API server with a fresh namespace for this test."""
+    yield from _namespaced(real_kube, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def bare_real_kube(tmp_path_factory):
+    """A real server of the module's own, started without the project's CRDs (the
+    session's has them all and other tests rely on that); about 8 s to start."""
+    kube = RealKube(tmp_path_factory.mktemp("bare-kube"), crds=False)
+    try:
+        yield kube
+    finally:
+        kube.close()
+
+
+@pytest.fixture
+def bare_real_kubeapi(bare_real_kube, tmp_path):
+    """The module's bare real server with no CRD at all (whatever an earlier test
+    applied is deleted first) and a fresh namespace."""
+    bare_real_kube.delete_crds()
+    yield from _namespaced(bare_real_kube, tmp_path)
 
 
 class EmulatorView:
@@ -638,6 +677,15 @@ def any_kubeapi(request):
     if request.param == "emulator":
         return EmulatorView(request.getfixturevalue("kubeapi"))
     return request.getfixturevalue("real_kubeapi")
+
+
+@pytest.fixture(params=["emulator", "real"])
+def any_bare_kubeapi(request):
+    """any_kubeapi without CRDs: a fresh emulator started without them, or the
+    module's bare real server (bare_real_kubeapi)."""
+    if request.param == "emulator":
+        return EmulatorView(request.getfixturevalue("kubeapi_factory")(crds=False))
+    return request.getfixturevalue("bare_real_kubeapi")
 
 
 # -- the real pulumi CLI --------------------------------------------------------------
