@@ -16,12 +16,23 @@ service-account keys made at test time, the project's CRDs applied):
                            set_latency(s), refuse(); .url goes through it,
                            .direct_url does not
                    .drop_watches()  = proxy.drop_all() (cuts every connection)
+                   .direct_client   a new KubeClient that bypasses the proxy
+                   .service_account_token(ns, sa, bound_secret) a TokenRequest token
+                           of ServiceAccount sa (cluster-admin), bound to a new Secret;
+                   .revoke(ns, bound_secret, token) deletes the Secret and waits
+                           until the token gets 401; .token_status(token)
+                   .delete_crds()  every CRD gone, discovery no longer lists them
     real_kubeapi   function-scoped: the session server, a fresh namespace for the
                    test (.namespace, also the kubeconfig's default), faults cleared
                    after the test.
     any_kubeapi    parametrized ["emulator", "real"]: the emulator's kubeapi wrapped
-                   in EmulatorView (.namespace "default", kubectl(kubectl=<binary>)),
-                   or real_kubeapi: one test body, both servers.
+                   in EmulatorView (.namespace "default", kubectl(kubectl=<binary>),
+                   direct_client, and service_account_token/revoke/token_status
+                   made of its token file), or real_kubeapi: one test body, both
+                   servers.
+    bare_real_kube module-scoped RealKube started without CRDs (~4-8 s to start);
+    bare_real_kubeapi  it with no CRD left (deleted first) and a fresh namespace;
+    any_bare_kubeapi   parametrized: an emulator started with crds=False, or that.
 
 Pulumi (the real CLI, the Pulumi YAML language host and the test provider
 pulumi-resource-standin, a real provider of the stand-in's standin:index:File,

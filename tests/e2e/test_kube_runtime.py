@@ -371,9 +371,6 @@ def le_args(namespace="default"):
             "--renew-deadline", "3s", "--retry-period", "500ms"]
 
 
-LE_ARGS = le_args()
-
-
 def identity(ctl):
     return ctl.wait_log("leader election: waiting for the lease")[0]["identity"]
 
