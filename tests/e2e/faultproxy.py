@@ -151,8 +151,9 @@ class FaultProxy:
             return None if self.closed else self.latency
 
     def _pump(self, pair, src, dst):
-        src.settimeout(POLL)
         try:
+            # inside the try: drop_all() may have closed the pair before this thread ran
+            src.settimeout(POLL)
             while True:
                 if self._wait_while_paused() is None:
                     break
