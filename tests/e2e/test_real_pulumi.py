@@ -250,22 +250,28 @@ def normalize_display(text, p):
     return "\n".join(line + "|" if line.endswith(" ") else line for line in result)
 
 
-def display_scenario(p):
-    """preview, up --yes (its preview first), an unchanged up, a config change,
-    refresh --yes after drift, preview --save-plan, destroy --yes; non-interactive
-    as the driver runs them, colour off because stdout is a pipe (the driver
-    passes no --color).  Returns the normalized stdout and stderr of each."""
-    plan = p.workdir / "plan.json"
-    steps = [("preview",), ("up", "--yes"), ("up", "--yes", "--skip-preview"),
-             ("config", "set", "greeting", "hi"), ("up", "--yes", "--skip-preview"),
-             ("drift",), ("refresh", "--yes"), ("preview", f"--save-plan={plan}"),
-             ("destroy", "--yes")]
+def drift_note(p):
+    note = next(f for f in (p.cloud_dir / "files").iterdir() if f.name.startswith("note-"))
+    note.write_text("drifted")
+
+
+def edit_program(old, new):
+    def edit(p):
+        path = p.work / "Pulumi.yaml"
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new))
+    return edit
+
+
+def run_display(p, steps):
+    """Runs each step (argv, or a callable that changes the world) non-interactive
+    as the driver does, colour off because stdout is a pipe (the driver passes no
+    --color); returns the normalized stdout and stderr of each CLI step."""
     seen = []
     for step in steps:
-        if step == ("drift",):
-            note = next(f for f in (p.cloud_dir / "files").iterdir()
-                        if f.name.startswith("note-"))
-            note.write_text("drifted")
+        if callable(step):
+            step(p)
             continue
         out = p.run("--non-interactive", *step, cwd=p.work)
         assert out.returncode == 0, (step, out.stdout, out.stderr)
@@ -274,7 +280,17 @@ def display_scenario(p):
         seen.append(normalize_display(f"$ pulumi {' '.join(step)}\n", p)
                     + normalize_display(out.stdout, p)
                     + "--- stderr\n" + normalize_display(out.stderr, p))
-    return "\n".join(seen)
+    return "\n".join(seen) + "\n"
+
+
+def display_scenario(p):
+    """preview, up --yes (its preview first), an unchanged up, a config change,
+    refresh --yes after drift, preview --save-plan, destroy --yes."""
+    return run_display(p, [
+        ("preview",), ("up", "--yes"), ("up", "--yes", "--skip-preview"),
+        ("config", "set", "greeting", "hi"), ("up", "--yes", "--skip-preview"),
+        drift_note, ("refresh", "--yes"), ("preview", f"--save-plan={p.workdir / 'plan.json'}"),
+        ("destroy", "--yes")])
 
 
 # Observed on pulumi v3.274.1 (pulumi-language-yaml v1.25.0, the real standin
@@ -455,7 +471,130 @@ If you want to remove the stack completely, run `pulumi stack rm dev`.
 def test_human_output(stack):
     """The text a person (or a log) sees for each operation: the same rows,
     blocks and order on both CLIs, up to normalize_display's placeholders."""
-    seen = display_scenario(stack) + "\n"
-    diff = "".join(difflib.unified_diff(EXPECTED_DISPLAY.splitlines(True), seen.splitlines(True),
-                                        "expected", stack.kind))
-    assert seen == EXPECTED_DISPLAY, diff
+    assert_display(display_scenario(stack), EXPECTED_DISPLAY, stack.kind)
+
+
+def replace_scenario(p):
+    """A replacement (the note's `name` changes), a resource dropped from the
+    program with its output, --suppress-outputs, destroy --preview-only."""
+    drop_motd = edit_program("  motd:\n    type: standin:index:File\n    properties:\n"
+                             "      content: ${greeting}\n", "")
+    return run_display(p, [
+        ("up", "--yes", "--skip-preview", "--suppress-outputs"),
+        edit_program("name: note", "name: note2"), ("preview",),
+        ("up", "--yes", "--skip-preview"),
+        drop_motd, edit_program("  motdPath: ${motd.path}\n", ""), ("preview",),
+        ("up", "--yes", "--skip-preview"), ("destroy", "--preview-only")])
+
+
+EXPECTED_REPLACE_DISPLAY = """\
+$ pulumi up --yes --skip-preview --suppress-outputs
+Updating (dev):
+
+ +  pulumi:pulumi:Stack realfiles-dev created (<T.TT>s) |
+ +  pulumi:pulumi:Stack realfiles-dev creating (<T>s) |
+ +  standin:index:File motd creating (<T>s) |
+ +  standin:index:File motd created (<T.TT>s) |
+ +  standin:index:File note creating (<T>s) |
+ +  standin:index:File note created (<T.TT>s) |
+Resources:
+    + 3 created
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi preview
+Previewing update (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ ++ standin:index:File note create replacement [diff: ~name]
+ +- standin:index:File note replace [diff: ~name]
+ -- standin:index:File note delete original [diff: ~name]
+Resources:
+    +-1 to replace
+    2 unchanged
+
+--- stderr
+
+$ pulumi up --yes --skip-preview
+Updating (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ ++ standin:index:File note creating replacement (<T>s) [diff: ~name]
+ ++ standin:index:File note created replacement (<T.TT>s) [diff: ~name]
+ +- standin:index:File note replacing (<T>s) [diff: ~name]
+ +- standin:index:File note replaced (<T.TT>s) [diff: ~name]
+ -- standin:index:File note deleting original (<T>s) [diff: ~name]
+ -- standin:index:File note deleted original (<T.TT>s) [diff: ~name]
+Outputs:
+    message    : "hello"
+    motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    +-1 replaced
+    2 unchanged
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi preview
+Previewing update (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ -  standin:index:File motd delete |
+Outputs:
+  - motdPath   : "<TMP>/cloud/files/motd-<ID>"
+
+Resources:
+    - 1 to delete
+    2 unchanged
+
+--- stderr
+
+$ pulumi up --yes --skip-preview
+Updating (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ -  standin:index:File motd deleting (<T>s) |
+ -  standin:index:File motd deleted (<T.TT>s) |
+Outputs:
+    message    : "hello"
+  - motdPath   : "<TMP>/cloud/files/motd-<ID>"
+    noteContent: "fixed note"
+    secretOut  : [secret]
+
+Resources:
+    - 1 deleted
+    2 unchanged
+
+Duration: <T>s
+
+--- stderr
+
+$ pulumi destroy --preview-only
+Previewing destroy (dev):
+
+    pulumi:pulumi:Stack realfiles-dev  |
+ -  pulumi:pulumi:Stack realfiles-dev delete |
+ -  pulumi:pulumi:Stack realfiles-dev delete |
+ -  standin:index:File note delete |
+Resources:
+    - 2 to delete
+
+--- stderr
+
+"""
+
+
+def assert_display(seen, expected, kind):
+    diff = "".join(difflib.unified_diff(expected.splitlines(True), seen.splitlines(True),
+                                        "expected", kind))
+    assert seen == expected, diff
+
+
+def test_human_output_of_replace_and_delete(stack):
+    assert_display(replace_scenario(stack), EXPECTED_REPLACE_DISPLAY, stack.kind)
