@@ -1,14 +1,24 @@
 """Fixtures for the pulumi driver tests: a workspace with a Pulumi YAML
-program, a file:// backend, a simulated cloud, and two ways to drive the
-stand-in CLI (tests/e2e/pulumi_standin/pulumi): through the driver's test
-tool (build/asan/tools/pl_driver) or directly.
+program, a file:// backend, a simulated cloud, and two ways to drive a
+pulumi CLI: through the driver's test tool (build/asan/tools/pl_driver) or
+directly (the stand-in only).
 
-The stand-in records every invocation (argv and environment names) in a
+    pulumi_world      the stand-in CLI (tests/e2e/pulumi_standin/pulumi)
+    any_pulumi_world  parametrized ["standin", "real"]: the same world around the
+                      stand-in or the real pulumi CLI built by `make deps-real`
+                      (real_fixtures.RealPulumi: its binary, a PULUMI_HOME holding
+                      the test provider pulumi-resource-standin); .kind says which
+
+Both CLIs keep the simulated cloud's files under $PULUMI_STANDIN_CLOUD/files and
+honour the fault knobs PULUMI_STANDIN_SLOW_MS / HANG / HANG_STUBBORN / PIDFILE /
+CRASH (the real CLI through its test provider, tests/real/pulumi/standin/main.go).
+Only the stand-in records every invocation (argv and environment names) in a
 file, which the tests read to check what the driver sent.
 """
 import json
 import os
 import pathlib
+import signal
 import subprocess
 
 import pytest
@@ -43,17 +53,28 @@ outputs:
 class PulumiWorld:
     """One stack's world: directories, the driver spec, helpers."""
 
-    def __init__(self, root, tools):
+    def __init__(self, root, tools, kind="standin"):
         self.root = root
+        self.kind = kind
         self.tool = os.path.join(tools, "pl_driver")
         self.work = root / "work"
-        self.state = root / "state"
-        self.cloud = root / "cloud"
-        self.home = root / "home"
         self.scratch = root / "scratch"
+        self.work.mkdir()
+        if kind == "standin":
+            self.binary = str(STANDIN)
+            self.state = root / "state"
+            self.cloud = root / "cloud"
+            self.home = root / "home"
+            for d in (self.state, self.cloud, self.home):
+                d.mkdir()
+        else:
+            # Imported here: conftest registers real_fixtures after this module,
+            # and an early import would keep pytest from rewriting its asserts.
+            from real_fixtures import RealPulumi
+            cli = RealPulumi(root / "real", kind=kind)
+            self.binary = cli.binary
+            self.state, self.cloud, self.home = cli.backend_dir, cli.cloud_dir, cli.home
         self.record = self.home / "standin-record.jsonl"
-        for d in (self.work, self.state, self.cloud, self.home):
-            d.mkdir()
         self.config = [
             {"key": "greeting", "value": "hi"},
             {"key": "password", "value": DB_PASSWORD, "secret": True},
@@ -66,18 +87,18 @@ class PulumiWorld:
         (self.work / "Pulumi.yaml").write_text(text)
 
     def base_env(self):
-        return {
-            "PULUMI_STANDIN_CLOUD": str(self.cloud),
+        env = {"PULUMI_STANDIN_CLOUD": str(self.cloud)}
+        if self.kind == "standin":
             # Fewer PBKDF2 rounds than the real 1,000,000 keeps the suite fast; one
             # stand-in test checks the real count against the reference vector.
-            "PULUMI_STANDIN_KDF_ITERATIONS": "1000",
-        }
+            env["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
+        return env
 
     def spec(self, knobs=None, **over):
         env = [{"name": k, "value": v} for k, v in self.base_env().items()]
         env += [{"name": k, "value": v} for k, v in (knobs or {}).items()]
         s = {
-            "pulumi_bin": str(STANDIN),
+            "pulumi_bin": self.binary,
             "pulumi_home": str(self.home),
             "workdir": str(self.work),
             "scratch_dir": str(self.scratch),
@@ -116,6 +137,8 @@ class PulumiWorld:
         self.ok("config")
 
     def records(self):
+        """The stand-in's record of its invocations (the real CLI keeps none)."""
+        assert self.kind == "standin", "only the stand-in records its invocations"
         if not self.record.exists():
             return []
         return [json.loads(l) for l in self.record.read_text().splitlines() if l.strip()]
@@ -139,6 +162,40 @@ class PulumiWorld:
         d = self.cloud / "files"
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
+    def survivors(self):
+        """Live processes started for this world: any whose environment names its
+        cloud directory (the CLI, its language host and providers, and what they
+        started), whatever their process group or parent."""
+        mark = f"PULUMI_STANDIN_CLOUD={self.cloud}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    env = fh.read().split(b"\0")
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            if mark in env and stat[stat.rfind(")") + 2] != "Z":
+                found.append(int(entry))
+        return found
+
+    def kill_survivors(self):
+        for pid in self.survivors():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def locks(self):
+        return sorted((self.state / ".pulumi" / "locks").rglob("*.json"))
+
+    def checkpoint(self):
+        path = self.state / ".pulumi" / "stacks" / "demo" / "dev.json"
+        return json.loads(path.read_text())
+
 
 @pytest.fixture
 def pulumi_world(tmp_path, pc_tools):
@@ -146,6 +203,19 @@ def pulumi_world(tmp_path, pc_tools):
     if not os.access(tool, os.X_OK):
         pytest.fail(f"{tool} is not built; run 'make sanitize' first")
     return PulumiWorld(tmp_path, pc_tools)
+
+
+@pytest.fixture(params=["standin", "real"])
+def any_pulumi_world(request, tmp_path, pc_tools):
+    """One driver test against the stand-in and against the real pulumi CLI."""
+    tool = os.path.join(pc_tools, "pl_driver")
+    if not os.access(tool, os.X_OK):
+        pytest.fail(f"{tool} is not built; run 'make sanitize' first")
+    world = PulumiWorld(tmp_path, pc_tools, kind=request.param)
+    yield world
+    # The real CLI starts its plugins in process groups of their own: whatever a
+    # test left running must not outlive it.
+    world.kill_survivors()
 
 
 def group_members(pgid):

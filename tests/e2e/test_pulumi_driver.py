@@ -1,15 +1,26 @@
-"""The pulumi driver (src/pulumi/) against the stand-in CLI, through the
-test tool build/asan/tools/pl_driver: every operation, the failure classes,
-timeouts and the secret-handling rules."""
+"""The pulumi driver (src/pulumi/) through the test tool build/asan/tools/pl_driver:
+every operation, the failure classes, timeouts, cancellation and the
+secret-handling rules.
+
+Each test runs twice (fixture any_pulumi_world): against the stand-in CLI and
+against the real pulumi CLI with the test provider pulumi-resource-standin.  The
+stand-in alone records the argv and environment it was run with
+(PULUMI_STANDIN_RECORD), so assertions on what the driver SENT are made on the
+stand-in half only (`if w.kind == "standin"`); what came back is asserted on both.
+Where the real CLI behaves differently the real one is right.  A few tests stay
+stand-in only, each saying why."""
 import json
 import os
+import pathlib
+import pwd
 import re
 import signal
+import socket
 import stat
 import subprocess
 import time
 
-
+from kube_fixtures import wait_for
 from pulumi_fixtures import API_TOKEN, DB_PASSWORD, ONE_FILE_PROGRAM, PASSPHRASE, group_members
 
 SECRETS = [PASSPHRASE, DB_PASSWORD, API_TOKEN]
@@ -36,13 +47,15 @@ def assert_no_secret(text, secrets=SECRETS):
         assert s not in text, f"secret value leaked: ...{text[max(0, text.find(s) - 60):][:140]}"
 
 
-def test_first_run_on_empty_backend(pulumi_world):
-    w = pulumi_world
+def test_first_run_on_empty_backend(any_pulumi_world):
+    w = any_pulumi_world
     res = w.ok("ensure")
-    cmds = w.commands()
-    assert cmds[0] == ["version"]
-    assert cmds[1] == ["stack", "select", "--stack", "dev"]
-    assert cmds[2] == ["stack", "init", "dev", "--secrets-provider", "passphrase"]
+    assert res["message"] == "stack init: succeeded"
+    if w.kind == "standin":
+        cmds = w.commands()
+        assert cmds[0] == ["version"]
+        assert cmds[1] == ["stack", "select", "--stack", "dev"]
+        assert cmds[2] == ["stack", "init", "dev", "--secrets-provider", "passphrase"]
     assert (w.state / ".pulumi" / "stacks" / "demo" / "dev.json").exists()
     assert "encryptionsalt: v1:" in w.stack_config_text()
 
@@ -80,21 +93,25 @@ def test_first_run_on_empty_backend(pulumi_world):
     assert "value" not in h["config"]["demo:password"]
 
 
-def test_unchanged_up_is_all_same_and_install_skipped(pulumi_world):
-    w = pulumi_world
+def test_unchanged_up_is_all_same_and_install_skipped(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
     w.ok("install", "--revision", "r1")
     w.ok("up")
-    before = len(w.records())
+    before = len(w.records()) if w.kind == "standin" else 0
     res = w.ok("install", "--revision", "r1")
     assert "already installed" in res["message"]
-    assert len(w.records()) == before + 1          # only the version probe ran
+    if w.kind == "standin":
+        assert len(w.records()) == before + 1          # only the version probe ran
     res = w.ok("up")
     assert res["summary"]["changes"] == {"same": 2}
-    w.ok("install", "--revision", "r2")
-    assert w.commands()[-1] == ["install"]
+    res = w.ok("install", "--revision", "r2")
+    assert "already installed" not in res["message"]
+    if w.kind == "standin":
+        assert w.commands()[-1] == ["install"]
 
 
+# Stand-in only, as the next test: both read the stand-in's record of what it was run with.
 def test_argv_and_environment_follow_the_automation_api(pulumi_world):
     w = pulumi_world
     w.ready()
@@ -129,8 +146,8 @@ def test_nothing_leaks_from_the_callers_environment(pulumi_world):
         assert "ASAN_OPTIONS" not in r["env"]
 
 
-def test_config_key_removed_structured_and_secret(pulumi_world):
-    w = pulumi_world
+def test_config_key_removed_structured_and_secret(any_pulumi_world):
+    w = any_pulumi_world
     w.config = w.config + [
         {"key": "old", "value": "gone-soon"},
         {"key": "db", "value": json.dumps({"hosts": ["a", "b"], "port": 5432}),
@@ -143,18 +160,20 @@ def test_config_key_removed_structured_and_secret(pulumi_world):
     assert "demo:old: gone-soon" in text
     assert "- a" in text and "port: 5432" in text
     assert DB_PASSWORD not in text
-    secret_sets = [c for c in w.commands() if c[0:2] == ["config", "set"]]
-    assert any("creds.token" in c for c in secret_sets)
-    assert all("--secret" in c for c in secret_sets)
+    if w.kind == "standin":
+        secret_sets = [c for c in w.commands() if c[0:2] == ["config", "set"]]
+        assert any("creds.token" in c for c in secret_sets)
+        assert all("--secret" in c for c in secret_sets)
     w.config = [c for c in w.config if c["key"] != "old"]
     w.ok("config")
     assert "demo:old" not in w.stack_config_text()
-    assert ["config", "rm", "--stack", "dev", "--", "demo:old"] in [c for c in w.commands()]
+    if w.kind == "standin":
+        assert ["config", "rm", "--stack", "dev", "--", "demo:old"] in w.commands()
     assert "demo:greeting" in w.stack_config_text()
 
 
-def test_no_secret_in_argv_log_or_message(pulumi_world):
-    w = pulumi_world
+def test_no_secret_in_argv_log_or_message(any_pulumi_world):
+    w = any_pulumi_world
     # A resource whose failure message echoes a secret value.
     w.write_program("""\
 name: demo
@@ -179,6 +198,8 @@ resources:
     for l in logs:
         assert_no_secret(l)
     assert '"msg":"pulumi command failed"' in logs[-1]
+    if w.kind != "standin":
+        return
     for r in w.records():
         assert_no_secret(" ".join(r["argv"]))
         for name in r["env"]:
@@ -186,8 +207,8 @@ resources:
     assert any(r["stdin_piped"] for r in w.records() if "--secret" in r["argv"])
 
 
-def test_compile_failure_is_a_program_error(pulumi_world):
-    w = pulumi_world
+def test_compile_failure_is_a_program_error(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
     w.write_program("""\
 name: demo
@@ -202,6 +223,8 @@ outputs:
     assert res["summary"]["result"] == "failed"
 
 
+# Stand-in only: no policy runtime is built for the real CLI (the stand-in's packs
+# are its own "standin-policy" format).
 def test_policy_violation(pulumi_world, tmp_path):
     w = pulumi_world
     pack = tmp_path / "policies"
@@ -225,23 +248,65 @@ policies:
     assert f"--policy-pack={pack}" in w.records()[-1]["argv"]
 
 
-def test_held_lock_is_classified_then_cancelled_only_when_told(pulumi_world):
-    w = pulumi_world
+def start_driver(w, op, spec):
+    """pl_driver OP running in the background; finish() collects its result."""
+    p = subprocess.Popen([w.tool, "--spec", "-", op], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdin.write(json.dumps(spec))
+    p.stdin.close()
+    p.stdin = None          # communicate() must not flush the closed pipe
+    return p
+
+
+def finish(p):
+    out, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 1), err
+    return json.loads(out)
+
+
+def hanging_up(w, pidfile, **knobs):
+    """Knobs making the next up hang in its first resource step (the stand-in: in
+    the CLI itself; the real CLI: in the test provider's Create) and write the
+    process ids to pidfile once it hangs."""
+    return {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile), **knobs}
+
+
+def test_held_lock_is_classified_then_cancelled_only_when_told(any_pulumi_world, tmp_path):
+    """The lock is held by a live update (a second CLI hanging in its first step)."""
+    w = any_pulumi_world
     w.ready()
-    w.ok("up", knobs={"PULUMI_STANDIN_LEAVE_LOCK": "1"})
-    locks = list((w.state / ".pulumi" / "locks").rglob("*.json"))
-    assert len(locks) == 1
-    rc, res, _ = w.drive("up")
-    assert res["status"] == "conflict"
-    assert "currently locked by 1 lock(s)" in res["message"]
-    assert "@" in res["lock"]["owner"] and res["lock"]["pid"] > 0
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", res["lock"]["created"])
-    assert not any(c[0:1] == ["cancel"] for c in w.commands())   # never on its own
-    w.ok("cancel")
-    assert ["cancel", "--yes", "--stack", "dev"] in [c for c in w.commands()]
-    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []
-    res = w.ok("up")
-    assert res["summary"]["changes"] == {"same": 2}
+    w.ok("up")
+    w.config = [{"key": "greeting", "value": "changed"}] + w.config[1:]
+    w.ok("config")
+    pidfile = tmp_path / "pids.json"
+    holder = start_driver(w, "up", w.spec(hanging_up(w, pidfile), grace_ms=5000))
+    try:
+        wait_for(pidfile.exists, 60, what="the holder to hang")
+        holder_pid = json.loads(pidfile.read_text())["pid"]
+        assert len(w.locks()) == 1
+        rc, res, _ = w.drive("up")
+        assert res["status"] == "conflict"
+        assert "currently locked by 1 lock(s)" in res["message"]
+        assert res["lock"]["pid"] == holder_pid
+        assert res["lock"]["owner"] == f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", res["lock"]["created"])
+        assert len(w.locks()) == 1                                   # never on its own
+        if w.kind == "standin":
+            assert not any(c[0:1] == ["cancel"] for c in w.commands())
+        w.ok("cancel")
+        if w.kind == "standin":
+            assert ["cancel", "--yes", "--stack", "dev"] in w.commands()
+        assert w.locks() == []
+    finally:
+        holder.send_signal(signal.SIGTERM)       # the holder's driver cancels its CLI
+        held = finish(holder)
+    assert held["status"] == "canceled"
+    # No change count here: the stand-in hangs before its first step, the real
+    # provider finishes its update once the engine cancels, so the halves differ in
+    # what is left to do, not in where they end.
+    w.ok("up")
+    assert (w.cloud / "files" / w.cloud_files()[0]).read_text() == "changed"
+    w.ok("preview", "--expect-no-changes")
 
 
 def wait_gone(pids, deadline=10.0):
@@ -262,83 +327,108 @@ def _zombie(pid):
         return True
 
 
-def test_hanging_cli_is_killed_with_its_whole_group(pulumi_world, tmp_path):
-    w = pulumi_world
+def assert_cli_tree_gone(w, pids):
+    """Nothing the CLI started is left: not in its process group, and not outside
+    it either (the real CLI starts its language host and providers in process
+    groups of their own)."""
+    assert pids["pgid"] == pids["pid"]                # the CLI leads its own group
+    assert group_members(pids["pgid"]) == []
+    started = dict.fromkeys([pids["child"], *pids.get("plugins", [])])   # the real CLI's
+    left = [p for p in started if not wait_gone([p], 2.0)]
+    left += [p for p in w.survivors() if p not in left]
+    assert left == [], "outlived the CLI: " + ", ".join(f"{p} {_command(p)}" for p in left)
+
+
+def _command(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return "(gone)"
+
+
+def test_hanging_cli_is_killed_with_its_whole_group(any_pulumi_world, tmp_path):
+    w = any_pulumi_world
     w.ready()
     pidfile = tmp_path / "pids.json"
-    knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_HANG_STUBBORN": "1",
-             "PULUMI_STANDIN_PIDFILE": str(pidfile)}
+    # Stubborn: the stand-in ignores SIGINT and SIGTERM; the real CLI, whose provider
+    # ignores them and the engine's cancel, waits for it even after SIGTERM.
+    knobs = hanging_up(w, pidfile, PULUMI_STANDIN_HANG_STUBBORN="1")
     # Long enough for a loaded machine to reach the hang before the timeout.
-    spec = w.spec(knobs, timeout_ms=6000, grace_ms=300)
+    spec = w.spec(knobs, timeout_ms=10000, grace_ms=300)
     rc, res, _ = w.drive("up", spec=spec)
     assert res["status"] == "timeout"
     assert "SIGKILL" in res["message"]
-    assert pidfile.exists(), "the stand-in did not reach its hang before the timeout"
-    pids = json.loads(pidfile.read_text())
-    assert pids["pgid"] == pids["pid"]                # its own process group
-    assert group_members(pids["pgid"]) == []          # nothing left in it
-    assert wait_gone([pids["child"]], 0.5)
+    assert pidfile.exists(), "the CLI did not reach its hang before the timeout"
+    assert_cli_tree_gone(w, json.loads(pidfile.read_text()))
 
 
-def test_hanging_cli_cancels_gracefully_on_sigint(pulumi_world, tmp_path):
-    w = pulumi_world
+# After a graceful cancel (SIGINT) the real v3.274.1 reports the update "failed"
+# (exit 1), not "canceled": its YAML program's next registration fails with
+# "update canceled", and a step or program error outranks the cancel in the engine.
+# The summary says "canceled" only when the CLI is terminated (a second signal).
+CANCELED_UPDATE_RESULT = "failed"
+CANCELED_UPDATE_EXIT = 1
+
+
+def test_hanging_cli_cancels_gracefully_on_sigint(any_pulumi_world, tmp_path):
+    w = any_pulumi_world
     w.ready()
     pidfile = tmp_path / "pids.json"
-    knobs = {"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile)}
-    rc, res, _ = w.drive("up", spec=w.spec(knobs, timeout_ms=6000, grace_ms=5000))
+    rc, res, _ = w.drive("up", spec=w.spec(hanging_up(w, pidfile), timeout_ms=10000,
+                                           grace_ms=20000))
     assert res["status"] == "timeout" and "SIGINT" in res["message"]
-    assert pidfile.exists(), "the stand-in did not reach its hang before the timeout"
-    assert res["summary"]["result"] == "canceled"
-    assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
-    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []   # released on cancel
+    assert pidfile.exists(), "the CLI did not reach its hang before the timeout"
+    assert "^C received; cancelling." in res["stdout_tail"]
+    assert (res["summary"]["result"], res["exit_code"]) == (CANCELED_UPDATE_RESULT,
+                                                            CANCELED_UPDATE_EXIT)
+    assert_cli_tree_gone(w, json.loads(pidfile.read_text()))
+    assert w.locks() == []                            # released on cancel
 
 
-def test_interrupt_cancels_the_running_update(pulumi_world, tmp_path):
+def test_interrupt_cancels_the_running_update(any_pulumi_world, tmp_path):
     """SIGTERM to the tool = the controller shutting down: pl_interrupt."""
-    w = pulumi_world
+    w = any_pulumi_world
     w.ready()
     pidfile = tmp_path / "pids.json"
-    spec = w.spec({"PULUMI_STANDIN_HANG": "up", "PULUMI_STANDIN_PIDFILE": str(pidfile)},
-                  timeout_ms=60000, grace_ms=5000)
-    p = subprocess.Popen([w.tool, "--spec", "-", "up"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    p.stdin.write(json.dumps(spec))
-    p.stdin.close()
-    deadline = time.monotonic() + 30
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert pidfile.exists()
-    p.send_signal(signal.SIGTERM)
-    out = p.stdout.read()
-    p.stderr.read()
-    p.wait(timeout=30)
-    res = json.loads(out)
+    p = start_driver(w, "up", w.spec(hanging_up(w, pidfile), timeout_ms=120000, grace_ms=20000))
+    try:
+        wait_for(pidfile.exists, 60, what="the CLI to hang")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        res = finish(p)
     assert p.returncode == 1 and res["status"] == "canceled"
     assert "interrupted on request" in res["message"] and "SIGINT" in res["message"]
-    assert res["summary"]["result"] == "canceled"
-    assert group_members(json.loads(pidfile.read_text())["pgid"]) == []
-    assert list((w.state / ".pulumi" / "locks").rglob("*.json")) == []
+    assert (res["summary"]["result"], res["exit_code"]) == (CANCELED_UPDATE_RESULT,
+                                                            CANCELED_UPDATE_EXIT)
+    assert_cli_tree_gone(w, json.loads(pidfile.read_text()))
+    assert w.locks() == []
 
 
-def test_crash_mid_update_then_recovery(pulumi_world):
-    w = pulumi_world
+def test_crash_mid_update_then_recovery(any_pulumi_world):
+    """The CLI SIGKILLed in its second resource step (the stand-in kills itself; the
+    real CLI is killed by its provider), as by the OOM killer."""
+    w = any_pulumi_world
     w.write_program(TWO_FILES)
     w.ready()
     rc, res, _ = w.drive("up", knobs={"PULUMI_STANDIN_CRASH": "up:1"})
     assert res["status"] == "failed" and "signal 9" in res["message"]
     assert len(w.cloud_files()) == 1
-    ckpt = json.loads((w.state / ".pulumi" / "stacks" / "demo" / "dev.json").read_text())
-    assert ckpt["checkpoint"]["latest"]["pending_operations"][0]["type"] == "creating"
+    pending = w.checkpoint()["checkpoint"]["latest"]["pending_operations"]
+    assert [op["type"] for op in pending] == ["creating"]
+    assert pending[0]["resource"]["urn"].endswith("::second")
+    assert len(w.locks()) == 1
     rc, res, _ = w.drive("up")
     assert res["status"] == "conflict"
     w.ok("cancel")
     res = w.ok("up")
-    assert res["summary"]["changes"].get("create") == 2   # second file and the stack root
+    # The stack root and the first file were saved before the crash (as the real
+    # v3.274.1 does); the pending create is dropped and the second file made anew.
+    assert res["summary"]["changes"] == {"create": 1, "same": 2}
     assert len(w.cloud_files()) == 2
 
 
-def test_drift_is_seen_by_refresh(pulumi_world):
-    w = pulumi_world
+def test_drift_is_seen_by_refresh(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
     w.ok("up")
     f = w.cloud / "files" / w.cloud_files()[0]
@@ -357,19 +447,21 @@ def test_drift_is_seen_by_refresh(pulumi_world):
     w.ok("preview", "--expect-no-changes")
 
 
-def test_plan_saved_then_applied_and_diverging_plan_fails(pulumi_world, tmp_path):
-    w = pulumi_world
+def test_plan_saved_then_applied_and_diverging_plan_fails(any_pulumi_world, tmp_path):
+    w = any_pulumi_world
     w.ready()
     # No stack output that is unknown at preview time (${note.path} on a create): with
     # one, the real v3.274.1 cannot apply its own plan (test_pulumi_driver_conformance.py).
     w.write_program(ONE_FILE_PROGRAM.replace("  path: ${note.path}\n", ""))
     plan = tmp_path / "plan.json"
     w.ok("preview", "--plan", str(plan))
-    assert plan.exists()
-    up = w.records()[-1]
-    assert f"--save-plan={plan}" in up["argv"] and "PULUMI_EXPERIMENTAL" in up["env"]
+    assert "resourcePlans" in json.loads(plan.read_text())
+    if w.kind == "standin":
+        up = w.records()[-1]
+        assert f"--save-plan={plan}" in up["argv"] and "PULUMI_EXPERIMENTAL" in up["env"]
     w.ok("up", "--plan", str(plan))
-    assert f"--plan={plan}" in w.records()[-1]["argv"]
+    if w.kind == "standin":
+        assert f"--plan={plan}" in w.records()[-1]["argv"]
     w.ok("preview", "--plan", str(plan))
     w.config = [{"key": "greeting", "value": "changed"}] + w.config[1:]
     w.ok("config")
@@ -378,8 +470,8 @@ def test_plan_saved_then_applied_and_diverging_plan_fails(pulumi_world, tmp_path
     assert w.cloud / "files" and (w.cloud / "files" / w.cloud_files()[0]).read_text() == "hi"
 
 
-def test_destroy(pulumi_world):
-    w = pulumi_world
+def test_destroy(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
     w.ok("up")
     res = w.ok("destroy", "--preview-only")
@@ -391,14 +483,14 @@ def test_destroy(pulumi_world):
     assert w.ok("history")["history"]["kind"] == "destroy"
 
 
-def test_stack_not_found(pulumi_world):
-    rc, res, _ = pulumi_world.drive("preview")
+def test_stack_not_found(any_pulumi_world):
+    rc, res, _ = any_pulumi_world.drive("preview")
     assert res["status"] == "not-found"
     assert "no stack named 'dev' found" in res["message"]
 
 
-def test_cli_missing_and_too_old(pulumi_world, tmp_path):
-    w = pulumi_world
+def test_cli_missing_and_too_old(any_pulumi_world, tmp_path):
+    w = any_pulumi_world
     rc, res, _ = w.drive("up", spec=w.spec(pulumi_bin=str(tmp_path / "nope" / "pulumi")))
     assert res["status"] == "cli-missing"
     old = tmp_path / "old" / "pulumi"
@@ -410,18 +502,19 @@ def test_cli_missing_and_too_old(pulumi_world, tmp_path):
     assert "v3.100.0" in res["message"] and "3.135.0" in res["message"]
 
 
-def test_missing_language_host_is_classified(pulumi_world):
-    w = pulumi_world
+def test_missing_language_host_is_classified(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
-    w.write_program("name: demo\nruntime: nodejs\n")
+    # Python, not Node.js: deps-real builds the Node.js host next to the real CLI.
+    w.write_program("name: demo\nruntime: python\n")
     rc, res, _ = w.drive("up")
     assert res["status"] == "cli-missing"
-    assert "no language plugin 'pulumi-language-nodejs'" in res["message"]
+    assert "no language plugin 'pulumi-language-python'" in res["message"]
     assert res["summary"]["present"] is False
 
 
-def test_output_tails_are_bounded(pulumi_world):
-    w = pulumi_world
+def test_output_tails_are_bounded(any_pulumi_world):
+    w = any_pulumi_world
     w.ready()
     rc, res, _ = w.drive("up", spec=w.spec(tail_max=64))
     assert res["status"] == "ok"
@@ -429,8 +522,8 @@ def test_output_tails_are_bounded(pulumi_world):
     assert re.search(r"Duration: \d+s\n+$", res["stdout_tail"])
 
 
-def test_reserved_environment_names_are_refused(pulumi_world):
-    w = pulumi_world
+def test_reserved_environment_names_are_refused(any_pulumi_world):
+    w = any_pulumi_world
     spec = w.spec()
     spec["env"].append({"name": "PULUMI_HOME", "value": "/elsewhere"})
     p = subprocess.run([w.tool, "--spec", "-", "version"], input=json.dumps(spec),

@@ -16,6 +16,30 @@
 //	                    id      "<name or resource name>-<8 hex digits>"
 //	                    file    $PULUMI_STANDIN_CLOUD/files/<id>, holding content
 //
+// Fault knobs (environment, test-only), named as the stand-in CLI's knobs where the
+// meaning is the same, so one test drives both CLIs.  <cmd> names the pulumi command
+// whose provider calls are affected: "up" (Create/Update applied), "preview"
+// (Create/Update previewed), "destroy" (Delete), "refresh" (Read).
+//
+//	PULUMI_STANDIN_SLOW_MS=<ms>      sleep before each resource call; a cancel (the
+//	                                 engine's Cancel RPC or the call's context) ends it
+//	PULUMI_STANDIN_HANG=<cmd>        <cmd>'s first resource call hangs until the engine
+//	                                 cancels: after the Cancel RPC (the CLI got SIGINT)
+//	                                 the call completes and the update ends "canceled";
+//	                                 when the call's gRPC context ends (SIGTERM, or the
+//	                                 CLI died) it fails without touching the cloud
+//	PULUMI_STANDIN_HANG_STUBBORN=1   the hang ignores both, and the provider ignores
+//	                                 SIGINT and SIGTERM: only SIGKILL ends it
+//	PULUMI_STANDIN_PIDFILE=F         the hang writes {"pid","pgid","child","plugins"} to
+//	                                 F: the CLI (this provider's parent), the CLI's
+//	                                 process group, this provider, and every child of
+//	                                 the CLI (language host, providers)
+//	PULUMI_STANDIN_CRASH=<cmd>:<n>   <cmd>'s resource call after the first n SIGKILLs
+//	                                 the CLI (a real crash mid-update: the lock and the
+//	                                 pending operation stay) and waits to be cancelled
+//
+// Unlike the stand-in, the real CLI starts every plugin in a process group of its own.
+//
 // Built by scripts/deps-real.sh into .real/bin and installed as a plugin in the
 // prepared PULUMI_HOME (.real/pulumi-home/plugins/resource-standin-v<version>).
 package main
@@ -28,9 +52,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -56,11 +85,16 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 type standin struct {
 	pulumirpc.UnimplementedResourceProviderServer
+
+	canceled   chan struct{} // closed by the engine's Cancel RPC
+	cancelOnce sync.Once
+	mu         sync.Mutex
+	calls      map[string]int // resource calls so far, per command (PULUMI_STANDIN_CRASH)
 }
 
 func main() {
 	err := provider.Main("standin", func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
-		return &standin{}, nil
+		return &standin{canceled: make(chan struct{}), calls: map[string]int{}}, nil
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pulumi-resource-standin: %v\n", err)
@@ -111,7 +145,97 @@ func (p *standin) Configure(context.Context, *pulumirpc.ConfigureRequest) (*pulu
 }
 
 func (p *standin) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
+	p.cancelOnce.Do(func() { close(p.canceled) })
 	return &emptypb.Empty{}, nil
+}
+
+// knobs applies the fault knobs to one resource call of pulumi command cmd; an error
+// means the call must fail without touching the cloud.
+func (p *standin) knobs(ctx context.Context, cmd string) error {
+	if ms, err := strconv.Atoi(os.Getenv("PULUMI_STANDIN_SLOW_MS")); err == nil && ms > 0 {
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-p.canceled:
+			return status.Error(codes.Canceled, "canceled while slowed by PULUMI_STANDIN_SLOW_MS")
+		case <-ctx.Done():
+			return status.Error(codes.Canceled, "canceled while slowed by PULUMI_STANDIN_SLOW_MS")
+		}
+	}
+	p.mu.Lock()
+	p.calls[cmd]++
+	n := p.calls[cmd]
+	p.mu.Unlock()
+	if crashCmd, after, ok := strings.Cut(os.Getenv("PULUMI_STANDIN_CRASH"), ":"); ok && crashCmd == cmd {
+		if limit, err := strconv.Atoi(after); err == nil && n > limit {
+			// The engine has recorded this call as a pending operation by now.
+			syscall.Kill(os.Getppid(), syscall.SIGKILL)
+			<-ctx.Done()
+			return status.Error(codes.Unavailable, "the CLI was killed (PULUMI_STANDIN_CRASH)")
+		}
+	}
+	if os.Getenv("PULUMI_STANDIN_HANG") == cmd && n == 1 {
+		return p.hang(ctx)
+	}
+	return nil
+}
+
+func (p *standin) hang(ctx context.Context) error {
+	stubborn := os.Getenv("PULUMI_STANDIN_HANG_STUBBORN") == "1"
+	if stubborn {
+		signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
+	}
+	if path := os.Getenv("PULUMI_STANDIN_PIDFILE"); path != "" {
+		if err := writePids(path); err != nil {
+			return err
+		}
+	}
+	if stubborn {
+		select {}
+	}
+	select {
+	case <-p.canceled:
+		// A graceful cancel lets the call in flight finish, as a provider that cannot
+		// abort its work does: the engine then stops and reports the update canceled
+		// (a failing step would make it "failed", whatever the cancel).
+		return nil
+	case <-ctx.Done():
+		return status.Error(codes.Canceled, "canceled while hanging (PULUMI_STANDIN_HANG)")
+	}
+}
+
+// writePids records the process tree a test checks after the driver ended the CLI.
+func writePids(path string) error {
+	cli := os.Getppid()
+	pgid, err := syscall.Getpgid(cli)
+	if err != nil {
+		return fmt.Errorf("process group of %d: %w", cli, err)
+	}
+	doc, _ := json.Marshal(map[string]any{"pid": cli, "pgid": pgid, "child": os.Getpid(),
+		"plugins": childrenOf(cli)})
+	return write(path, string(doc))
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc/<n>/stat.
+func childrenOf(pid int) []int {
+	var kids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			kids = append(kids, n)
+		}
+	}
+	return kids
 }
 
 // filesDir is <cloud>/files, created when missing (as the stand-in does).
@@ -223,12 +347,15 @@ func validID(id string) bool {
 	return validName.MatchString(id) && id != "." && id != ".."
 }
 
-func (p *standin) Create(_ context.Context, req *pulumirpc.CreateRequest) (*pulumirpc.CreateResponse, error) {
+func (p *standin) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*pulumirpc.CreateResponse, error) {
 	props := req.GetProperties()
 	content, _ := field(props, "content")
 	name, _ := field(props, "name")
 	if name != "" && name != unknown && !validName.MatchString(name) {
 		return nil, fmt.Errorf(`invalid file name "%s": only letters, digits, ".", "_" and "-" are allowed`, name)
+	}
+	if err := p.knobs(ctx, applyCmd(req.GetPreview())); err != nil {
+		return nil, err
 	}
 	dir, err := filesDir()
 	if err != nil {
@@ -253,10 +380,21 @@ func (p *standin) Create(_ context.Context, req *pulumirpc.CreateRequest) (*pulu
 	return &pulumirpc.CreateResponse{Id: id, Properties: outputs(name, content, path)}, nil
 }
 
-func (p *standin) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
+// applyCmd names the command a Create or Update belongs to, for the knobs.
+func applyCmd(preview bool) string {
+	if preview {
+		return "preview"
+	}
+	return "up"
+}
+
+func (p *standin) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	id := req.GetId()
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid id %q", id)
+	}
+	if err := p.knobs(ctx, "refresh"); err != nil {
+		return nil, err
 	}
 	dir, err := filesDir()
 	if err != nil {
@@ -280,10 +418,13 @@ func (p *standin) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirp
 	return &pulumirpc.ReadResponse{Id: id, Properties: outputs(name, string(data), path), Inputs: inputs}, nil
 }
 
-func (p *standin) Update(_ context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
+func (p *standin) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
 	id := req.GetId()
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid id %q", id)
+	}
+	if err := p.knobs(ctx, applyCmd(req.GetPreview())); err != nil {
+		return nil, err
 	}
 	news := req.GetNews()
 	content, _ := field(news, "content")
@@ -301,10 +442,13 @@ func (p *standin) Update(_ context.Context, req *pulumirpc.UpdateRequest) (*pulu
 	return &pulumirpc.UpdateResponse{Properties: outputs(name, content, path)}, nil
 }
 
-func (p *standin) Delete(_ context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
+func (p *standin) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
 	id := req.GetId()
 	if !validID(id) {
 		return nil, fmt.Errorf("invalid id %q", id)
+	}
+	if err := p.knobs(ctx, "destroy"); err != nil {
+		return nil, err
 	}
 	dir, err := filesDir()
 	if err != nil {
