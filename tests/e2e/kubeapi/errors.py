@@ -133,6 +133,45 @@ def unauthorized():
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def forbidden_anonymous(method, path, params):
+    """RBAC's 403 for system:anonymous outside the public paths: a path that names a
+    resource is reported with its verb, resource, group and scope; any other path with
+    the lower-cased method (handlers/responsewriters forbiddenMessage)."""
+    user = 'User "system:anonymous"'
+    parts = [p for p in path.split("/") if p]
+    head = 2 if parts[:1] == ["api"] else 3 if parts[:1] == ["apis"] else None
+    rest = parts[head:] if head else []
+    if not rest:
+        return ApiError(403, "Forbidden",
+                        f'forbidden: {user} cannot {method.lower()} path "{path}"', {})
+    group = parts[1] if parts[0] == "apis" else ""
+    ns = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        ns, rest = rest[1], rest[2:]
+    resource, name = rest[0], (rest[1] if len(rest) > 1 else "")
+    if len(rest) > 2:
+        resource += "/" + rest[2]
+    if method == "GET":
+        verb = "get" if name else ("watch" if params.get("watch") in ("1", "true")
+                                   else "list")
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+    why = f'{user} cannot {verb} resource "{resource}" in API group "{group}" {scope}'
+    qualified_res = f"{rest[0]}.{group}" if group else rest[0]
+    details = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = rest[0]
+    subject = f'{qualified_res} "{name}"' if name else qualified_res
+    return ApiError(403, "Forbidden", f"{subject} is forbidden: {why}", details)
+
+
 def too_large_rv(requested, current):
     return ApiError(504, "Timeout",
                     f"Timeout: Too large resource version: {requested}, current: {current}",

@@ -9,7 +9,8 @@ real server does when its channel has more than one.
 Authentication: a bearer token listed in the token file (re-read on every
 request, so tests can rotate tokens), or a client certificate signed by the
 emulator's CA.  /version and the health endpoints are also open to anonymous
-requests (system:public-info-viewer); everything else gets 401.
+requests (system:public-info-viewer); everything else gets RBAC's 403 for
+system:anonymous, and a wrong token 401.
 
 /__admin/ endpoints (no auth, never subject to injected faults) drive the
 fault knobs; docs/testing.md lists them.
@@ -251,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self._admin(method, path, params, body)
                 except (ValueError, TypeError, AttributeError, KeyError) as exc:
                     raise E.bad_request(f"bad admin request: {exc!r}") from None
-            self.entry["user"] = self._authenticate(path)
+            self.entry["user"] = self._authenticate(method, path, params)
             rule = emu.faults.take(method, path, params.get("watch") in ("1", "true"))
             if rule is not None:
                 raise _fault_error(rule)
@@ -269,10 +270,11 @@ class Handler(BaseHTTPRequestHandler):
             self._send_error(E.ApiError(500, "InternalError",
                                         f"Internal error occurred: emulator bug: {exc!r}"))
 
-    def _authenticate(self, path):
+    def _authenticate(self, method, path, params):
         """The first authenticator that succeeds wins, as in kube-apiserver's union
         (client certificate, then bearer token); a token that fails is a 401 even on
-        the public paths, and only a request with no credentials is anonymous."""
+        the public paths, and only a request with no credentials is anonymous, which
+        RBAC then forbids (403) everything but the public paths."""
         emu = self.server.emu
         cert = self.request.getpeercert() if hasattr(self.request, "getpeercert") else None
         if cert:
@@ -287,7 +289,7 @@ class Handler(BaseHTTPRequestHandler):
             raise E.unauthorized()
         if path in PUBLIC_PATHS:
             return "system:anonymous"
-        raise E.unauthorized()
+        raise E.forbidden_anonymous(method, path, params)
 
     def _decode(self, body, ctype, allow_yaml=True):
         ctype = (ctype or "").split(";")[0].strip().lower()

@@ -421,13 +421,16 @@ class Store:
         else:
             if not ins and ns not in ("default", "kube-system"):
                 causes.append(mismatch)
+            # the cause names the field as the request's version does (the other fields
+            # keep their core/v1 names even for events.k8s.io)
+            rc_field = "reportingController" if strict else "reportingComponent"
             rc = obj.get("reportingComponent") or ""
             if not rc:
-                causes += [("FieldValueRequired", "reportingComponent", "Required value"),
-                           ("FieldValueInvalid", "reportingComponent",
+                causes += [("FieldValueRequired", rc_field, "Required value"),
+                           ("FieldValueInvalid", rc_field,
                             'Invalid value: "": name part must be non-empty')]
             if not QUALIFIED_NAME.match(rc):
-                causes.append(("FieldValueInvalid", "reportingComponent",
+                causes.append(("FieldValueInvalid", rc_field,
                                f'Invalid value: "{rc}": {QUALIFIED_NAME_MSG}'))
             for f in ("reportingInstance", "action", "reason"):
                 value = obj.get(f) or ""
@@ -462,13 +465,13 @@ class Store:
     def _normalize(self, rtype, obj, params, creating):
         """Pruning, type defaults and validation; returns the object to store."""
         validation = params.get("fieldValidation", "Warn")
+        errs = []
         if rtype.crd:
             obj, unknown, errs = prune_custom_resource(obj, rtype.schema)
-            if errs:
-                raise E.invalid(rtype, meta(obj).get("name", ""), errs)
         else:
             obj, unknown = prune_builtin(obj, rtype.top_fields)
         if unknown:
+            # strict decoding fails before the schema's validation is reached
             if validation == "Strict":
                 raise E.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be '
                                     f"handled as a {rtype.kind}: strict decoding error: " +
@@ -476,6 +479,8 @@ class Store:
             if validation == "Warn":
                 for u in unknown:
                     self.warn(f'unknown field "{u}"')
+        if errs:
+            raise E.invalid(rtype, meta(obj).get("name", ""), errs)
         if rtype.key == ("", "secrets"):
             obj = self._normalize_secret(rtype, obj)
         elif rtype.key == NS_KEY:
@@ -717,12 +722,15 @@ class Store:
                 lo, hi = bisect.bisect_left(texts, ns + "/"), bisect.bisect_left(texts, ns + "0")
             if start:
                 lo = max(lo, bisect.bisect_right(texts, start))
-            # Like the watch cache, a page is the next `limit` keys, filtered afterwards:
-            # with a selector it may hold fewer items (even none) and still continue.
-            end = min(hi, lo + limit) if limit > 0 else hi
-            items = [(texts[i], state[idents[i]]) for i in range(lo, end)]
-            items = [(k, o) for k, o in items
-                     if labels.match(meta(o).get("labels")) and fields.match(o)]
+            # As kube-apiserver 1.37: keys are read on until `limit` of them match the
+            # selectors (or the range ends); a page continues when keys are left after
+            # the last one read, whether or not any of them would match.
+            items, end = [], lo
+            while end < hi and (limit <= 0 or len(items) < limit):
+                obj = state[idents[end]]
+                if labels.match(meta(obj).get("labels")) and fields.match(obj):
+                    items.append((texts[end], obj))
+                end += 1
             lmeta = {"resourceVersion": str(snap)}
             if end < hi:
                 lmeta["continue"] = self._continue_token(snap, texts[end - 1])
@@ -1006,7 +1014,12 @@ class Store:
         if om.get("deletionTimestamp") and not nm.get("finalizers"):
             gone = self._commit("DELETED", rtype.key, new, old)
             self._after_delete(rtype, gone)
-            return self.present(rtype, gone)
+            # The watch's DELETED event has the delete's version; the answer to the
+            # write keeps the last stored one, as kube-apiserver's (the update that
+            # emptied the finalizers is never stored, the object is deleted instead).
+            answer = dict(gone, metadata=dict(meta(gone),
+                                              resourceVersion=om.get("resourceVersion")))
+            return self.present(rtype, answer)
         stored = self._commit("MODIFIED", rtype.key, new, old)
         if rtype.key == CRD_KEY:
             self.registry.set_crd(name, stored)
@@ -1102,6 +1115,15 @@ class Store:
         if rtype.namespaced and cm.get("namespace") and cm["namespace"] != ns:
             raise E.bad_request("the namespace of the provided object does not match the "
                                 "namespace sent on the request")
+        if rtype.crd:
+            # An apply configuration is converted to the schema's typed form first: a
+            # field the schema does not declare is a 500, whatever fieldValidation says.
+            _, unknown, _ = prune_custom_resource(config, rtype.schema)
+            if unknown:
+                raise E.ApiError(500, "", "failed to create typed patch object "
+                                 f"({cm.get('namespace', '')}/{cm.get('name', '')}; "
+                                 f"{rtype.api_version}, Kind={rtype.kind}): .{unknown[0]}: "
+                                 "field not declared in schema")
         force = params.get("force") in ("true", "1")
         scope = "status" if subresource == "status" else ("main" if rtype.status else "all")
         old = self._get(rtype, ns, name)
