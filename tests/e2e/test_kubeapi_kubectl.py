@@ -1,74 +1,110 @@
 """Fidelity of the API-server emulator, proven with the real kubectl.
 
-Each test drives /usr/bin/kubectl (the dispatcher picks kubectl 1.<minor>
-from the emulator's /version) against a fresh emulator and checks what
-kubectl prints and what the server then holds.
+Each test drives kubectl and checks what it prints and what the server then holds.
+Tests that need no emulator-only knob run both ways through `any_kubeapi`: against a
+fresh emulator (the /usr/bin/kubectl dispatcher picks kubectl 1.<minor> from its
+/version) and against the session's real kube-apiserver (the kubectl built with it),
+in a fresh namespace that is the kubeconfig's default.  Each test's Widget CRD has a
+group of its own, because CRDs are shared by the real server's whole session; kubectl
+is given the qualified resource (widgets.<group>) so that no other group's widgets
+can answer.  Tests that read the emulator's request log or set its version stay on
+`kubeapi` and say so.
 """
 import json
+import secrets
 
 import pytest
 import yaml
 
 from kube_fixtures import wait_for
+from real_fixtures import EmulatorView
 
-WIDGET_CRD = """
+CRD_GV = "apiextensions.k8s.io/v1"
+
+
+def widget_crd(group):
+    return f"""
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: widgets.example.com
+  name: widgets.{group}
 spec:
-  group: example.com
+  group: {group}
   scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  names: {{plural: widgets, singular: widget, kind: Widget}}
   versions:
   - name: v1
     served: true
     storage: true
-    subresources: {status: {}}
+    subresources: {{status: {{}}}}
     schema:
       openAPIV3Schema:
         type: object
         properties:
-          spec: {type: object, properties: {size: {type: integer}}}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          spec: {{type: object, properties: {{size: {{type: integer}}}}}}
+          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
 """
 
 
-def widget(name, size=3, labels=None):
-    return {"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": name, "labels": labels or {"app": "demo"}},
-            "spec": {"size": size}}
+class Widgets:
+    """One test's Widget CRD (group w<hex>.example.com) on the server under test."""
+
+    def __init__(self, api, tmp_path):
+        self.api, self.tmp_path = api, tmp_path
+        self.group = f"w{secrets.token_hex(3)}.example.com"
+        self.gv = f"{self.group}/v1"
+        self.resource = f"widgets.{self.group}"     # what kubectl is given
+        self.crd_file = tmp_path / "crd.yaml"
+        self.crd_file.write_text(widget_crd(self.group))
+        self.installed = False
+
+    def obj(self, name, size=3, labels=None, **meta):
+        return {"apiVersion": self.gv, "kind": "Widget",
+                "metadata": dict(meta, name=name, labels=labels or {"app": "demo"}),
+                "spec": {"size": size}}
+
+    def install(self):
+        """kubectl apply of the CRD, then a wait until it is served: the real server
+        serves a new CRD a moment after the apply returns."""
+        out = self.api.kubectl("apply", "--server-side", "-f", self.crd_file).stdout
+        self.installed = True
+        self.api.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                         f"crd/{self.resource}")
+        wait_for(lambda: self.api.client.raw("GET", f"/apis/{self.gv}")[0] == 200,
+                 what="the widget group to be served")
+        return out
+
+    def setup(self, *objs):
+        self.install()
+        ns = self.api.namespace
+        for obj in objs:
+            obj = dict(obj, metadata=dict(obj["metadata"], namespace=ns))
+            self.api.client.create(obj, "widgets")
+
+    def get(self, name):
+        return self.api.client.get(self.gv, "widgets", name, self.api.namespace)
+
+    def remove(self):
+        if self.installed:
+            self.api.client.raw("DELETE", f"/apis/{CRD_GV}/customresourcedefinitions/"
+                                f"{self.resource}")
 
 
-def test_apply_crd_then_custom_object_server_side(kubeapi, tmp_path):
-    crd = tmp_path / "crd.yaml"
-    crd.write_text(WIDGET_CRD)
-    out = kubeapi.kubectl("apply", "--server-side", "-f", crd).stdout
-    assert "widgets.example.com serverside-applied" in out
-    w = tmp_path / "w1.yaml"
-    w.write_text(json.dumps(widget("w1")))
-    assert "widget.example.com/w1 serverside-applied" in kubeapi.kubectl(
-        "apply", "--server-side", "-f", w).stdout
-    got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
-    assert got["spec"] == {"size": 3}
-    assert got["metadata"]["generation"] == 1
-    managers = {m["manager"]: m for m in got["metadata"]["managedFields"]}
-    assert managers["kubectl"]["operation"] == "Apply"
-    listed = kubeapi.kubectl("get", "widgets", "-o", "name").stdout.split()
-    assert listed == ["widget.example.com/w1"]
+@pytest.fixture
+def widgets(any_kubeapi, tmp_path):
+    w = Widgets(any_kubeapi, tmp_path)
+    yield w
+    w.remove()
 
 
-def _setup_widgets(kubeapi, tmp_path, *objs):
-    crd = tmp_path / "crd.yaml"
-    crd.write_text(WIDGET_CRD)
-    kubeapi.kubectl("apply", "--server-side", "-f", crd)
-    for obj in objs:
-        obj = dict(obj)
-        obj["metadata"] = dict(obj["metadata"], namespace="default")
-        kubeapi.client.create(obj, "widgets")
+@pytest.fixture
+def emulator_widgets(kubeapi, tmp_path):
+    w = Widgets(EmulatorView(kubeapi), tmp_path)
+    yield w
+    w.remove()
 
 
-def _read_until(proc, predicate, timeout=15):
+def _read_until(proc, predicate, timeout=30):
     """Reads kubectl's stdout lines until predicate(lines) holds (a reader thread keeps
     the pipe drained so no line waits in a buffer)."""
     import queue
@@ -94,20 +130,42 @@ def _read_until(proc, predicate, timeout=15):
     return proc.seen
 
 
-def test_get_watch_streams_changes(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path, widget("w1"))
-    proc = kubeapi.kubectl_bg("get", "widgets", "-w", "--output-watch-events", "-o",
-                              "custom-columns=TYPE:.type,NAME:.object.metadata.name,"
-                              "SIZE:.object.spec.size")
+def _stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_apply_crd_then_custom_object_server_side(any_kubeapi, widgets):
+    out = widgets.install()
+    assert f"customresourcedefinition.apiextensions.k8s.io/{widgets.resource} " \
+           "serverside-applied" in out
+    w = widgets.tmp_path / "w1.yaml"
+    w.write_text(json.dumps(widgets.obj("w1")))
+    assert f"widget.{widgets.group}/w1 serverside-applied" in any_kubeapi.kubectl(
+        "apply", "--server-side", "-f", w).stdout
+    got = widgets.get("w1")
+    assert got["spec"] == {"size": 3}
+    assert got["metadata"]["generation"] == 1
+    managers = {m["manager"]: m for m in got["metadata"]["managedFields"]}
+    assert managers["kubectl"]["operation"] == "Apply"
+    listed = any_kubeapi.kubectl("get", widgets.resource, "-o", "name").stdout.split()
+    assert listed == [f"widget.{widgets.group}/w1"]
+
+
+def test_get_watch_streams_changes(any_kubeapi, widgets):
+    api, ns = any_kubeapi, any_kubeapi.namespace
+    widgets.setup(widgets.obj("w1"))
+    proc = api.kubectl_bg("get", widgets.resource, "-w", "--output-watch-events", "-o",
+                          "custom-columns=TYPE:.type,NAME:.object.metadata.name,"
+                          "SIZE:.object.spec.size")
     try:
+        # w1 printed: kubectl has listed, and watches from the list's version, so
+        # nothing written from now on can be missed
         _read_until(proc, lambda ls: any("w1" in line for line in ls))
-        kubeapi.wait_watches(1, resource="widgets")
-        kubeapi.client.create(dict(widget("w2", 7), metadata={"name": "w2",
-                                                               "namespace": "default"}),
-                              "widgets")
-        kubeapi.client.patch("example.com/v1", "widgets", "w1", {"spec": {"size": 9}},
-                             "default")
-        kubeapi.client.delete("example.com/v1", "widgets", "w2", "default")
+        api.client.create(widgets.obj("w2", 7, namespace=ns), "widgets")
+        api.client.patch(widgets.gv, "widgets", "w1", {"spec": {"size": 9}}, ns)
+        api.client.delete(widgets.gv, "widgets", "w2", ns)
         lines = _read_until(proc, lambda ls: any(line.startswith("DELETED") for line in ls))
         events = [line.split() for line in lines if line.split()[0] in
                   ("ADDED", "MODIFIED", "DELETED")]
@@ -115,113 +173,105 @@ def test_get_watch_streams_changes(kubeapi, tmp_path):
         assert ["MODIFIED", "w1", "9"] in events
         assert ["DELETED", "w2", "7"] in events
     finally:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
 
 
-def test_annotate_and_merge_patch_follow_generation_rules(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path, widget("w1"))
-    before = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
-    kubeapi.kubectl("annotate", "widget", "w1", "team=blue")
-    annotated = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+def test_annotate_and_merge_patch_follow_generation_rules(any_kubeapi, widgets):
+    api = any_kubeapi
+    widgets.setup(widgets.obj("w1"))
+    before = widgets.get("w1")
+    api.kubectl("annotate", widgets.resource, "w1", "team=blue")
+    annotated = widgets.get("w1")
     assert annotated["metadata"]["annotations"] == {"team": "blue"}
     assert annotated["metadata"]["generation"] == 1
     assert int(annotated["metadata"]["resourceVersion"]) > int(
         before["metadata"]["resourceVersion"])
-    kubeapi.kubectl("patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":5}}')
-    patched = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+    api.kubectl("patch", widgets.resource, "w1", "--type", "merge", "-p",
+                '{"spec":{"size":5}}')
+    patched = widgets.get("w1")
     assert patched["spec"]["size"] == 5
     assert patched["metadata"]["generation"] == 2
     managers = {(m["manager"], m["operation"]) for m in patched["metadata"]["managedFields"]}
     assert ("kubectl-annotate", "Update") in managers
     assert ("kubectl-patch", "Update") in managers
     # the same merge patch again changes nothing: no new resourceVersion
-    kubeapi.kubectl("patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":5}}')
-    again = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+    api.kubectl("patch", widgets.resource, "w1", "--type", "merge", "-p",
+                '{"spec":{"size":5}}')
+    again = widgets.get("w1")
     assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
 
 
-def test_strategic_merge_patch_on_custom_resource_is_415(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path, widget("w1"))
-    proc = kubeapi.kubectl("patch", "widget", "w1", "-p", '{"spec":{"size":4}}', check=False)
+def test_strategic_merge_patch_on_custom_resource_is_415(any_kubeapi, widgets):
+    api, ns = any_kubeapi, any_kubeapi.namespace
+    widgets.setup(widgets.obj("w1"))
+    proc = api.kubectl("patch", widgets.resource, "w1", "-p", '{"spec":{"size":4}}',
+                       check=False)
     assert proc.returncode != 0
     assert "the body of the request was in an unknown format - accepted media types " \
            "include: application/json-patch+json, application/merge-patch+json, " \
            "application/apply-patch+yaml" in proc.stderr
     # built-in kinds accept it
-    kubeapi.client.create({"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": "c1", "namespace": "default"},
-                           "data": {"a": "1"}}, "configmaps")
-    kubeapi.kubectl("patch", "configmap", "c1", "-p", '{"data":{"b":"2"}}')
-    assert kubeapi.client.get("v1", "configmaps", "c1", "default")["data"] == {"a": "1",
-                                                                              "b": "2"}
+    api.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "c1", "namespace": ns},
+                       "data": {"a": "1"}}, "configmaps")
+    api.kubectl("patch", "configmap", "c1", "-p", '{"data":{"b":"2"}}')
+    assert api.client.get("v1", "configmaps", "c1", ns)["data"] == {"a": "1", "b": "2"}
 
 
-def test_wait_for_condition_set_through_status_subresource(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path, widget("w1"))
-    proc = kubeapi.kubectl_bg("wait", "--for=condition=Ready", "widget/w1", "--timeout=30s")
+def test_wait_for_condition_set_through_status_subresource(any_kubeapi, widgets):
+    api, ns = any_kubeapi, any_kubeapi.namespace
+    widgets.setup(widgets.obj("w1"))
+    proc = api.kubectl_bg("wait", "--for=condition=Ready", f"{widgets.resource}/w1",
+                          "--timeout=30s")
     try:
-        kubeapi.wait_watches(1, resource="widgets")
-        assert proc.poll() is None
         # status written through the main resource is ignored
-        kubeapi.client.patch("example.com/v1", "widgets", "w1",
-                             {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-                             "default")
-        assert "status" not in kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
-        assert proc.poll() is None
-        kubeapi.patch_status("example.com/v1", "widgets", "w1",
-                             {"conditions": [{"type": "Ready", "status": "True",
-                                              "reason": "Done", "message": "",
-                                              "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-                             "default")
+        api.client.patch(widgets.gv, "widgets", "w1",
+                         {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+                         ns)
+        assert "status" not in widgets.get("w1")
+        api.patch_status(widgets.gv, "widgets", "w1",
+                         {"conditions": [{"type": "Ready", "status": "True",
+                                          "reason": "Done", "message": "",
+                                          "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+                         ns)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert "widget.example.com/w1 condition met" in out
-        assert kubeapi.client.get("example.com/v1", "widgets", "w1",
-                                  "default")["metadata"]["generation"] == 1
+        assert f"widget.{widgets.group}/w1 condition met" in out
+        assert widgets.get("w1")["metadata"]["generation"] == 1
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
-def test_delete_waits_for_finalizer_release(kubeapi, tmp_path):
-    w = widget("w1")
-    w["metadata"]["finalizers"] = ["example.com/hold"]
-    _setup_widgets(kubeapi, tmp_path, w)
-    proc = kubeapi.kubectl_bg("delete", "widget", "w1", "--timeout=30s")
+def test_delete_waits_for_finalizer_release(any_kubeapi, widgets):
+    api = any_kubeapi
+    widgets.setup(widgets.obj("w1", finalizers=["example.com/hold"]))
+    proc = api.kubectl_bg("delete", widgets.resource, "w1", "--timeout=30s")
     try:
-        held = wait_for(lambda: kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
-                        ["metadata"].get("deletionTimestamp") and
-                        kubeapi.client.get("example.com/v1", "widgets", "w1", "default"),
-                        what="deletionTimestamp")
+        held = wait_for(lambda: widgets.get("w1")["metadata"].get("deletionTimestamp") and
+                        widgets.get("w1"), what="deletionTimestamp")
         assert held["metadata"]["generation"] == 2
-        kubeapi.wait_watches(1, resource="widgets")
         assert proc.poll() is None, "kubectl delete returned while the finalizer held"
-        kubeapi.kubectl("patch", "widget", "w1", "--type", "json", "-p",
-                        '[{"op":"remove","path":"/metadata/finalizers"}]')
+        api.kubectl("patch", widgets.resource, "w1", "--type", "json", "-p",
+                    '[{"op":"remove","path":"/metadata/finalizers"}]')
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert 'widget.example.com "w1" deleted' in out
-        gone = kubeapi.kubectl("get", "widget", "w1", check=False)
+        assert f'widget.{widgets.group} "w1" deleted' in out
+        gone = api.kubectl("get", widgets.resource, "w1", check=False)
         assert gone.returncode != 0
-        assert 'widgets.example.com "w1" not found' in gone.stderr
+        assert f'{widgets.resource} "w1" not found' in gone.stderr
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
-def test_label_selectors(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path,
-                   widget("a", labels={"app": "web", "tier": "front"}),
-                   widget("b", labels={"app": "web", "tier": "back"}),
-                   widget("c", labels={"app": "db"}),
-                   widget("d", labels={"app": "cache", "tier": "back"}))
+def test_label_selectors(any_kubeapi, widgets):
+    widgets.setup(widgets.obj("a", labels={"app": "web", "tier": "front"}),
+                  widgets.obj("b", labels={"app": "web", "tier": "back"}),
+                  widgets.obj("c", labels={"app": "db"}),
+                  widgets.obj("d", labels={"app": "cache", "tier": "back"}))
 
     def names(selector):
-        out = kubeapi.kubectl("get", "widgets", "-l", selector, "-o",
-                              "jsonpath={.items[*].metadata.name}").stdout
+        out = any_kubeapi.kubectl("get", widgets.resource, "-l", selector, "-o",
+                                  "jsonpath={.items[*].metadata.name}").stdout
         return out.split()
     assert names("app=web") == ["a", "b"]
     assert names("app==web,tier=back") == ["b"]
@@ -230,15 +280,22 @@ def test_label_selectors(kubeapi, tmp_path):
     assert names("app notin (web)") == ["c", "d"]
     assert names("tier") == ["a", "b", "d"]
     assert names("!tier") == ["c"]
-    bad = kubeapi.kubectl("get", "widgets", "-l", "a b c", check=False)
+    bad = any_kubeapi.kubectl("get", widgets.resource, "-l", "a b c", check=False)
     assert bad.returncode != 0
 
 
-def test_pagination_with_chunk_size(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path, *[widget(f"w{i}") for i in range(7)])
+def test_pagination_with_chunk_size(any_kubeapi, widgets):
+    widgets.setup(*[widgets.obj(f"w{i}") for i in range(7)])
+    out = any_kubeapi.kubectl("get", widgets.resource, "--chunk-size=2", "-o",
+                              "name").stdout.split()
+    assert out == [f"widget.{widgets.group}/w{i}" for i in range(7)]
+
+
+def test_chunk_size_is_limit_and_continue(kubeapi, emulator_widgets):
+    # emulator only: the request log shows the pages kubectl asked for
+    emulator_widgets.setup(*[emulator_widgets.obj(f"w{i}") for i in range(7)])
     since = kubeapi.requests()[-1]["seq"]
-    out = kubeapi.kubectl("get", "widgets", "--chunk-size=2", "-o", "name").stdout.split()
-    assert out == [f"widget.example.com/w{i}" for i in range(7)]
+    kubeapi.kubectl("get", emulator_widgets.resource, "--chunk-size=2", "-o", "name")
     lists = [r for r in kubeapi.requests(since)
              if r["method"] == "GET" and r["path"].endswith("/widgets")]
     assert [r["query"].get("limit") for r in lists] == ["2"] * 4
@@ -254,27 +311,30 @@ def test_each_kubectl_version_applies_with_validation_gets_and_waits(kubeapi_fac
     which only passes when the OpenAPI v3 document satisfies kubectl.  Discovery is
     aggregated (apidiscovery v2, or v2beta1 for kubectl 1.29) or legacy (one request per
     group-version)."""
+    # emulator only: the server's version (`--minor`) picks the kubectl, and the
+    # request log shows what it sent
     api = kubeapi_factory(minor=minor, discovery=discovery)
+    widgets = Widgets(EmulatorView(api), tmp_path)
     assert f"Server Version: v1.{minor}.0" in api.kubectl("version").stdout
-    crd = tmp_path / "crd.yaml"
-    crd.write_text(WIDGET_CRD)
-    api.kubectl("apply", "--server-side", "-f", crd)
+    widgets.install()
     w = tmp_path / "w.yaml"
-    w.write_text(json.dumps(widget("w1")))
+    w.write_text(json.dumps(widgets.obj("w1")))
     api.kubectl("apply", "--server-side", "-f", w)
     applies = [r for r in api.requests() if r["method"] == "PATCH"]
     assert applies[-1]["query"]["fieldValidation"] == "Strict"
     assert applies[-1]["userAgent"].startswith(f"kubectl.1.{minor}/v1.{minor}.") or \
         applies[-1]["userAgent"].startswith(f"kubectl/v1.{minor}.")
-    api.patch_status("example.com/v1", "widgets", "w1",
+    api.patch_status(widgets.gv, "widgets", "w1",
                      {"conditions": [{"type": "Ready", "status": "True"}]}, "default")
-    out = api.kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=20s").stdout
+    out = api.kubectl("wait", "--for=condition=Ready", f"{widgets.resource}/w1",
+                      "--timeout=20s").stdout
     assert "condition met" in out
-    assert api.kubectl("get", "widget", "w1", "-o", "jsonpath={.spec.size}").stdout == "3"
-    discovered = [r for r in api.requests() if r["path"] in ("/api", "/apis/example.com/v1")
+    assert api.kubectl("get", widgets.resource, "w1", "-o",
+                       "jsonpath={.spec.size}").stdout == "3"
+    discovered = [r for r in api.requests() if r["path"] in ("/api", f"/apis/{widgets.gv}")
                   and r["userAgent"].startswith("kubectl")]
     if discovery == "legacy":
-        assert "/apis/example.com/v1" in [r["path"] for r in discovered]
+        assert f"/apis/{widgets.gv}" in [r["path"] for r in discovered]
     else:
         assert [r["path"] for r in discovered] == ["/api"] * len(discovered)
 
@@ -284,22 +344,22 @@ def test_watch_list_client_with_and_without_server_support(kubeapi_factory, tmp_
                                                            watch_list):
     """kubectl >= 1.35 (here 1.33 with the feature forced on) waits with a sendInitialEvents
     watch; a server without WatchList answers 422 and kubectl falls back to list+watch."""
+    # emulator only: a server without WatchList (`watch_list=False`), and the request log
     api = kubeapi_factory(minor=33, watch_list=watch_list)
-    _setup_widgets(api, tmp_path, widget("w1"))
+    widgets = Widgets(EmulatorView(api), tmp_path)
+    widgets.setup(widgets.obj("w1"))
     since = api.requests()[-1]["seq"]
-    proc = api.kubectl_bg("wait", "--for=condition=Ready", "widget/w1", "--timeout=30s",
-                          env={"KUBE_FEATURE_WatchListClient": "true"})
+    proc = api.kubectl_bg("wait", "--for=condition=Ready", f"{widgets.resource}/w1",
+                          "--timeout=30s", env={"KUBE_FEATURE_WatchListClient": "true"})
     try:
         api.wait_watches(1, resource="widgets")
-        api.patch_status("example.com/v1", "widgets", "w1",
+        api.patch_status(widgets.gv, "widgets", "w1",
                          {"conditions": [{"type": "Ready", "status": "True"}]}, "default")
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         assert "condition met" in out
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
     watch_lists = [r for r in api.requests(since)
                    if r["query"].get("sendInitialEvents") == "true"]
     assert watch_lists, "kubectl did not try a watch-list request"
@@ -310,127 +370,180 @@ def test_watch_list_client_with_and_without_server_support(kubeapi_factory, tmp_
         assert any(r["query"].get("limit") == "500" for r in api.requests(since))
 
 
-def test_wrong_token_is_refused(kubeapi, tmp_path):
-    bad = kubeapi.write_kubeconfig(tmp_path / "bad.kubeconfig", token="not-the-token")
-    proc = kubeapi.kubectl("get", "configmaps", kubeconfig=bad, check=False)
+def test_wrong_token_is_refused(any_kubeapi, tmp_path):
+    api = any_kubeapi
+    bad = api.write_kubeconfig(tmp_path / "bad.kubeconfig", token="not-the-token")
+    proc = api.kubectl("get", "configmaps", kubeconfig=bad, check=False)
     assert proc.returncode != 0
     assert "Unauthorized" in proc.stderr or "provide credentials" in proc.stderr
-    good = kubeapi.write_kubeconfig(tmp_path / "tf.kubeconfig", token_file=kubeapi.token_file)
-    assert kubeapi.kubectl("get", "namespaces", "-o", "name", kubeconfig=good).stdout.split() \
-        == ["namespace/default", "namespace/kube-node-lease", "namespace/kube-public",
-            "namespace/kube-system"]
-    cert = kubeapi.write_kubeconfig(tmp_path / "cert.kubeconfig",
-                                    client_cert=("alice", ["devs"]))
-    assert kubeapi.kubectl("get", "ns", "default", "-o", "name",
-                           kubeconfig=cert).stdout.strip() == "namespace/default"
+    # a kubeconfig's tokenFile holds the token alone (the real server's own token
+    # file is a CSV of token, user, uid and groups)
+    token_file = tmp_path / "token"
+    token_file.write_text(api.token + "\n")
+    token_file.chmod(0o600)
+    good = api.write_kubeconfig(tmp_path / "tf.kubeconfig", token_file=str(token_file))
+    listed = set(api.kubectl("get", "namespaces", "-o", "name", kubeconfig=good).stdout.split())
+    assert {"namespace/default", "namespace/kube-node-lease", "namespace/kube-public",
+            "namespace/kube-system", f"namespace/{api.namespace}"} <= listed
+    # system:masters: the real server authorizes with RBAC (the emulator lets any
+    # authenticated user do anything)
+    cert = api.write_kubeconfig(tmp_path / "cert.kubeconfig",
+                                client_cert=("alice", ["system:masters"]))
+    assert api.kubectl("get", "ns", "default", "-o", "name",
+                       kubeconfig=cert).stdout.strip() == "namespace/default"
 
 
-def test_stack_and_flux_kinds_print_their_columns(kubeapi, tmp_path):
+def test_fresh_emulator_has_only_the_system_namespaces(kubeapi):
+    # emulator only: the real server's session holds every test's namespace
+    assert kubeapi.kubectl("get", "namespaces", "-o", "name").stdout.split() == \
+        ["namespace/default", "namespace/kube-node-lease", "namespace/kube-public",
+         "namespace/kube-system"]
+
+
+def test_stack_and_flux_kinds_print_their_columns(any_kubeapi, tmp_path):
+    api, ns = any_kubeapi, any_kubeapi.namespace
     stack = tmp_path / "stack.yaml"
     stack.write_text(json.dumps({
         "apiVersion": "pulumi.com/v1", "kind": "Stack", "metadata": {"name": "web"},
         "spec": {"stack": "org/web/dev", "fluxSource": {"sourceRef": {
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
             "name": "repo"}, "dir": "infra"}, "config": {"replicas": 3, "tags": {"a": "b"}}}}))
-    kubeapi.kubectl("apply", "--server-side", "-f", stack)
-    kubeapi.patch_status("pulumi.com/v1", "stacks", "web", {
+    api.kubectl("apply", "--server-side", "-f", stack)
+    api.patch_status("pulumi.com/v1", "stacks", "web", {
         "observedGeneration": 1, "artifact": {"revision": "main@sha1:abc", "digest": "sha256:0"},
         "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded",
-                        "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-        "default")
-    out = kubeapi.kubectl("get", "stacks").stdout.splitlines()
+                        "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, ns)
+    out = api.kubectl("get", "stacks").stdout.splitlines()
     assert out[0].split() == ["NAME", "READY", "REASON", "REVISION", "AGE"]
     assert out[1].split()[:4] == ["web", "True", "Succeeded", "main@sha1:abc"]
-    wide = kubeapi.kubectl("get", "stacks", "-o", "wide").stdout.splitlines()
+    wide = api.kubectl("get", "stacks", "-o", "wide").stdout.splitlines()
     assert "STACK" in wide[0].split() and "org/web/dev" in wide[1].split()
-    got = kubeapi.client.get("pulumi.com/v1", "stacks", "web", "default")
+    got = api.client.get("pulumi.com/v1", "stacks", "web", ns)
     assert got["spec"]["config"] == {"replicas": 3, "tags": {"a": "b"}}
     bad = tmp_path / "bad.yaml"
     bad.write_text(json.dumps({"apiVersion": "pulumi.com/v1", "kind": "Stack",
-                               "metadata": {"name": "bad"}, "spec": {"dir": "x"}}))
-    proc = kubeapi.kubectl("apply", "--server-side", "-f", bad, check=False)
+                               "metadata": {"name": "bad"}, "spec": {"refresh": True}}))
+    proc = api.kubectl("apply", "--server-side", "-f", bad, check=False)
     assert proc.returncode != 0 and "spec.stack: Required value" in proc.stderr
+    # a field the schema lacks fails the apply before any validation (kube-apiserver 1.37)
+    bad.write_text(json.dumps({"apiVersion": "pulumi.com/v1", "kind": "Stack",
+                               "metadata": {"name": "bad"}, "spec": {"dir": "x"}}))
+    proc = api.kubectl("apply", "--server-side", "-f", bad, check=False)
+    assert proc.returncode != 0
+    assert f"failed to create typed patch object ({ns}/bad; pulumi.com/v1, Kind=Stack): " \
+           ".spec.dir: field not declared in schema" in proc.stderr
     oci = tmp_path / "oci.yaml"
     oci.write_text(json.dumps({"apiVersion": "source.toolkit.fluxcd.io/v1beta2",
                                "kind": "OCIRepository", "metadata": {"name": "o"},
                                "spec": {"url": "oci://r/x", "interval": "5m"}}))
-    proc = kubeapi.kubectl("apply", "--server-side", "-f", oci)
+    proc = api.kubectl("apply", "--server-side", "-f", oci)
     assert "v1beta2 OCIRepository is deprecated, upgrade to v1" in proc.stderr
-    v1 = kubeapi.client.get("source.toolkit.fluxcd.io/v1", "ocirepositories", "o", "default")
+    v1 = api.client.get("source.toolkit.fluxcd.io/v1", "ocirepositories", "o", ns)
     assert v1["apiVersion"] == "source.toolkit.fluxcd.io/v1"
     assert v1["status"] == {"observedGeneration": -1}
     assert v1["spec"]["provider"] == "generic"
 
 
-def test_get_watch_with_table_output(kubeapi):
-    """Plain `kubectl get -w` asks for Tables, also on the watch."""
-    proc = kubeapi.kubectl_bg("get", "stacks", "-w")
+def _reconciling_stack(api):
+    ns = api.namespace
+    api.client.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
+                       "metadata": {"name": "web", "namespace": ns},
+                       "spec": {"stack": "dev"}}, "stacks")
+    api.patch_status("pulumi.com/v1", "stacks", "web", {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "Reconciling", "message": "",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, ns)
+
+
+def test_get_watch_with_table_output(any_kubeapi):
+    """Plain `kubectl get -w` prints the server's Table rows, also for watch events."""
+    proc = any_kubeapi.kubectl_bg("get", "stacks", "-w")
     try:
-        kubeapi.wait_watches(1, resource="stacks")
-        kubeapi.client.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
-                               "metadata": {"name": "web", "namespace": "default"},
-                               "spec": {"stack": "dev"}}, "stacks")
-        kubeapi.patch_status("pulumi.com/v1", "stacks", "web", {"conditions": [
-            {"type": "Ready", "status": "False", "reason": "Reconciling", "message": "",
-             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, "default")
+        # the Stack may be written before or after kubectl's list: either way the
+        # last row printed is its Reconciling state, under the one header
+        _reconciling_stack(any_kubeapi)
         lines = _read_until(proc, lambda ls: any("Reconciling" in line for line in ls))
         assert lines[0].split() == ["NAME", "READY", "REASON", "REVISION", "AGE"]
         assert lines[-1].split()[:3] == ["web", "False", "Reconciling"]
     finally:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
+
+
+def test_get_watch_asks_for_tables(kubeapi):
+    # emulator only: the request log shows the watch's Accept header
+    proc = kubeapi.kubectl_bg("get", "stacks", "-w")
+    try:
+        kubeapi.wait_watches(1, resource="stacks")
+        _reconciling_stack(EmulatorView(kubeapi))
+        _read_until(proc, lambda ls: any("Reconciling" in line for line in ls))
+    finally:
+        _stop(proc)
     watches = [r for r in kubeapi.requests() if r["query"].get("watch") == "true"]
     assert "as=Table" in watches[-1]["accept"]
 
 
-def test_server_side_apply_conflicts_force_and_field_removal(kubeapi, tmp_path):
-    _setup_widgets(kubeapi, tmp_path)
-    w = tmp_path / "w.yaml"
-    w.write_text(json.dumps(dict(widget("w1", 3), metadata={
-        "name": "w1", "labels": {"app": "demo", "tier": "web"}})))
-    kubeapi.kubectl("apply", "--server-side", "-f", w)
-    kubeapi.kubectl("patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":4}}')
-    w.write_text(json.dumps(dict(widget("w1", 5), metadata={
-        "name": "w1", "labels": {"app": "demo", "tier": "web"}})))
-    proc = kubeapi.kubectl("apply", "--server-side", "-f", w, check=False)
+def test_server_side_apply_conflicts_force_and_field_removal(any_kubeapi, widgets):
+    api = any_kubeapi
+    widgets.setup()
+    w = widgets.tmp_path / "w.yaml"
+    w.write_text(json.dumps(widgets.obj("w1", 3, labels={"app": "demo", "tier": "web"})))
+    api.kubectl("apply", "--server-side", "-f", w)
+    api.kubectl("patch", widgets.resource, "w1", "--type", "merge", "-p",
+                '{"spec":{"size":4}}')
+    w.write_text(json.dumps(widgets.obj("w1", 5, labels={"app": "demo", "tier": "web"})))
+    proc = api.kubectl("apply", "--server-side", "-f", w, check=False)
     assert proc.returncode != 0
-    assert 'Apply failed with 1 conflict: conflict with "kubectl-patch" using example.com/v1: ' \
+    assert f'Apply failed with 1 conflict: conflict with "kubectl-patch" using {widgets.gv}: ' \
            '.spec.size' in proc.stderr
-    kubeapi.kubectl("apply", "--server-side", "--force-conflicts", "-f", w)
-    got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
-    assert got["spec"]["size"] == 5
+    api.kubectl("apply", "--server-side", "--force-conflicts", "-f", w)
+    assert widgets.get("w1")["spec"]["size"] == 5
     # a label dropped from the applied manifest is removed; one set by another manager stays
-    kubeapi.kubectl("label", "widget", "w1", "owner=ops")
-    w.write_text(json.dumps(widget("w1", 5)))
-    kubeapi.kubectl("apply", "--server-side", "-f", w)
-    got = kubeapi.client.get("example.com/v1", "widgets", "w1", "default")
+    api.kubectl("label", widgets.resource, "w1", "owner=ops")
+    w.write_text(json.dumps(widgets.obj("w1", 5)))
+    api.kubectl("apply", "--server-side", "-f", w)
+    got = widgets.get("w1")
     assert got["metadata"]["labels"] == {"app": "demo", "owner": "ops"}
     assert got["metadata"]["generation"] == 3
 
 
+def _typed_creates(api, team):
+    api.kubectl("create", "namespace", team)
+    api.kubectl("create", "configmap", "c1", "--from-literal=a=b", "-n", team)
+    api.kubectl("create", "secret", "generic", "s1", "--from-literal=token=abc", "-n", team)
+    api.kubectl("create", "secret", "docker-registry", "pull", "--docker-server=r.io",
+                "--docker-username=u", "--docker-password=p", "-n", team)
+    api.kubectl("create", "serviceaccount", "runner", "-n", team)
+
+
+def test_typed_create_commands(any_kubeapi):
+    """kubectl create configmap/secret/namespace/serviceaccount: the objects the typed
+    commands build (their protobuf bodies: next test)."""
+    c = any_kubeapi.client
+    team = f"team-{secrets.token_hex(3)}"      # namespaces are shared by the real session
+    try:
+        _typed_creates(any_kubeapi, team)
+        assert c.get("v1", "namespaces", team)["status"]["phase"] == "Active"
+        assert c.get("v1", "configmaps", "c1", team)["data"] == {"a": "b"}
+        assert c.get("v1", "secrets", "s1", team)["data"] == {"token": "YWJj"}
+        pull = c.get("v1", "secrets", "pull", team)
+        assert pull["type"] == "kubernetes.io/dockerconfigjson"
+        assert ".dockerconfigjson" in pull["data"]
+        assert c.get("v1", "serviceaccounts", "runner", team)["metadata"]["namespace"] == team
+    finally:
+        c.raw("DELETE", f"/api/v1/namespaces/{team}")
+
+
 def test_typed_create_commands_send_protobuf(kubeapi):
-    """kubectl create configmap/secret/namespace/serviceaccount POST protobuf bodies."""
-    kubeapi.kubectl("create", "namespace", "team")
-    kubeapi.kubectl("create", "configmap", "c1", "--from-literal=a=b", "-n", "team")
-    kubeapi.kubectl("create", "secret", "generic", "s1", "--from-literal=token=abc", "-n", "team")
-    kubeapi.kubectl("create", "secret", "docker-registry", "pull", "--docker-server=r.io",
-                    "--docker-username=u", "--docker-password=p", "-n", "team")
-    kubeapi.kubectl("create", "serviceaccount", "runner", "-n", "team")
+    # emulator only: the request log shows the bodies' content type
+    _typed_creates(kubeapi, "team")
     posts = [r for r in kubeapi.requests() if r["method"] == "POST"]
     assert all(r["contentType"] == "application/vnd.kubernetes.protobuf" for r in posts[-5:])
-    c = kubeapi.client
-    assert c.get("v1", "namespaces", "team")["status"]["phase"] == "Active"
-    assert c.get("v1", "configmaps", "c1", "team")["data"] == {"a": "b"}
-    assert c.get("v1", "secrets", "s1", "team")["data"] == {"token": "YWJj"}
-    pull = c.get("v1", "secrets", "pull", "team")
-    assert pull["type"] == "kubernetes.io/dockerconfigjson"
-    assert ".dockerconfigjson" in pull["data"]
-    assert c.get("v1", "serviceaccounts", "runner", "team")["metadata"]["namespace"] == "team"
 
 
-def test_prune_jobs_get_all_and_auth_can_i(kubeapi, tmp_path):
-    """The workload kinds are stored as they come, enough for kubectl's prune allow-list,
-    `get all` and a controller that runs Jobs; `auth can-i` is always yes (no RBAC)."""
+def test_prune_jobs_get_all_and_auth_can_i(any_kubeapi, tmp_path):
+    """The workload kinds, enough for kubectl's prune allow-list, `get all` and a
+    controller that runs Jobs (no Pods appear: nothing runs the Job on either server);
+    `auth can-i` says yes to the test's user (the emulator to anyone)."""
+    api, ns = any_kubeapi, any_kubeapi.namespace
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "update-web",
                                                                  "labels": {"app": "x"}},
            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
@@ -439,14 +552,14 @@ def test_prune_jobs_get_all_and_auth_can_i(kubeapi, tmp_path):
             "metadata": {"name": "keep", "labels": {"app": "x"}}, "data": {"a": "b"}}
     both = tmp_path / "both.yaml"
     both.write_text(yaml.safe_dump_all([job, keep]))
-    kubeapi.kubectl("apply", "-f", both)
-    assert kubeapi.kubectl("get", "all", "-o", "name").stdout.split() == ["job.batch/update-web"]
-    got = kubeapi.client.get("batch/v1", "jobs", "update-web", "default")
+    api.kubectl("apply", "-f", both)
+    assert api.kubectl("get", "all", "-o", "name").stdout.split() == ["job.batch/update-web"]
+    got = api.client.get("batch/v1", "jobs", "update-web", ns)
     assert got["metadata"]["generation"] == 1
     assert got["spec"]["template"]["spec"]["containers"][0]["image"] == "pulumi"
     only = tmp_path / "only.yaml"
     only.write_text(json.dumps(keep))
-    out = kubeapi.kubectl("apply", "--prune", "-l", "app=x", "-f", only).stdout
+    out = api.kubectl("apply", "--prune", "-l", "app=x", "-f", only).stdout
     assert "job.batch/update-web pruned" in out
-    assert kubeapi.kubectl("get", "jobs", "-o", "name").stdout.strip() == ""
-    assert kubeapi.kubectl("auth", "can-i", "delete", "stacks").stdout.strip() == "yes"
+    assert api.kubectl("get", "jobs", "-o", "name").stdout.strip() == ""
+    assert api.kubectl("auth", "can-i", "delete", "stacks").stdout.strip() == "yes"
