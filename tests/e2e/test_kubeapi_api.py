@@ -988,7 +988,7 @@ def test_behaviours_checked_against_kube_apiserver_1_37(any_kubeapi):
                                    "invalid character 'i' looking for beginning of value")
 
 
-def test_selector_pages_are_filtered_key_ranges(any_kubeapi):
+def test_selector_pages_fill_up_to_the_limit(any_kubeapi):
     """`limit` counts matching objects: keys are read on until the page is full, and a
     page continues while keys are left after it, even when none of them matches."""
     c, ns = any_kubeapi.client, any_kubeapi.namespace
