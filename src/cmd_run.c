@@ -315,6 +315,8 @@ static void run_usage(FILE *out)
 	    "                                 then ~/.kube/config)\n"
 	    "  --namespace NS                 watch only NS (default: all namespaces)\n"
 	    "  --watch-label-selector S       only Stacks matching the label selector S (sharding)\n"
+	    "  --watch-idle-timeout D         resume a watch that received nothing for D\n"
+	    "                                 (default 2m: two of the server's bookmarks)\n"
 	    "  --leader-elect                 run only while holding the Lease\n"
 	    "  --leader-election-id ID        Lease name (default pulumi-controller-leader-election)\n"
 	    "  --leader-election-namespace NS Lease namespace (default: the config's namespace)\n"
@@ -338,7 +340,7 @@ struct run_flags {
 	const char *kubeconfig, *ns, *selector, *le_id, *le_ns, *metrics_addr, *health_addr;
 	const char *level, *format, *cache_dump;
 	int leader_elect, concurrency;
-	long lease_ms, renew_ms, retry_ms, grace_ms;
+	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms;
 };
 
 static int parse_flags(int argc, char **argv, struct run_flags *f)
@@ -347,6 +349,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "kubeconfig", required_argument, NULL, 'k' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "watch-label-selector", required_argument, NULL, 'l' },
+		{ "watch-idle-timeout", required_argument, NULL, 'W' },
 		{ "leader-elect", no_argument, NULL, 'E' },
 		{ "leader-election-id", required_argument, NULL, 'I' },
 		{ "leader-election-namespace", required_argument, NULL, 'N' },
@@ -376,6 +379,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	f->renew_ms = 10000;
 	f->retry_ms = 2000;
 	f->grace_ms = 30000;
+	f->watch_idle_ms = 120000;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		long *dur = NULL;
@@ -390,6 +394,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'R': dur = &f->renew_ms; break;
 		case 'P': dur = &f->retry_ms; break;
 		case 'g': dur = &f->grace_ms; break;
+		case 'W': dur = &f->watch_idle_ms; break;
 		case 'c': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -445,7 +450,12 @@ static int discover(struct kube_client *c, struct kind *k, struct err *e)
 static struct kube_informer *make_informer(struct run *rt, struct kind *k, const struct run_flags *f,
     const char *selector)
 {
-	struct kube_informer_opts io = { f->ns, selector, 0, 0, 0, 0 };
+	struct kube_informer_opts io = {
+		.namespace = f->ns,
+		.label_selector = selector,
+		/* whole seconds: libcurl's stall check counts seconds */
+		.watch_idle_timeout_s = f->watch_idle_ms < 1000 ? 1 : f->watch_idle_ms / 1000,
+	};
 	return kube_informer_new(rt->client, k->served, &io);
 }
 

@@ -274,6 +274,12 @@ struct kube_informer_opts {
 	long page_size;            /* list limit, default 100 */
 	long watch_timeout_s;      /* server-side watch bound; default random 300..600 */
 	long backoff_initial_ms, backoff_max_ms;   /* default 800 ms, 30 s */
+	/* A watch that receives no byte for this long is ended and resumed from
+	 * its resourceVersion: a connection can stall with both TCP ends alive (a
+	 * proxy or load balancer in between), and keepalive probes are answered
+	 * by the nearest hop.  kube-apiserver sends a BOOKMARK on a quiet watch
+	 * about every minute, so the default, 120 s, is two missed bookmarks. */
+	long watch_idle_timeout_s;
 };
 
 /* Neither c nor r is copied: both must outlive the informer. */

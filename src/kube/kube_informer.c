@@ -46,6 +46,7 @@
  * heap fragmentation it leaves behind set the peak RSS (46 MiB at 500,
  * 40 at 200, 38 at 100 in bench/watch-scale). */
 #define KUBE_DEFAULT_PAGE 100
+#define KUBE_DEFAULT_WATCH_IDLE_S 120L
 
 struct item {
 	char *json;                /* stripped object, compact JSON */
@@ -69,7 +70,7 @@ struct kube_informer {
 	struct kube_client *c;
 	const struct kube_resource *r;
 	char *ns, *selector;
-	long page_size, watch_timeout_s, backoff_initial_ms, backoff_max_ms;
+	long page_size, watch_timeout_s, watch_idle_s, backoff_initial_ms, backoff_max_ms;
 
 	pthread_t thread;
 	int started;
@@ -101,6 +102,8 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	inf->selector = o && o->label_selector && *o->label_selector ? kx_strdup(o->label_selector) : NULL;
 	inf->page_size = o && o->page_size > 0 ? o->page_size : KUBE_DEFAULT_PAGE;
 	inf->watch_timeout_s = o ? o->watch_timeout_s : 0;
+	inf->watch_idle_s = o && o->watch_idle_timeout_s > 0 ? o->watch_idle_timeout_s :
+	    KUBE_DEFAULT_WATCH_IDLE_S;
 	inf->backoff_initial_ms = o && o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 800;
 	inf->backoff_max_ms = o && o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000;
 	pthread_mutex_init(&inf->lock, NULL);
@@ -664,11 +667,13 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 		return WATCH_FAILED;
 	}
 	/* The server ends the stream at timeoutSeconds; this bounds a server
-	 * that does not.  A quiet watch is normal, so no stall limit. */
+	 * that does not. */
 	t.opts.timeout_ms = (timeout_s + 30) * 1000L;
-	t.opts.stall_timeout_ms = 0;
-	/* Keepalive probes instead, so a peer that vanished without a FIN is
-	 * noticed long before the timeout above. */
+	/* A quiet watch still gets the server's periodic bookmarks, so silence
+	 * longer than this is a stalled connection (see kube.h). */
+	t.opts.stall_timeout_ms = inf->watch_idle_s * 1000L;
+	/* Keepalive probes too, so a peer that vanished without a FIN is
+	 * noticed even when nothing in between answers for it. */
 	t.opts.tcp_keepalive_s = WATCH_KEEPALIVE_S;
 	hdrs[1] = t.auth_header;
 	req.url = url;

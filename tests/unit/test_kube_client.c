@@ -680,7 +680,7 @@ static void informer_lists_pages(void **state)
 		    "{\"metadata\":{\"name\":\"b\",\"namespace\":\"n\",\"resourceVersion\":\"4\"},\"spec\":{\"source\":\"git/r1\"}},"
 		    "{\"metadata\":{\"name\":\"c\",\"namespace\":\"m\",\"resourceVersion\":\"5\"},\"spec\":{\"source\":\"git/r2\"}}]}" },
 	};
-	struct kube_informer_opts io = { NULL, NULL, 1, 0, 5, 10 };
+	struct kube_informer_opts io = { .page_size = 1, .backoff_initial_ms = 5, .backoff_max_ms = 10 };
 	struct kube_informer *inf = kube_informer_new(c, &stacks, &io);
 	char keys[256] = "";
 	struct err e;
