@@ -282,10 +282,10 @@ def real_faults(api, ctl, mut):
     proxy.refuse(False)
     caught_up()
 
-    # Stalled: the connection stays open but no byte moves.  The controller has no
-    # stall detection on a watch (a quiet watch is normal; TCP keepalive sees a live
-    # proxy), so it waits; nothing written meanwhile can reach it, and everything
-    # does once the bytes flow again.
+    # Stalled: the connection stays open but no byte moves (TCP keepalive sees a
+    # live proxy).  Shorter than --watch-idle-timeout (2 min by default), so the
+    # controller waits: nothing written meanwhile can reach it, and everything does
+    # once the bytes flow again (test_stalled_watch_is_ended_and_resumed: longer).
     proxy.pause()
     rv = touch_mark()
     mut.progress(100)
@@ -627,4 +627,68 @@ def test_namespace_and_label_selector(any_kubeapi, controllers, tmp_path):
     wait_for(lambda: set(ctl.dump()["stacks"]) == {f"{team_a}/b-1"}, 20,
              what="the selector transitions in the cache")
     assert not [r for r in ctl.find("object changed") if r["namespace"] == team_b]
+    assert ctl.stop() == 0
+
+
+class Ticker(threading.Thread):
+    """Patches one Stack every 0.2 s past any fault (a client that bypasses the
+    proxy), so the Stack watch is never quiet for long unless the connection stalls."""
+
+    def __init__(self, client, namespace, name):
+        super().__init__(daemon=True)
+        self.client, self.ns, self.name = client, namespace, name
+        self.stop_flag = threading.Event()
+        self.last_rv = None
+
+    def run(self):
+        n = 0
+        while not self.stop_flag.wait(0.2):
+            n += 1
+            obj = self.client.patch(STACK_API, "stacks", self.name, {"spec": {"stack": f"t{n}"}},
+                                    self.ns, "merge")
+            self.last_rv = obj["metadata"]["resourceVersion"]
+
+    def finish(self):
+        self.stop_flag.set()
+        self.join(10)
+
+
+def test_stalled_watch_is_ended_and_resumed(any_kubeapi, controllers, tmp_path):
+    """A watch that receives nothing for --watch-idle-timeout is ended and resumed
+    from its resourceVersion.  The stall: the emulator holds every watch stream; on
+    the real server the fault proxy stops moving bytes with both connections open,
+    so TCP keepalive sees nothing wrong."""
+    api = any_kubeapi
+    ns = api.namespace
+    create_all(api, [stack("tick", ns)])
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    ctl = controllers(["--kubeconfig", kc, *scope(api), "--watch-idle-timeout", "3s"])
+    ctl.wait_log("caches synced")
+    ticker = Ticker(api.direct_client, ns, "tick")
+    ticker.start()
+    key = f"{ns}/tick"
+
+    def stalls():
+        return [r for r in ctl.find("watch failed; reconnecting", resource="stacks")
+                if "too slow" in r.get("error", "")]
+    try:
+        # A busy watch is not ended: the ticks keep the bytes coming.
+        wait_for(lambda: ticker.last_rv and ctl.dump()["stacks"].get(key) == ticker.last_rv
+                 and len(ctl.find("object changed", name="tick")) >= 15, 30,
+                 what="15 ticks through the watch")
+        assert stalls() == []
+        if api.kind == "real":
+            api.proxy.pause()
+        else:
+            api.configure(hold_watches=True)
+        wait_for(stalls, 30, what="the stalled Stack watch to be ended")
+        if api.kind == "real":
+            api.proxy.resume()
+        else:
+            api.configure(hold_watches=False)
+        seen = ticker.last_rv
+        wait_for(lambda: int(ctl.dump()["stacks"].get(key, "0")) >= int(seen), 30,
+                 interval=0.3, what="the ticks made during the stall to reach the cache")
+    finally:
+        ticker.finish()
     assert ctl.stop() == 0
