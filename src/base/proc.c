@@ -8,7 +8,9 @@
  * new process group so one kill(-pgid) reaches everything it started
  * (language hosts, plugins).  The leader's exit is observed with
  * waitid(WNOWAIT): the zombie keeps the group id reserved while we kill the
- * stragglers, and only then is it reaped.
+ * stragglers, and only then is it reaped.  Descendants that left the group
+ * (setsid/setpgid, as the pulumi CLI does for its plugins) are found by the
+ * marker variable every child inherits, and killed last.
  */
 #include "base/proc.h"
 
@@ -19,9 +21,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +37,9 @@
 /* After the leader exited and its group was killed, how long we still wait
  * for pipe EOF (a process outside the group could hold the pipe open). */
 #define DRAIN_MS      2000
+/* How much of a process's environment is read when looking for the marker:
+ * the kernel caps argv + envp at a quarter of the stack limit, usually 2 MiB. */
+#define ENVIRON_MAX   (4u << 20)
 
 struct tail {
 	char *buf;
@@ -205,6 +212,143 @@ static void wait_group_gone(pid_t pgid)
 	}
 }
 
+/* The marker entry ("NAME=value") for one run: our pid, a per-process
+ * sequence number and random bits, so that no two runs on the host, in any
+ * PID namespace, share one. */
+static void make_mark(char *out, size_t n)
+{
+	static atomic_ulong seq;
+	unsigned long long rnd = 0;
+
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		rnd = (unsigned long long)now_ms();
+	snprintf(out, n, "%s=%ld-%lu-%016llx", PROC_MARK_VAR, (long)getpid(),
+		 atomic_fetch_add(&seq, 1) + 1, rnd);
+}
+
+/* envp with the marker put first (the first of duplicate names wins for
+ * getenv and for Go's os.Getenv).  The array is malloc'd, its strings are
+ * not copied: free the array only. */
+static char **env_with_mark(char *const *envp, char *mark)
+{
+	size_t n = 0;
+	char **out;
+
+	while (envp[n])
+		n++;
+	out = malloc((n + 2) * sizeof(*out));
+	if (out == NULL)
+		return NULL;
+	out[0] = mark;
+	memcpy(out + 1, envp, n * sizeof(*out));
+	out[n + 1] = NULL;
+	return out;
+}
+
+/* 1 when process `pid`'s initial environment holds the entry `mark`
+ * exactly.  Processes of other users (EACCES) and gone ones are skipped. */
+static int environ_has(const char *pid, const char *mark)
+{
+	char path[64];
+	size_t mlen = strlen(mark), len = 0, cap = 0;
+	char *buf = NULL;
+	int fd, found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%s/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		ssize_t got;
+
+		if (len == cap) {
+			char *nb;
+
+			if (cap >= ENVIRON_MAX)
+				break;
+			cap = cap ? cap * 2 : 16384;
+			nb = realloc(buf, cap + 1);
+			if (nb == NULL)
+				break;
+			buf = nb;
+		}
+		got = read(fd, buf + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	close(fd);
+	for (size_t i = 0; buf && i < len; ) {
+		size_t elen = strnlen(buf + i, len - i);
+
+		if (elen == mlen && memcmp(buf + i, mark, mlen) == 0) {
+			found = 1;
+			break;
+		}
+		i += elen + 1;
+	}
+	free(buf);
+	return found;
+}
+
+/* SIGKILLs every live process carrying the marker; returns how many. */
+static int kill_marked(const char *mark)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		char path[64], buf[512];
+		const char *p;
+		char st = 'Z';
+		FILE *f;
+		long pid;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid = strtol(de->d_name, NULL, 10);
+		if (pid <= 1 || pid == (long)getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		f = fopen(path, "re");
+		if (f == NULL)
+			continue;
+		if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+			sscanf(p + 1, " %c", &st);
+		fclose(f);
+		if (st == 'Z' || !environ_has(de->d_name, mark))
+			continue;
+		if (kill((pid_t)pid, SIGKILL) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Kills marked strays until a pass finds none (bounded: one that keeps
+ * forking is stopped by the kill of its parent on the next pass); returns
+ * how many were killed. */
+static int sweep_marked(const char *mark)
+{
+	long end = now_ms() + 2000;
+	int total = 0, n;
+
+	while ((n = kill_marked(mark)) > 0) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		total += n;
+		if (now_ms() >= end)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	return total;
+}
+
 void proc_result_free(struct proc_result *r)
 {
 	if (r == NULL)
@@ -271,6 +415,7 @@ struct run {
 	size_t in_off;
 	struct tail out, err;
 	int leader_done;
+	char mark[96];         /* PROC_MARK_VAR=<unique value>, in the child's environment */
 	int phase;             /* 0 running, 1 SIGINT sent, 2 SIGTERM sent, 3 SIGKILL sent */
 	long next_step;        /* when to escalate next */
 	long drain_until;
@@ -454,6 +599,7 @@ static int spawn(struct run *x, const char *exe, int in_r, int out_w, int err_w,
 	const struct proc_spec *s = x->spec;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
+	char **envp;
 	pid_t pid;
 	int rc;
 
@@ -471,7 +617,10 @@ static int spawn(struct run *x, const char *exe, int in_r, int out_w, int err_w,
 		posix_spawn_file_actions_destroy(&fa);
 		return err_set(e, ERR_NOMEM, "spawn %s: out of memory", s->argv[0]);
 	}
-	rc = posix_spawn(&pid, exe, &fa, &attr, s->argv, s->envp);
+	make_mark(x->mark, sizeof(x->mark));
+	envp = env_with_mark(s->envp, x->mark);
+	rc = envp ? posix_spawn(&pid, exe, &fa, &attr, s->argv, envp) : ENOMEM;
+	free(envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (rc != 0) {
@@ -574,6 +723,7 @@ int proc_run(const struct proc_spec *s, struct proc_result *r, struct err *e)
 		event_loop(&x);
 		reap(&x);
 		wait_group_gone(r->pid);
+		r->strays_killed = sweep_marked(x.mark);
 	}
 	close_fd(&x.in_w);
 	close_fd(&x.out_r);

@@ -3,14 +3,18 @@
  * start a process.
  *
  * A child gets exactly the environment the caller built (nothing is
- * inherited from this process), its own process group, stdin fed from a
- * caller buffer (how secret values reach a CLI without touching argv) or
- * /dev/null, and stdout/stderr captured as bounded tails.  A timeout
- * (or an interrupt request from another thread) escalates
- * SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
- * proc_run returns the group is gone: whatever the child left behind in its
- * group is killed before the child itself is reaped, so the group id cannot
- * be reused while we still signal it.
+ * inherited from this process) plus one marker variable, PROC_MARK_VAR, its
+ * own process group, stdin fed from a caller buffer (how secret values reach
+ * a CLI without touching argv) or /dev/null, and stdout/stderr captured as
+ * bounded tails.  A timeout (or an interrupt request from another thread)
+ * escalates SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
+ * proc_run returns nothing the child started is left: whatever it left
+ * behind in its group is killed before the child itself is reaped, so the
+ * group id cannot be reused while we still signal it, and then every
+ * process still carrying this run's marker in its environment is killed
+ * too.  The marker is what catches descendants that moved to a process
+ * group of their own: the pulumi CLI starts each plugin that way, and a
+ * plugin orphaned by a killed CLI would otherwise live on.
  */
 #ifndef PC_PROC_H
 #define PC_PROC_H
@@ -20,6 +24,11 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+
+/* Name of the marker variable proc_run adds to every child's environment;
+ * its value is unique to one proc_run call.  Callers that take variable
+ * names from users should refuse this one. */
+#define PROC_MARK_VAR "PULUMI_CONTROLLER_RUN_ID"
 
 struct proc_spec {
 	/* Executable: a path containing '/', or a name looked up in the PATH
@@ -54,6 +63,7 @@ struct proc_result {
 	int timed_out;           /* the timeout expired */
 	int interrupted;         /* stopped because *interrupt was set */
 	int last_signal;         /* strongest signal sent to the group, 0 if none */
+	int strays_killed;       /* marked processes outside the group killed at the end */
 	pid_t pid;               /* the child's pid (= its process group id) */
 	char *out;               /* NUL-terminated tail of stdout; owned, proc_result_free */
 	size_t out_len;

@@ -136,7 +136,7 @@ static int reserved_env_name(const char *n)
 {
 	static const char *const names[] = {
 		"PATH", "HOME", "PULUMI_HOME", "PULUMI_SKIP_UPDATE_CHECK", "PULUMI_AUTOMATION_API",
-		"PULUMI_DEBUG_COMMANDS", "PULUMI_EXPERIMENTAL",
+		"PULUMI_DEBUG_COMMANDS", "PULUMI_EXPERIMENTAL", PROC_MARK_VAR,
 	};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -553,6 +553,14 @@ static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 		ps.tick_arg = &tail;
 	}
 	proc_run(&ps, &pr, &e);
+	if (pr.strays_killed > 0) {
+		char n[16];
+
+		/* Plugins of a CLI that was killed (or that did not close them). */
+		snprintf(n, sizeof(n), "%d", pr.strays_killed);
+		log_warn("pulumi: killed processes the CLI left behind", "command", c->op,
+			 "count", n, NULL);
+	}
 	if (c->ev) {
 		evtail_pump(&tail);
 		pl_events_finish(c->ev);

@@ -154,6 +154,84 @@ static void test_leftovers_are_killed_when_the_leader_exits(void **state)
 	proc_result_free(&r);
 }
 
+/* 1 while pid is a live (not zombie) process. */
+static int alive(long pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	char st = 'Z';
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+		sscanf(p + 1, " %c", &st);
+	fclose(f);
+	return st != 'Z';
+}
+
+/* Runs script with %s replaced by a fresh pid file, which a descendant in a
+ * session (and so a process group) of its own fills; returns that pid. */
+static long run_with_stray(const char *fmt, long timeout_ms, struct proc_result *r)
+{
+	char pidfile[] = "/tmp/test_proc_stray_XXXXXX", script[512];
+	long pid = 0;
+	FILE *f;
+	int fd = mkstemp(pidfile);
+
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(script, sizeof(script), fmt, pidfile, pidfile);
+	assert_int_equal(run_sh(script, NULL, timeout_ms, 100, 0, r), 0);
+	f = fopen(pidfile, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%ld", &pid), 1);
+	fclose(f);
+	unlink(pidfile);
+	return pid;
+}
+
+/* The pulumi CLI starts each plugin in a process group of its own; what it
+ * leaves behind, when it exits or is killed, must not outlive the run. */
+static void test_descendants_that_left_the_group_are_killed(void **state)
+{
+	static const char *exits =
+		"setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+		"while [ ! -s %s ]; do sleep 0.01; done; echo started";
+	static const char *hangs =
+		"setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+		"while [ ! -s %s ]; do sleep 0.01; done; sleep 300";
+	struct proc_result r;
+	long pid;
+
+	(void)state;
+	pid = run_with_stray(exits, 0, &r);
+	assert_int_equal(r.exit_code, 0);
+	assert_false(alive(pid));
+	assert_int_equal(r.strays_killed, 1);
+	proc_result_free(&r);
+
+	pid = run_with_stray(hangs, 300, &r);
+	assert_true(r.timed_out);
+	assert_false(alive(pid));
+	assert_int_equal(r.strays_killed, 1);
+	proc_result_free(&r);
+}
+
+static void test_the_marker_is_in_the_environment(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	assert_int_equal(run_sh("echo \"$" PROC_MARK_VAR "\"", NULL, 0, 0, 0, &r), 0);
+	/* <pid>-<sequence>-<16 hex digits> */
+	assert_true(strlen(r.out) > 20);
+	assert_non_null(strchr(r.out, '-'));
+	proc_result_free(&r);
+}
+
 static int ticks;
 
 static void count_tick(void *arg)
@@ -218,6 +296,8 @@ int main(void)
 		cmocka_unit_test(test_timeout_sigint_is_enough_for_a_polite_child),
 		cmocka_unit_test(test_timeout_escalates_and_kills_the_group),
 		cmocka_unit_test(test_leftovers_are_killed_when_the_leader_exits),
+		cmocka_unit_test(test_descendants_that_left_the_group_are_killed),
+		cmocka_unit_test(test_the_marker_is_in_the_environment),
 		cmocka_unit_test(test_ticks_while_running),
 		cmocka_unit_test(test_interrupt_from_outside),
 	};
