@@ -231,7 +231,8 @@ def test_lock_layout_conflict_text_and_cancel(si, tmp_path):
         assert run(si, "preview", "--stack", "dev").returncode == 0
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=20)
-        assert proc.returncode == 8
+        # A graceful cancel fails the update on the real CLI (test_pulumi_driver).
+        assert proc.returncode == 1
         assert "^C received; cancelling." in out
         assert list(locks[0].parent.iterdir()) == []
     finally:
