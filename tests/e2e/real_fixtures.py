@@ -354,6 +354,34 @@ class RealKube:
             except (OSError, urllib.error.URLError):
                 return False
         wait_for(ready, timeout, interval=0.2, what=f"kube-apiserver /readyz on {self.direct_url}")
+        self._wait_custom_resources_served(ctx, timeout)
+
+    def _wait_custom_resources_served(self, ctx, timeout):
+        """/readyz is ok before the storage of custom resources is: right after a
+        (re)start a request for one gets 429 `storage is (re)initializing` for a
+        moment.  A test starts when every installed CRD's kind can be listed."""
+        def get(path):
+            req = urllib.request.Request(self.direct_url + path,
+                                         headers={"Authorization": "Bearer " + self.token})
+            try:
+                with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, None
+            except (OSError, urllib.error.URLError, ValueError):
+                return 0, None
+
+        def lists():
+            status, crds = get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+            if status != 200:
+                return None
+            for crd in crds["items"]:
+                spec = crd["spec"]
+                version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+                if get(f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1")[0] != 200:
+                    return None
+            return True
+        wait_for(lists, timeout, interval=0.2, what="every custom resource to be listable")
 
     def stop(self, graceful=False, timeout=90):
         """Stops kube-apiserver; etcd and its data stay.  graceful=False kills it

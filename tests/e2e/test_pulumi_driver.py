@@ -130,11 +130,15 @@ def test_argv_and_environment_follow_the_automation_api(pulumi_world):
                       "PULUMI_AUTOMATION_API", "PULUMI_DEBUG_COMMANDS", "PULUMI_BACKEND_URL",
                       "PULUMI_CONFIG_PASSPHRASE", "API_TOKEN", "PULUMI_STANDIN_CLOUD",
                       "PULUMI_STANDIN_KDF_ITERATIONS"}
+    # proc_run adds PULUMI_CONTROLLER_RUN_ID to every child: it finds the plugins a
+    # killed CLI left in process groups of their own (src/base/proc.h)
+    expected_stack.add("PULUMI_CONTROLLER_RUN_ID")
     assert set(up["env"]) == expected_stack
     sel = [r for r in rec if r["argv"][1:3] == ["stack", "select"]][0]
     assert set(sel["env"]) == expected_stack - {"PULUMI_DEBUG_COMMANDS"}
     ver = [r for r in rec if r["argv"] == ["version"]][0]
-    assert set(ver["env"]) == {"PATH", "HOME", "PULUMI_HOME", "PULUMI_SKIP_UPDATE_CHECK"}
+    assert set(ver["env"]) == {"PATH", "HOME", "PULUMI_HOME", "PULUMI_SKIP_UPDATE_CHECK",
+                               "PULUMI_CONTROLLER_RUN_ID"}
 
 
 def test_nothing_leaks_from_the_callers_environment(pulumi_world):
@@ -524,8 +528,9 @@ def test_output_tails_are_bounded(any_pulumi_world):
 
 def test_reserved_environment_names_are_refused(any_pulumi_world):
     w = any_pulumi_world
-    spec = w.spec()
-    spec["env"].append({"name": "PULUMI_HOME", "value": "/elsewhere"})
-    p = subprocess.run([w.tool, "--spec", "-", "version"], input=json.dumps(spec),
-                       capture_output=True, text=True)
-    assert p.returncode == 1 and "PULUMI_HOME is set by the driver" in p.stderr
+    for name in ("PULUMI_HOME", "PULUMI_CONTROLLER_RUN_ID"):
+        spec = w.spec()
+        spec["env"].append({"name": name, "value": "/elsewhere"})
+        p = subprocess.run([w.tool, "--spec", "-", "version"], input=json.dumps(spec),
+                           capture_output=True, text=True)
+        assert p.returncode == 1 and f"{name} is set by the driver" in p.stderr
