@@ -10,27 +10,7 @@ the line kube-apiserver 1.37 is built against, and the comparison runs every tim
 import pytest
 
 from kubeapi.client import KubeError
-
-GV = "pulumi.com/v1"
-
-
-def stack(name, namespace):
-    return {"apiVersion": GV, "kind": "Stack",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"stack": "dev"}}
-
-
-def take(gen, n):
-    """The first n events of a watch (the generator is left open)."""
-    out = []
-    for ev in gen:
-        out.append(ev)
-        if len(out) == n:
-            break
-    return out
-
-
-def rv(obj):
-    return int(obj["metadata"]["resourceVersion"])
+from test_kubeapi_api import GV, collect as take, rv, stack
 
 
 def test_watch_list_sends_initial_events_then_a_bookmark(any_kubeapi):
