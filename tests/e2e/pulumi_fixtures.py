@@ -163,24 +163,8 @@ class PulumiWorld:
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
     def survivors(self):
-        """Live processes started for this world: any whose environment names its
-        cloud directory (the CLI, its language host and providers, and what they
-        started), whatever their process group or parent."""
-        mark = f"PULUMI_STANDIN_CLOUD={self.cloud}".encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    env = fh.read().split(b"\0")
-                with open(f"/proc/{entry}/stat") as fh:
-                    stat = fh.read()
-            except OSError:
-                continue
-            if mark in env and stat[stat.rfind(")") + 2] != "Z":
-                found.append(int(entry))
-        return found
+        """Live processes started for this world (see processes_of_cloud)."""
+        return processes_of_cloud(self.cloud)
 
     def kill_survivors(self):
         for pid in self.survivors():
@@ -216,6 +200,27 @@ def any_pulumi_world(request, tmp_path, pc_tools):
     # The real CLI starts its plugins in process groups of their own: whatever a
     # test left running must not outlive it.
     world.kill_survivors()
+
+
+def processes_of_cloud(cloud):
+    """Live processes whose environment names this cloud directory: the CLI, its
+    language host and providers, and what they started, whatever their process
+    group or parent (the real CLI starts its plugins in groups of their own)."""
+    mark = f"PULUMI_STANDIN_CLOUD={cloud}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if mark in env and stat[stat.rfind(")") + 2] != "Z":
+            found.append(int(entry))
+    return found
 
 
 def group_members(pgid):

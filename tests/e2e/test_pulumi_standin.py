@@ -13,47 +13,14 @@ import subprocess
 
 import pytest
 
+from pulumi_fixtures import ONE_FILE_PROGRAM, processes_of_cloud
 from real_fixtures import VERSIONS, wait_for
 from test_pulumi_driver_conformance import Driver
 
 PW = "pw-for-tests"
 
-PROGRAM = """\
-name: demo
-runtime: yaml
-config:
-  greeting:
-    type: string
-    default: hello
-resources:
-  note:
-    type: standin:index:File
-    properties:
-      content: ${greeting}
-outputs:
-  message: ${greeting}
-  path: ${note.path}
-  secretOut:
-    fn::secret: ${password}
-"""
-
-
-def leftovers(cloud):
-    """Live processes whose environment names this test's cloud directory: the
-    real CLI starts its plugins in process groups of their own."""
-    mark = f"PULUMI_STANDIN_CLOUD={cloud}".encode()
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        if mark in env and stat[stat.rfind(")") + 2] != "Z" and int(entry) != os.getpid():
-            found.append(int(entry))
-    return found
+PROGRAM = ONE_FILE_PROGRAM
+leftovers = processes_of_cloud
 
 
 @pytest.fixture
