@@ -815,8 +815,11 @@ def test_concurrent_writers_and_watchers_agree_with_the_final_list(any_kubeapi):
     streams = {"all": [], "odd": []}
 
     def watch(name, **params):
+        # The socket waits longer than timeoutSeconds: a quiet real watch left
+        # running after the test then ends cleanly at 60 s instead of timing out
+        # in its thread (the emulator half ends it below).
         for ev in c.watch(GV, "stacks", ns, resourceVersion=start, timeoutSeconds=60,
-                          **params):
+                          timeout=90, **params):
             streams[name].append(ev)
     for name, params in (("all", {}), ("odd", {"labelSelector": "parity=odd"})):
         threading.Thread(target=watch, args=(name,), kwargs=params, daemon=True).start()
