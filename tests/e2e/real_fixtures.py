@@ -354,12 +354,15 @@ class RealKube:
             except (OSError, urllib.error.URLError):
                 return False
         wait_for(ready, timeout, interval=0.2, what=f"kube-apiserver /readyz on {self.direct_url}")
-        self._wait_custom_resources_served(ctx, timeout)
+        self.wait_custom_resources_served(timeout)
 
-    def _wait_custom_resources_served(self, ctx, timeout):
-        """/readyz is ok before the storage of custom resources is: right after a
-        (re)start a request for one gets 429 `storage is (re)initializing` for a
-        moment.  A test starts when every installed CRD's kind can be listed."""
+    def wait_custom_resources_served(self, timeout=120):
+        """Neither /readyz nor a CRD's Established condition means its storage is
+        ready: right after a (re)start or a CRD's creation a request for its kind
+        gets 429 `storage is (re)initializing` for a moment.  Returns when every
+        installed CRD's kind can be listed."""
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+
         def get(path):
             req = urllib.request.Request(self.direct_url + path,
                                          headers={"Authorization": "Bearer " + self.token})
@@ -473,6 +476,7 @@ class RealKube:
             self.apply_file(path)
         if files:
             self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
+            self.wait_custom_resources_served()
         return files
 
     def delete_crds(self, timeout=120):
