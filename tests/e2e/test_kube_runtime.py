@@ -493,6 +493,9 @@ def test_kinds_not_served_are_skipped(any_bare_kubeapi, controllers, tmp_path):
         if "pulumi.com_stacks" in str(path):
             api.apply_file(path)
     wait_for(lambda: served(api, STACK_API, "Stack"), 30, what="the Stack CRD to be served")
+    # served is not yet writable on the real server: 429 "storage is (re)initializing"
+    wait_for(lambda: api.client.raw("GET", f"/apis/{STACK_API}/stacks")[0] == 200, 30,
+             what="Stacks to be listable")
     create_all(api, [stack("only", ns)])
     kc = api.write_kubeconfig(tmp_path / "kubeconfig")
     ctl = controllers(["--kubeconfig", kc, *scope(api)])

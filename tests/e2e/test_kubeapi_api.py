@@ -148,8 +148,10 @@ def test_discovery_follows_a_crd_created_and_deleted(any_kubeapi):
     name = crd["metadata"]["name"]
     try:
         wait_for(lambda: established(c, name), what="the CRD to be Established")
-        # the real server serves a new CRD a moment after it is Established
-        wait_for(lambda: c.raw("GET", f"/apis/{group}/v1")[0] == 200, what="its group")
+        # the real server serves a new CRD a moment after it is Established, and
+        # answers 429 "storage is (re)initializing" for its kind a moment longer
+        wait_for(lambda: c.raw("GET", f"/apis/{group}/v1/namespaces/{ns}/gadgets")[0] == 200,
+                 what="its kind to be listable")
         gadget = {"apiVersion": f"{group}/v1", "kind": "Gadget",
                   "metadata": {"name": "g", "namespace": ns}, "spec": {"any": 1}}
         assert c.create(gadget, "gadgets")["metadata"]["uid"]
