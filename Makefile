@@ -103,8 +103,9 @@ test: deps deps-real
 unit: sanitize
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
+# --durations: the slowest tests in every log, to keep CI's time in view.
 e2e: sanitize
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests/e2e
 
 # libFuzzer needs clang; the targets link every library object.
 $(FUZZ_DIR)/%: tests/fuzz/%.c $(LIB_SRCS)
