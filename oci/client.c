@@ -600,19 +600,22 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		struct http_request req = { .url = url,
 		    .headers = header_list(extra, auth, hdrs, sizeof(hdrs) / sizeof(hdrs[0])) };
 		struct http_opts o = c->http;
+		struct http_response refused = { 0 };
+		int rc;
+
 		o.timeout_ms = 0;   /* big blobs: only the stall timeout applies */
-		s = http_stream_open(&o, &req, e);
-		free_secret(auth);
-		if (s != NULL || e->http_status != 401 || attempt >= 1)
+		s = http_stream_open_resp(&o, &req, &refused, e);
+		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
+			free_secret(auth);
+			http_response_free(&refused);
 			return s;
-		/* The stream API does not return the challenge: ask with a HEAD. */
-		struct http_response r;
-		struct http_request head = { .method = "HEAD", .url = url, .headers = extra };
-		if (c->mode == AUTH_BEARER)
-			drop_token(c, scope);
-		if (oci_request(c, scope, NULL, &head, &r, e) < 0)
-			return NULL;
-		http_response_free(&r);
+		}
+		/* The 401's challenge says how to authenticate, as for any request. */
+		rc = handle_401(c, scope, &refused, auth != NULL, e);
+		free_secret(auth);
+		http_response_free(&refused);
+		if (rc <= 0)
+			return NULL;   /* e: the 401 itself, or why the challenge failed */
 	}
 }
 

@@ -219,6 +219,35 @@ def test_bearer_token_renewed_on_401(run_pc, fake_registry, tmp_path):
     assert "scope=repository%3Arenew%2Fapp%3Apull" in issued[0]
 
 
+def test_blob_stream_refused_learns_the_challenge_from_its_own_401(run_pc, fake_registry,
+                                                                  tmp_path):
+    """A 401 on a blob (after the manifest was fetched with the first token) is
+    answered from that response's challenge: a new token, the blob asked again,
+    and no extra request to learn the challenge."""
+    manifest, mdigest, blobs = small_artifact()
+    reg = fake_registry()
+    issued = []
+
+    def token(h):
+        issued.append(h.path)
+        return 200, {"Content-Type": "application/json"}, json.dumps(
+            {"token": f"tok-{len(issued)}", "expires_in": 300}).encode()
+    reg.routes["/token"] = token
+    challenge = f'Bearer realm="http://{reg.host}/token",service="scripted",scope="repository:stream/app:pull"'
+
+    def check_auth(h):
+        want = ("Bearer tok-2",) if "/blobs/sha256:" in h.path else ("Bearer tok-1", "Bearer tok-2")
+        if h.headers.get("Authorization") not in want:
+            return 401, {"WWW-Authenticate": challenge + ',error="invalid_token"'}, b""
+        return None
+    serve_artifact(reg, "stream/app", "v1", manifest, mdigest, blobs, check_auth)
+    r = run_pc("pull", f"oci://{reg.host}/stream/app:v1", "--out", tmp_path / "out", "--plain-http")
+    assert r.returncode == 0, r.stderr
+    assert len(issued) == 2
+    blob_requests = [(m, p) for (m, p, _) in reg.requests if "/blobs/sha256:" in p]
+    assert [m for (m, _) in blob_requests] == ["GET", "GET"], blob_requests
+
+
 def test_default_docker_config_location(run_pc, registry_basic, isolated_docker_config, tmp_path):
     push_tree(run_pc, registry_basic, "cfg/default", "v1", tmp_path, "cfgdefault")
     write_docker_config(isolated_docker_config / "config.json",
