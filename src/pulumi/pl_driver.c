@@ -13,12 +13,15 @@
  */
 #include "pulumi/pl_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +31,11 @@
 #define DEFAULT_PATH     "/usr/local/bin:/usr/bin:/bin"
 #define DEFAULT_TIMEOUT  (60L * 60 * 1000)
 #define JSON_TAIL_MAX    (16u * 1024 * 1024)   /* stdout of JSON-reading calls */
+/* The CLI writes a log file into $PULUMI_HOME/logs for every command
+ * (v3.274.1: `pulumi-<time>-<command>.log`, `<org>+<project>+<stack>-<time>.log`)
+ * and never removes one; PULUMI_HOME is shared by every stack, so a controller
+ * would fill its disk.  After each call only this many, the newest, are kept. */
+#define CLI_LOGS_KEEP    64
 
 struct env_copy {
 	char *name, *value;
@@ -500,6 +508,71 @@ static void log_call(struct pl_stack *st, const struct call *c, char *const *arg
 /* Runs `pulumi [--non-interactive] <args>` and classifies the outcome into r
  * (status, message, exit code, tails).  *out receives stdout for callers
  * that parse it (caller frees), when out is not NULL and the call ran. */
+struct log_file {
+	char *name;
+	struct timespec mtime;
+};
+
+static int newest_first(const void *a, const void *b)
+{
+	const struct log_file *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? 1 : -1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? 1 : -1;
+	return strcmp(y->name, x->name);
+}
+
+/* Removes all but the CLI_LOGS_KEEP newest *.log files of <pulumi_home>/logs.
+ * Best effort: another stack's call may be pruning the same directory, so a
+ * file already gone is fine, and a failure here never fails the call (a CLI
+ * still writing to a removed file keeps writing to its open inode). */
+static void prune_cli_logs(const char *pulumi_home)
+{
+	struct log_file *files = NULL;
+	size_t n = 0, cap = 0;
+	char dir[PATH_MAX];
+	struct dirent *de;
+	struct err e;
+	DIR *d;
+	int fd;
+
+	if (fs_join(dir, sizeof(dir), pulumi_home, "logs", &e) < 0 || (d = opendir(dir)) == NULL)
+		return;
+	fd = dirfd(d);
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		struct stat sb;
+
+		if (len < 5 || strcmp(de->d_name + len - 4, ".log") != 0 ||
+		    fstatat(fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 128;
+			struct log_file *nf = realloc(files, ncap * sizeof(*files));
+
+			if (nf == NULL)
+				break;
+			files = nf;
+			cap = ncap;
+		}
+		files[n].name = strdup(de->d_name);
+		if (files[n].name == NULL)
+			break;
+		files[n++].mtime = sb.st_mtim;
+	}
+	if (n > CLI_LOGS_KEEP) {
+		qsort(files, n, sizeof(*files), newest_first);
+		for (size_t i = CLI_LOGS_KEEP; i < n; i++)
+			unlinkat(fd, files[i].name, 0);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(files[i].name);
+	free(files);
+	closedir(d);
+}
+
 static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 		struct pl_result *r, char **out)
 {
@@ -553,6 +626,7 @@ static int call(struct pl_stack *st, const struct call *c, struct pl_strv *args,
 		ps.tick_arg = &tail;
 	}
 	proc_run(&ps, &pr, &e);
+	prune_cli_logs(st->pulumi_home);
 	if (pr.strays_killed > 0) {
 		char n[16];
 

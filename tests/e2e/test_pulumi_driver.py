@@ -526,6 +526,30 @@ def test_output_tails_are_bounded(any_pulumi_world):
     assert re.search(r"Duration: \d+s\n+$", res["stdout_tail"])
 
 
+def test_cli_logs_in_pulumi_home_are_pruned(any_pulumi_world):
+    """The CLI leaves a log file in $PULUMI_HOME/logs for every command and never
+    removes one (S test_every_command_leaves_a_log_in_pulumi_home); PULUMI_HOME is
+    shared by every stack, so after each call the driver keeps the 64 newest."""
+    w = any_pulumi_world
+    logs = w.home / "logs"
+    logs.mkdir(exist_ok=True)
+    hours_ago = time.time() - 7200
+    for i in range(100):
+        f = logs / f"pulumi-old-{i:03d}.log"
+        f.write_text("x")
+        os.utime(f, (hours_ago + i, hours_ago + i))
+    (logs / "notes.txt").write_text("not a CLI log")
+    w.ready()
+    w.ok("up")
+    names = {p.name for p in logs.iterdir()}
+    cli_logs = {n for n in names if n.endswith(".log")}
+    assert len(cli_logs) == 64
+    fresh = {n for n in cli_logs if not n.startswith("pulumi-old-")}
+    assert any(n.startswith("organization+demo+dev-") for n in fresh)   # the update's own
+    assert "pulumi-old-000.log" not in names and "pulumi-old-099.log" in names
+    assert "notes.txt" in names
+
+
 def test_reserved_environment_names_are_refused(any_pulumi_world):
     w = any_pulumi_world
     for name in ("PULUMI_HOME", "PULUMI_CONTROLLER_RUN_ID"):

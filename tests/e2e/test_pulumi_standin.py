@@ -391,6 +391,34 @@ def test_stack_output_masked_and_shown(si):
     assert p.stderr == "error: current stack does not have output property 'nope'\n"
 
 
+def log_files(p):
+    """{name: (inode, size, mtime)} of $PULUMI_HOME/logs."""
+    d = p.home / "logs"
+    return {x.name: (x.stat().st_ino, x.stat().st_size, x.stat().st_mtime_ns)
+            for x in d.iterdir()} if d.exists() else {}
+
+
+def test_every_command_leaves_a_log_in_pulumi_home(si):
+    """The CLI never removes them; PULUMI_HOME is shared by every stack, which is
+    why the driver prunes the directory (test_pulumi_driver.py).  The number in the
+    generic name is the CLI's pid."""
+    stamp = r"\d{8}T\d{6}"
+    steps = [(("config", "set", "--stack", "dev", "greeting", "yo"),
+              rf"pulumi-{stamp}-\d+-config_set\.log"),
+             (("up", "--yes", "--skip-preview", "--stack", "dev"),
+              rf"organization\+demo\+dev-{stamp}\.log"),
+             (("stack", "output", "--json", "--stack", "dev"),
+              rf"pulumi-{stamp}-\d+-stack_output\.log"),
+             (("version",), rf"pulumi-{stamp}-\d+-version\.log")]
+    for args, pattern in steps:
+        before = log_files(si)
+        assert run(si, *args).returncode == 0
+        # new, or appended to (a command in the same second as an earlier one of
+        # the same name shares its file)
+        written = sorted(n for n, st in log_files(si).items() if before.get(n) != st)
+        assert len(written) == 1 and re.fullmatch(pattern, written[0]), (args, written)
+
+
 def test_stack_history_shape_and_paging(si):
     assert run(si, "stack", "history", "--json", "--stack", "dev").stdout == "[]\n"
     for _ in range(3):
