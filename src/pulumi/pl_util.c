@@ -152,72 +152,78 @@ static int collect_config_keys(yaml_parser_t *p, cJSON *keys)
 	}
 }
 
-int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, struct err *e)
+/* Opens the first of <workdir>/<names[0]>, <workdir>/<names[1]> that exists
+ * and readies parser p on it; path receives the file's name.  Returns 1
+ * (release with yaml_close), 0 when neither exists, -1 + e. */
+static int yaml_open_first(const char *workdir, const char *const names[2], char *path,
+			   size_t pathlen, yaml_parser_t *p, FILE **f, struct err *e)
 {
-	static const char *const exts[] = { "yaml", "yml" };
-	const char *name = strrchr(stack, '/');
-
-	name = name ? name + 1 : stack;
-	*out = cJSON_CreateArray();
-	if (*out == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < 2; i++) {
-		char path[4096];
-		yaml_parser_t p;
-		FILE *f;
-		int rc;
-
-		snprintf(path, sizeof(path), "%s/Pulumi.%s.%s", workdir, name, exts[i]);
-		f = fopen(path, "re");
-		if (f == NULL) {
+		snprintf(path, pathlen, "%s/%s", workdir, names[i]);
+		*f = fopen(path, "re");
+		if (*f == NULL) {
 			if (errno == ENOENT)
 				continue;
 			return err_set(e, ERR_IO, "open %s: %s", path, strerror(errno));
 		}
-		if (!yaml_parser_initialize(&p)) {
-			fclose(f);
+		if (!yaml_parser_initialize(p)) {
+			fclose(*f);
 			return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
 		}
-		yaml_parser_set_input_file(&p, f);
-		rc = collect_config_keys(&p, *out);
-		yaml_parser_delete(&p);
-		fclose(f);
-		if (rc < 0)
-			return err_set(e, ERR_INVALID, "%s: not valid YAML", path);
-		return 0;
+		yaml_parser_set_input_file(p, *f);
+		return 1;
 	}
-	return 0;   /* no settings file yet: no keys */
+	return 0;
+}
+
+static void yaml_close(yaml_parser_t *p, FILE *f)
+{
+	yaml_parser_delete(p);
+	fclose(f);
+}
+
+int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, struct err *e)
+{
+	const char *name = strrchr(stack, '/');
+	char yaml_name[512], yml_name[512], path[4096];
+	const char *const names[2] = { yaml_name, yml_name };
+	yaml_parser_t p;
+	FILE *f;
+	int rc;
+
+	name = name ? name + 1 : stack;
+	snprintf(yaml_name, sizeof(yaml_name), "Pulumi.%s.yaml", name);
+	snprintf(yml_name, sizeof(yml_name), "Pulumi.%s.yml", name);
+	*out = cJSON_CreateArray();
+	if (*out == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory");
+	rc = yaml_open_first(workdir, names, path, sizeof(path), &p, &f, e);
+	if (rc <= 0)
+		return rc;   /* 0: no settings file yet, so no keys */
+	rc = collect_config_keys(&p, *out);
+	yaml_close(&p, f);
+	if (rc < 0)
+		return err_set(e, ERR_INVALID, "%s: not valid YAML", path);
+	return 0;
 }
 
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e)
 {
-	static const char *const names[] = { "Pulumi.yaml", "Pulumi.yml" };
+	static const char *const names[2] = { "Pulumi.yaml", "Pulumi.yml" };
+	char path[4096];
+	yaml_parser_t p;
+	FILE *f;
+	int rc;
 
 	out[0] = '\0';
-	for (size_t i = 0; i < 2; i++) {
-		char path[4096];
-		FILE *f;
-		yaml_parser_t p;
-		int rc;
-
-		snprintf(path, sizeof(path), "%s/%s", workdir, names[i]);
-		f = fopen(path, "re");
-		if (f == NULL) {
-			if (errno == ENOENT)
-				continue;
-			return err_set(e, ERR_IO, "open %s: %s", path, strerror(errno));
-		}
-		if (!yaml_parser_initialize(&p)) {
-			fclose(f);
-			return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
-		}
-		yaml_parser_set_input_file(&p, f);
-		rc = find_name(&p, out, outlen);
-		yaml_parser_delete(&p);
-		fclose(f);
-		if (rc < 0 || out[0] == '\0')
-			return err_set(e, ERR_INVALID, "%s: no project name (top-level \"name:\")", path);
-		return 0;
-	}
-	return err_set(e, ERR_NOTFOUND, "no Pulumi.yaml in %s", workdir);
+	rc = yaml_open_first(workdir, names, path, sizeof(path), &p, &f, e);
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
+		return err_set(e, ERR_NOTFOUND, "no Pulumi.yaml in %s", workdir);
+	rc = find_name(&p, out, outlen);
+	yaml_close(&p, f);
+	if (rc < 0 || out[0] == '\0')
+		return err_set(e, ERR_INVALID, "%s: no project name (top-level \"name:\")", path);
+	return 0;
 }
