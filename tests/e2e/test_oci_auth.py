@@ -195,7 +195,11 @@ def test_authorization_not_forwarded_on_blob_redirect(run_pc, fake_registry, tmp
     assert any(h.get("Authorization") == expected for (_, _, h) in front.requests)
 
 
-def test_bearer_token_renewed_on_401(run_pc, fake_registry, tmp_path):
+def token_registry(fake_registry, repo, accepts):
+    """A scripted registry serving one artifact at <repo>:v1 behind a bearer-token
+    service that hands out tok-1, tok-2, ... in turn; accepts(handler, authorization)
+    says whether a request may pass.  Returns (registry, paths the token service
+    was asked)."""
     manifest, mdigest, blobs = small_artifact()
     reg = fake_registry()
     issued = []
@@ -205,14 +209,21 @@ def test_bearer_token_renewed_on_401(run_pc, fake_registry, tmp_path):
         return 200, {"Content-Type": "application/json"}, json.dumps(
             {"token": f"tok-{len(issued)}", "expires_in": 300}).encode()
     reg.routes["/token"] = token
-    challenge = f'Bearer realm="http://{reg.host}/token",service="scripted",scope="repository:renew/app:pull"'
+    challenge = (f'Bearer realm="http://{reg.host}/token",service="scripted",'
+                 f'scope="repository:{repo}:pull",error="invalid_token"')
 
     def check_auth(h):
-        # The first token is "revoked": only the second one is accepted.
-        if h.headers.get("Authorization") != "Bearer tok-2":
-            return 401, {"WWW-Authenticate": challenge + ',error="invalid_token"'}, b""
+        if not accepts(h, h.headers.get("Authorization")):
+            return 401, {"WWW-Authenticate": challenge}, b""
         return None
-    serve_artifact(reg, "renew/app", "v1", manifest, mdigest, blobs, check_auth)
+    serve_artifact(reg, repo, "v1", manifest, mdigest, blobs, check_auth)
+    return reg, issued
+
+
+def test_bearer_token_renewed_on_401(run_pc, fake_registry, tmp_path):
+    # The first token is "revoked": only the second one is accepted.
+    reg, issued = token_registry(fake_registry, "renew/app",
+                                 lambda h, auth: auth == "Bearer tok-2")
     r = run_pc("pull", f"oci://{reg.host}/renew/app:v1", "--out", tmp_path / "out", "--plain-http")
     assert r.returncode == 0, r.stderr
     assert len(issued) == 2
@@ -224,23 +235,11 @@ def test_blob_stream_refused_learns_the_challenge_from_its_own_401(run_pc, fake_
     """A 401 on a blob (after the manifest was fetched with the first token) is
     answered from that response's challenge: a new token, the blob asked again,
     and no extra request to learn the challenge."""
-    manifest, mdigest, blobs = small_artifact()
-    reg = fake_registry()
-    issued = []
-
-    def token(h):
-        issued.append(h.path)
-        return 200, {"Content-Type": "application/json"}, json.dumps(
-            {"token": f"tok-{len(issued)}", "expires_in": 300}).encode()
-    reg.routes["/token"] = token
-    challenge = f'Bearer realm="http://{reg.host}/token",service="scripted",scope="repository:stream/app:pull"'
-
-    def check_auth(h):
-        want = ("Bearer tok-2",) if "/blobs/sha256:" in h.path else ("Bearer tok-1", "Bearer tok-2")
-        if h.headers.get("Authorization") not in want:
-            return 401, {"WWW-Authenticate": challenge + ',error="invalid_token"'}, b""
-        return None
-    serve_artifact(reg, "stream/app", "v1", manifest, mdigest, blobs, check_auth)
+    def accepts(h, auth):
+        if "/blobs/sha256:" in h.path:
+            return auth == "Bearer tok-2"
+        return auth in ("Bearer tok-1", "Bearer tok-2")
+    reg, issued = token_registry(fake_registry, "stream/app", accepts)
     r = run_pc("pull", f"oci://{reg.host}/stream/app:v1", "--out", tmp_path / "out", "--plain-http")
     assert r.returncode == 0, r.stderr
     assert len(issued) == 2
