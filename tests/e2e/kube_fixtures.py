@@ -79,6 +79,15 @@ def _die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
 
 
+def plural_of(client, api_version, kind):
+    """The resource name serving kind, from the server's discovery."""
+    doc = client.request("GET", "/api/v1" if api_version == "v1" else f"/apis/{api_version}")
+    for r in doc["resources"]:
+        if r["kind"] == kind and "/" not in r["name"]:
+            return r["name"]
+    raise KeyError(f"{api_version} {kind} is not served")
+
+
 class KubeAPI:
     def __init__(self, workdir, minor=32, history=10000, bookmark_interval=60.0,
                  watch_list=None, crds=True, discovery="aggregated",
@@ -257,12 +266,7 @@ class KubeAPI:
     # -- objects ------------------------------------------------------------------------
 
     def plural_of(self, api_version, kind):
-        doc = self.client.request("GET", "/api/v1" if api_version == "v1"
-                                  else f"/apis/{api_version}")
-        for r in doc["resources"]:
-            if r["kind"] == kind and "/" not in r["name"]:
-                return r["name"]
-        raise KeyError(f"{api_version} {kind} is not served")
+        return plural_of(self.client, api_version, kind)
 
     def apply_file(self, path, field_manager="kubeapi-fixture"):
         out = []

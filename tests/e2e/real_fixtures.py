@@ -78,7 +78,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from faultproxy import FaultProxy  # noqa: E402
-from kube_fixtures import wait_for as _wait_for  # noqa: E402
+from kube_fixtures import plural_of, wait_for as _wait_for  # noqa: E402
 from nginx_fixtures import free_port  # noqa: E402
 
 REAL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real")))
@@ -545,13 +545,7 @@ class RealKube:
         return self.client.create(obj, plural or self.plural_of(obj["apiVersion"], obj["kind"]))
 
     def plural_of(self, api_version, kind):
-        """The resource name serving kind, from discovery (as the emulator fixture's)."""
-        doc = self.client.request("GET", "/api/v1" if api_version == "v1"
-                                  else f"/apis/{api_version}")
-        for r in doc["resources"]:
-            if r["kind"] == kind and "/" not in r["name"]:
-                return r["name"]
-        raise KeyError(f"{api_version} {kind} is not served")
+        return plural_of(self.client, api_version, kind)
 
     def get(self, api_version, plural, name, namespace=None):
         return self.client.get(api_version, plural, name, namespace)
