@@ -1103,17 +1103,23 @@ def test_injected_failures(kubeapi):
     assert code == 503 and body["reason"] == "ServiceUnavailable"
 
 
+def curl_stack_watch(kubeapi):
+    """curl watching default/stacks: how libcurl, which the controller uses, sees a
+    watch end."""
+    return subprocess.Popen(
+        ["curl", "-sS", "-N", "--cacert", kubeapi.ca_file, "-H",
+         f"Authorization: Bearer {kubeapi.token}",
+         f"{kubeapi.url}/apis/pulumi.com/v1/namespaces/default/stacks?watch=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.parametrize("mode", ["abort", "eof"])
 def test_drop_watches(kubeapi, mode):
     """What libcurl (curl) sees: an aborted watch is a truncated chunked body (curl exit
     18), an 'eof' drop is a clean end of the body (exit 0)."""
     # emulator only: `drop_watches` (the proxy's cut is both ways in test_kube_runtime.py)
     kubeapi.client.create(stack("a"), "stacks")
-    proc = subprocess.Popen(
-        ["curl", "-sS", "-N", "--cacert", kubeapi.ca_file, "-H",
-         f"Authorization: Bearer {kubeapi.token}",
-         f"{kubeapi.url}/apis/pulumi.com/v1/namespaces/default/stacks?watch=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = curl_stack_watch(kubeapi)
     try:
         kubeapi.wait_watches(1)
         assert kubeapi.drop_watches(mode) == 1
@@ -1217,11 +1223,7 @@ def test_deleting_a_namespace_or_crd_with_many_objects(kubeapi):
 
 def test_crash_cuts_watches_and_keeps_every_write(kubeapi):
     # emulator only: `crash`
-    proc = subprocess.Popen(
-        ["curl", "-sS", "-N", "--cacert", kubeapi.ca_file, "-H",
-         f"Authorization: Bearer {kubeapi.token}",
-         f"{kubeapi.url}/apis/pulumi.com/v1/namespaces/default/stacks?watch=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = curl_stack_watch(kubeapi)
     try:
         kubeapi.wait_watches(1)
         last = kubeapi.client.create(stack("a"), "stacks")

@@ -111,6 +111,14 @@ def _open_watch(k, path, rv, timeout=60):
     return conn, resp
 
 
+def _stream_ended(resp):
+    """True when the watch body ends (EOF or a reset) rather than giving an event."""
+    try:
+        return _next_event(resp) is None
+    except (OSError, http.client.HTTPException):
+        return True
+
+
 def _next_event(resp):
     line = resp.readline()
     if not line:
@@ -133,11 +141,7 @@ def test_watch_survives_apiserver_restart(any_kubeapi):
 
     k.restart()
     # The stream ends: EOF or a reset, never another event.
-    try:
-        ended = _next_event(resp)
-    except (OSError, http.client.HTTPException):
-        ended = None
-    assert ended is None
+    assert _stream_ended(resp)
     conn.close()
 
     # Reconnecting from the last resourceVersion seen: the restarted server's watch
@@ -170,11 +174,7 @@ def test_fault_proxy_drop_and_pause(real_kubeapi):
     conn, resp = _open_watch(k, path, rv)
     proxy.wait_connections(1)
     assert proxy.drop_all() >= 1
-    try:
-        ended = _next_event(resp)
-    except (OSError, http.client.HTTPException):
-        ended = None
-    assert ended is None
+    assert _stream_ended(resp)
     conn.close()
 
     # Paused: a request through the proxy gets no answer within its timeout ...
