@@ -43,24 +43,28 @@ def _walk(value, prefix, out):
     out.add(prefix)
 
 
-def field_paths(obj, scope):
-    """Leaf paths of an object within scope: 'all', 'main' (no status) or 'status'."""
-    out = set()
+def _scoped_roots(obj, scope):
+    """(value, path prefix) of the parts of an object within scope: 'all', 'main'
+    (no status) or 'status'; of metadata only the fields a manager can own."""
     for k, v in (obj or {}).items():
         if k in ("apiVersion", "kind"):
             continue
         if k == "metadata":
-            if scope == "status":
-                continue
-            for mk, mv in (v or {}).items():
-                if mk in META_OWNED:
-                    _walk(mv, ("f:metadata", "f:" + mk), out)
+            if scope != "status":
+                for mk, mv in (v or {}).items():
+                    if mk in META_OWNED:
+                        yield mv, ("f:metadata", "f:" + mk)
             continue
-        if scope == "status" and k != "status":
+        if (scope == "status" and k != "status") or (scope == "main" and k == "status"):
             continue
-        if scope == "main" and k == "status":
-            continue
-        _walk(v, ("f:" + k,), out)
+        yield v, ("f:" + k,)
+
+
+def field_paths(obj, scope):
+    """Leaf paths of an object within scope: 'all', 'main' (no status) or 'status'."""
+    out = set()
+    for value, prefix in _scoped_roots(obj, scope):
+        _walk(value, prefix, out)
     return out
 
 
@@ -77,19 +81,8 @@ def node_paths(obj, scope):
     """The maps (and set or keyed lists) of an object as "<path>/." tokens: an Update
     that creates one owns it, which fieldsV1 writes as {".": {}}."""
     out = set()
-    for k, v in (obj or {}).items():
-        if k in ("apiVersion", "kind"):
-            continue
-        if k == "metadata":
-            if scope == "status":
-                continue
-            for mk, mv in (v or {}).items():
-                if mk in META_OWNED:
-                    _walk_nodes(mv, ("f:metadata", "f:" + mk), out)
-            continue
-        if (scope == "status" and k != "status") or (scope == "main" and k == "status"):
-            continue
-        _walk_nodes(v, ("f:" + k,), out)
+    for value, prefix in _scoped_roots(obj, scope):
+        _walk_nodes(value, prefix, out)
     return out
 
 
