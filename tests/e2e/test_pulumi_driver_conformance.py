@@ -8,29 +8,13 @@ import subprocess
 
 import pytest
 
+from pulumi_fixtures import ONE_FILE_PROGRAM
+
 PASSPHRASE = "pp-Conformance-3"
 PASSWORD = "pw-Conformance-5"
 
-PROGRAM = """\
-name: demo
-runtime: yaml
-config:
-  greeting:
-    type: string
-    default: hello
-  password:
-    type: string
-resources:
-  note:
-    type: standin:index:File
-    properties:
-      content: ${greeting}
-outputs:
-  message: ${greeting}
-  path: ${note.path}
-  secretOut:
-    fn::secret: ${password}
-"""
+# The driver tests' one-file program with `password` declared in the project.
+PROGRAM = ONE_FILE_PROGRAM.replace("resources:", "  password:\n    type: string\nresources:", 1)
 
 
 class Driver:
