@@ -166,6 +166,9 @@ class Mutator(threading.Thread):
         self.stop_flag = threading.Event()
         self.done = 0
         self.rng = random.Random(4)
+        # Deletes only above the starting count: creates and deletes would
+        # otherwise be a random walk, and a long run could empty the namespace.
+        self.floor = len(self.names)
 
     def step(self):
         r = self.rng.random()
@@ -173,7 +176,7 @@ class Mutator(threading.Thread):
             name = self.rng.choice(self.names)
             self.client.patch(STACK_API, "stacks", name,
                               {"spec": {"stack": f"s{self.done}"}}, self.ns, "merge")
-        elif r < 0.85:
+        elif r < 0.85 or len(self.names) <= self.floor:
             name = f"new-{self.done}"
             self.client.create(stack(name, self.ns), "stacks", self.ns)
             self.names.append(name)
