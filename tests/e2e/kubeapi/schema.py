@@ -5,10 +5,14 @@ are dropped (or refused with fieldValidation=Strict), unless a node carries
 x-kubernetes-preserve-unknown-fields; nulls in non-nullable fields are
 dropped; missing properties with a default get it; type, required, enum,
 bounds, length and pattern are checked and reported as 422 causes.
+x-kubernetes-validations rules (CEL, cel.py) are evaluated on the pruned
+nodes after that, unless a type error blocks them, as the apiserver does.
 metadata is reduced to ObjectMeta's fields.
 """
+import json
 import re
 
+from . import cel
 from .errors import clone
 
 OBJECT_META = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
@@ -61,10 +65,25 @@ def _render(value):
     return str(value)
 
 
+_COMPILED = {}
+
+
+def _compiled(rule):
+    if rule not in _COMPILED:
+        _COMPILED[rule] = cel.compile_rule(rule)
+    return _COMPILED[rule]
+
+
+# a rule's `reason` -> how field.Error renders it (the default is FieldValueInvalid)
+_RULE_REASONS = {"FieldValueForbidden": "Forbidden: {m}", "FieldValueRequired": "Required value: {m}",
+                 "FieldValueDuplicate": "Duplicate value: {m}"}
+
+
 class Walker:
     def __init__(self):
         self.unknown = []
         self.errors = []
+        self.rule_errors = []   # CEL failures, reported after the schema's own errors
 
     def walk(self, value, schema, path):
         """Returns the pruned value (a new object; the input is not changed)."""
@@ -84,11 +103,56 @@ class Walker:
                                 f"{allowed}"))
         self._bounds(value, schema, path)
         if isinstance(value, dict):
-            return self._object(value, schema, path)
-        if isinstance(value, list):
+            out = self._object(value, schema, path)
+        elif isinstance(value, list):
             items = schema.get("items")
-            return [self.walk(v, items, f"{path}[{i}]") for i, v in enumerate(value)]
-        return value
+            out = [self.walk(v, items, f"{path}[{i}]") for i, v in enumerate(value)]
+            self._list_type(out, schema, path)
+        else:
+            out = value
+        self._rules(out, schema, path)
+        return out
+
+    def _list_type(self, items, schema, path):
+        """x-kubernetes-list-type map and set: a repeated key (or item) is refused, as
+        the apiserver's structurallisttype check renders it (Go's %#v of the keys)."""
+        kind = schema.get("x-kubernetes-list-type")
+        if kind not in ("map", "set"):
+            return
+        seen = set()
+        for i, item in enumerate(items):
+            if kind == "map" and isinstance(item, dict):
+                keys = schema.get("x-kubernetes-list-map-keys") or []
+                ident = json.dumps([item.get(k) for k in keys])
+                shown = "map[string]interface {}{" + ", ".join(
+                    f'"{k}":{json.dumps(item[k])}' for k in keys if k in item) + "}"
+            else:
+                ident = shown = json.dumps(item, sort_keys=True)
+            if ident in seen:
+                self.errors.append(("FieldValueDuplicate", f"{path}[{i}]",
+                                    f"Duplicate value: {shown}"))
+            seen.add(ident)
+
+    def _rules(self, value, schema, path):
+        """kube-apiserver's CEL validation of one node: a false rule is a cause at the
+        node (or its fieldPath) whose value is the node's type, with the rule's message
+        ("failed rule: <rule>" without one)."""
+        for rule in schema.get("x-kubernetes-validations") or []:
+            compiled = _compiled(rule["rule"])
+            if cel.uses_old_self(compiled):
+                continue    # transition rules need the old object; not emulated
+            where = path + rule.get("fieldPath", "") if rule.get("fieldPath") else path
+            try:
+                ok = cel.evaluate(compiled, value) is True
+                message = rule.get("message") or f"failed rule: {rule['rule']}"
+            except cel.CelError as e:
+                ok, message = False, str(e)
+            if ok:
+                continue
+            reason = rule.get("reason") or "FieldValueInvalid"
+            text = _RULE_REASONS.get(reason, 'Invalid value: "{t}": {m}').format(
+                t=schema.get("type", "object"), m=message)
+            self.rule_errors.append((reason, where.lstrip("."), text))
 
     def _bounds(self, value, schema, path):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -168,7 +232,28 @@ def prune_custom_resource(obj, schema):
     for req in schema.get("required") or []:
         if req not in out and req not in ("apiVersion", "kind", "metadata"):
             w.errors.append(("FieldValueRequired", req, "Required value"))
+    if not any(reason == "FieldValueTypeInvalid" for reason, _, _ in w.errors):
+        w.errors.extend(w.rule_errors)
     return out, w.unknown, w.errors
+
+
+def rule_compile_errors(schema, path="spec.versions[0].schema.openAPIV3Schema"):
+    """(field, message) for each x-kubernetes-validations rule of a schema that does
+    not compile (here: is outside the CEL that cel.py evaluates)."""
+    out = []
+    if not isinstance(schema, dict):
+        return out
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        try:
+            _compiled(rule.get("rule", ""))
+        except cel.CelError as e:
+            out.append((f"{path}.x-kubernetes-validations[{i}].rule",
+                        f"compilation failed: {e}"))
+    for key, sub in (schema.get("properties") or {}).items():
+        out += rule_compile_errors(sub, f"{path}.properties[{key}]")
+    for key in ("items", "additionalProperties"):
+        out += rule_compile_errors(schema.get(key), f"{path}.{key}")
+    return out
 
 
 def prune_builtin(obj, top_fields):
