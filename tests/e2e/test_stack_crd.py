@@ -94,8 +94,8 @@ def _refusal(api, obj):
 
 
 @pytest.mark.parametrize("spec,field,message", [
-    ({"stack": "dev", "fluxSource": FLUX, "ociSource": {"url": "oci://r/x", "ref": {"tag": "v1"}}},
-     "spec", SOURCE_RULE),
+    ({"stack": "dev", "fluxSource": FLUX,
+      "ociSource": {"url": "oci://r/x", "ref": {"tag": "v1"}}}, "spec", SOURCE_RULE),
     ({"stack": "dev", "fluxSource": FLUX, "projectRepo": "https://github.com/x/y"},
      "spec", SOURCE_RULE),
     ({"stack": "dev"}, "spec", SOURCE_RULE),
@@ -106,16 +106,17 @@ def _refusal(api, obj):
      "spec.ociSource.ref", REF_RULE),
     ({"stack": "dev", "ociSource": {"url": "oci://r/x", "ref": {}}},
      "spec.ociSource.ref", REF_RULE),
-], ids=["flux-and-oci", "flux-and-projectRepo", "no-source", "no-stack", "empty-stack", "tag-and-semver",
-        "no-ref"])
+], ids=["flux-and-oci", "flux-and-projectRepo", "no-source", "no-stack", "empty-stack",
+        "tag-and-semver", "no-ref"])
 def test_cel_refuses_with_a_message_that_says_why(any_kubeapi, spec, field, message):
     api = any_kubeapi
     status = _refusal(api, stack("bad", **spec))
     if message == STACK_RULE:
         reason, text = "FieldValueRequired", f"Required value: {message}"
+    elif field == "spec.stack":     # a scalar's value is shown, an object's is not
+        reason, text = "FieldValueInvalid", f'Invalid value: "": {message}'
     else:
-        kind = "string" if field == "spec.stack" else "object"
-        reason, text = "FieldValueInvalid", f'Invalid value: "{kind}": {message}'
+        reason, text = "FieldValueInvalid", f"Invalid value: {message}"
     assert status["details"]["causes"] == [{"reason": reason, "field": field, "message": text}]
     assert status["message"] == f'Stack.pulumi.com "bad" is invalid: {field}: {text}'
 
@@ -137,6 +138,47 @@ def test_cel_accepts_one_source_of_each_kind_and_checks_updates(any_kubeapi):
     assert proc.returncode != 0 and REF_RULE in proc.stderr, proc.stderr
 
 
+def test_a_schema_error_that_blocks_the_rules_says_so(any_kubeapi):
+    """An unsupported enum value (or a wrong type) stops the server before the CEL
+    rules, and it adds a cause saying they were not checked."""
+    api = any_kubeapi
+    status = _refusal(api, stack("bad", stack="dev", fluxSource={"sourceRef": dict(
+        FLUX["sourceRef"], kind="HelmRepository")}, ociSource={"url": "oci://r/x", "ref": {}}))
+    assert status["details"]["causes"] == [
+        {"reason": "FieldValueNotSupported", "field": "spec.fluxSource.sourceRef.kind",
+         "message": 'Unsupported value: "HelmRepository": supported values: '
+                    '"GitRepository", "OCIRepository", "Bucket"'},
+        {"reason": "FieldValueInvalid", "field": "<nil>",
+         "message": "Invalid value: null: some validation rules were not checked because the "
+                    "object was invalid; correct the existing errors to complete validation"}]
+
+
+def test_status_is_validated_as_metav1_condition(any_kubeapi):
+    """lastTransitionTime is an RFC 3339 date-time with a zone; reason is non-empty;
+    the text names the path inside status, the field the whole path."""
+    api, ns = any_kubeapi, any_kubeapi.namespace
+    api.client.create(stack("s", stack="dev", fluxSource=FLUX), "stacks", ns)
+    ready = {"type": "Ready", "status": "True", "reason": "Succeeded", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00.5+02:00"}
+    api.client.patch(V1, "stacks", "s", {"status": {"conditions": [ready]}}, ns,
+                     subresource="status")
+    for stamp in ("2026-01-01T00:00:00", "2026-01-01 00:00:00Z", ""):
+        with pytest.raises(KubeError) as e:
+            api.client.patch(V1, "stacks", "s", {"status": {"conditions": [
+                dict(ready, lastTransitionTime=stamp)]}}, ns, subresource="status")
+        assert e.value.status["details"]["causes"][0] == {
+            "reason": "FieldValueTypeInvalid", "field": "status.conditions[0].lastTransitionTime",
+            "message": f'Invalid value: "{stamp}": conditions[0].lastTransitionTime in body '
+                       f'must be of type date-time: "{stamp}"'}
+    with pytest.raises(KubeError) as e:
+        api.client.patch(V1, "stacks", "s", {"status": {"conditions": [
+            dict(ready, reason="")]}}, ns, subresource="status")
+    assert e.value.status["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "status.conditions[0].reason",
+        "message": 'Invalid value: "": conditions[0].reason in body should be at least 1 '
+                   "chars long"}]
+
+
 def test_conditions_are_a_map_keyed_by_type(any_kubeapi):
     api, ns = any_kubeapi, any_kubeapi.namespace
     api.client.create(stack("s", stack="dev", fluxSource=FLUX), "stacks", ns)
@@ -146,9 +188,9 @@ def test_conditions_are_a_map_keyed_by_type(any_kubeapi):
         api.client.patch(V1, "stacks", "s", {"status": {"conditions": [ready, ready]}}, ns,
                          subresource="status")
     assert e.value.code == 422
-    assert [c["field"] for c in e.value.status["details"]["causes"]] == \
-        ["status.conditions[1]"]
-    assert "Duplicate value" in e.value.status["message"]
+    assert e.value.status["details"]["causes"] == [{
+        "reason": "FieldValueDuplicate", "field": "status.conditions[1]",
+        "message": 'Duplicate value: {"type":"Ready"}'}]
 
 
 def test_kubectl_get_prints_the_columns(any_kubeapi):

@@ -129,7 +129,7 @@ class _Parser:
         args = self.arguments()
         if name in _MACROS:
             if len(args) != 2 or args[0][0] != "ident":
-                raise CelError(f"ERROR: {name}() needs a variable name and an expression")
+                raise CelError(f"{name}() needs a variable name and an expression")
             return ("macro", name, target, args[0][1], args[1])
         return ("call", name, target, args)
 
@@ -158,7 +158,7 @@ class _Parser:
                 args = self.arguments()
                 if val == "has":
                     if len(args) != 1 or args[0][0] != "select":
-                        raise CelError("ERROR: invalid argument to has() macro")
+                        raise CelError("invalid argument to has() macro")
                     return ("has", args[0][1], args[0][2])
                 return ("call", val, None, args)
             return ("ident", val)
@@ -193,7 +193,7 @@ _FUNCTIONS = {"size", "contains", "startsWith", "endsWith", "matches", "int", "d
 def _check_functions(node):
     if isinstance(node, tuple):
         if node[0] == "call" and node[1] not in _FUNCTIONS:
-            raise CelError(f"ERROR: undeclared reference to '{node[1]}' (in container '')")
+            raise CelError(f"undeclared reference to '{node[1]}' (in container '')")
         for x in node[1:]:
             _check_functions(x)
     elif isinstance(node, list):

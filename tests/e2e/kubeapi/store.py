@@ -467,7 +467,7 @@ class Store:
         validation = params.get("fieldValidation", "Warn")
         errs = []
         if rtype.crd:
-            obj, unknown, errs = prune_custom_resource(obj, rtype.schema)
+            obj, unknown, errs = prune_custom_resource(obj, rtype.schema, rtype.status)
         else:
             obj, unknown = prune_builtin(obj, rtype.top_fields)
         if unknown:
@@ -534,8 +534,8 @@ class Store:
                            "version"))
         for i, v in enumerate(versions):
             schema = (v.get("schema") or {}).get("openAPIV3Schema")
-            for field, message in rule_compile_errors(
-                    schema, f"spec.versions[{i}].schema.openAPIV3Schema"):
+            # the real server names spec.validation, whichever version holds the rule
+            for field, message in rule_compile_errors(schema):
                 causes.append(("FieldValueInvalid", field, f"Invalid value: {message}"))
         if causes:
             raise E.invalid(rtype, name, causes)
