@@ -36,7 +36,7 @@ from .errors import clone
 from .patches import (PatchFailed, PatchMalformed, json_patch, merge_patch,
                       strategic_merge)
 from .registry import Registry
-from .schema import prune_builtin, prune_custom_resource
+from .schema import prune_builtin, prune_custom_resource, rule_compile_errors
 from .selectors import FieldSelector, LabelSelector
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -467,7 +467,7 @@ class Store:
         validation = params.get("fieldValidation", "Warn")
         errs = []
         if rtype.crd:
-            obj, unknown, errs = prune_custom_resource(obj, rtype.schema)
+            obj, unknown, errs = prune_custom_resource(obj, rtype.schema, rtype.status)
         else:
             obj, unknown = prune_builtin(obj, rtype.top_fields)
         if unknown:
@@ -532,6 +532,11 @@ class Store:
             causes.append(("FieldValueInvalid", "spec.versions",
                            "Invalid value: must have exactly one version marked as storage "
                            "version"))
+        for i, v in enumerate(versions):
+            schema = (v.get("schema") or {}).get("openAPIV3Schema")
+            # the real server names spec.validation, whichever version holds the rule
+            for field, message in rule_compile_errors(schema):
+                causes.append(("FieldValueInvalid", field, f"Invalid value: {message}"))
         if causes:
             raise E.invalid(rtype, name, causes)
         names.setdefault("singular", names["kind"].lower())
