@@ -34,8 +34,8 @@ A StackWorld offers:
     assert_no_secret(*values)       in no controller log line, event, Stack status, argv
 
 --pulumi-bin is a wrapper script the fixture writes: it appends one JSON line per
-invocation ({argv, env: [names], env_sha256: {name: digest} for PULUMI_CONFIG_PASSPHRASE
-and PCTEST_* only, cwd, pid}) to the record file, then execs the stand-in or the real CLI.
+invocation ({argv, env: [names], env_sha256: {name: digest} for DIGESTED_ENV and
+PCTEST_* only, cwd, pid}) to the record file, then execs the stand-in or the real CLI.
 No environment value is written, only digests of the ones a test proves arrived.
 """
 import base64
@@ -69,6 +69,10 @@ STACK_CRD = ROOT / "deploy" / "crds" / "pulumi.com_stacks.yaml"
 PASSPHRASE = "pp-Stack-Passphrase-5e1d"
 PASSPHRASE_SECRET = "pulumi-passphrase"
 
+# Environment variables whose value digests the wrapper records (besides PCTEST_*): the
+# tests prove these values reached the CLI without any value being written down.
+DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
 SOURCE_PLURALS = {"GitRepository": "gitrepositories", "OCIRepository": "ocirepositories",
                   "Bucket": "buckets"}
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
@@ -80,7 +84,7 @@ import hashlib, json, os, sys
 env = os.environ
 record = {{"argv": sys.argv[1:], "env": sorted(env), "cwd": os.getcwd(), "pid": os.getpid(),
           "env_sha256": {{k: hashlib.sha256(v.encode()).hexdigest() for k, v in env.items()
-                         if k == "PULUMI_CONFIG_PASSPHRASE" or k.startswith("PCTEST_")}}}}
+                         if k in {digested!r} or k.startswith("PCTEST_")}}}}
 fd = os.open({record!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 os.write(fd, (json.dumps(record) + "\\n").encode())
 os.close(fd)
@@ -342,7 +346,7 @@ class StackWorld:
 
     # -- Flux sources -----------------------------------------------------------------
 
-    def flux_source(self, kind, name, artifact=None, revision=None, ready=True):
+    def flux_source(self, kind, name, artifact=None, revision=None, ready=True, create=True):
         """Creates (or updates) a Flux source of `kind` named `name` and writes, through
         its status subresource, what source-controller writes once it has an artifact:
         status.artifact {url, digest, revision, path, lastUpdateTime, size}, a Ready
@@ -352,13 +356,17 @@ class StackWorld:
         This is the only place that stands in for source-controller: issue 12 replaces
         its body with a push to the real Git server / registry / bucket and a wait for
         the real status.  Tests use what it returns ({url, digest, revision, ...} or None),
-        never revisions of their own making.
+        never revisions of their own making.  create=False leaves the object as it is
+        (one the controller made, for programRef) and writes only its status.
         """
         plural = SOURCE_PLURALS[kind]
-        obj = {"apiVersion": SOURCE_API, "kind": kind,
-               "metadata": {"name": name, "namespace": self.namespace},
-               "spec": self._source_spec(kind, name)}
-        cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
+        if create:
+            obj = {"apiVersion": SOURCE_API, "kind": kind,
+                   "metadata": {"name": name, "namespace": self.namespace},
+                   "spec": self._source_spec(kind, name)}
+            cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
+        else:
+            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
         gen = cur["metadata"].get("generation", 1)
         ts = now_rfc3339()
         if artifact is None:
@@ -579,6 +587,13 @@ class StackWorld:
     def ctl(self):
         return self.controllers[-1]
 
+    def crash_controller(self):
+        """SIGKILL of the controller and of every pulumi process it started, as when its
+        container is killed (the pod's processes die with it): locks and pending
+        operations the CLI held stay in the backend."""
+        self.ctl.kill()
+        self.kill_children()
+
     def kill_children(self):
         """Ends every pulumi process (CLI, language host, providers) of this world's
         cloud, whatever its process group (see pulumi_fixtures.processes_of_cloud)."""
@@ -620,6 +635,7 @@ class StackWorld:
             extra["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
         path = d / "pulumi"
         path.write_text(WRAPPER.format(record=str(self.record), bin_dir=self.cli.bin_dir,
+                                       digested=DIGESTED_ENV,
                                        binary=self.cli.binary, extra_env=extra))
         path.chmod(0o755)
         return path
@@ -641,12 +657,27 @@ class StackWorld:
         """The number of invocations so far: cli_invocations(since=mark) is what follows."""
         return len(self.record.read_text().splitlines()) if self.record.exists() else 0
 
+    def wait_invocation(self, command="up", stack=None, since=0, timeout=120):
+        """Waits until the CLI was run with `command` (for Pulumi stack `stack`)."""
+        def seen():
+            if self.controllers:
+                self.ctl.alive()
+            return self.updates(stack, since, (command,))
+        return wait_for(seen, timeout, interval=0.05, what=f"pulumi {command} for {stack}")
+
     def updates(self, stack=None, since=0, commands=("up",)):
         """Recorded invocations of `commands` (default up), for Pulumi stack `stack`."""
         return [r for r in self.cli_invocations(since) if r["command"] in commands and
                 (stack is None or r["stack"] == stack)]
 
     # -- the backend and the cloud ----------------------------------------------------
+
+    def login(self):
+        """What `pulumi login <backend>` leaves in PULUMI_HOME: a Stack that names no
+        backend then uses this one, as the CLI resolves it."""
+        (self.cli.home / "credentials.json").write_text(json.dumps(
+            {"current": self.backend_url, "accessTokens": {self.backend_url: ""},
+             "accounts": {}}, indent=4) + "\n")
 
     def locks(self):
         d = self.backend_dir / ".pulumi" / "locks"
