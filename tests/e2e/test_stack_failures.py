@@ -94,7 +94,7 @@ def test_hostile_archive_is_refused(stack_world):
     w.apply_stack("demo", fluxSource=git("app"))
     w.controller()
     obj = assert_stalled(w, "demo", "ArtifactRefused")
-    assert "up" in w.cond(obj, "Ready")["message"]
+    assert "outside the root" in w.cond(obj, "Ready")["message"]
     w.wait_event("demo", "ArtifactRefused")
     assert ran_nothing(w, "dev")
     assert not list(w.storage.rglob("outside"))
