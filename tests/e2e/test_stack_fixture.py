@@ -79,6 +79,69 @@ def test_wrapper_records_and_runs_the_cli(stack_world, tmp_path):
     assert w.hold_lock("stackdemo", "dev") in w.locks()
 
 
+def cli_in(w, tmp_path, program, files=None):
+    """run(*args) -> CompletedProcess of the wrapper CLI in a copy of `program`."""
+    import subprocess
+    work = tmp_path / program
+    work.mkdir()
+    for rel, data in (files or w.program_files(program)).items():
+        (work / rel).write_bytes(data)
+    env = dict(w.cli.env, PULUMI_BACKEND_URL=w.backend_url, PULUMI_CONFIG_PASSPHRASE=PASSPHRASE)
+
+    def run(*args, extra=None):
+        return subprocess.run([str(w.pulumi_bin), *args, "--non-interactive"], cwd=work,
+                              env=dict(env, **(extra or {})), capture_output=True, text=True,
+                              timeout=300)
+    assert run("stack", "init", "dev", "--secrets-provider", "passphrase").returncode == 0
+    return run
+
+
+def test_scenario_programs_behave_as_the_scenarios_expect(stack_world, tmp_path):
+    """What test_stack_failures, _inputs, _finalize and _classic rely on, on this CLI."""
+    w = stack_world
+    run = cli_in(w, tmp_path, "stack-broken")
+    p = run("up", "--yes", "--skip-preview")
+    assert p.returncode != 0 and "missing" in p.stdout + p.stderr
+    assert w.cloud_files() == {}
+
+    run = cli_in(w, tmp_path, "stack-fail")
+    p = run("up", "--yes", "--skip-preview")
+    assert p.returncode != 0 and "bad/name" in p.stdout + p.stderr
+    assert run("config", "set", "fileName", "good").returncode == 0
+    assert run("up", "--yes", "--skip-preview").returncode == 0
+    assert [n.rsplit("-", 1)[0] for n in w.cloud_files()] == ["good"]   # + a random suffix
+    # the destroy fault of test_stack_finalize: the CLI dies before deleting anything
+    p = run("destroy", "--yes", "--skip-preview", extra={"PULUMI_STANDIN_CRASH": "destroy:0"})
+    assert p.returncode != 0 and [n.rsplit("-", 1)[0] for n in w.cloud_files()] == ["good"]
+
+    run = cli_in(w, tmp_path, "stack-secrets")
+    p = run("config", "set", "--secret", "dbPassword", "pw-1")
+    assert p.returncode == 0, p.stderr
+    assert run("up", "--yes", "--skip-preview").returncode == 0
+    out = json.loads(run("stack", "output", "--json", "--show-secrets").stdout)
+    assert out == {"region": "nowhere", "secretOut": "pw-1"}
+
+    run = cli_in(w, tmp_path, "stack-classic")
+    assert run("config", "set", "region", "us-east-1").returncode == 0
+    assert run("up", "--yes", "--skip-preview").returncode == 0
+    assert "us-east-1" in w.cloud_files().values()
+
+
+def test_fixture_helpers(stack_world):
+    w = stack_world
+    w.login()
+    assert json.loads((w.cli.home / "credentials.json").read_text())["current"] == w.backend_url
+    w.client.create({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                     "metadata": {"name": "made", "namespace": w.namespace},
+                     "spec": {"url": "ssh://git@example.test/x.git", "interval": "60s"}},
+                    "gitrepositories", w.namespace)
+    got = w.flux_source("GitRepository", "made", w.artifact(), revision="v1@sha1:" + "0" * 40,
+                        create=False)
+    obj = w.client.get("source.toolkit.fluxcd.io/v1", "gitrepositories", "made", w.namespace)
+    assert obj["spec"]["url"] == "ssh://git@example.test/x.git"      # left as it was
+    assert obj["status"]["artifact"]["revision"] == got["revision"] == "v1@sha1:" + "0" * 40
+
+
 def test_apply_stack_and_the_controller_process(stack_world):
     w = stack_world
     w.git_stack("demo", "prog", config={"greeting": "x"})
