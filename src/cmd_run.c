@@ -1,21 +1,18 @@
 /*
  * cmd_run.c - `pulumi-controller run`: the controller process.
  *
- * Loads the Kubernetes config, starts an informer for Stacks and for each
- * Flux source kind the server serves, turns changes into keys on the work
- * queue (a Stack change queues that Stack; a source change queues exactly
- * the Stacks whose spec.fluxSource.sourceRef names it, found through a
- * secondary index), optionally waits to be elected leader, and runs
- * --concurrency workers that call the reconciler.
- *
- * The reconciler seam: `reconciler` below is a struct kube_reconciler
- * (kube.h).  Until the Stack reconciler lands (src/stack/, a later issue)
- * the default one only logs the key it was given.
+ * Wiring only: loads the Kubernetes config, makes the client, work queue
+ * and Event recorder, hands them to the Stack controller (src/stack/, which
+ * owns the informers, the change filters and the reconciler), serves the
+ * health and metrics endpoints, optionally waits to be elected leader, and
+ * runs --concurrency workers that call the Stack reconciler.
  *
  * Signals: SIGTERM/SIGINT stop taking work, wait up to --shutdown-grace for
- * running reconciles, release the Lease, and exit 0.  SIGUSR1 writes the
- * cache summary to --cache-dump (also written at exit), which the tests
- * compare with the server's state.
+ * running updates (then cancel them the way the CLI expects), release the
+ * Lease, and exit 0.  A lost Lease interrupts running updates at once, so no
+ * two replicas ever update one stack.  SIGUSR1 writes the cache summary to
+ * --cache-dump (also written at exit), which the tests compare with the
+ * server's state.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -30,224 +27,52 @@
 #include "base/log.h"
 #include "cmd.h"
 #include "kube/kube.h"
-
-/* The kinds this controller caches.  Flux serves OCIRepository and Bucket
- * at v1 from Flux 2.6 and at v1beta2 before; the first served wins. */
-struct kind {
-	struct kube_resource res[2];
-	int nres;
-	const struct kube_resource *served;
-	struct kube_informer *inf;
-};
-
-static struct kind stack_kind = {
-	{ { "pulumi.com", "v1", "stacks", "Stack", 1 } }, 1, NULL, NULL,
-};
-static struct kind source_kinds[] = {
-	{ { { "source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository", 1 } }, 1, NULL, NULL },
-	{ { { "source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository", 1 },
-	    { "source.toolkit.fluxcd.io", "v1beta2", "ocirepositories", "OCIRepository", 1 } }, 2, NULL, NULL },
-	{ { { "source.toolkit.fluxcd.io", "v1", "buckets", "Bucket", 1 },
-	    { "source.toolkit.fluxcd.io", "v1beta2", "buckets", "Bucket", 1 } }, 2, NULL, NULL },
-};
-#define NSOURCES (sizeof(source_kinds) / sizeof(source_kinds[0]))
+#include "stack/stack.h"
 
 struct run {
 	struct kube_client *client;
 	struct kube_queue *queue;
 	struct kube_leader *leader;
 	struct kube_recorder *recorder;   /* Events (core/v1) */
+	struct stack_ctl *stacks;
 	const char *lease_ns, *lease_name;
-	struct kube_workers *workers;
+	/* Read by the metrics thread: set once the workers run, cleared only
+	 * after the probe servers stopped. */
+	_Atomic(struct kube_workers *) workers;
 	const char *cache_dump;
 	atomic_int lost_lease;
 	atomic_int became_leader;
-	atomic_ullong changes;
+	atomic_int leader_event_due;
 };
 
-/* ------------------------------------------------------------ the seam */
-
-static int log_only_reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)
+static void write_cache_dump(struct run *rt)
 {
-	(void)ud; (void)requeue_after_ms; (void)e;
-	log_info("reconcile", "stack", key, "note", "no Stack reconciler is wired in yet", NULL);
-	return 0;
-}
-
-static const struct kube_reconciler default_reconciler = { log_only_reconcile, NULL };
-static const struct kube_reconciler *reconciler = &default_reconciler;
-
-/* ------------------------------------------------------------ wiring */
-
-/* Index "source": "<Kind>/<namespace>/<name>" of the Flux source a Stack uses. */
-static int stack_source_index(const cJSON *obj, char **out, int max)
-{
-	const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(
-	        cJSON_GetObjectItemCaseSensitive(obj, "spec"), "fluxSource"), "sourceRef");
-	const char *kind = kube_obj_str(ref, "kind"), *name = kube_obj_str(ref, "name");
-	const char *ns = kube_obj_str(obj, "metadata.namespace");
-	size_t n;
-
-	if (kind == NULL || name == NULL || ns == NULL || max < 1)
-		return 0;
-	n = strlen(kind) + strlen(ns) + strlen(name) + 3;
-	out[0] = malloc(n);
-	if (out[0] == NULL)
-		return 0;
-	snprintf(out[0], n, "%s/%s/%s", kind, ns, name);
-	return 1;
-}
-
-static const char *change_name(enum kube_change c)
-{
-	return c == KUBE_CHANGE_ADD ? "added" : c == KUBE_CHANGE_UPDATE ? "updated" : "deleted";
-}
-
-static void log_change(struct kube_informer *inf, enum kube_change ch, const cJSON *obj)
-{
-	const struct kube_resource *r = kube_informer_resource(inf);
-	const char *ns = kube_obj_str(obj, "metadata.namespace");
-	const char *name = kube_obj_str(obj, "metadata.name");
-	const char *rv = kube_obj_str(obj, "metadata.resourceVersion");
-
-	log_info("object changed", "kind", r->kind, "change", change_name(ch), "namespace", ns ? ns : "",
-	    "name", name ? name : "", "resourceVersion", rv ? rv : "", NULL);
-}
-
-static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
-    const cJSON *obj)
-{
-	struct run *rt = ud;
-	char *key = kube_object_key(obj);
-	(void)old;
-
-	atomic_fetch_add(&rt->changes, 1);
-	log_change(inf, ch, obj);
-	if (key != NULL)
-		kube_queue_add(rt->queue, key);
-	free(key);
-}
-
-static void enqueue_key(void *ud, const char *key)
-{
-	kube_queue_add(((struct run *)ud)->queue, key);
-}
-
-static void on_source(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
-    const cJSON *obj)
-{
-	struct run *rt = ud;
-	const struct kube_resource *r = kube_informer_resource(inf);
-	const char *ns = kube_obj_str(obj, "metadata.namespace");
-	const char *name = kube_obj_str(obj, "metadata.name");
-	char value[600];
-	(void)old;
-
-	atomic_fetch_add(&rt->changes, 1);
-	log_change(inf, ch, obj);
-	if (stack_kind.inf == NULL || ns == NULL || name == NULL)
+	if (rt->stacks == NULL || rt->cache_dump == NULL)
 		return;
-	snprintf(value, sizeof(value), "%s/%s/%s", r->kind, ns, name);
-	kube_informer_by_index(stack_kind.inf, "source", value, enqueue_key, rt);
-}
-
-/* ------------------------------------------------------------ cache dump */
-
-struct dump_ctx {
-	cJSON *obj;
-};
-
-static void dump_one(void *ud, const char *key, const char *rv)
-{
-	cJSON_AddStringToObject(((struct dump_ctx *)ud)->obj, key, rv);
-}
-
-static void write_cache_dump(const char *path)
-{
-	cJSON *doc = cJSON_CreateObject();
-	struct kind *all[1 + NSOURCES];
-	char tmp[4096], *text;
-	FILE *f;
-
-	all[0] = &stack_kind;
-	for (size_t i = 0; i < NSOURCES; i++)
-		all[i + 1] = &source_kinds[i];
-	for (size_t i = 0; i < 1 + NSOURCES; i++) {
-		struct dump_ctx c;
-		if (all[i]->inf == NULL)
-			continue;
-		c.obj = cJSON_AddObjectToObject(doc, all[i]->served->resource);
-		kube_informer_each(all[i]->inf, dump_one, &c);
-	}
-	text = cJSON_PrintUnformatted(doc);
-	cJSON_Delete(doc);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (f == NULL || text == NULL) {
-		log_error("cannot write the cache dump", "path", path, NULL);
-		if (f)
-			fclose(f);
-		free(text);
-		return;
-	}
-	fputs(text, f);
-	free(text);
-	if (fclose(f) != 0 || rename(tmp, path) != 0) {
-		log_error("cannot write the cache dump", "path", path, NULL);
-		unlink(tmp);
-		return;
-	}
-	log_info("cache dumped", "path", path, NULL);
+	if (stack_ctl_dump_cache(rt->stacks, rt->cache_dump) < 0)
+		log_error("cannot write the cache dump", "path", rt->cache_dump, NULL);
+	else
+		log_info("cache dumped", "path", rt->cache_dump, NULL);
 }
 
 /* ------------------------------------------------------------ probes */
 
 static int ready(void *ud)
 {
-	(void)ud;
-	if (stack_kind.inf == NULL || !kube_informer_synced(stack_kind.inf))
-		return 0;
-	for (size_t i = 0; i < NSOURCES; i++)
-		if (source_kinds[i].inf != NULL && !kube_informer_synced(source_kinds[i].inf))
-			return 0;
-	return 1;
+	struct run *rt = ud;
+
+	return rt->stacks != NULL && stack_ctl_synced(rt->stacks);
 }
 
 static void metrics(void *ud, FILE *out)
 {
 	struct run *rt = ud;
-	struct kind *all[1 + NSOURCES];
-	uint64_t done, failed;
+	struct kube_workers *w = atomic_load(&rt->workers);
+	uint64_t done = 0, failed = 0;
 
-	all[0] = &stack_kind;
-	for (size_t i = 0; i < NSOURCES; i++)
-		all[i + 1] = &source_kinds[i];
-	fputs("# HELP pulumi_controller_cache_objects Objects in the informer cache.\n"
-	    "# TYPE pulumi_controller_cache_objects gauge\n", out);
-	for (size_t i = 0; i < 1 + NSOURCES; i++)
-		if (all[i]->inf)
-			fprintf(out, "pulumi_controller_cache_objects{kind=\"%s\"} %zu\n", all[i]->served->kind,
-			    kube_informer_count(all[i]->inf));
-	/* One family at a time: the text format wants a family's samples together. */
-	for (int fam = 0; fam < 3; fam++) {
-		static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
-		static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
-			"Failed lists and watches." };
-		fprintf(out, "# HELP pulumi_controller_%s %s\n# TYPE pulumi_controller_%s counter\n",
-		    names[fam], helps[fam], names[fam]);
-		for (size_t i = 0; i < 1 + NSOURCES; i++) {
-			struct kube_informer_stats st;
-			uint64_t v;
-			if (!all[i]->inf)
-				continue;
-			kube_informer_stats(all[i]->inf, &st);
-			v = fam == 0 ? st.events : fam == 1 ? st.lists : st.errors;
-			fprintf(out, "pulumi_controller_%s{kind=\"%s\"} %llu\n", names[fam],
-			    all[i]->served->kind, (unsigned long long)v);
-		}
-	}
-	kube_workers_counts(rt->workers, &done, &failed);
+	stack_ctl_metrics(rt->stacks, out);
+	if (w != NULL)
+		kube_workers_counts(w, &done, &failed);
 	fprintf(out, "# TYPE pulumi_controller_workqueue_depth gauge\npulumi_controller_workqueue_depth %zu\n",
 	    kube_queue_len(rt->queue));
 	fprintf(out, "# TYPE pulumi_controller_reconcile_total counter\npulumi_controller_reconcile_total %llu\n",
@@ -280,11 +105,13 @@ static void record_leader_event(struct run *rt)
 	cJSON_Delete(lease);
 }
 
+/* Called on the leader's renew path: nothing slow may run here (the
+ * Event is recorded by the main loop), or the Lease would lapse. */
 static void on_started_leading(void *ud)
 {
 	struct run *rt = ud;
 
-	record_leader_event(rt);
+	atomic_store(&rt->leader_event_due, 1);
 	atomic_store(&rt->became_leader, 1);
 }
 
@@ -306,17 +133,32 @@ static void run_usage(FILE *out)
 	fprintf(out,
 	    "Usage: pulumi-controller run [flags]\n"
 	    "\n"
-	    "Runs the controller: caches Stacks (pulumi.com/v1) and the Flux sources\n"
-	    "GitRepository, OCIRepository and Bucket, queues the Stacks affected by each\n"
-	    "change and reconciles them with --concurrency workers.\n"
+	    "Runs the controller: keeps every Stack (pulumi.com/v1) in the state its program\n"
+	    "declares.  It caches Stacks, the Flux sources GitRepository, OCIRepository and\n"
+	    "Bucket, and (metadata only) the ConfigMaps and Secrets Stacks refer to; queues\n"
+	    "the Stacks each change concerns, and reconciles them with --concurrency workers\n"
+	    "that run the pulumi CLI (docs/run.md, docs/stack-api.md).\n"
 	    "\n"
 	    "Flags:\n"
 	    "  --kubeconfig F                 kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n"
 	    "                                 then ~/.kube/config)\n"
 	    "  --namespace NS                 watch only NS (default: all namespaces)\n"
 	    "  --watch-label-selector S       only Stacks matching the label selector S (sharding)\n"
+	    "  --watch-configs-label-selector S  only ConfigMaps/Secrets matching S (Flux's\n"
+	    "                                 convention: reconcile.fluxcd.io/watch=Enabled;\n"
+	    "                                 default: all)\n"
 	    "  --watch-idle-timeout D         resume a watch that received nothing for D\n"
 	    "                                 (default 2m: two of the server's bookmarks)\n"
+	    "  --storage-path DIR             artifact store, workspaces and PULUMI_HOME\n"
+	    "                                 (default /var/lib/pulumi-controller)\n"
+	    "  --pulumi-bin PATH              the pulumi CLI (default: pulumi from PATH)\n"
+	    "  --pulumi-home DIR              PULUMI_HOME shared by all Stacks (default\n"
+	    "                                 STORAGE/pulumi-home)\n"
+	    "  --update-timeout D             one update, unless spec.timeout says (default 30m)\n"
+	    "  --max-artifact-size BYTES      one artifact download (default 512Mi; -1: none)\n"
+	    "  --requeue-dependency D         retry while a source or reference is missing\n"
+	    "                                 (default 30s)\n"
+	    "  --max-update-failures N        consecutive failures before Stalled (default 5)\n"
 	    "  --leader-elect                 run only while holding the Lease\n"
 	    "  --leader-election-id ID        Lease name (default pulumi-controller-leader-election)\n"
 	    "  --leader-election-namespace NS Lease namespace (default: the config's namespace)\n"
@@ -324,7 +166,8 @@ static void run_usage(FILE *out)
 	    "  --renew-deadline D             default 10s\n"
 	    "  --retry-period D               default 2s\n"
 	    "  --concurrency N                reconcile workers (default 4)\n"
-	    "  --shutdown-grace D             wait for running work on SIGTERM (default 30s)\n"
+	    "  --shutdown-grace D             wait for running updates on SIGTERM before\n"
+	    "                                 cancelling them (default 30s)\n"
 	    "  --metrics-addr ADDR            Prometheus /metrics on ADDR (default :8080; 0 disables)\n"
 	    "  --health-addr ADDR             /healthz and /readyz on ADDR (default :9440; 0 disables)\n"
 	    "  --cache-dump F                 write a cache summary to F on SIGUSR1 and at exit\n"
@@ -337,11 +180,21 @@ static void run_usage(FILE *out)
 }
 
 struct run_flags {
-	const char *kubeconfig, *ns, *selector, *le_id, *le_ns, *metrics_addr, *health_addr;
+	const char *kubeconfig, *le_id, *le_ns, *metrics_addr, *health_addr;
 	const char *level, *format, *cache_dump;
 	int leader_elect, concurrency;
 	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms;
+	struct stack_opts so;
 };
+
+/* A whole number in [lo, hi]; -1 when not. */
+static long parse_count(const char *s, long lo, long hi)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *s && *end == '\0' && v >= lo && v <= hi ? v : -1;
+}
 
 static int parse_flags(int argc, char **argv, struct run_flags *f)
 {
@@ -349,7 +202,15 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "kubeconfig", required_argument, NULL, 'k' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "watch-label-selector", required_argument, NULL, 'l' },
+		{ "watch-configs-label-selector", required_argument, NULL, 'w' },
 		{ "watch-idle-timeout", required_argument, NULL, 'W' },
+		{ "storage-path", required_argument, NULL, 's' },
+		{ "pulumi-bin", required_argument, NULL, 'b' },
+		{ "pulumi-home", required_argument, NULL, 'p' },
+		{ "update-timeout", required_argument, NULL, 'u' },
+		{ "max-artifact-size", required_argument, NULL, 'z' },
+		{ "requeue-dependency", required_argument, NULL, 'q' },
+		{ "max-update-failures", required_argument, NULL, 'f' },
 		{ "leader-elect", no_argument, NULL, 'E' },
 		{ "leader-election-id", required_argument, NULL, 'I' },
 		{ "leader-election-namespace", required_argument, NULL, 'N' },
@@ -369,6 +230,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	int ch;
 
 	memset(f, 0, sizeof(*f));
+	stack_opts_default(&f->so);
 	f->le_id = "pulumi-controller-leader-election";
 	f->metrics_addr = ":8080";
 	f->health_addr = ":9440";
@@ -382,11 +244,30 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	f->watch_idle_ms = 120000;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		long *dur = NULL;
+		long *dur = NULL, v;
 		switch (ch) {
 		case 'k': f->kubeconfig = optarg; break;
-		case 'n': f->ns = optarg; break;
-		case 'l': f->selector = optarg; break;
+		case 'n': f->so.namespace = optarg; break;
+		case 'l': f->so.label_selector = optarg; break;
+		case 'w': f->so.configs_selector = *optarg ? optarg : NULL; break;
+		case 's': f->so.storage_path = optarg; break;
+		case 'b': f->so.pulumi_bin = optarg; break;
+		case 'p': f->so.pulumi_home = optarg; break;
+		case 'u': dur = &f->so.update_timeout_ms; break;
+		case 'q': dur = &f->so.requeue_dependency_ms; break;
+		case 'z':
+			if (cmd_parse_bytes(optarg, &f->so.max_artifact_bytes) < 0) {
+				fprintf(stderr, "run: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'f':
+			if ((v = parse_count(optarg, 1, 1000)) < 0) {
+				fprintf(stderr, "run: --max-update-failures: expected 1..1000\n");
+				return EXIT_USAGE;
+			}
+			f->so.max_failures = (int)v;
+			break;
 		case 'E': f->leader_elect = 1; break;
 		case 'I': f->le_id = optarg; break;
 		case 'N': f->le_ns = optarg; break;
@@ -395,16 +276,13 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'P': dur = &f->retry_ms; break;
 		case 'g': dur = &f->grace_ms; break;
 		case 'W': dur = &f->watch_idle_ms; break;
-		case 'c': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end != '\0' || v < 1 || v > 1024) {
+		case 'c':
+			if ((v = parse_count(optarg, 1, 1024)) < 0) {
 				fprintf(stderr, "run: --concurrency: expected 1..1024\n");
 				return EXIT_USAGE;
 			}
 			f->concurrency = (int)v;
 			break;
-		}
 		case 'm': f->metrics_addr = optarg; break;
 		case 'H': f->health_addr = optarg; break;
 		case 'C': f->cache_dump = optarg; break;
@@ -427,65 +305,11 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		fprintf(stderr, "run: need --lease-duration > --renew-deadline > 1.2 x --retry-period\n");
 		return EXIT_USAGE;
 	}
+	/* whole seconds: libcurl's stall check counts seconds */
+	f->so.watch_idle_timeout_s = f->watch_idle_ms < 1000 ? 1 : f->watch_idle_ms / 1000;
 	if (cmd_setup_logging(f->level, f->format) < 0)
 		return EXIT_USAGE;
 	return -1;
-}
-
-/* Picks the first served version of a kind; 0 served, 1 not, -1 error. */
-static int discover(struct kube_client *c, struct kind *k, struct err *e)
-{
-	for (int i = 0; i < k->nres; i++) {
-		int rc = kube_resource_served(c, &k->res[i], e);
-		if (rc < 0)
-			return -1;
-		if (rc == 1) {
-			k->served = &k->res[i];
-			return 0;
-		}
-	}
-	return 1;
-}
-
-static struct kube_informer *make_informer(struct run *rt, struct kind *k, const struct run_flags *f,
-    const char *selector)
-{
-	struct kube_informer_opts io = {
-		.namespace = f->ns,
-		.label_selector = selector,
-		/* whole seconds: libcurl's stall check counts seconds */
-		.watch_idle_timeout_s = f->watch_idle_ms < 1000 ? 1 : f->watch_idle_ms / 1000,
-	};
-	return kube_informer_new(rt->client, k->served, &io);
-}
-
-static void stop_all(struct run *rt, struct kube_serve *probes[2])
-{
-	kube_serve_stop(probes[0]);
-	kube_serve_stop(probes[1]);
-	kube_leader_free(rt->leader);   /* releases the Lease if held */
-	rt->leader = NULL;
-	if (stack_kind.inf)
-		kube_informer_request_stop(stack_kind.inf);
-	for (size_t i = 0; i < NSOURCES; i++)
-		if (source_kinds[i].inf)
-			kube_informer_request_stop(source_kinds[i].inf);
-	if (stack_kind.inf)
-		kube_informer_stop(stack_kind.inf);
-	for (size_t i = 0; i < NSOURCES; i++)
-		if (source_kinds[i].inf)
-			kube_informer_stop(source_kinds[i].inf);
-	if (rt->cache_dump)
-		write_cache_dump(rt->cache_dump);
-	kube_informer_free(stack_kind.inf);
-	stack_kind.inf = NULL;
-	for (size_t i = 0; i < NSOURCES; i++) {
-		kube_informer_free(source_kinds[i].inf);
-		source_kinds[i].inf = NULL;
-	}
-	kube_queue_free(rt->queue);
-	kube_recorder_free(rt->recorder);
-	kube_client_free(rt->client);
 }
 
 static int start_probes(struct run *rt, const struct run_flags *f, struct kube_serve *probes[2],
@@ -517,23 +341,125 @@ static int start_probes(struct run *rt, const struct run_flags *f, struct kube_s
 	return 0;
 }
 
+/* Everything up to the point where the main loop takes over. */
+static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[2], struct err *e)
+{
+	struct kube_config *cfg = NULL;
+	char host[256] = "";
+
+	if (kube_config_load(f->kubeconfig, &cfg, e) < 0)
+		return err_prefix(e, "cannot load the Kubernetes configuration: "), -1;
+	log_info("kubernetes configuration loaded", "source", cfg->source, "server", cfg->server, NULL);
+	if ((rt->client = kube_client_new(cfg, e)) == NULL)
+		return err_prefix(e, "cannot create the Kubernetes client: "), -1;
+	rt->queue = kube_queue_new(NULL);
+	gethostname(host, sizeof(host) - 1);
+	rt->recorder = kube_recorder_new(rt->client, "pulumi-controller", host);
+	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL ||
+	    stack_ctl_watch(rt->stacks, e) < 0 || start_probes(rt, f, probes, e) < 0)
+		return -1;
+	if (!f->leader_elect) {
+		atomic_store(&rt->became_leader, 1);
+		return 0;
+	}
+	{
+		struct kube_leader_opts lo = {
+			f->le_ns ? f->le_ns : kube_client_config(rt->client)->namespace, f->le_id, NULL,
+			f->lease_ms, f->renew_ms, f->retry_ms, on_started_leading, on_stopped_leading, on_new_leader, rt,
+		};
+		rt->lease_ns = lo.namespace;
+		rt->lease_name = lo.name;
+		rt->leader = kube_leader_new(rt->client, &lo, e);
+		if (rt->leader == NULL || kube_leader_start(rt->leader, e) < 0)
+			return -1;
+		log_info("leader election: waiting for the lease", "identity", kube_leader_identity(rt->leader),
+		    "lease", f->le_id, NULL);
+	}
+	return 0;
+}
+
+/* Waits for a signal, the caches, the Lease; starts the workers.  Returns
+ * the exit status the process should have. */
+static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, int64_t t0, struct err *e)
+{
+	int synced_logged = 0;
+
+	for (;;) {
+		struct timespec ts = { 0, 200 * 1000000L };
+		int sig = sigtimedwait(sigs, NULL, &ts);
+		if (sig == SIGTERM || sig == SIGINT) {
+			log_info("shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
+			return 0;
+		}
+		if (sig == SIGUSR1)
+			write_cache_dump(rt);
+		if (atomic_exchange(&rt->leader_event_due, 0))
+			record_leader_event(rt);
+		if (!synced_logged && stack_ctl_synced(rt->stacks)) {
+			char ms[32], n[32];
+			snprintf(ms, sizeof(ms), "%lld", (long long)(kube_mono_ms() - t0));
+			snprintf(n, sizeof(n), "%zu", stack_ctl_stack_count(rt->stacks));
+			log_info("caches synced", "stacks", n, "ms", ms, NULL);
+			synced_logged = 1;
+		}
+		if (atomic_load(&rt->lost_lease)) {
+			/* Another replica may take over at once: nothing of ours may
+			 * go on updating a stack. */
+			stack_ctl_interrupt(rt->stacks);
+			return 1;
+		}
+		if (synced_logged && atomic_load(&rt->workers) == NULL && atomic_load(&rt->became_leader)) {
+			struct kube_workers *w = kube_workers_start(rt->queue, f->concurrency,
+			    stack_ctl_reconciler(rt->stacks), e);
+			if (w == NULL)
+				return -1;
+			atomic_store(&rt->workers, w);
+			log_info("workers started", NULL);
+		}
+	}
+}
+
+/* In order: the workers (cancelling running updates once the grace is
+ * over), the probe servers (their metrics read the workers), the Lease,
+ * the informers, and the rest.  No thread of ours runs after this. */
+static int stop_all(struct run *rt, struct kube_serve *probes[2], long grace_ms)
+{
+	struct kube_workers *w = atomic_exchange(&rt->workers, NULL);
+
+	if (w != NULL && kube_workers_stop(w, grace_ms) < 0) {
+		stack_ctl_interrupt(rt->stacks);
+		/* Do not release the Lease: work is still running in this process. */
+		log_error("running work did not stop within the grace period; exiting", NULL);
+		return -1;
+	}
+	kube_serve_stop(probes[0]);
+	kube_serve_stop(probes[1]);
+	kube_leader_free(rt->leader);   /* releases the Lease if held */
+	rt->leader = NULL;
+	if (rt->stacks)
+		stack_ctl_unwatch(rt->stacks);
+	write_cache_dump(rt);
+	stack_ctl_free(rt->stacks);
+	kube_queue_free(rt->queue);
+	kube_recorder_free(rt->recorder);
+	kube_client_free(rt->client);
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_flags f;
 	struct run rt;
-	struct kube_config *cfg = NULL;
 	struct kube_serve *probes[2] = { NULL, NULL };
 	struct err e;
 	sigset_t sigs;
-	int rc, exit_code = 0;
+	int rc;
 	int64_t t0 = kube_mono_ms();
 
-	rc = parse_flags(argc, argv, &f);
-	if (rc >= 0)
+	if ((rc = parse_flags(argc, argv, &f)) >= 0)
 		return rc;
 	memset(&rt, 0, sizeof(rt));
 	rt.cache_dump = f.cache_dump;
-
 	/* Signals are taken synchronously by the main thread; every thread
 	 * started from here on inherits the mask. */
 	sigemptyset(&sigs);
@@ -542,117 +468,14 @@ int cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGUSR1);
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-
-	if (kube_config_load(f.kubeconfig, &cfg, &e) < 0) {
-		log_error("cannot load the Kubernetes configuration", "error", e.msg, NULL);
+	err_clear(&e);
+	if (start(&rt, &f, probes, &e) < 0)
+		rc = -1;
+	else
+		rc = main_loop(&rt, &f, &sigs, t0, &e);
+	if (rc < 0)
+		log_error("cannot run", "error", e.msg, NULL);
+	if (stop_all(&rt, probes, f.grace_ms) < 0)
 		return 1;
-	}
-	log_info("kubernetes configuration loaded", "source", cfg->source, "server", cfg->server, NULL);
-	rt.client = kube_client_new(cfg, &e);
-	if (rt.client == NULL) {
-		log_error("cannot create the Kubernetes client", "error", e.msg, NULL);
-		return 1;
-	}
-	rt.queue = kube_queue_new(NULL);
-	{
-		char host[256] = "";
-		gethostname(host, sizeof(host) - 1);
-		rt.recorder = kube_recorder_new(rt.client, "pulumi-controller", host);
-	}
-
-	if ((rc = discover(rt.client, &stack_kind, &e)) != 0) {
-		log_error(rc < 0 ? "cannot discover the Stack API" : "the server does not serve stacks.pulumi.com/v1; install the CRD",
-		    "error", rc < 0 ? e.msg : "", NULL);
-		stop_all(&rt, probes);
-		return 1;
-	}
-	stack_kind.inf = make_informer(&rt, &stack_kind, &f, f.selector);
-	kube_informer_add_index(stack_kind.inf, "source", stack_source_index);
-	kube_informer_add_handler(stack_kind.inf, on_stack, &rt);
-	for (size_t i = 0; i < NSOURCES; i++) {
-		struct kind *k = &source_kinds[i];
-		rc = discover(rt.client, k, &e);
-		if (rc < 0) {
-			log_error("cannot discover the Flux source APIs", "kind", k->res[0].kind, "error", e.msg, NULL);
-			stop_all(&rt, probes);
-			return 1;
-		}
-		if (rc == 1) {
-			log_info("kind not served by the API server; not watching it", "kind", k->res[0].kind,
-			    "group", k->res[0].group, NULL);
-			continue;
-		}
-		k->inf = make_informer(&rt, k, &f, NULL);
-		kube_informer_add_handler(k->inf, on_source, &rt);
-	}
-	if (start_probes(&rt, &f, probes, &e) < 0) {
-		log_error("cannot serve probes", "error", e.msg, NULL);
-		stop_all(&rt, probes);
-		return 1;
-	}
-	if (kube_informer_start(stack_kind.inf, &e) < 0)
-		goto fail;
-	for (size_t i = 0; i < NSOURCES; i++)
-		if (source_kinds[i].inf && kube_informer_start(source_kinds[i].inf, &e) < 0)
-			goto fail;
-
-	if (f.leader_elect) {
-		struct kube_leader_opts lo = {
-			f.le_ns ? f.le_ns : kube_client_config(rt.client)->namespace, f.le_id, NULL, f.lease_ms, f.renew_ms, f.retry_ms,
-			on_started_leading, on_stopped_leading, on_new_leader, &rt,
-		};
-		rt.lease_ns = lo.namespace;
-		rt.lease_name = lo.name;
-		rt.leader = kube_leader_new(rt.client, &lo, &e);
-		if (rt.leader == NULL || kube_leader_start(rt.leader, &e) < 0)
-			goto fail;
-		log_info("leader election: waiting for the lease", "identity", kube_leader_identity(rt.leader),
-		    "lease", f.le_id, NULL);
-	} else {
-		atomic_store(&rt.became_leader, 1);
-	}
-
-	{
-		int synced_logged = 0;
-		for (;;) {
-			struct timespec ts = { 0, 200 * 1000000L };
-			int sig = sigtimedwait(&sigs, NULL, &ts);
-			if (sig == SIGTERM || sig == SIGINT) {
-				log_info("shutting down", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
-				break;
-			}
-			if (sig == SIGUSR1 && rt.cache_dump)
-				write_cache_dump(rt.cache_dump);
-			if (!synced_logged && ready(NULL)) {
-				char ms[32], n[32];
-				snprintf(ms, sizeof(ms), "%lld", (long long)(kube_mono_ms() - t0));
-				snprintf(n, sizeof(n), "%zu", kube_informer_count(stack_kind.inf));
-				log_info("caches synced", "stacks", n, "ms", ms, NULL);
-				synced_logged = 1;
-			}
-			if (atomic_load(&rt.lost_lease)) {
-				exit_code = 1;
-				break;
-			}
-			if (synced_logged && rt.workers == NULL && atomic_load(&rt.became_leader)) {
-				rt.workers = kube_workers_start(rt.queue, f.concurrency, reconciler, &e);
-				if (rt.workers == NULL)
-					goto fail;
-				log_info("workers started", NULL);
-			}
-		}
-	}
-	if (kube_workers_stop(rt.workers, f.grace_ms) < 0) {
-		/* Do not release the Lease: work is still running in this process. */
-		log_error("running work did not stop within the grace period; exiting", NULL);
-		return 1;
-	}
-	rt.workers = NULL;
-	stop_all(&rt, probes);
-	return exit_code;
-fail:
-	log_error("cannot start", "error", e.msg, NULL);
-	kube_workers_stop(rt.workers, f.grace_ms);
-	stop_all(&rt, probes);
-	return 1;
+	return rc < 0 ? 1 : rc;
 }

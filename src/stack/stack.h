@@ -1,0 +1,86 @@
+/*
+ * stack.h - the Stack controller (the one public header of src/stack/).
+ *
+ * A Stack (pulumi.com/v1, kind Stack) names a Pulumi program (a Flux
+ * source's artifact, an OCI artifact, or a Git repository through a Flux
+ * GitRepository the controller creates) and how to run it.  This module
+ * watches Stacks and everything they refer to, decides when an update is due,
+ * runs it through the pulumi driver (src/pulumi/) in a workspace built from
+ * the artifact store (fluxsource/, oci/), and writes status, Events and the
+ * outputs Secret.  docs/stack-api.md is the user's view of the same.
+ *
+ * It sits between `run` (src/cmd_run.c: process, signals, leader election,
+ * probes) and the libraries below it:
+ *
+ *     cmd_run --> stack --> {pulumi, kube, fluxsource, oci} --> base
+ *
+ * Use:
+ *     struct stack_ctl *sc = stack_ctl_new(client, queue, recorder, &opts, &e);
+ *     stack_ctl_watch(sc, &e);                      discovery + informers
+ *     ... wait for stack_ctl_synced(sc) ...
+ *     kube_workers_start(queue, n, stack_ctl_reconciler(sc), &e);
+ *     ... stack_ctl_interrupt(sc) on a lost Lease or when the grace ran out ...
+ *     stack_ctl_unwatch(sc);  (after the workers stopped)
+ *     stack_ctl_free(sc);
+ *
+ * The controller borrows the client, queue and recorder: they must outlive
+ * it.  Every other pointer it hands out is borrowed from it.
+ */
+#ifndef PC_STACK_H
+#define PC_STACK_H
+
+#include <stdio.h>
+
+#include "base/err.h"
+#include "kube/kube.h"
+
+/* What `run`'s flags set.  Strings are borrowed for the controller's life. */
+struct stack_opts {
+	const char *storage_path;       /* artifacts/, workspaces/, pulumi-home/ */
+	const char *pulumi_bin;         /* NULL: "pulumi" from PATH */
+	const char *pulumi_home;        /* NULL: <storage_path>/pulumi-home */
+	const char *namespace;          /* NULL: all namespaces */
+	const char *label_selector;     /* Stacks only (sharding) */
+	const char *configs_selector;   /* ConfigMaps/Secrets watched; NULL: all */
+	const char *identity;           /* who this incarnation is, for locks; NULL: hostname */
+	long update_timeout_ms;         /* one update, unless spec.timeout says otherwise */
+	long long max_artifact_bytes;   /* one artifact download */
+	long requeue_dependency_ms;     /* while a source or reference is missing */
+	int max_failures;               /* consecutive failures before Stalled */
+	long watch_idle_timeout_s;      /* passed to every informer */
+};
+
+/* Defaults documented in docs/run.md. */
+void stack_opts_default(struct stack_opts *o);
+
+struct stack_ctl;
+
+struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
+    struct kube_recorder *rec, const struct stack_opts *o, struct err *e);
+void stack_ctl_free(struct stack_ctl *sc);
+
+/* Discovers the Stack API and the served Flux source kinds and starts the
+ * informers (Stacks, sources, metadata-only ConfigMaps and Secrets).  Fails
+ * when the Stack CRD is not served. */
+int stack_ctl_watch(struct stack_ctl *sc, struct err *e);
+/* Stops and joins every informer; call after the workers stopped. */
+void stack_ctl_unwatch(struct stack_ctl *sc);
+/* 1 once every informer has its first list. */
+int stack_ctl_synced(struct stack_ctl *sc);
+/* Cached Stacks, for the "caches synced" log line. */
+size_t stack_ctl_stack_count(struct stack_ctl *sc);
+
+/* The reconciler the workers call (borrowed from sc). */
+const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc);
+/* Cancels every running pulumi operation the way the CLI expects (SIGINT,
+ * then SIGTERM and SIGKILL): on a lost Lease, and when the shutdown grace
+ * ran out.  New operations return at once as cancelled. */
+void stack_ctl_interrupt(struct stack_ctl *sc);
+
+/* Prometheus text for the controller's own families (cache sizes, informer
+ * counters, updates by result). */
+void stack_ctl_metrics(struct stack_ctl *sc, FILE *out);
+/* {"stacks": {"ns/name": "rv"}, "gitrepositories": …} for the tests. */
+int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path);
+
+#endif

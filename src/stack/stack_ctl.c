@@ -1,0 +1,634 @@
+/*
+ * stack_ctl.c - the Stack controller object: what it watches, what a
+ * change queues, and the entry point the workers call.
+ *
+ * Informers cache Stacks, the Flux source kinds the server serves, and
+ * ConfigMaps and Secrets metadata-only.  Two secondary indexes on Stacks
+ * turn a change elsewhere into exactly the Stacks it concerns:
+ *   "source"  <Kind>/<namespace>/<name> of the Flux source (programRef's
+ *             GitRepository included)
+ *   "ref"     Secret/<namespace>/<name> and ConfigMap/<namespace>/<name> of
+ *             every object the spec reads values from
+ * Change filters queue on what can change an outcome, never on the status
+ * the reconciler itself writes: a Stack's generation, deletion, finalizers
+ * or reconcile-request annotations; a source's artifact; a referenced
+ * object's resourceVersion.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+static const struct stack_kind stack_kind_init = {
+	{ { "pulumi.com", "v1", "stacks", "Stack", 1 } }, 1, NULL, NULL,
+};
+static const struct stack_kind source_kinds_init[3] = {
+	{ { { "source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository", 1 } }, 1, NULL, NULL },
+	{ { { "source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository", 1 },
+	    { "source.toolkit.fluxcd.io", "v1beta2", "ocirepositories", "OCIRepository", 1 } }, 2, NULL, NULL },
+	{ { { "source.toolkit.fluxcd.io", "v1", "buckets", "Bucket", 1 },
+	    { "source.toolkit.fluxcd.io", "v1beta2", "buckets", "Bucket", 1 } }, 2, NULL, NULL },
+};
+static const struct stack_kind configmap_kind_init = {
+	{ { "", "v1", "configmaps", "ConfigMap", 1 } }, 1, NULL, NULL,
+};
+static const struct stack_kind secret_kind_init = {
+	{ { "", "v1", "secrets", "Secret", 1 } }, 1, NULL, NULL,
+};
+
+void stack_opts_default(struct stack_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->storage_path = "/var/lib/pulumi-controller";
+	o->update_timeout_ms = 30L * 60 * 1000;
+	o->max_artifact_bytes = 512LL << 20;
+	o->requeue_dependency_ms = 30000;
+	o->max_failures = 5;
+	o->watch_idle_timeout_s = 120;
+}
+
+/* ------------------------------------------------------------ indexes */
+
+static const cJSON *at(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *str_or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+static int add_value(char **out, int n, int max, const char *kind, const char *ns, const char *name)
+{
+	size_t len;
+
+	if (n >= max || name == NULL || ns == NULL)
+		return n;
+	len = strlen(kind) + strlen(ns) + strlen(name) + 3;
+	if ((out[n] = malloc(len)) == NULL)
+		return n;
+	snprintf(out[n], len, "%s/%s/%s", kind, ns, name);
+	for (int i = 0; i < n; i++)
+		if (strcmp(out[i], out[n]) == 0) {
+			free(out[n]);
+			return n;
+		}
+	return n + 1;
+}
+
+static int source_index(const cJSON *obj, char **out, int max)
+{
+	const cJSON *spec = at(obj, "spec");
+	const cJSON *ref = at(at(spec, "fluxSource"), "sourceRef");
+	const char *ns = kube_obj_str(obj, "metadata.namespace"), *name = kube_obj_str(obj, "metadata.name");
+
+	if (cJSON_IsObject(ref))
+		return add_value(out, 0, max, str_or_empty(kube_obj_str(ref, "kind")), ns, kube_obj_str(ref, "name"));
+	if (cJSON_IsObject(at(spec, "programRef")) && name != NULL) {
+		char src[300];
+		snprintf(src, sizeof(src), "%s-program", name);
+		return add_value(out, 0, max, "GitRepository", ns, src);
+	}
+	return 0;
+}
+
+/* Secret/ConfigMap values named by a map of ResourceRefs or classic envs. */
+static int refs_of_map(const cJSON *map, const char *ns, char **out, int n, int max)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach(it, map) {
+		const cJSON *from = at(it, "valueFrom");
+		if (cJSON_IsObject(at(it, "secret")))
+			n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(it, "secret"), "name"));
+		if (cJSON_IsObject(at(from, "secretKeyRef")))
+			n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(from, "secretKeyRef"), "name"));
+		if (cJSON_IsObject(at(from, "configMapKeyRef")))
+			n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(at(from, "configMapKeyRef"), "name"));
+	}
+	return n;
+}
+
+static int ref_index(const cJSON *obj, char **out, int max)
+{
+	const cJSON *spec = at(obj, "spec"), *it, *os = at(spec, "ociSource");
+	const char *ns = kube_obj_str(obj, "metadata.namespace");
+	int n = 0;
+
+	n = refs_of_map(at(spec, "envRefs"), ns, out, n, max);
+	n = refs_of_map(at(spec, "envs"), ns, out, n, max);
+	n = refs_of_map(at(spec, "secretsRef"), ns, out, n, max);
+	cJSON_ArrayForEach(it, at(spec, "configRef"))
+		n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(it, "name"));
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "secretRef"), "name"));
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "certSecretRef"), "name"));
+	return n;
+}
+
+/* ------------------------------------------------------------ filters */
+
+static int str_changed(const cJSON *a, const cJSON *b, const char *path)
+{
+	const char *x = kube_obj_str(a, path), *y = kube_obj_str(b, path);
+
+	return (x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0);
+}
+
+static int annotation_changed(const cJSON *a, const cJSON *b, const char *name)
+{
+	const char *x, *y;
+
+	/* kube_obj_str splits at dots and annotation names have them. */
+	x = cJSON_IsString(at(at(at(a, "metadata"), "annotations"), name)) ?
+	    at(at(at(a, "metadata"), "annotations"), name)->valuestring : NULL;
+	y = cJSON_IsString(at(at(at(b, "metadata"), "annotations"), name)) ?
+	    at(at(at(b, "metadata"), "annotations"), name)->valuestring : NULL;
+	return (x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0);
+}
+
+/* Does this Stack update change what the reconciler would do? */
+static int stack_changed(const cJSON *old, const cJSON *obj)
+{
+	const cJSON *go = at(at(old, "metadata"), "generation"), *gn = at(at(obj, "metadata"), "generation");
+	char *fo, *fn;
+	int diff;
+
+	if (!cJSON_IsNumber(go) || !cJSON_IsNumber(gn) || go->valuedouble != gn->valuedouble)
+		return 1;
+	if (str_changed(old, obj, "metadata.deletionTimestamp") ||
+	    annotation_changed(old, obj, STACK_ANN_REQUESTED) || annotation_changed(old, obj, STACK_ANN_REQUEST))
+		return 1;
+	fo = cJSON_PrintUnformatted(at(at(old, "metadata"), "finalizers"));
+	fn = cJSON_PrintUnformatted(at(at(obj, "metadata"), "finalizers"));
+	diff = (fo == NULL) != (fn == NULL) || (fo && strcmp(fo, fn) != 0);
+	free(fo);
+	free(fn);
+	return diff;
+}
+
+static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	struct stack_ctl *sc = ud;
+	char *key;
+	(void)inf;
+
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !stack_changed(old, obj))
+		return;
+	if ((key = kube_object_key(obj)) != NULL) {
+		log_debug("stack queued", "key", key, "change", ch == KUBE_CHANGE_ADD ? "added" :
+		    ch == KUBE_CHANGE_UPDATE ? "updated" : "deleted", NULL);
+		kube_queue_add(sc->queue, key);
+	}
+	free(key);
+}
+
+static void enqueue_key(void *ud, const char *key)
+{
+	kube_queue_add(((struct stack_ctl *)ud)->queue, key);
+}
+
+static void enqueue_dependents(struct stack_ctl *sc, const char *index, const char *kind,
+    const cJSON *obj)
+{
+	char value[600];
+	const char *ns = kube_obj_str(obj, "metadata.namespace"), *name = kube_obj_str(obj, "metadata.name");
+
+	if (sc->stacks.inf == NULL || ns == NULL || name == NULL)
+		return;
+	snprintf(value, sizeof(value), "%s/%s/%s", kind, ns, name);
+	kube_informer_by_index(sc->stacks.inf, index, value, enqueue_key, sc);
+}
+
+static void on_source(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !str_changed(old, obj, "status.artifact.revision") &&
+	    !str_changed(old, obj, "status.artifact.digest") && !str_changed(old, obj, "status.artifact.url"))
+		return;
+	enqueue_dependents(ud, "source", kube_informer_resource(inf)->kind, obj);
+}
+
+static void on_reference(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !str_changed(old, obj, "metadata.resourceVersion"))
+		return;
+	enqueue_dependents(ud, "ref", kube_informer_resource(inf)->kind, obj);
+}
+
+/* ------------------------------------------------------------ the pass */
+
+static int split_key(const char *key, char *ns, size_t nn, char *name, size_t n)
+{
+	const char *slash = strchr(key, '/');
+
+	if (slash == NULL || (size_t)(slash - key) >= nn || strlen(slash + 1) >= n)
+		return -1;
+	snprintf(ns, nn, "%.*s", (int)(slash - key), key);
+	snprintf(name, n, "%s", slash + 1);
+	return 0;
+}
+
+static const char *annotation(const cJSON *obj, const char *name)
+{
+	const cJSON *v = at(at(at(obj, "metadata"), "annotations"), name);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void pass_init(struct stack_pass *p, struct stack_ctl *sc, cJSON *obj)
+{
+	const cJSON *gen = at(at(obj, "metadata"), "generation");
+
+	p->sc = sc;
+	p->obj = obj;
+	if (!at(obj, "apiVersion"))
+		cJSON_AddStringToObject(obj, "apiVersion", "pulumi.com/v1");
+	if (!at(obj, "kind"))
+		cJSON_AddStringToObject(obj, "kind", "Stack");
+	p->status = at(obj, "status");
+	p->generation = cJSON_IsNumber(gen) ? (long long)gen->valuedouble : 0;
+	p->deleting = kube_obj_str(obj, "metadata.deletionTimestamp") != NULL;
+	p->requested = annotation(obj, STACK_ANN_REQUESTED);
+	p->request = annotation(obj, STACK_ANN_REQUEST);
+	snprintf(p->id, sizeof(p->id), "%08x%08x", (unsigned)rand(), (unsigned)rand());
+}
+
+static void pass_free(struct stack_pass *p)
+{
+	stack_spec_free(&p->spec);
+	stack_artifact_free(&p->art);
+	stack_inputs_free(&p->in);
+	cJSON_Delete(p->out.changes);
+	cJSON_Delete(p->out.outputs);
+	cJSON_Delete(p->out.outputs_plain);
+	cJSON_Delete(p->obj);
+}
+
+static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)
+{
+	struct stack_ctl *sc = ud;
+	struct stack_pass p;
+	char ns[254], name[254];
+	cJSON *obj;
+	int rc;
+
+	*requeue_after_ms = 0;
+	if (split_key(key, ns, sizeof(ns), name, sizeof(name)) < 0)
+		return 0;
+	if ((obj = kube_informer_get(sc->stacks.inf, ns, name)) == NULL)
+		return 0;   /* deleted; its finalizer was handled before */
+	for (int attempt = 0;; attempt++) {
+		memset(&p, 0, sizeof(p));
+		snprintf(p.ns, sizeof(p.ns), "%s", ns);
+		snprintf(p.name, sizeof(p.name), "%s", name);
+		pass_init(&p, sc, obj);
+		rc = stack_reconcile_pass(&p, e);
+		if (p.stale && attempt > 0) {
+			rc = err_set(e, ERR_CONFLICT, "Stack %s keeps changing; retrying", key);
+			break;
+		}
+		if (!p.stale)
+			break;
+		/* The cache lagged behind the server (our own last write, usually):
+		 * decide again on the object as the server has it. */
+		obj = p.obj;
+		p.obj = NULL;
+		pass_free(&p);
+	}
+	pass_free(&p);
+	if (rc < 0)
+		return -1;
+	*requeue_after_ms = rc;
+	return 0;
+}
+
+/* Before anything expensive: is the cached object the server's latest? */
+int stack_ctl_refresh(struct stack_pass *p)
+{
+	struct err e;
+	cJSON *fresh = kube_get(p->sc->client, p->sc->stacks.served, p->ns, p->name, NULL, &e);
+
+	if (fresh == NULL) {
+		if (e.code == ERR_NOTFOUND) {
+			p->gone = 1;
+			return 1;
+		}
+		p->retry = 1;
+		p->err = e;
+		return 1;
+	}
+	kube_strip_object(fresh);
+	if (!str_changed(fresh, p->obj, "metadata.resourceVersion")) {
+		cJSON_Delete(fresh);
+		return 0;
+	}
+	cJSON_Delete(p->obj);
+	p->obj = fresh;
+	p->stale = 1;
+	return 1;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
+    struct kube_recorder *rec, const struct stack_opts *o, struct err *e)
+{
+	struct stack_ctl *sc = calloc(1, sizeof(*sc));
+
+	if (sc == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), NULL;
+	sc->client = c;
+	sc->queue = q;
+	sc->recorder = rec;
+	sc->o = *o;
+	sc->stacks = stack_kind_init;
+	memcpy(sc->sources, source_kinds_init, sizeof(sc->sources));
+	sc->configmaps = configmap_kind_init;
+	sc->secrets = secret_kind_init;
+	pthread_mutex_init(&sc->lock, NULL);
+	sc->rec.reconcile = reconcile;
+	sc->rec.ud = sc;
+	if (o->identity)
+		snprintf(sc->identity, sizeof(sc->identity), "%s", o->identity);
+	else if (gethostname(sc->identity, sizeof(sc->identity) - 1) != 0)
+		snprintf(sc->identity, sizeof(sc->identity), "pulumi-controller");
+	snprintf(sc->pulumi_home, sizeof(sc->pulumi_home), "%s", o->pulumi_home ? o->pulumi_home : "");
+	if (o->pulumi_home == NULL)
+		snprintf(sc->pulumi_home, sizeof(sc->pulumi_home), "%s/pulumi-home", o->storage_path);
+	if (fs_mkdir_p(o->storage_path, 0700, e) < 0 || fs_mkdir_p(sc->pulumi_home, 0700, e) < 0) {
+		stack_ctl_free(sc);
+		return NULL;
+	}
+	return sc;
+}
+
+void stack_ctl_free(struct stack_ctl *sc)
+{
+	if (sc == NULL)
+		return;
+	stack_ctl_unwatch(sc);
+	stack_source_cleanup(sc);
+	pthread_mutex_destroy(&sc->lock);
+	free(sc);
+}
+
+/* All informers, for loops that treat them alike. */
+static int all_kinds(struct stack_ctl *sc, struct stack_kind **out)
+{
+	int n = 0;
+
+	out[n++] = &sc->stacks;
+	for (int i = 0; i < 3; i++)
+		out[n++] = &sc->sources[i];
+	out[n++] = &sc->configmaps;
+	out[n++] = &sc->secrets;
+	return n;
+}
+
+/* Picks the first served version; 0 served, 1 not, -1 error. */
+static int discover(struct kube_client *c, struct stack_kind *k, struct err *e)
+{
+	for (int i = 0; i < k->nres; i++) {
+		int rc = kube_resource_served(c, &k->res[i], e);
+		if (rc < 0)
+			return -1;
+		if (rc == 1) {
+			k->served = &k->res[i];
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int make_informer(struct stack_ctl *sc, struct stack_kind *k, const char *selector,
+    int metadata_only, kube_handler_fn fn, struct err *e)
+{
+	struct kube_informer_opts io;
+
+	memset(&io, 0, sizeof(io));
+	io.namespace = sc->o.namespace;
+	io.label_selector = selector;
+	io.watch_idle_timeout_s = sc->o.watch_idle_timeout_s;
+	(void)metadata_only;
+	if ((k->inf = kube_informer_new(sc->client, k->served, &io)) == NULL)
+		return err_set(e, ERR_NOMEM, "cannot create the %s informer", k->served->kind), -1;
+	kube_informer_add_handler(k->inf, fn, sc);
+	return 0;
+}
+
+int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
+{
+	struct stack_kind *all[6];
+	int rc, n;
+
+	if ((rc = discover(sc->client, &sc->stacks, e)) != 0)
+		return rc < 0 ? -1 : err_set(e, ERR_NOTFOUND, "the server does not serve stacks.pulumi.com/v1; "
+		    "install the CRD (deploy/crds)"), -1;
+	if (make_informer(sc, &sc->stacks, sc->o.label_selector, 0, on_stack, e) < 0 ||
+	    kube_informer_add_index(sc->stacks.inf, "source", source_index) < 0 ||
+	    kube_informer_add_index(sc->stacks.inf, "ref", ref_index) < 0)
+		return err_set(e, ERR_INVALID, "cannot index the Stack cache"), -1;
+	for (int i = 0; i < 3; i++) {
+		struct stack_kind *k = &sc->sources[i];
+		if ((rc = discover(sc->client, k, e)) < 0)
+			return err_prefix(e, "discovering %s: ", k->res[0].kind), -1;
+		if (rc == 1) {
+			log_info("kind not served by the API server; not watching it", "kind", k->res[0].kind,
+			    "group", k->res[0].group, NULL);
+			continue;
+		}
+		if (make_informer(sc, k, NULL, 0, on_source, e) < 0)
+			return -1;
+	}
+	sc->configmaps.served = &sc->configmaps.res[0];
+	sc->secrets.served = &sc->secrets.res[0];
+	if (make_informer(sc, &sc->configmaps, sc->o.configs_selector, 1, on_reference, e) < 0 ||
+	    make_informer(sc, &sc->secrets, sc->o.configs_selector, 1, on_reference, e) < 0)
+		return -1;
+	n = all_kinds(sc, all);
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf && kube_informer_start(all[i]->inf, e) < 0)
+			return -1;
+	return 0;
+}
+
+void stack_ctl_unwatch(struct stack_ctl *sc)
+{
+	struct stack_kind *all[6];
+	int n = all_kinds(sc, all);
+
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf)
+			kube_informer_request_stop(all[i]->inf);
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf) {
+			kube_informer_stop(all[i]->inf);
+			kube_informer_free(all[i]->inf);
+			all[i]->inf = NULL;
+		}
+}
+
+int stack_ctl_synced(struct stack_ctl *sc)
+{
+	struct stack_kind *all[6];
+	int n = all_kinds(sc, all);
+
+	if (sc->stacks.inf == NULL)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf && !kube_informer_synced(all[i]->inf))
+			return 0;
+	return 1;
+}
+
+size_t stack_ctl_stack_count(struct stack_ctl *sc)
+{
+	return sc->stacks.inf ? kube_informer_count(sc->stacks.inf) : 0;
+}
+
+struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind)
+{
+	for (int i = 0; i < 3; i++)
+		if (sc->sources[i].inf && strcmp(sc->sources[i].res[0].kind, kind) == 0)
+			return &sc->sources[i];
+	return NULL;
+}
+
+const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc)
+{
+	return &sc->rec;
+}
+
+/* ------------------------------------------------------------ running ops */
+
+int stack_ctl_track(struct stack_ctl *sc, struct stack_running *r, struct pl_stack *pl)
+{
+	int ok;
+
+	pthread_mutex_lock(&sc->lock);
+	ok = !sc->interrupted;
+	if (ok) {
+		r->pl = pl;
+		r->next = sc->running;
+		sc->running = r;
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return ok ? 0 : -1;
+}
+
+void stack_ctl_untrack(struct stack_ctl *sc, struct stack_running *r)
+{
+	pthread_mutex_lock(&sc->lock);
+	for (struct stack_running **pp = &sc->running; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&sc->lock);
+}
+
+void stack_ctl_interrupt(struct stack_ctl *sc)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	sc->interrupted = 1;
+	for (struct stack_running *r = sc->running; r; r = r->next, n++)
+		pl_interrupt(r->pl);
+	pthread_mutex_unlock(&sc->lock);
+	if (n > 0) {
+		char count[16];
+		snprintf(count, sizeof(count), "%d", n);
+		log_warn("interrupting running pulumi operations", "count", count, NULL);
+	}
+}
+
+/* ------------------------------------------------------------ metrics, dump */
+
+void stack_ctl_metrics(struct stack_ctl *sc, FILE *out)
+{
+	struct stack_kind *all[6];
+	int n = all_kinds(sc, all);
+	static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
+	static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
+		"Failed lists and watches." };
+
+	fputs("# HELP pulumi_controller_cache_objects Objects in the informer cache.\n"
+	    "# TYPE pulumi_controller_cache_objects gauge\n", out);
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf)
+			fprintf(out, "pulumi_controller_cache_objects{kind=\"%s\"} %zu\n", all[i]->served->kind,
+			    kube_informer_count(all[i]->inf));
+	/* One family at a time: the text format wants a family's samples together. */
+	for (int fam = 0; fam < 3; fam++) {
+		fprintf(out, "# HELP pulumi_controller_%s %s\n# TYPE pulumi_controller_%s counter\n",
+		    names[fam], helps[fam], names[fam]);
+		for (int i = 0; i < n; i++) {
+			struct kube_informer_stats st;
+			uint64_t v;
+			if (!all[i]->inf)
+				continue;
+			kube_informer_stats(all[i]->inf, &st);
+			v = fam == 0 ? st.events : fam == 1 ? st.lists : st.errors;
+			fprintf(out, "pulumi_controller_%s{kind=\"%s\"} %llu\n", names[fam], all[i]->served->kind,
+			    (unsigned long long)v);
+		}
+	}
+	fprintf(out, "# HELP pulumi_controller_stack_updates_total Pulumi updates run, by result.\n"
+	    "# TYPE pulumi_controller_stack_updates_total counter\n"
+	    "pulumi_controller_stack_updates_total{result=\"succeeded\"} %llu\n"
+	    "pulumi_controller_stack_updates_total{result=\"failed\"} %llu\n",
+	    (unsigned long long)atomic_load(&sc->updates_ok), (unsigned long long)atomic_load(&sc->updates_failed));
+	fprintf(out, "# HELP pulumi_controller_stack_unchanged_total Reconciles that found nothing to do.\n"
+	    "# TYPE pulumi_controller_stack_unchanged_total counter\n"
+	    "pulumi_controller_stack_unchanged_total %llu\n", (unsigned long long)atomic_load(&sc->no_change));
+}
+
+struct dump_ctx {
+	cJSON *obj;
+};
+
+static void dump_one(void *ud, const char *key, const char *rv)
+{
+	cJSON_AddStringToObject(((struct dump_ctx *)ud)->obj, key, rv);
+}
+
+int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path)
+{
+	struct stack_kind *all[6];
+	int n = all_kinds(sc, all);
+	cJSON *doc = cJSON_CreateObject();
+	char tmp[4096], *text;
+	FILE *f;
+
+	for (int i = 0; i < n; i++) {
+		struct dump_ctx c;
+		if (all[i]->inf == NULL || all[i] == &sc->configmaps || all[i] == &sc->secrets)
+			continue;
+		c.obj = cJSON_AddObjectToObject(doc, all[i]->served->resource);
+		kube_informer_each(all[i]->inf, dump_one, &c);
+	}
+	text = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (f == NULL || text == NULL) {
+		if (f)
+			fclose(f);
+		free(text);
+		return -1;
+	}
+	fputs(text, f);
+	free(text);
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,270 @@
+/*
+ * stack_inputs.c - the values an update runs with: config (inline, from
+ * ConfigMaps, secret config from Secrets) and the environment (envRefs and
+ * the classic envs), resolved for the pulumi driver, and the fingerprint of
+ * everything an update depends on.
+ *
+ * ConfigMaps and Secrets are cached metadata-only (no Secret data is ever
+ * held between reconciles); values are read with a GET when an update may
+ * run and live only as long as the pass.  The fingerprint holds their
+ * resourceVersions, never their values, so a changed Secret means a new
+ * update and a restart of the controller does not.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "base/log.h"
+#include "kube/kube_priv.h"   /* kube_b64_decode, until base64 moves to src/base/ */
+#include "stack/stack_internal.h"
+
+static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
+static const struct kube_resource configmap_res = { "", "v1", "configmaps", "ConfigMap", 1 };
+
+/* The objects one pass has read, so each is fetched once. */
+struct fetched {
+	char *kind, *name;
+	cJSON *obj;            /* NULL: not found */
+	struct fetched *next;
+};
+
+static void fetched_free(struct fetched *f)
+{
+	while (f) {
+		struct fetched *n = f->next;
+		free(f->kind);
+		free(f->name);
+		cJSON_Delete(f->obj);   /* Secret data: cJSON frees without wiping; it lived one pass */
+		free(f);
+		f = n;
+	}
+}
+
+/* GETs kind/name once; *obj borrowed from the list (NULL when missing). */
+static int fetch(struct stack_pass *p, struct fetched **list, enum stack_value_kind kind,
+    const char *name, const cJSON **obj, struct err *e)
+{
+	const char *k = kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap";
+	struct fetched *f;
+
+	for (f = *list; f; f = f->next)
+		if (strcmp(f->kind, k) == 0 && strcmp(f->name, name) == 0) {
+			*obj = f->obj;
+			return 0;
+		}
+	if ((f = calloc(1, sizeof(*f))) == NULL || (f->kind = strdup(k)) == NULL ||
+	    (f->name = strdup(name)) == NULL) {
+		if (f)
+			free(f->kind);
+		free(f);
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	}
+	f->obj = kube_get(p->sc->client, kind == STACK_VAL_SECRET ? &secret_res : &configmap_res, p->ns,
+	    name, NULL, e);
+	f->next = *list;
+	*list = f;
+	if (f->obj == NULL && e->code != ERR_NOTFOUND)
+		return -1;
+	err_clear(e);
+	*obj = f->obj;
+	return 0;
+}
+
+/* The value of key in a Secret (base64 data) or ConfigMap (data, then
+ * binaryData); malloc'd, caller frees.  NULL when the key is absent. */
+static char *object_value(const cJSON *obj, enum stack_value_kind kind, const char *key)
+{
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(data, key);
+	char *out = NULL;
+	size_t n;
+
+	if (kind == STACK_VAL_CONFIGMAP && cJSON_IsString(v))
+		return strdup(v->valuestring);
+	if (kind == STACK_VAL_CONFIGMAP)
+		v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "binaryData"), key);
+	if (!cJSON_IsString(v))
+		return NULL;
+	if (kube_b64_decode(v->valuestring, strlen(v->valuestring), &out, &n) < 0)
+		return NULL;
+	if (strlen(out) != n) {   /* a NUL inside: not a value a CLI can take */
+		explicit_bzero(out, n);
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static int add_ref(struct stack_inputs *in, const char *kind, const cJSON *obj)
+{
+	const char *name = kube_obj_str(obj, "metadata.name");
+	const char *rv = kube_obj_str(obj, "metadata.resourceVersion");
+	size_t len = strlen(kind) + strlen(name ? name : "") + strlen(rv ? rv : "") + 3;
+	char *ref = malloc(len), **v;
+
+	if (ref == NULL)
+		return -1;
+	snprintf(ref, len, "%s/%s@%s", kind, name ? name : "", rv ? rv : "");
+	for (size_t i = 0; i < in->n_refs; i++)
+		if (strcmp(in->refs[i], ref) == 0)
+			return free(ref), 0;
+	if ((v = realloc(in->refs, (in->n_refs + 1) * sizeof(*v))) == NULL)
+		return free(ref), -1;
+	in->refs = v;
+	in->refs[in->n_refs++] = ref;
+	return 0;
+}
+
+/* One value: 0 with *out (malloc'd), 1 when a referenced object or key is
+ * missing (what is written to missing), -1 on error. */
+static int resolve_value(struct stack_pass *p, struct fetched **list, const struct stack_value *v,
+    char **out, char *missing, size_t mn, struct err *e)
+{
+	const cJSON *obj;
+	const char *k = v->kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap";
+
+	*out = NULL;
+	if (v->kind == STACK_VAL_LITERAL) {
+		if ((*out = strdup(v->literal)) == NULL)
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		return 0;
+	}
+	if (fetch(p, list, v->kind, v->object, &obj, e) < 0)
+		return -1;
+	if (obj == NULL) {
+		snprintf(missing, mn, "%s %s/%s not found", k, p->ns, v->object);
+		return 1;
+	}
+	if ((*out = object_value(obj, v->kind, v->key)) == NULL) {
+		snprintf(missing, mn, "%s %s/%s has no key \"%s\"", k, p->ns, v->object, v->key);
+		return 1;
+	}
+	if (add_ref(&p->in, k, obj) < 0)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* lenient: a missing reference is skipped (destroy runs with what is left). */
+static int resolve(struct stack_pass *p, int lenient)
+{
+	const struct stack_spec *s = &p->spec;
+	struct fetched *list = NULL;
+	struct err e;
+	char missing[600] = "";
+	int rc = 0;
+
+	err_clear(&e);
+	stack_inputs_free(&p->in);
+	p->in.config = calloc(s->n_config + 1, sizeof(*p->in.config));
+	p->in.env = calloc(s->n_env + 1, sizeof(*p->in.env));
+	if (p->in.config == NULL || p->in.env == NULL) {
+		err_set(&e, ERR_NOMEM, "out of memory");
+		rc = -1;
+	}
+	for (size_t i = 0; rc == 0 && i < s->n_config; i++) {
+		char *val;
+		int r = resolve_value(p, &list, &s->config[i].v, &val, missing, sizeof(missing), &e);
+		if (r < 0 || (r == 1 && !lenient)) {
+			rc = r;
+			break;
+		}
+		if (r == 1)
+			continue;
+		p->in.config[p->in.n_config].key = s->config[i].key;
+		p->in.config[p->in.n_config].value = val;
+		p->in.config[p->in.n_config].secret = s->config[i].secret || s->config[i].v.kind == STACK_VAL_SECRET;
+		p->in.config[p->in.n_config].structured = s->config[i].v.structured;
+		p->in.n_config++;
+	}
+	for (size_t i = 0; rc == 0 && i < s->n_env; i++) {
+		char *val;
+		int r = resolve_value(p, &list, &s->env[i].v, &val, missing, sizeof(missing), &e);
+		if (r < 0 || (r == 1 && !lenient)) {
+			rc = r;
+			break;
+		}
+		if (r == 1)
+			continue;
+		p->in.env[p->in.n_env].name = s->env[i].name;
+		p->in.env[p->in.n_env].value = val;
+		p->in.env[p->in.n_env].secret = s->env[i].v.kind != STACK_VAL_LITERAL;
+		p->in.n_env++;
+	}
+	fetched_free(list);
+	if (p->in.refs)
+		qsort(p->in.refs, p->in.n_refs, sizeof(char *), cmp_str);
+	if (rc == 1)
+		stack_verdict(p, STACK_WAITING, "ReferenceNotFound", p->sc->o.requeue_dependency_ms,
+		    "%s; the update waits for it", missing);
+	else if (rc < 0)
+		stack_verdict(p, STACK_WAITING, "ReferenceNotFound", p->sc->o.requeue_dependency_ms,
+		    "cannot read the Stack's ConfigMaps and Secrets: %s", e.msg);
+	return rc == 0 ? 0 : 1;
+}
+
+int stack_inputs_resolve(struct stack_pass *p)
+{
+	return resolve(p, 0);
+}
+
+void stack_inputs_resolve_lenient(struct stack_pass *p)
+{
+	resolve(p, 1);
+}
+
+void stack_inputs_free(struct stack_inputs *in)
+{
+	/* key and name are borrowed from the spec; values are owned. */
+	for (size_t i = 0; i < in->n_config; i++) {
+		char *v = (char *)in->config[i].value;
+		explicit_bzero(v, strlen(v));
+		free(v);
+	}
+	for (size_t i = 0; i < in->n_env; i++) {
+		char *v = (char *)in->env[i].value;
+		explicit_bzero(v, strlen(v));
+		free(v);
+	}
+	for (size_t i = 0; i < in->n_refs; i++)
+		free(in->refs[i]);
+	free(in->config);
+	free(in->env);
+	free(in->refs);
+	memset(in, 0, sizeof(*in));
+}
+
+/* sha256 over the generation, the artifact, the dir and the references'
+ * resourceVersions, one field per line. */
+void stack_fingerprint(const struct stack_pass *p, char out[65])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char line[64];
+
+	out[0] = '\0';
+	if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(ctx);
+		return;
+	}
+	snprintf(line, sizeof(line), "generation %lld\n", p->generation);
+	EVP_DigestUpdate(ctx, line, strlen(line));
+	EVP_DigestUpdate(ctx, p->art.revision ? p->art.revision : "", p->art.revision ? strlen(p->art.revision) : 0);
+	EVP_DigestUpdate(ctx, "\n", 1);
+	EVP_DigestUpdate(ctx, p->art.digest ? p->art.digest : "", p->art.digest ? strlen(p->art.digest) : 0);
+	EVP_DigestUpdate(ctx, "\n", 1);
+	for (size_t i = 0; i < p->in.n_refs; i++) {
+		EVP_DigestUpdate(ctx, p->in.refs[i], strlen(p->in.refs[i]));
+		EVP_DigestUpdate(ctx, "\n", 1);
+	}
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	for (unsigned int i = 0; i < mdlen && i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}

@@ -1,0 +1,298 @@
+/*
+ * stack_internal.h - shared between the files of src/stack/ only; the
+ * public interface is stack.h.
+ *
+ * The files and what each owns:
+ *   stack_ctl.c        the controller object: informers, indexes, change
+ *                      filters (what queues which Stack), metrics
+ *   stack_spec.c       spec parsing and validation (struct stack_spec)
+ *   stack_source.c     from a spec's source to an artifact in the store
+ *   stack_inputs.c     config, secrets and environment values, fingerprint
+ *   stack_workspace.c  each Stack's own copy of the program tree
+ *   stack_status.c     conditions, status, Events, finalizer and outputs
+ *   stack_reconcile.c  the state machine: one pass over a Stack
+ *   stack_update.c     the pulumi operations of one update or destroy
+ */
+#ifndef PC_STACK_INTERNAL_H
+#define PC_STACK_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <cjson/cJSON.h>
+
+#include "kube/kube.h"
+#include "pulumi/pulumi.h"
+#include "stack/stack.h"
+
+#define STACK_FINALIZER "finalizer.stack.pulumi.com"
+#define STACK_ANN_REQUESTED "reconcile.fluxcd.io/requestedAt"
+#define STACK_ANN_REQUEST "pulumi.com/reconciliation-request"
+#define STACK_ANN_SECRETS "pulumi.com/secrets"
+#define STACK_LABEL_NAME "pulumi.com/stack-name"
+#define STACK_HISTORY_MAX 10
+
+/* ------------------------------------------------------------ controller */
+
+/* A kind the controller caches; res[] lists the versions it accepts, in
+ * order of preference, and served points at the one the server has. */
+struct stack_kind {
+	struct kube_resource res[2];
+	int nres;
+	const struct kube_resource *served;
+	struct kube_informer *inf;
+};
+
+/* One running pulumi operation, so stack_ctl_interrupt can reach it. */
+struct stack_running {
+	struct pl_stack *pl;
+	struct stack_running *next;
+};
+
+struct stack_ctl {
+	struct kube_client *client;       /* borrowed */
+	struct kube_queue *queue;         /* borrowed */
+	struct kube_recorder *recorder;   /* borrowed */
+	struct stack_opts o;              /* strings borrowed */
+	char pulumi_home[PATH_MAX];
+	char identity[256];
+	struct kube_reconciler rec;
+
+	struct stack_kind stacks;
+	struct stack_kind sources[3];     /* GitRepository, OCIRepository, Bucket */
+	struct stack_kind configmaps, secrets;   /* metadata only */
+
+	pthread_mutex_t lock;             /* guards running and interrupted */
+	struct stack_running *running;
+	int interrupted;
+
+	struct stack_oci_poll *oci_polls; /* guarded by lock; stack_source.c */
+
+	atomic_ullong updates_ok, updates_failed, no_change;
+};
+
+/* The informer of a served source kind ("GitRepository"...), or NULL when
+ * the server does not serve it. */
+struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind);
+/* GETs the Stack; 1 (p->stale, p->obj replaced) when the cache was behind,
+ * 1 with p->gone or p->retry on errors, 0 when the cache was current. */
+struct stack_pass;
+int stack_ctl_refresh(struct stack_pass *p);
+/* Registers a pulumi stack as running (so interrupt reaches it); returns -1
+ * when the controller was interrupted already (nothing may start). */
+int stack_ctl_track(struct stack_ctl *sc, struct stack_running *r, struct pl_stack *pl);
+void stack_ctl_untrack(struct stack_ctl *sc, struct stack_running *r);
+
+/* ------------------------------------------------------------ spec */
+
+enum stack_value_kind { STACK_VAL_LITERAL, STACK_VAL_SECRET, STACK_VAL_CONFIGMAP };
+
+/* Where one value comes from: a literal, or key of a Secret / ConfigMap in
+ * the Stack's namespace.  json: the ConfigMap value is JSON (structured). */
+struct stack_value {
+	enum stack_value_kind kind;
+	char *literal;                 /* LITERAL: the value (JSON text when structured) */
+	char *object, *key;            /* SECRET / CONFIGMAP */
+	int structured;
+};
+
+struct stack_config {
+	char *key;
+	struct stack_value v;
+	int secret;
+};
+
+struct stack_envvar {
+	char *name;
+	struct stack_value v;
+};
+
+enum stack_source_type { STACK_SRC_FLUX, STACK_SRC_OCI, STACK_SRC_PROGRAM };
+
+/* A parsed, validated spec.  Every string is owned; stack_spec_free. */
+struct stack_spec {
+	char *stack;
+	enum stack_source_type source;
+	char *src_kind, *src_name;        /* FLUX and PROGRAM (GitRepository <name>-program) */
+	char *dir;                        /* NULL: the artifact's root */
+	char *oci_url, *oci_tag, *oci_digest, *oci_semver, *oci_media_type;
+	char *oci_secret, *oci_cert_secret;
+	int oci_insecure;
+	long oci_interval_ms;
+	char *prog_repo, *prog_ref;       /* PROGRAM */
+	char *backend, *secrets_provider;
+	char *cloud_ignored;              /* a `cloud` value that is no backend URL */
+	struct stack_config *config;
+	size_t n_config;
+	struct stack_envvar *env;
+	size_t n_env;
+	int refresh, preview, suspend, destroy_on_finalize, continue_resync;
+	char **targets;
+	size_t n_targets;
+	char **policy_packs;
+	size_t n_policy_packs;
+	long resync_ms, retry_max_ms, timeout_ms;
+	int max_failures;
+};
+
+/* Parses obj's spec; ERR_INVALID with a message naming the field. */
+int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *out,
+    struct err *e);
+void stack_spec_free(struct stack_spec *s);
+
+/* ------------------------------------------------------------ source */
+
+/* What the Stack's source offers now.  Owned strings; stack_artifact_free. */
+struct stack_artifact {
+	char *revision;     /* "main@sha1:…", "v1.2.0@sha256:…" */
+	char *digest;       /* of the tarball (Flux) or the manifest (OCI) */
+	char *url;          /* Flux only */
+};
+void stack_artifact_free(struct stack_artifact *a);
+
+struct stack_pass;
+
+/* Fills p->art from the source; 1 when the pass is decided (p->v set:
+ * waiting for the source, or stalled), 0 to go on, never -1. */
+int stack_source_resolve(struct stack_pass *p);
+/* Makes sure the artifact's tree is in the store: p->tree. 1/0 as above. */
+int stack_source_fetch(struct stack_pass *p);
+/* Frees the shared OCI resolutions (at stack_ctl_free). */
+void stack_source_cleanup(struct stack_ctl *sc);
+/* Store paths. */
+void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
+
+/* ------------------------------------------------------------ inputs */
+
+/* Resolved values for the driver.  Every string owned; stack_inputs_free. */
+struct stack_inputs {
+	struct pl_config_item *config;
+	size_t n_config;
+	struct pl_env_var *env;
+	size_t n_env;
+	char **refs;        /* "Secret/name@rv", sorted, for the fingerprint */
+	size_t n_refs;
+};
+
+/* GETs every referenced Secret and ConfigMap (once each).  1 when the
+ * pass is decided (a reference is missing: p->v set), 0 to go on. */
+int stack_inputs_resolve(struct stack_pass *p);
+/* Best effort for destroy: missing references are skipped. */
+void stack_inputs_resolve_lenient(struct stack_pass *p);
+void stack_inputs_free(struct stack_inputs *in);
+/* Hex sha256 of what an update depends on (never values). */
+void stack_fingerprint(const struct stack_pass *p, char out[65]);
+
+/* ------------------------------------------------------------ workspace */
+
+/* Builds (or reuses) the Stack's workspace from p->tree and spec.dir:
+ * p->workdir.  1 when decided (ProgramNotFound...), 0 to go on. */
+int stack_workspace_prepare(struct stack_pass *p);
+void stack_workspace_paths(const struct stack_ctl *sc, const char *ns, const char *name,
+    char *root, size_t n);
+/* Removes the Stack's workspace (after it is finalized). */
+void stack_workspace_remove(const struct stack_ctl *sc, const char *ns, const char *name);
+
+/* ------------------------------------------------------------ verdicts */
+
+/* How a pass ends, as kstatus sees it. */
+enum stack_state {
+	STACK_READY,        /* Ready=True */
+	STACK_WAITING,      /* Ready=False, Reconciling=True: work pending or retrying */
+	STACK_STALLED,      /* Ready=False, Stalled=True: a human must change something */
+};
+
+struct stack_verdict {
+	int set;
+	enum stack_state state;
+	const char *reason;             /* CONTRACT/docs reason, static */
+	char message[1024];
+	long requeue_ms;                /* 0: none */
+	int event;                      /* emit an Event for this verdict */
+	const char *event_reason;       /* static; NULL: reason */
+};
+
+void stack_verdict(struct stack_pass *p, enum stack_state st, const char *reason, long requeue_ms,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ------------------------------------------------------------ update */
+
+/* What one pulumi operation did, for status and history. */
+struct stack_outcome {
+	int ran;
+	const char *type;               /* "up", "preview", "destroy" */
+	int ok;
+	enum pl_status status;
+	char message[512];
+	struct pl_lock lock;
+	cJSON *changes;                 /* owned */
+	cJSON *outputs;                 /* masked; owned */
+	cJSON *outputs_plain;           /* owned; never log it */
+	int64_t start_us, end_us;
+};
+
+/* Runs the update (or preview) in p->workdir; fills p->out. */
+void stack_update_run(struct stack_pass *p);
+/* Runs destroy; fills p->out. */
+void stack_update_destroy(struct stack_pass *p);
+
+/* ------------------------------------------------------------ one pass */
+
+struct stack_pass {
+	struct stack_ctl *sc;
+	char ns[254], name[254];
+	char id[17];                    /* reconcile id, for logs */
+	cJSON *obj;                     /* the cached Stack (a copy; owned) */
+	const cJSON *status;            /* obj's status (may be NULL) */
+	long long generation;
+	int deleting;
+	int suspended;                  /* nothing is written */
+	int gone;                       /* the Stack no longer exists */
+	int spec_ok;
+	struct stack_spec spec;
+	struct stack_artifact art;
+	struct stack_inputs in;
+	char fingerprint[65];
+	const char *requested;          /* annotation values (borrowed from obj) */
+	const char *request;
+	char tree[PATH_MAX];            /* the artifact's tree in the store */
+	char workdir[PATH_MAX];         /* the program directory in the workspace */
+	char scratch[PATH_MAX];
+	const char *why;                /* why an update runs, for the event */
+	struct stack_verdict v;
+	struct stack_outcome out;
+	char note[512];                 /* appended to the Ready message (cloud ignored) */
+	int failures;                   /* consecutive failures, this outcome included */
+	int retry;                      /* undecided: the worker retries with backoff (err) */
+	int stale;                      /* the cached object was stale: run again on a fresh one */
+	struct err err;
+};
+
+/* The state machine; returns the requeue delay (0: none). */
+int stack_reconcile_pass(struct stack_pass *p, struct err *e);
+
+/* ------------------------------------------------------------ status */
+
+/* Writes status from p (verdict, outcome, artifact, fingerprint) through the
+ * status subresource, based on the cached object's resourceVersion.  A
+ * conflict is returned as -1 (the worker retries). */
+int stack_status_write(struct stack_pass *p, struct err *e);
+/* The intermediate "an update is running" status, before the CLI starts. */
+int stack_status_write_running(struct stack_pass *p, struct err *e);
+/* Records an Event about the Stack. */
+void stack_event(struct stack_pass *p, const char *type, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Adds or removes the finalizer with a merge patch (resourceVersion as a
+ * precondition); 0, or -1 with e. */
+int stack_finalizer_set(struct stack_pass *p, int present, struct err *e);
+/* Creates or updates the outputs Secret <name>-outputs. */
+int stack_outputs_write(struct stack_pass *p, struct err *e);
+
+/* Small readers of the cached status. */
+const char *stack_status_str(const struct stack_pass *p, const char *path);
+long long stack_status_int(const struct stack_pass *p, const char *path, long long dflt);
+int stack_has_finalizer(const cJSON *obj);
+int64_t stack_parse_time_us(const char *rfc3339);
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * stack_reconcile.c - the state machine: one pass over one Stack.
+ *
+ * A pass runs the steps of the table below in order.  Each step either
+ * lets the pass go on (returns 0) or decides how it ends (returns 1, with
+ * the verdict set, or with nothing to write when the Stack is suspended,
+ * gone or finalized).  The verdict becomes the status at the end, in one
+ * place (finish).  Nothing is remembered between passes but what status
+ * says, so a pass after a restart decides exactly what the pass before it
+ * would have: level-triggered and idempotent.
+ *
+ *   step        decides when                              verdict
+ *   suspend     spec.suspend (and not deleting)           none: status stays as it was
+ *   spec        the spec cannot be acted on               Stalled SpecInvalid
+ *   finalize    the Stack is being deleted                destroy, then release the finalizer
+ *   finalizer   -                                         (adds/removes the finalizer)
+ *   source      no source object / no artifact / kind     Reconciling SourceNotFound, ArtifactNotReady;
+ *               not served                                Stalled SourceKindNotServed
+ *   inputs      a referenced ConfigMap/Secret/key missing Reconciling ReferenceNotFound
+ *   decide      nothing new since the last update         Ready Succeeded (requeue for resync)
+ *               the same inputs failed max times          Stalled UpdateFailed
+ *               backoff after a failure not over          Reconciling RetryingAfterFailure
+ *   fresh       the cache was behind the server          (the pass runs again on the server's object)
+ *   artifact    download failed / archive refused         Reconciling ArtifactFailed; Stalled ArtifactRefused
+ *   workspace   dir or Pulumi.yaml missing                Stalled ProgramNotFound
+ *   update      always (runs the CLI)                     Ready Succeeded; Reconciling UpdateConflict,
+ *                                                         RetryingAfterFailure; Stalled UpdateFailed,
+ *                                                         PulumiUnavailable
+ *   outputs     the update succeeded                      (writes <name>-outputs)
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+#define BACKOFF_FIRST_MS 10000L
+
+/* ------------------------------------------------------------ helpers */
+
+static int spec_bool(const cJSON *obj, const char *key)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(obj, "spec"), key));
+}
+
+/* Backoff after n consecutive failures: 10 s x 3^(n-1), capped. */
+static long failure_backoff_ms(int n, long cap_ms)
+{
+	long ms = BACKOFF_FIRST_MS;
+
+	for (int i = 1; i < n && ms < cap_ms; i++)
+		ms = ms > cap_ms / 3 ? cap_ms : ms * 3;
+	return ms < cap_ms ? ms : cap_ms;
+}
+
+/* Up to 5% more, as Flux spreads intervals, so Stacks created together do
+ * not resync in the same second. */
+static long jittered(long ms)
+{
+	return ms + (long)((double)ms * 0.05 * ((double)rand() / RAND_MAX));
+}
+
+static const char *str_or(const char *s, const char *dflt)
+{
+	return s ? s : dflt;
+}
+
+static int streq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* The pass cannot be decided now (an API write conflicted...): the worker
+ * retries it with backoff and nothing more is written. */
+static int retry_later(struct stack_pass *p, const struct err *e)
+{
+	p->retry = 1;
+	p->err = *e;
+	return 1;
+}
+
+/* ------------------------------------------------------------ steps */
+
+static int step_suspend(struct stack_pass *p)
+{
+	if (p->deleting || !spec_bool(p->obj, "suspend"))
+		return 0;
+	log_debug("stack suspended; nothing to do", "namespace", p->ns, "name", p->name, NULL);
+	p->suspended = 1;
+	return 1;
+}
+
+static int step_spec(struct stack_pass *p)
+{
+	struct err e;
+
+	if (stack_spec_parse(p->obj, &p->sc->o, &p->spec, &e) < 0) {
+		stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "%s", e.msg);
+		p->v.event = 1;
+		if (!p->deleting)
+			return 1;
+		/* A Stack whose spec cannot be read can still be deleted. */
+		p->spec_ok = 0;
+		return 0;
+	}
+	p->spec_ok = 1;
+	if (p->spec.cloud_ignored) {
+		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" is not a backend URL and was ignored; "
+		    "set spec.backend (and spec.secretsProvider for a secrets manager)", p->spec.cloud_ignored);
+	}
+	return 0;
+}
+
+/* The workspace left by the last update, when the source is gone. */
+static int last_workspace(struct stack_pass *p)
+{
+	char root[PATH_MAX];
+
+	stack_workspace_paths(p->sc, p->ns, p->name, root, sizeof(root));
+	snprintf(p->scratch, sizeof(p->scratch), "%s/scratch", root);
+	snprintf(p->workdir, sizeof(p->workdir), "%s/tree%s%s", root, p->spec.dir ? "/" : "",
+	    p->spec.dir ? p->spec.dir : "");
+	return fs_is_dir(p->workdir);
+}
+
+static int release(struct stack_pass *p)
+{
+	struct err e;
+
+	if (stack_finalizer_set(p, 0, &e) < 0 && e.code != ERR_NOTFOUND)
+		return retry_later(p, &e);
+	stack_workspace_remove(p->sc, p->ns, p->name);
+	p->gone = 1;
+	return 1;
+}
+
+static int step_finalize(struct stack_pass *p)
+{
+	struct err e;
+	int have_program;
+
+	if (!p->deleting)
+		return 0;
+	if (!stack_has_finalizer(p->obj)) {
+		p->gone = 1;
+		return 1;
+	}
+	if (!p->spec_ok || !p->spec.destroy_on_finalize || p->spec.preview)
+		return release(p);
+	/* Destroy runs from the current artifact if it can be had, else from
+	 * what the last update left in the workspace. */
+	memset(&p->v, 0, sizeof(p->v));
+	have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
+	    stack_workspace_prepare(p) == 0;
+	memset(&p->v, 0, sizeof(p->v));
+	if (!have_program && !last_workspace(p)) {
+		if (stack_status_str(p, "lastAppliedRevision") == NULL)
+			return release(p);   /* nothing was ever deployed */
+		stack_verdict(p, STACK_WAITING, "DestroyFailed", p->sc->o.requeue_dependency_ms,
+		    "cannot destroy: the program is not available (source and workspace are gone)");
+		p->v.event = 1;
+		return 1;
+	}
+	stack_inputs_resolve_lenient(p);
+	p->why = "the Stack is being deleted";
+	if (stack_status_write_running(p, &e) < 0)
+		return retry_later(p, &e);
+	stack_event(p, "Normal", "DestroyStarted", "destroying stack %s", p->spec.stack);
+	stack_update_destroy(p);
+	if (p->out.ok) {
+		stack_event(p, "Normal", "DestroySucceeded", "destroyed stack %s", p->spec.stack);
+		return release(p);
+	}
+	p->failures = (int)stack_status_int(p, "lastUpdate.failures", 0) + 1;
+	stack_verdict(p, STACK_WAITING, "DestroyFailed", failure_backoff_ms(p->failures, p->spec.retry_max_ms),
+	    "destroy failed (%d time%s), retrying; the finalizer stays until it succeeds: %s",
+	    p->failures, p->failures == 1 ? "" : "s", p->out.message);
+	p->v.event = 1;
+	return 1;
+}
+
+static int step_finalizer(struct stack_pass *p)
+{
+	int want = p->spec.destroy_on_finalize && !p->spec.preview, have = stack_has_finalizer(p->obj);
+	struct err e;
+
+	if (want == have)
+		return 0;
+	if (stack_finalizer_set(p, want, &e) < 0)
+		return retry_later(p, &e);
+	return 0;
+}
+
+static int step_source(struct stack_pass *p)
+{
+	return stack_source_resolve(p);
+}
+
+static int step_inputs(struct stack_pass *p)
+{
+	return stack_inputs_resolve(p);
+}
+
+/* Is an update due?  Sets p->why when it is. */
+static int step_decide(struct stack_pass *p)
+{
+	const char *applied = stack_status_str(p, "fingerprint");
+	const char *attempted = stack_status_str(p, "lastAttemptedFingerprint");
+	const char *state = stack_status_str(p, "lastUpdate.state");
+	const char *type = stack_status_str(p, "lastUpdate.type");
+	int failures = (int)stack_status_int(p, "lastUpdate.failures", 0);
+	int requested = (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
+	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
+	int64_t last_us = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
+	int64_t now_us = kube_now_us();
+
+	stack_fingerprint(p, p->fingerprint);
+	if (requested) {
+		p->why = "a reconcile was requested";
+		return 0;
+	}
+	if (streq(applied, p->fingerprint) && streq(state, "succeeded") && !streq(type, "destroy")) {
+		int64_t due_us = last_us + (int64_t)p->spec.resync_ms * 1000;
+		if (p->spec.continue_resync && now_us >= due_us) {
+			p->why = "the resync interval elapsed";
+			return 0;
+		}
+		stack_verdict(p, STACK_READY, "Succeeded", p->spec.continue_resync ?
+		    jittered((long)((due_us - now_us) / 1000) + 1) : 0, "%s revision %s",
+		    p->spec.preview ? "previewed" : "applied", p->art.revision);
+		atomic_fetch_add(&p->sc->no_change, 1);
+		return 1;
+	}
+	if (streq(attempted, p->fingerprint) && streq(state, "failed") && failures > 0) {
+		long wait = failure_backoff_ms(failures, p->spec.retry_max_ms);
+		int64_t left_ms = (last_us + (int64_t)wait * 1000 - now_us) / 1000;
+		const char *msg = str_or(stack_status_str(p, "lastUpdate.message"), "");
+		if (failures >= p->spec.max_failures) {
+			stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "the update failed %d times at revision "
+			    "%s; not retrying until the spec, the source, a referenced object or a reconcile "
+			    "request changes: %s", failures, p->art.revision, msg);
+			return 1;
+		}
+		if (left_ms > 0) {
+			stack_verdict(p, STACK_WAITING, "RetryingAfterFailure", (long)left_ms + 1,
+			    "%d update failure%s; retrying in %llds: %s", failures, failures == 1 ? "" : "s",
+			    (long long)(left_ms + 999) / 1000, msg);
+			return 1;
+		}
+		p->why = "retrying after a failure";
+		p->failures = failures;
+		return 0;
+	}
+	p->why = applied == NULL ? "the first update" : "the revision, the spec or a referenced object changed";
+	return 0;
+}
+
+/* An update is due: make sure it is decided on the server's latest object,
+ * not on a cache that has not seen this controller's last write yet. */
+static int step_fresh(struct stack_pass *p)
+{
+	return stack_ctl_refresh(p);
+}
+
+static int step_artifact(struct stack_pass *p)
+{
+	return stack_source_fetch(p);
+}
+
+static int step_workspace(struct stack_pass *p)
+{
+	return stack_workspace_prepare(p);
+}
+
+/* The verdict after an update or preview ran. */
+static void judge_update(struct stack_pass *p)
+{
+	const struct stack_outcome *o = &p->out;
+	const char *attempted = stack_status_str(p, "lastAttemptedFingerprint");
+	int before = streq(attempted, p->fingerprint) ? (int)stack_status_int(p, "lastUpdate.failures", 0) : 0;
+
+	if (o->ok) {
+		p->failures = 0;
+		stack_verdict(p, STACK_READY, "Succeeded", 0, "%s revision %s", p->spec.preview ? "previewed" :
+		    "applied", p->art.revision);
+		atomic_fetch_add(&p->sc->updates_ok, 1);
+		return;
+	}
+	atomic_fetch_add(&p->sc->updates_failed, 1);
+	p->failures = before;
+	switch (o->status) {
+	case PL_CONFLICT:
+		if (o->lock.present)
+			stack_verdict(p, STACK_WAITING, "UpdateConflict", p->sc->o.requeue_dependency_ms,
+			    "the stack is locked by %s (pid %ld) since %s; retrying (the lock is never broken: "
+			    "if its holder is gone, run `pulumi cancel`)", o->lock.owner, o->lock.pid, o->lock.created);
+		else
+			stack_verdict(p, STACK_WAITING, "UpdateConflict", p->sc->o.requeue_dependency_ms,
+			    "another update is in progress; retrying: %s", o->message);
+		p->v.event = 1;
+		return;
+	case PL_CANCELED:
+		stack_verdict(p, STACK_WAITING, "Progressing", 1000, "the update was interrupted (the controller "
+		    "is stopping or lost its lease); it runs again");
+		return;
+	case PL_CLI_MISSING:
+	case PL_CLI_TOO_OLD:
+		stack_verdict(p, STACK_STALLED, "PulumiUnavailable", 0, "%s", o->message);
+		p->v.event = 1;
+		return;
+	default:
+		break;
+	}
+	p->failures = before + 1;
+	if (p->failures >= p->spec.max_failures) {
+		stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "the update failed %d times at revision %s; "
+		    "not retrying until the spec, the source, a referenced object or a reconcile request "
+		    "changes: %s", p->failures, p->art.revision, o->message);
+	} else {
+		long wait = failure_backoff_ms(p->failures, p->spec.retry_max_ms);
+		stack_verdict(p, STACK_WAITING, "RetryingAfterFailure", wait, "%d update failure%s; retrying in "
+		    "%lds: %s", p->failures, p->failures == 1 ? "" : "s", wait / 1000, o->message);
+	}
+	p->v.event = 1;
+	p->v.event_reason = "UpdateFailed";
+}
+
+static int step_update(struct stack_pass *p)
+{
+	struct err e;
+
+	if (stack_status_write_running(p, &e) < 0)
+		return retry_later(p, &e);
+	log_info("update started", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
+	    "reconcileID", p->id, "reason", p->why, NULL);
+	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
+	    "update", p->art.revision, p->why);
+	if (p->spec.cloud_ignored)
+		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);
+	stack_update_run(p);
+	judge_update(p);
+	log_info(p->out.ok ? "update succeeded" : "update failed", "namespace", p->ns, "name", p->name,
+	    "revision", p->art.revision, "reconcileID", p->id, "result", pl_status_name(p->out.status),
+	    "message", p->out.message, NULL);
+	if (p->out.ok)
+		stack_event(p, "Normal", "UpdateSucceeded", "%s revision %s", p->spec.preview ? "previewed" :
+		    "applied", p->art.revision);
+	return p->out.ok ? 0 : 1;
+}
+
+static int step_outputs(struct stack_pass *p)
+{
+	struct err e;
+
+	if (p->spec.preview || p->out.outputs == NULL)
+		return 1;
+	if (stack_outputs_write(p, &e) < 0) {
+		log_warn("cannot write the outputs Secret", "namespace", p->ns, "name", p->name, "error", e.msg,
+		    NULL);
+		stack_event(p, "Warning", "OutputsFailed", "cannot write the outputs Secret: %s", e.msg);
+		snprintf(p->note + strlen(p->note), sizeof(p->note) - strlen(p->note),
+		    "%sthe outputs Secret was not written: %s", p->note[0] ? "; " : "", e.msg);
+	}
+	return 1;
+}
+
+typedef int (*stack_step_fn)(struct stack_pass *p);
+
+static const struct {
+	const char *name;
+	stack_step_fn fn;
+} steps[] = {
+	{ "suspend", step_suspend },
+	{ "spec", step_spec },
+	{ "finalize", step_finalize },
+	{ "finalizer", step_finalizer },
+	{ "source", step_source },
+	{ "inputs", step_inputs },
+	{ "decide", step_decide },
+	{ "fresh", step_fresh },
+	{ "artifact", step_artifact },
+	{ "workspace", step_workspace },
+	{ "update", step_update },
+	{ "outputs", step_outputs },
+};
+
+/* ------------------------------------------------------------ the end */
+
+static int is_warning(const char *reason)
+{
+	return strcmp(reason, "Succeeded") != 0 && strcmp(reason, "Progressing") != 0;
+}
+
+/* Writes the verdict as status (unless nothing changed), emits its Event
+ * when the verdict is new, and returns the requeue delay. */
+static int finish(struct stack_pass *p, long *requeue_ms, struct err *e)
+{
+	const char *old_reason = NULL;
+	const cJSON *c;
+
+	*requeue_ms = 0;
+	if (p->retry) {
+		*e = p->err;
+		return -1;
+	}
+	if (p->suspended || p->gone || p->stale)
+		return 0;
+	if (!p->v.set) {
+		err_set(e, ERR_INVALID, "internal: the pass ended without a verdict");
+		return -1;
+	}
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
+		if (streq(kube_obj_str(c, "type"), "Ready"))
+			old_reason = kube_obj_str(c, "reason");
+	if (p->v.event && (p->out.ran || !streq(old_reason, p->v.reason)))
+		stack_event(p, is_warning(p->v.reason) ? "Warning" : "Normal",
+		    p->v.event_reason ? p->v.event_reason : p->v.reason, "%s", p->v.message);
+	if (stack_status_write(p, e) < 0)
+		return -1;
+	*requeue_ms = p->v.requeue_ms;
+	return 0;
+}
+
+int stack_reconcile_pass(struct stack_pass *p, struct err *e)
+{
+	long requeue_ms = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+		if (steps[i].fn(p))
+			break;
+	log_debug("reconcile pass ended", "namespace", p->ns, "name", p->name, "reconcileID", p->id,
+	    "step", i < sizeof(steps) / sizeof(steps[0]) ? steps[i].name : "end",
+	    "reason", p->v.set ? p->v.reason : "", NULL);
+	if (finish(p, &requeue_ms, e) < 0)
+		return -1;
+	return (int)(requeue_ms > 0x7fffffff ? 0x7fffffff : requeue_ms);
+}

@@ -1,0 +1,513 @@
+/*
+ * stack_source.c - from a Stack's source to a verified tree in the
+ * artifact store.
+ *
+ *   fluxSource   the source object from the informer cache; its
+ *                status.artifact {url, digest, revision} is usable as soon as
+ *                it exists (kustomize-controller's rule: the last good
+ *                artifact is used even while the source is failing);
+ *   programRef   the same, through the GitRepository <name>-program the
+ *                controller creates and keeps in step with programRef;
+ *   ociSource    straight from the registry: the reference (tag, digest or
+ *                semver) resolved to a manifest and its layer, at most once
+ *                per interval per repository and reference however many
+ *                Stacks use it.
+ *
+ * Fetching goes through the store shared by every Stack: one download per
+ * digest (fluxsource/ for Flux artifacts, the OCI layer by its digest).
+ * What went wrong decides the verdict: a hostile archive will not get
+ * better by itself (Stalled until the source changes); a download or a
+ * digest that failed may (retried).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "fluxsource/fluxsource.h"
+#include "kube/kube_priv.h"   /* kube_b64_decode, until base64 moves to src/base/ */
+#include "oci/oci.h"
+#include "stack/stack_internal.h"
+
+static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
+
+void stack_artifact_free(struct stack_artifact *a)
+{
+	free(a->revision);
+	free(a->digest);
+	free(a->url);
+	memset(a, 0, sizeof(*a));
+}
+
+void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n)
+{
+	snprintf(out, n, "%s/artifacts", sc->o.storage_path);
+}
+
+static int set_artifact(struct stack_artifact *a, const char *rev, const char *digest, const char *url)
+{
+	stack_artifact_free(a);
+	a->revision = strdup(rev ? rev : "");
+	a->digest = strdup(digest ? digest : "");
+	a->url = url ? strdup(url) : NULL;
+	return a->revision && a->digest && (url == NULL || a->url) ? 0 : -1;
+}
+
+/* The message of a condition of obj, or NULL. */
+static const char *condition_message(const cJSON *obj, const char *type, const char **status)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(obj, "status"), "conditions")) {
+		const char *t = kube_obj_str(c, "type");
+		if (t && strcmp(t, type) == 0) {
+			if (status)
+				*status = kube_obj_str(c, "status");
+			return kube_obj_str(c, "message");
+		}
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------ programRef */
+
+/* The GitRepository spec.ref a classic programRef.ref means. */
+static void program_git_ref(const char *ref, cJSON *out)
+{
+	size_t n = ref ? strlen(ref) : 0, hex = 0;
+
+	while (hex < n && strchr("0123456789abcdef", ref[hex]))
+		hex++;
+	if (ref == NULL || n == 0)
+		cJSON_AddStringToObject(out, "branch", "main");
+	else if (strncmp(ref, "refs/tags/", 10) == 0)
+		cJSON_AddStringToObject(out, "tag", ref + 10);
+	else if (strncmp(ref, "refs/heads/", 11) == 0)
+		cJSON_AddStringToObject(out, "branch", ref + 11);
+	else if (n == 40 && hex == 40)
+		cJSON_AddStringToObject(out, "commit", ref);
+	else if (strncmp(ref, "refs/", 5) == 0)
+		cJSON_AddStringToObject(out, "name", ref);
+	else
+		cJSON_AddStringToObject(out, "branch", ref);
+}
+
+/* Server-side apply of the GitRepository the Stack owns: created when
+ * missing, its url/ref/interval kept as programRef says. */
+static int ensure_program_source(struct stack_pass *p, const struct stack_kind *k, struct err *e)
+{
+	cJSON *doc = cJSON_CreateObject(), *md, *spec, *ref, *owners, *owner;
+	char api[128], interval[32];
+	char *text;
+	cJSON *res;
+
+	snprintf(api, sizeof(api), "%s/%s", k->served->group, k->served->version);
+	snprintf(interval, sizeof(interval), "%lds", p->spec.resync_ms / 1000);
+	cJSON_AddStringToObject(doc, "apiVersion", api);
+	cJSON_AddStringToObject(doc, "kind", "GitRepository");
+	md = cJSON_AddObjectToObject(doc, "metadata");
+	cJSON_AddStringToObject(md, "name", p->spec.src_name);
+	cJSON_AddStringToObject(md, "namespace", p->ns);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, p->name);
+	owners = cJSON_AddArrayToObject(md, "ownerReferences");
+	owner = cJSON_CreateObject();
+	cJSON_AddStringToObject(owner, "apiVersion", kube_obj_str(p->obj, "apiVersion") ?
+	    kube_obj_str(p->obj, "apiVersion") : "pulumi.com/v1");
+	cJSON_AddStringToObject(owner, "kind", "Stack");
+	cJSON_AddStringToObject(owner, "name", p->name);
+	cJSON_AddStringToObject(owner, "uid", kube_obj_str(p->obj, "metadata.uid") ?
+	    kube_obj_str(p->obj, "metadata.uid") : "");
+	cJSON_AddBoolToObject(owner, "controller", 1);
+	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
+	cJSON_AddItemToArray(owners, owner);
+	spec = cJSON_AddObjectToObject(doc, "spec");
+	cJSON_AddStringToObject(spec, "url", p->spec.prog_repo);
+	cJSON_AddStringToObject(spec, "interval", interval);
+	ref = cJSON_AddObjectToObject(spec, "ref");
+	program_git_ref(p->spec.prog_ref, ref);
+	text = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	if (text == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	res = kube_patch(p->sc->client, k->served, p->ns, p->spec.src_name, NULL, KUBE_PATCH_APPLY, text,
+	    "pulumi-controller", 1, e);
+	free(text);
+	if (res == NULL)
+		return -1;
+	cJSON_Delete(res);
+	return 0;
+}
+
+/* ------------------------------------------------------------ Flux */
+
+static int resolve_flux(struct stack_pass *p)
+{
+	struct stack_kind *k = stack_ctl_source_kind(p->sc, p->spec.src_kind);
+	const cJSON *art;
+	const char *status = NULL, *msg;
+	cJSON *src;
+	struct err e;
+
+	if (k == NULL) {
+		stack_verdict(p, STACK_STALLED, "SourceKindNotServed", 0,
+		    "%s (source.toolkit.fluxcd.io) is not served by the API server: Flux's "
+		    "source-controller and its CRDs are needed%s", p->spec.src_kind,
+		    p->spec.source == STACK_SRC_PROGRAM ? " for spec.programRef" : "");
+		return 1;
+	}
+	if (p->spec.source == STACK_SRC_PROGRAM && ensure_program_source(p, k, &e) < 0) {
+		stack_verdict(p, STACK_WAITING, "SourceNotFound", p->sc->o.requeue_dependency_ms,
+		    "cannot create or update GitRepository %s/%s for spec.programRef: %s", p->ns,
+		    p->spec.src_name, e.msg);
+		return 1;
+	}
+	src = kube_informer_get(k->inf, p->ns, p->spec.src_name);
+	if (src == NULL) {
+		stack_verdict(p, STACK_WAITING, "SourceNotFound", p->sc->o.requeue_dependency_ms,
+		    "%s %s/%s not found", p->spec.src_kind, p->ns, p->spec.src_name);
+		return 1;
+	}
+	art = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(src, "status"), "artifact");
+	if (!cJSON_IsObject(art) || kube_obj_str(art, "url") == NULL) {
+		msg = condition_message(src, "Ready", &status);
+		stack_verdict(p, STACK_WAITING, "ArtifactNotReady", p->sc->o.requeue_dependency_ms,
+		    "%s %s/%s has no artifact yet%s%s", p->spec.src_kind, p->ns, p->spec.src_name,
+		    msg ? ": " : "", msg ? msg : "");
+		cJSON_Delete(src);
+		return 1;
+	}
+	if (set_artifact(&p->art, kube_obj_str(art, "revision"), kube_obj_str(art, "digest") ?
+	    kube_obj_str(art, "digest") : kube_obj_str(art, "checksum"), kube_obj_str(art, "url")) < 0) {
+		cJSON_Delete(src);
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "out of memory");
+		return 1;
+	}
+	cJSON_Delete(src);
+	if (p->art.digest[0] == '\0') {
+		stack_verdict(p, STACK_WAITING, "ArtifactNotReady", p->sc->o.requeue_dependency_ms,
+		    "%s %s/%s has an artifact without a digest; waiting for source-controller to "
+		    "rebuild it", p->spec.src_kind, p->ns, p->spec.src_name);
+		return 1;
+	}
+	return 0;
+}
+
+/* Turns a store error into the verdict. */
+static void fetch_failed(struct stack_pass *p, const char *what, const struct err *e)
+{
+	if (e->code == ERR_REFUSED || e->code == ERR_LIMIT || e->code == ERR_UNSUPPORTED) {
+		stack_verdict(p, STACK_STALLED, "ArtifactRefused", 0,
+		    "%s refused: %s; the Stack waits for a new revision", what, e->msg);
+		p->v.event = 1;
+		return;
+	}
+	stack_verdict(p, STACK_WAITING, "ArtifactFailed", e->code == ERR_NOTFOUND ?
+	    p->sc->o.requeue_dependency_ms : 0, "%s: %s", what, e->msg);
+	p->v.event = 1;
+}
+
+static int fetch_flux(struct stack_pass *p)
+{
+	struct flux_fetch_opts fo;
+	struct flux_artifact a = { p->art.url, p->art.digest, p->art.revision };
+	struct err e;
+	int cached = 0;
+
+	flux_fetch_opts_default(&fo);
+	fo.http.max_bytes = p->sc->o.max_artifact_bytes;
+	if (flux_store_get(p->sc->o.storage_path, &a, &fo, p->tree, sizeof(p->tree), &cached, &e) < 0) {
+		fetch_failed(p, "artifact", &e);
+		return 1;
+	}
+	log_debug("artifact ready", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
+	    "cached", cached ? "true" : "false", NULL);
+	return 0;
+}
+
+/* ------------------------------------------------------------ OCI */
+
+/* One resolution of (url, ref, media type), shared by every Stack. */
+struct stack_oci_poll {
+	char *key;
+	int64_t at_ms;
+	struct oci_pull_result res;
+	struct stack_oci_poll *next;
+};
+
+static void oci_polls_free(struct stack_oci_poll *p)
+{
+	while (p) {
+		struct stack_oci_poll *n = p->next;
+		free(p->key);
+		oci_pull_result_free(&p->res);
+		free(p);
+		p = n;
+	}
+}
+
+void stack_source_cleanup(struct stack_ctl *sc)
+{
+	oci_polls_free(sc->oci_polls);
+	sc->oci_polls = NULL;
+}
+
+/* Reads a key of a Secret in the Stack's namespace (malloc'd, caller frees
+ * and wipes).  NULL with e set when missing. */
+static char *secret_value(struct stack_pass *p, const char *name, const char *key, size_t *len,
+    struct err *e)
+{
+	cJSON *s = kube_get(p->sc->client, &secret_res, p->ns, name, NULL, e);
+	const cJSON *v;
+	char *out = NULL;
+
+	if (s == NULL)
+		return NULL;
+	v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "data"), key);
+	if (!cJSON_IsString(v) || kube_b64_decode(v->valuestring, strlen(v->valuestring), &out, len) < 0) {
+		err_set(e, ERR_NOTFOUND, "Secret %s/%s has no key \"%s\"", p->ns, name, key);
+		out = NULL;
+	}
+	cJSON_Delete(s);
+	return out;
+}
+
+static void wipe_free(char *s, size_t n)
+{
+	if (s)
+		explicit_bzero(s, n);
+	free(s);
+}
+
+/* A client for the Stack's registry with its credentials and CA. */
+static struct oci_client *oci_client_for(struct stack_pass *p, const struct oci_ref *ref,
+    struct err *e)
+{
+	struct oci_client_opts co;
+	struct oci_creds creds;
+	struct oci_client *c;
+	char ca_path[PATH_MAX] = "";
+
+	memset(&co, 0, sizeof(co));
+	memset(&creds, 0, sizeof(creds));
+	co.plain_http = p->spec.oci_insecure;
+	co.retries = -1;
+	if (p->spec.oci_secret) {
+		size_t len = 0;
+		char *cfg = secret_value(p, p->spec.oci_secret, ".dockerconfigjson", &len, e), *helper = NULL;
+		if (cfg == NULL)
+			return NULL;
+		if (oci_docker_config_parse(cfg, len, ref->registry, &creds, &helper, e) < 0) {
+			wipe_free(cfg, len);
+			return NULL;
+		}
+		wipe_free(cfg, len);
+		if (helper) {
+			free(helper);
+			oci_creds_free(&creds);
+			return err_set(e, ERR_UNSUPPORTED, "spec.ociSource.secretRef: credential helpers are "
+			    "not supported in a cluster; put the credentials in the Secret"), NULL;
+		}
+		co.creds = creds;
+	}
+	if (p->spec.oci_cert_secret) {
+		size_t len = 0;
+		char *pem = secret_value(p, p->spec.oci_cert_secret, "ca.crt", &len, e);
+		FILE *f;
+		if (pem == NULL) {
+			oci_creds_free(&creds);
+			return NULL;
+		}
+		snprintf(ca_path, sizeof(ca_path), "%s/ca.crt", p->scratch);
+		if (fs_mkdir_p(p->scratch, 0700, e) < 0 || (f = fopen(ca_path, "we")) == NULL ||
+		    fwrite(pem, 1, len, f) != len || fclose(f) != 0) {
+			free(pem);
+			oci_creds_free(&creds);
+			return err_set(e, ERR_IO, "cannot write the registry CA for spec.ociSource.certSecretRef"),
+			    NULL;
+		}
+		free(pem);
+		co.ca_file = ca_path;
+	}
+	c = oci_client_new(ref->registry, &co, e);
+	oci_creds_free(&creds);
+	return c;
+}
+
+static void poll_key(const struct stack_spec *s, const char *ns, char *out, size_t n)
+{
+	/* Credentials are per namespace, so polls are shared within one. */
+	snprintf(out, n, "%s|%s|%s|%s|%s|%s", ns, s->oci_url, s->oci_tag ? s->oci_tag : "",
+	    s->oci_digest ? s->oci_digest : "", s->oci_semver ? s->oci_semver : "",
+	    s->oci_media_type ? s->oci_media_type : "");
+}
+
+static int copy_result(const struct oci_pull_result *from, struct oci_pull_result *to)
+{
+	memset(to, 0, sizeof(*to));
+#define DUP(f) if (from->f && (to->f = strdup(from->f)) == NULL) return -1
+	DUP(tag); DUP(revision); DUP(manifest_digest); DUP(index_digest); DUP(platform);
+	DUP(layer_digest); DUP(layer_media_type);
+#undef DUP
+	to->layer_size = from->layer_size;
+	return 0;
+}
+
+/* A recent resolution from the shared table (copied into res), or 0. */
+static int poll_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
+    struct oci_pull_result *res)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	for (struct stack_oci_poll *q = sc->oci_polls; q; q = q->next)
+		if (strcmp(q->key, key) == 0 && kube_mono_ms() - q->at_ms < max_age_ms) {
+			found = copy_result(&q->res, res) == 0;
+			break;
+		}
+	pthread_mutex_unlock(&sc->lock);
+	return found;
+}
+
+static void poll_store(struct stack_ctl *sc, const char *key, const struct oci_pull_result *res)
+{
+	struct stack_oci_poll *q, **pp;
+
+	pthread_mutex_lock(&sc->lock);
+	for (pp = &sc->oci_polls; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->key, key) == 0) {
+			q = *pp;
+			*pp = q->next;
+			q->next = NULL;
+			oci_polls_free(q);
+			break;
+		}
+	if ((q = calloc(1, sizeof(*q))) != NULL && (q->key = strdup(key)) != NULL &&
+	    copy_result(res, &q->res) == 0) {
+		q->at_ms = kube_mono_ms();
+		q->next = sc->oci_polls;
+		sc->oci_polls = q;
+	} else if (q) {
+		oci_polls_free(q);
+	}
+	pthread_mutex_unlock(&sc->lock);
+}
+
+static int parse_oci_ref(struct stack_pass *p, struct oci_ref *ref, struct err *e)
+{
+	char text[2048];
+
+	snprintf(text, sizeof(text), "%s%s%s", p->spec.oci_url, p->spec.oci_digest ? "@" : "",
+	    p->spec.oci_digest ? p->spec.oci_digest : "");
+	if (oci_ref_parse(text, ref, e) < 0)
+		return -1;
+	if (ref->tag == NULL && ref->digest == NULL && p->spec.oci_tag &&
+	    (ref->tag = strdup(p->spec.oci_tag)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	return 0;
+}
+
+static void oci_pull_options(const struct stack_pass *p, struct oci_pull_opts *po)
+{
+	oci_pull_opts_default(po);
+	po->media_type = p->spec.oci_media_type;
+	po->semver = p->spec.oci_semver;
+	po->max_layer_bytes = p->sc->o.max_artifact_bytes;
+}
+
+static int resolve_oci(struct stack_pass *p)
+{
+	struct oci_ref ref;
+	struct oci_pull_opts po;
+	struct oci_pull_result res;
+	struct oci_client *c;
+	struct err e;
+	char key[4096];
+
+	memset(&ref, 0, sizeof(ref));
+	memset(&res, 0, sizeof(res));
+	poll_key(&p->spec, p->ns, key, sizeof(key));
+	if (!poll_lookup(p->sc, key, p->spec.oci_digest ? INT64_MAX / 2 : p->spec.oci_interval_ms, &res)) {
+		if (parse_oci_ref(p, &ref, &e) < 0) {
+			oci_ref_free(&ref);
+			stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.ociSource: %s", e.msg);
+			return 1;
+		}
+		oci_pull_options(p, &po);
+		if ((c = oci_client_for(p, &ref, &e)) == NULL || oci_resolve(c, &ref, &po, &res, &e) < 0) {
+			oci_client_free(c);
+			oci_ref_free(&ref);
+			oci_pull_result_free(&res);
+			stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms,
+			    "cannot resolve %s: %s", p->spec.oci_url, e.msg);
+			p->v.event = 1;
+			return 1;
+		}
+		oci_client_free(c);
+		oci_ref_free(&ref);
+		poll_store(p->sc, key, &res);
+	}
+	/* The tree is keyed by the layer digest; the manifest digest is the
+	 * revision's, as OCIRepository reports it. */
+	if (set_artifact(&p->art, res.revision, res.layer_digest, NULL) < 0) {
+		oci_pull_result_free(&res);
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "out of memory");
+		return 1;
+	}
+	oci_pull_result_free(&res);
+	return 0;
+}
+
+static int fetch_oci(struct stack_pass *p)
+{
+	struct oci_ref ref;
+	struct oci_pull_opts po;
+	struct oci_pull_result res;
+	struct oci_client *c = NULL;
+	struct err e;
+	char key[4096];
+	const char *colon = strchr(p->art.digest, ':');
+
+	if (colon == NULL) {
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 0, "bad layer digest %s", p->art.digest);
+		return 1;
+	}
+	snprintf(p->tree, sizeof(p->tree), "%s/artifacts/%.*s/%s", p->sc->o.storage_path,
+	    (int)(colon - p->art.digest), p->art.digest, colon + 1);
+	if (fs_is_dir(p->tree))
+		return 0;
+	memset(&ref, 0, sizeof(ref));
+	memset(&res, 0, sizeof(res));
+	poll_key(&p->spec, p->ns, key, sizeof(key));
+	if (!poll_lookup(p->sc, key, INT64_MAX / 2, &res)) {
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "the resolution of %s expired",
+		    p->spec.oci_url);
+		return 1;
+	}
+	oci_pull_options(p, &po);
+	if (parse_oci_ref(p, &ref, &e) < 0 || (c = oci_client_for(p, &ref, &e)) == NULL ||
+	    oci_fetch_layer(c, ref.repository, &res, &po, p->tree, 1, &e) < 0) {
+		oci_client_free(c);
+		oci_ref_free(&ref);
+		oci_pull_result_free(&res);
+		fetch_failed(p, p->spec.oci_url, &e);
+		return 1;
+	}
+	oci_client_free(c);
+	oci_ref_free(&ref);
+	oci_pull_result_free(&res);
+	return 0;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+int stack_source_resolve(struct stack_pass *p)
+{
+	return p->spec.source == STACK_SRC_OCI ? resolve_oci(p) : resolve_flux(p);
+}
+
+int stack_source_fetch(struct stack_pass *p)
+{
+	return p->spec.source == STACK_SRC_OCI ? fetch_oci(p) : fetch_flux(p);
+}

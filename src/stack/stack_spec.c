@@ -1,0 +1,546 @@
+/*
+ * stack_spec.c - a Stack's spec, parsed and validated into struct
+ * stack_spec.  The API server's schema and CEL rules already refuse most bad
+ * shapes; this is the controller's own check (an older CRD, or one applied
+ * without validation, must not make it act on half a spec), and the place
+ * where aliases and the classic shape are folded into one meaning:
+ *
+ *   destroyOnDelete      -> destroyOnFinalize
+ *   interval             -> resyncFrequencySeconds
+ *   cloud (a URL)        -> backend; any other value is ignored with a note
+ *   programRef {repo}    -> the GitRepository <name>-program
+ *   envs (classic map)   -> environment values, like envRefs
+ *
+ * Every message names the field at fault, so the Stalled condition says
+ * what to change.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+#define RESYNC_MIN_MS 60000L
+#define RETRY_MAX_DEFAULT_MS (86400L * 1000)
+#define OCI_INTERVAL_DEFAULT_MS (5L * 60 * 1000)
+
+static const cJSON *item(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* A string field: NULL when absent; -1 when present but not a string. */
+static int get_str(const cJSON *o, const char *k, const char *field, char **out, struct err *e)
+{
+	const cJSON *v = item(o, k);
+
+	*out = NULL;
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v))
+		return err_set(e, ERR_INVALID, "%s: must be a string", field), -1;
+	if ((*out = strdup(v->valuestring)) == NULL)
+		return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
+	return 0;
+}
+
+static int get_bool(const cJSON *o, const char *k, const char *field, int *out, struct err *e)
+{
+	const cJSON *v = item(o, k);
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v))
+		return err_set(e, ERR_INVALID, "%s: must be true or false", field), -1;
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+/* A Go duration string ("90s", "5m"); *ms left alone when absent. */
+static int get_duration(const cJSON *o, const char *k, const char *field, long *ms, struct err *e)
+{
+	const cJSON *v = item(o, k);
+	long d;
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v) || (d = kube_parse_duration_ms(v->valuestring)) <= 0)
+		return err_set(e, ERR_INVALID, "%s: must be a positive duration such as 90s or 5m", field), -1;
+	*ms = d;
+	return 0;
+}
+
+/* A whole number of seconds; *ms left alone when absent or 0. */
+static int get_seconds(const cJSON *o, const char *k, const char *field, long *ms, struct err *e)
+{
+	const cJSON *v = item(o, k);
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 10L * 365 * 86400)
+		return err_set(e, ERR_INVALID, "%s: must be a number of seconds", field), -1;
+	if (v->valuedouble > 0)
+		*ms = (long)v->valuedouble * 1000;
+	return 0;
+}
+
+static int get_strings(const cJSON *o, const char *k, const char *field, char ***out, size_t *n,
+    struct err *e)
+{
+	const cJSON *v = item(o, k), *it;
+	size_t i = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsArray(v))
+		return err_set(e, ERR_INVALID, "%s: must be a list of strings", field), -1;
+	if ((*out = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(char *))) == NULL)
+		return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
+	cJSON_ArrayForEach(it, v) {
+		if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
+			return err_set(e, ERR_INVALID, "%s[%zu]: must be a non-empty string", field, i), -1;
+		if (((*out)[i] = strdup(it->valuestring)) == NULL)
+			return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
+		*n = ++i;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ values */
+
+/* {name, key} of a secretKeyRef / configMapKeyRef / ResourceRef.secret. */
+static int parse_key_ref(const cJSON *ref, const char *field, enum stack_value_kind kind,
+    struct stack_value *v, struct err *e)
+{
+	char f[200];
+
+	if (!cJSON_IsObject(ref))
+		return err_set(e, ERR_INVALID, "%s: must be an object with name and key", field), -1;
+	if (item(ref, "namespace") != NULL && cJSON_IsString(item(ref, "namespace")))
+		return err_set(e, ERR_INVALID, "%s.namespace: cross-namespace references are not allowed; "
+		    "the object must be in the Stack's namespace", field), -1;
+	v->kind = kind;
+	snprintf(f, sizeof(f), "%s.name", field);
+	if (get_str(ref, "name", f, &v->object, e) < 0)
+		return -1;
+	snprintf(f, sizeof(f), "%s.key", field);
+	if (get_str(ref, "key", f, &v->key, e) < 0)
+		return -1;
+	if (v->object == NULL || v->key == NULL || !*v->object || !*v->key)
+		return err_set(e, ERR_INVALID, "%s: name and key are required", field), -1;
+	return 0;
+}
+
+/* The operator's ResourceRef: {type: Literal|Secret, literal: {value},
+ * secret: {name, key}}. */
+static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_value *v,
+    struct err *e)
+{
+	const cJSON *type = item(ref, "type");
+	char f[200];
+
+	if (!cJSON_IsObject(ref) || !cJSON_IsString(type))
+		return err_set(e, ERR_INVALID, "%s.type: must be Literal or Secret", field), -1;
+	if (strcmp(type->valuestring, "Literal") == 0) {
+		const cJSON *lit = item(ref, "literal");
+		v->kind = STACK_VAL_LITERAL;
+		snprintf(f, sizeof(f), "%s.literal.value", field);
+		if (!cJSON_IsObject(lit) || get_str(lit, "value", f, &v->literal, e) < 0 || v->literal == NULL)
+			return e->code ? -1 : (err_set(e, ERR_INVALID, "%s: is required", f), -1);
+		return 0;
+	}
+	if (strcmp(type->valuestring, "Secret") == 0) {
+		snprintf(f, sizeof(f), "%s.secret", field);
+		return parse_key_ref(item(ref, "secret"), f, STACK_VAL_SECRET, v, e);
+	}
+	if (strcmp(type->valuestring, "Env") == 0 || strcmp(type->valuestring, "FS") == 0)
+		return err_set(e, ERR_INVALID, "%s.type: %s references are not supported (the controller "
+		    "runs no workspace pod to read them from); use Secret or Literal", field,
+		    type->valuestring), -1;
+	return err_set(e, ERR_INVALID, "%s.type: \"%s\" is not Literal or Secret", field,
+	    type->valuestring), -1;
+}
+
+static int grow(void **arr, size_t n, size_t size, struct err *e)
+{
+	void *p = realloc(*arr, (n + 1) * size);
+
+	if (p == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	*arr = p;
+	memset((char *)p + n * size, 0, size);
+	return 0;
+}
+
+static int add_config(struct stack_spec *s, const char *key, struct err *e)
+{
+	if (grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
+		return -1;
+	if ((s->config[s->n_config].key = strdup(key)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	s->n_config++;
+	return 0;
+}
+
+static int add_env(struct stack_spec *s, const char *name, struct err *e)
+{
+	if (name[0] == '\0' || strchr(name, '=') != NULL)
+		return err_set(e, ERR_INVALID, "spec.envRefs: \"%s\" is not an environment variable name",
+		    name), -1;
+	for (size_t i = 0; i < s->n_env; i++)
+		if (strcmp(s->env[i].name, name) == 0)
+			return err_set(e, ERR_INVALID, "spec.envs and spec.envRefs both set %s", name), -1;
+	if (grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
+		return -1;
+	if ((s->env[s->n_env].name = strdup(name)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	s->n_env++;
+	return 0;
+}
+
+/* config: strings raw, anything else as JSON text set leaf by leaf. */
+static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *cfg = item(spec, "config"), *it;
+
+	if (cfg == NULL || cJSON_IsNull(cfg))
+		return 0;
+	if (!cJSON_IsObject(cfg))
+		return err_set(e, ERR_INVALID, "spec.config: must be a map of keys to values"), -1;
+	cJSON_ArrayForEach(it, cfg) {
+		struct stack_config *c;
+		if (add_config(s, it->string, e) < 0)
+			return -1;
+		c = &s->config[s->n_config - 1];
+		c->v.kind = STACK_VAL_LITERAL;
+		if (cJSON_IsString(it)) {
+			c->v.literal = strdup(it->valuestring);
+		} else if (cJSON_IsNull(it)) {
+			return err_set(e, ERR_INVALID, "spec.config.%s: null is not a value", it->string), -1;
+		} else {
+			c->v.literal = cJSON_PrintUnformatted(it);
+			c->v.structured = 1;
+		}
+		if (c->v.literal == NULL)
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	}
+	return 0;
+}
+
+static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *refs = item(spec, "configRef"), *sec = item(spec, "secretsRef"), *it;
+	char f[200];
+
+	if (refs != NULL && !cJSON_IsNull(refs)) {
+		if (!cJSON_IsObject(refs))
+			return err_set(e, ERR_INVALID, "spec.configRef: must be a map"), -1;
+		cJSON_ArrayForEach(it, refs) {
+			struct stack_config *c;
+			int json = 0;
+			if (add_config(s, it->string, e) < 0)
+				return -1;
+			c = &s->config[s->n_config - 1];
+			snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
+			if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0 ||
+			    get_bool(it, "json", f, &json, e) < 0)
+				return -1;
+			c->v.structured = json;
+		}
+	}
+	if (sec != NULL && !cJSON_IsNull(sec)) {
+		if (!cJSON_IsObject(sec))
+			return err_set(e, ERR_INVALID, "spec.secretsRef: must be a map"), -1;
+		cJSON_ArrayForEach(it, sec) {
+			if (add_config(s, it->string, e) < 0)
+				return -1;
+			s->config[s->n_config - 1].secret = 1;
+			snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
+			if (parse_resource_ref(it, f, &s->config[s->n_config - 1].v, e) < 0)
+				return -1;
+		}
+	}
+	for (size_t i = 0; i < s->n_config; i++)
+		for (size_t j = i + 1; j < s->n_config; j++)
+			if (strcmp(s->config[i].key, s->config[j].key) == 0)
+				return err_set(e, ERR_INVALID, "config key %s is set twice (config, configRef, "
+				    "secretsRef)", s->config[i].key), -1;
+	return 0;
+}
+
+/* envRefs (the operator's) and envs (the classic map). */
+static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *refs = item(spec, "envRefs"), *envs = item(spec, "envs"), *it;
+	char f[200];
+
+	if (refs != NULL && !cJSON_IsNull(refs)) {
+		if (!cJSON_IsObject(refs))
+			return err_set(e, ERR_INVALID, "spec.envRefs: must be a map"), -1;
+		cJSON_ArrayForEach(it, refs) {
+			if (add_env(s, it->string, e) < 0)
+				return -1;
+			snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
+			if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
+				return -1;
+		}
+	}
+	if (envs == NULL || cJSON_IsNull(envs))
+		return 0;
+	if (cJSON_IsArray(envs))
+		return err_set(e, ERR_INVALID, "spec.envs: a list of ConfigMap names (the operator's "
+		    "deprecated form) is not supported; use envRefs"), -1;
+	if (!cJSON_IsObject(envs))
+		return err_set(e, ERR_INVALID, "spec.envs: must be a map of names to values"), -1;
+	cJSON_ArrayForEach(it, envs) {
+		const cJSON *from = item(it, "valueFrom");
+		struct stack_value *v;
+		if (add_env(s, it->string, e) < 0)
+			return -1;
+		v = &s->env[s->n_env - 1].v;
+		snprintf(f, sizeof(f), "spec.envs.%s", it->string);
+		if (cJSON_IsString(item(it, "value"))) {
+			v->kind = STACK_VAL_LITERAL;
+			if ((v->literal = strdup(item(it, "value")->valuestring)) == NULL)
+				return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		} else if (item(from, "secretKeyRef") != NULL) {
+			strncat(f, ".valueFrom.secretKeyRef", sizeof(f) - strlen(f) - 1);
+			if (parse_key_ref(item(from, "secretKeyRef"), f, STACK_VAL_SECRET, v, e) < 0)
+				return -1;
+		} else if (item(from, "configMapKeyRef") != NULL) {
+			strncat(f, ".valueFrom.configMapKeyRef", sizeof(f) - strlen(f) - 1);
+			if (parse_key_ref(item(from, "configMapKeyRef"), f, STACK_VAL_CONFIGMAP, v, e) < 0)
+				return -1;
+		} else {
+			return err_set(e, ERR_INVALID, "%s: needs value or valueFrom.secretKeyRef / "
+			    "valueFrom.configMapKeyRef", f), -1;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ sources */
+
+static int parse_flux_source(const cJSON *fs, struct stack_spec *s, struct err *e)
+{
+	const cJSON *ref = item(fs, "sourceRef");
+
+	s->source = STACK_SRC_FLUX;
+	if (!cJSON_IsObject(ref))
+		return err_set(e, ERR_INVALID, "spec.fluxSource.sourceRef: is required"), -1;
+	if (get_str(ref, "kind", "spec.fluxSource.sourceRef.kind", &s->src_kind, e) < 0 ||
+	    get_str(ref, "name", "spec.fluxSource.sourceRef.name", &s->src_name, e) < 0 ||
+	    get_str(fs, "dir", "spec.fluxSource.dir", &s->dir, e) < 0)
+		return -1;
+	if (s->src_kind == NULL || (strcmp(s->src_kind, "GitRepository") != 0 &&
+	    strcmp(s->src_kind, "OCIRepository") != 0 && strcmp(s->src_kind, "Bucket") != 0))
+		return err_set(e, ERR_INVALID, "spec.fluxSource.sourceRef.kind: must be GitRepository, "
+		    "OCIRepository or Bucket"), -1;
+	if (s->src_name == NULL || s->src_name[0] == '\0')
+		return err_set(e, ERR_INVALID, "spec.fluxSource.sourceRef.name: is required"), -1;
+	if (item(ref, "namespace") != NULL)
+		return err_set(e, ERR_INVALID, "spec.fluxSource.sourceRef.namespace: the source must be in "
+		    "the Stack's namespace"), -1;
+	return 0;
+}
+
+static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e)
+{
+	const cJSON *ref = item(os, "ref"), *sel = item(os, "layerSelector");
+	int nref;
+
+	s->source = STACK_SRC_OCI;
+	s->oci_interval_ms = OCI_INTERVAL_DEFAULT_MS;
+	if (get_str(os, "url", "spec.ociSource.url", &s->oci_url, e) < 0 ||
+	    get_str(os, "dir", "spec.ociSource.dir", &s->dir, e) < 0 ||
+	    get_str(ref, "tag", "spec.ociSource.ref.tag", &s->oci_tag, e) < 0 ||
+	    get_str(ref, "digest", "spec.ociSource.ref.digest", &s->oci_digest, e) < 0 ||
+	    get_str(ref, "semver", "spec.ociSource.ref.semver", &s->oci_semver, e) < 0 ||
+	    get_str(sel, "mediaType", "spec.ociSource.layerSelector.mediaType", &s->oci_media_type, e) < 0 ||
+	    get_str(item(os, "secretRef"), "name", "spec.ociSource.secretRef.name", &s->oci_secret, e) < 0 ||
+	    get_str(item(os, "certSecretRef"), "name", "spec.ociSource.certSecretRef.name",
+	        &s->oci_cert_secret, e) < 0 ||
+	    get_bool(os, "insecure", "spec.ociSource.insecure", &s->oci_insecure, e) < 0 ||
+	    get_duration(os, "interval", "spec.ociSource.interval", &s->oci_interval_ms, e) < 0)
+		return -1;
+	if (s->oci_url == NULL || strncmp(s->oci_url, "oci://", 6) != 0 || s->oci_url[6] == '\0')
+		return err_set(e, ERR_INVALID, "spec.ociSource.url: must be oci://host/repository"), -1;
+	nref = (s->oci_tag != NULL) + (s->oci_digest != NULL) + (s->oci_semver != NULL);
+	if (nref > 1)
+		return err_set(e, ERR_INVALID, "spec.ociSource.ref: set one of tag, digest and semver"), -1;
+	if (nref == 0 && (s->oci_tag = strdup("latest")) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	return 0;
+}
+
+/* The classic programRef {repo, ref}: a GitRepository the controller owns. */
+static int parse_program_ref(const cJSON *pr, const char *name, struct stack_spec *s, struct err *e)
+{
+	size_t n = strlen(name) + sizeof("-program");
+
+	s->source = STACK_SRC_PROGRAM;
+	if (item(pr, "name") != NULL && item(pr, "repo") == NULL)
+		return err_set(e, ERR_INVALID, "spec.programRef.name: the operator's Program kind is not "
+		    "supported; put the program in Git (programRef.repo) or an OCI artifact (ociSource)"), -1;
+	if (get_str(pr, "repo", "spec.programRef.repo", &s->prog_repo, e) < 0 ||
+	    get_str(pr, "ref", "spec.programRef.ref", &s->prog_ref, e) < 0 ||
+	    get_str(pr, "dir", "spec.programRef.dir", &s->dir, e) < 0)
+		return -1;
+	if (s->prog_repo == NULL || s->prog_repo[0] == '\0')
+		return err_set(e, ERR_INVALID, "spec.programRef.repo: is required"), -1;
+	if ((s->src_kind = strdup("GitRepository")) == NULL || (s->src_name = malloc(n)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	snprintf(s->src_name, n, "%s-program", name);
+	return 0;
+}
+
+static int parse_source(const cJSON *spec, const char *name, struct stack_spec *s, struct err *e)
+{
+	const cJSON *fs = item(spec, "fluxSource"), *os = item(spec, "ociSource");
+	const cJSON *pr = item(spec, "programRef");
+	int n = cJSON_IsObject(fs) + cJSON_IsObject(os) + cJSON_IsObject(pr);
+
+	if (cJSON_IsString(item(spec, "projectRepo")))
+		return err_set(e, ERR_INVALID, "spec.projectRepo: the controller never clones Git; use a "
+		    "Flux GitRepository in spec.fluxSource (or the classic spec.programRef.repo)"), -1;
+	if (n != 1)
+		return err_set(e, ERR_INVALID, "spec: set exactly one of fluxSource, ociSource and programRef "
+		    "(found %d)", n), -1;
+	if (cJSON_IsObject(fs))
+		return parse_flux_source(fs, s, e);
+	if (cJSON_IsObject(os))
+		return parse_oci_source(os, s, e);
+	return parse_program_ref(pr, name, s, e);
+}
+
+/* `cloud` is the classic name of the backend; only a URL is one. */
+static int parse_backend(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	static const char *schemes[] = { "s3://", "gs://", "azblob://", "file://", "https://", "http://" };
+	char *cloud = NULL;
+
+	if (get_str(spec, "backend", "spec.backend", &s->backend, e) < 0 ||
+	    get_str(spec, "cloud", "spec.cloud", &cloud, e) < 0 ||
+	    get_str(spec, "secretsProvider", "spec.secretsProvider", &s->secrets_provider, e) < 0)
+		return free(cloud), -1;
+	if (cloud == NULL)
+		return 0;
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if (strncmp(cloud, schemes[i], strlen(schemes[i])) == 0) {
+			if (s->backend == NULL) {
+				s->backend = cloud;
+				return 0;
+			}
+			break;
+		}
+	s->cloud_ignored = cloud;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the spec */
+
+int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *s,
+    struct err *e)
+{
+	const cJSON *spec = item(obj, "spec");
+	const char *name = kube_obj_str(obj, "metadata.name");
+	int dod = 0, dod2 = 0;
+	long interval = 0;
+	const cJSON *mf = item(spec, "maxUpdateFailures");
+
+	memset(s, 0, sizeof(*s));
+	err_clear(e);
+	s->resync_ms = RESYNC_MIN_MS;
+	s->retry_max_ms = RETRY_MAX_DEFAULT_MS;
+	s->timeout_ms = o->update_timeout_ms;
+	s->max_failures = o->max_failures;
+	if (!cJSON_IsObject(spec) || name == NULL)
+		return err_set(e, ERR_INVALID, "spec: is required"), -1;
+	if (get_str(spec, "stack", "spec.stack", &s->stack, e) < 0)
+		return -1;
+	if (s->stack == NULL || s->stack[0] == '\0')
+		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
+	if (parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
+	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, s, e) < 0 || parse_env(spec, s, e) < 0)
+		return -1;
+	if (get_bool(spec, "refresh", "spec.refresh", &s->refresh, e) < 0 ||
+	    get_bool(spec, "preview", "spec.preview", &s->preview, e) < 0 ||
+	    get_bool(spec, "suspend", "spec.suspend", &s->suspend, e) < 0 ||
+	    get_bool(spec, "destroyOnFinalize", "spec.destroyOnFinalize", &dod, e) < 0 ||
+	    get_bool(spec, "destroyOnDelete", "spec.destroyOnDelete", &dod2, e) < 0 ||
+	    get_bool(spec, "continueResyncOnCommitMatch", "spec.continueResyncOnCommitMatch",
+	        &s->continue_resync, e) < 0 ||
+	    get_strings(spec, "targets", "spec.targets", &s->targets, &s->n_targets, e) < 0 ||
+	    get_strings(spec, "policyPacks", "spec.policyPacks", &s->policy_packs, &s->n_policy_packs, e) < 0 ||
+	    get_seconds(spec, "resyncFrequencySeconds", "spec.resyncFrequencySeconds", &s->resync_ms, e) < 0 ||
+	    get_duration(spec, "interval", "spec.interval", &interval, e) < 0 ||
+	    get_seconds(spec, "retryMaxBackoffDurationSeconds", "spec.retryMaxBackoffDurationSeconds",
+	        &s->retry_max_ms, e) < 0 ||
+	    get_duration(spec, "timeout", "spec.timeout", &s->timeout_ms, e) < 0)
+		return -1;
+	s->destroy_on_finalize = dod || dod2;
+	if (interval > 0)
+		s->resync_ms = interval;
+	if (s->resync_ms < RESYNC_MIN_MS)
+		s->resync_ms = RESYNC_MIN_MS;
+	if (mf != NULL && !cJSON_IsNull(mf)) {
+		if (!cJSON_IsNumber(mf) || mf->valuedouble < 1 || mf->valuedouble > 1000)
+			return err_set(e, ERR_INVALID, "spec.maxUpdateFailures: must be 1..1000"), -1;
+		s->max_failures = (int)mf->valuedouble;
+	}
+	if (s->dir != NULL && (s->dir[0] == '/' || strstr(s->dir, "..") != NULL))
+		return err_set(e, ERR_INVALID, "dir \"%s\": must be a relative path inside the artifact "
+		    "without \"..\"", s->dir), -1;
+	return 0;
+}
+
+static void value_free(struct stack_value *v)
+{
+	if (v->literal)
+		explicit_bzero(v->literal, strlen(v->literal));
+	free(v->literal);
+	free(v->object);
+	free(v->key);
+}
+
+static void strings_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void stack_spec_free(struct stack_spec *s)
+{
+	free(s->stack);
+	free(s->src_kind);
+	free(s->src_name);
+	free(s->dir);
+	free(s->oci_url);
+	free(s->oci_tag);
+	free(s->oci_digest);
+	free(s->oci_semver);
+	free(s->oci_media_type);
+	free(s->oci_secret);
+	free(s->oci_cert_secret);
+	free(s->prog_repo);
+	free(s->prog_ref);
+	free(s->backend);
+	free(s->secrets_provider);
+	free(s->cloud_ignored);
+	for (size_t i = 0; i < s->n_config; i++) {
+		free(s->config[i].key);
+		value_free(&s->config[i].v);
+	}
+	free(s->config);
+	for (size_t i = 0; i < s->n_env; i++) {
+		free(s->env[i].name);
+		value_free(&s->env[i].v);
+	}
+	free(s->env);
+	strings_free(s->targets, s->n_targets);
+	strings_free(s->policy_packs, s->n_policy_packs);
+	memset(s, 0, sizeof(*s));
+}

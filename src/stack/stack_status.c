@@ -1,0 +1,508 @@
+/*
+ * stack_status.c - everything the reconciler writes back: the Stack's
+ * status (kstatus conditions, the last update, history), Events, the
+ * finalizer and the outputs Secret.
+ *
+ * Status is rebuilt from the previous one and the pass (its verdict and
+ * the outcome of an update, if one ran) and written with PUT on the status
+ * subresource against the resourceVersion the pass read: a concurrent
+ * writer makes it fail with 409, the worker retries, and the next pass
+ * recomputes from fresh state.  Conditions follow kstatus: Ready always;
+ * Reconciling and Stalled only while True and never both; a condition's
+ * lastTransitionTime moves only when its status does.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
+
+void stack_verdict(struct stack_pass *p, enum stack_state st, const char *reason, long requeue_ms,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	p->v.set = 1;
+	p->v.state = st;
+	p->v.reason = reason;
+	p->v.requeue_ms = requeue_ms;
+	va_start(ap, fmt);
+	vsnprintf(p->v.message, sizeof(p->v.message), fmt, ap);
+	va_end(ap);
+}
+
+const char *stack_status_str(const struct stack_pass *p, const char *path)
+{
+	return p->status ? kube_obj_str(p->status, path) : NULL;
+}
+
+long long stack_status_int(const struct stack_pass *p, const char *path, long long dflt)
+{
+	const cJSON *o = p->status;
+	char part[128];
+	const char *s = path, *dot;
+
+	while (o && (dot = strchr(s, '.')) != NULL) {
+		snprintf(part, sizeof(part), "%.*s", (int)(dot - s), s);
+		o = cJSON_GetObjectItemCaseSensitive(o, part);
+		s = dot + 1;
+	}
+	o = o ? cJSON_GetObjectItemCaseSensitive(o, s) : NULL;
+	return cJSON_IsNumber(o) ? (long long)o->valuedouble : dflt;
+}
+
+int stack_has_finalizer(const cJSON *obj)
+{
+	const cJSON *f;
+
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "finalizers"))
+		if (cJSON_IsString(f) && strcmp(f->valuestring, STACK_FINALIZER) == 0)
+			return 1;
+	return 0;
+}
+
+int64_t stack_parse_time_us(const char *s)
+{
+	struct tm tm;
+	const char *end;
+
+	if (s == NULL)
+		return 0;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (end == NULL)
+		return 0;
+	return (int64_t)timegm(&tm) * 1000000;
+}
+
+static void now_rfc3339(char *buf, size_t n)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void time_rfc3339(int64_t us, char *buf, size_t n)
+{
+	time_t t = (time_t)(us / 1000000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ------------------------------------------------------------ events */
+
+void stack_event(struct stack_pass *p, const char *type, const char *reason, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	struct err e;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (kube_event(p->sc->recorder, p->obj, type, reason, msg, &e) < 0)
+		log_warn("cannot record an event", "namespace", p->ns, "name", p->name, "reason", reason,
+		    "error", e.msg, NULL);
+}
+
+/* ------------------------------------------------------------ conditions */
+
+static cJSON *find_condition(const cJSON *conds, const char *type)
+{
+	cJSON *c;
+
+	cJSON_ArrayForEach(c, conds) {
+		const char *t = kube_obj_str(c, "type");
+		if (t && strcmp(t, type) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* A condition with its transition time carried over when its status is
+ * unchanged. */
+static void add_condition(cJSON *out, const cJSON *old, const char *type, const char *status,
+    const char *reason, const char *message, long long generation)
+{
+	const cJSON *prev = find_condition(old, type);
+	const char *ps = prev ? kube_obj_str(prev, "status") : NULL;
+	const char *pt = prev ? kube_obj_str(prev, "lastTransitionTime") : NULL;
+	cJSON *c = cJSON_CreateObject();
+	char now[32];
+
+	now_rfc3339(now, sizeof(now));
+	cJSON_AddStringToObject(c, "type", type);
+	cJSON_AddStringToObject(c, "status", status);
+	cJSON_AddNumberToObject(c, "observedGeneration", (double)generation);
+	cJSON_AddStringToObject(c, "lastTransitionTime", ps && pt && strcmp(ps, status) == 0 ? pt : now);
+	cJSON_AddStringToObject(c, "reason", reason);
+	cJSON_AddStringToObject(c, "message", message);
+	cJSON_AddItemToArray(out, c);
+}
+
+static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
+{
+	cJSON *out = cJSON_CreateArray();
+	char msg[1400];
+	const struct stack_verdict *v = &p->v;
+
+	snprintf(msg, sizeof(msg), "%s%s%s", v->message, p->note[0] ? "; " : "", p->note);
+	add_condition(out, old, "Ready", v->state == STACK_READY ? "True" : "False", v->reason, msg,
+	    p->generation);
+	if (v->state == STACK_WAITING)
+		add_condition(out, old, "Reconciling", "True", v->reason, msg, p->generation);
+	if (v->state == STACK_STALLED)
+		add_condition(out, old, "Stalled", "True", v->reason, msg, p->generation);
+	/* Conditions other controllers or later features own are kept. */
+	{
+		const cJSON *c;
+		cJSON_ArrayForEach(c, old) {
+			const char *t = kube_obj_str(c, "type");
+			if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled"))
+				cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
+		}
+	}
+	return out;
+}
+
+/* ------------------------------------------------------------ status */
+
+static void replace(cJSON *obj, const char *key, cJSON *value)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+	if (value)
+		cJSON_AddItemToObject(obj, key, value);
+}
+
+static void set_str(cJSON *obj, const char *key, const char *value)
+{
+	replace(obj, key, value ? cJSON_CreateString(value) : NULL);
+}
+
+static cJSON *update_entry(const struct stack_pass *p, int with_outputs)
+{
+	const struct stack_outcome *o = &p->out;
+	cJSON *u = cJSON_CreateObject();
+	char start[32], end[32];
+
+	time_rfc3339(o->start_us, start, sizeof(start));
+	time_rfc3339(o->end_us, end, sizeof(end));
+	cJSON_AddNumberToObject(u, "generation", (double)p->generation);
+	cJSON_AddStringToObject(u, "type", o->type);
+	cJSON_AddStringToObject(u, "state", o->ok ? "succeeded" : "failed");
+	cJSON_AddStringToObject(u, "message", o->message);
+	if (with_outputs) {
+		const char *last_ok = stack_status_str(p, "lastUpdate.lastSuccessfulCommit");
+		cJSON_AddStringToObject(u, "lastAttemptedCommit", p->art.revision ? p->art.revision : "");
+		cJSON_AddStringToObject(u, "lastSuccessfulCommit", o->ok ? (p->art.revision ? p->art.revision : "") :
+		    (last_ok ? last_ok : ""));
+		cJSON_AddStringToObject(u, "lastResyncTime", end);
+		cJSON_AddNumberToObject(u, "failures", o->ok ? 0 : p->failures);
+		if (p->request)
+			cJSON_AddStringToObject(u, "reconcileRequest", p->request);
+	}
+	cJSON_AddStringToObject(u, "startTime", start);
+	cJSON_AddStringToObject(u, "endTime", end);
+	cJSON_AddItemToObject(u, "resourceChanges", o->changes ? cJSON_Duplicate(o->changes, 1) :
+	    cJSON_CreateObject());
+	return u;
+}
+
+static void add_history(cJSON *st, const struct stack_pass *p)
+{
+	cJSON *old = cJSON_GetObjectItemCaseSensitive(st, "history"), *h = cJSON_CreateArray();
+	cJSON *entry = update_entry(p, 0), *it;
+	int n = 1;
+
+	cJSON_DeleteItemFromObjectCaseSensitive(entry, "message");
+	cJSON_DeleteItemFromObjectCaseSensitive(entry, "state");
+	cJSON_AddStringToObject(entry, "revision", p->art.revision ? p->art.revision : "");
+	cJSON_AddStringToObject(entry, "digest", p->art.digest ? p->art.digest : "");
+	cJSON_AddStringToObject(entry, "result", p->out.ok ? "succeeded" : "failed");
+	cJSON_AddItemToArray(h, entry);
+	cJSON_ArrayForEach(it, old)
+		if (n++ < STACK_HISTORY_MAX)
+			cJSON_AddItemToArray(h, cJSON_Duplicate(it, 1));
+	replace(st, "history", h);
+}
+
+/* The new status: the old one with what this pass learned. */
+static cJSON *build_status(const struct stack_pass *p, int running)
+{
+	cJSON *st = p->status ? cJSON_Duplicate(p->status, 1) : cJSON_CreateObject();
+	cJSON *old_conds = cJSON_GetObjectItemCaseSensitive(p->status, "conditions");
+
+	replace(st, "observedGeneration", cJSON_CreateNumber((double)p->generation));
+	if (!running) {
+		replace(st, "conditions", build_conditions(p, old_conds));
+		if (p->requested)
+			set_str(st, "lastHandledReconcileAt", p->requested);
+		if (p->request)
+			set_str(st, "observedReconcileRequest", p->request);
+		replace(st, "currentUpdate", NULL);
+	}
+	if (p->art.revision) {
+		cJSON *a = cJSON_CreateObject();
+		cJSON_AddStringToObject(a, "revision", p->art.revision);
+		cJSON_AddStringToObject(a, "digest", p->art.digest ? p->art.digest : "");
+		replace(st, "artifact", a);
+	}
+	if (p->out.ran && !running) {
+		int is_destroy = strcmp(p->out.type, "destroy") == 0;
+		replace(st, "lastUpdate", update_entry(p, 1));
+		add_history(st, p);
+		if (!is_destroy) {
+			set_str(st, "lastAttemptedRevision", p->art.revision);
+			set_str(st, "lastAttemptedFingerprint", p->fingerprint);
+		}
+		if (p->out.ok && !is_destroy && strcmp(p->out.type, "up") == 0) {
+			set_str(st, "lastAppliedRevision", p->art.revision);
+			set_str(st, "fingerprint", p->fingerprint);
+			if (p->out.outputs) {
+				char name[300];
+				snprintf(name, sizeof(name), "%s-outputs", p->name);
+				replace(st, "outputs", cJSON_Duplicate(p->out.outputs, 1));
+				set_str(st, "outputsSecretName", name);
+			}
+		}
+		if (p->out.ok && strcmp(p->out.type, "preview") == 0)
+			set_str(st, "fingerprint", p->fingerprint);
+	}
+	return st;
+}
+
+/* PUTs the status; p->obj becomes the server's answer (its new
+ * resourceVersion for the next write of this pass). */
+static int put_status(struct stack_pass *p, cJSON *st, struct err *e)
+{
+	cJSON *body = cJSON_Duplicate(p->obj, 1), *res;
+
+	replace(body, "status", st);
+	res = kube_update(p->sc->client, p->sc->stacks.served, p->ns, body, "status", e);
+	cJSON_Delete(body);
+	if (res == NULL)
+		return -1;
+	if (!cJSON_GetObjectItemCaseSensitive(res, "apiVersion"))
+		cJSON_AddStringToObject(res, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
+	if (!cJSON_GetObjectItemCaseSensitive(res, "kind"))
+		cJSON_AddStringToObject(res, "kind", "Stack");
+	cJSON_Delete(p->obj);
+	p->obj = res;
+	p->status = cJSON_GetObjectItemCaseSensitive(res, "status");
+	return 0;
+}
+
+int stack_status_write(struct stack_pass *p, struct err *e)
+{
+	cJSON *st = build_status(p, 0);
+
+	/* A pass that learned nothing new writes nothing: a no-change
+	 * reconcile costs no API write. */
+	if (p->status != NULL && cJSON_Compare(st, p->status, 1)) {
+		cJSON_Delete(st);
+		return 0;
+	}
+	return put_status(p, st, e);
+}
+
+int stack_status_write_running(struct stack_pass *p, struct err *e)
+{
+	cJSON *st = build_status(p, 1), *cur = cJSON_CreateObject(), *conds;
+	char now[32];
+	char msg[600];
+
+	now_rfc3339(now, sizeof(now));
+	cJSON_AddStringToObject(cur, "startTime", now);
+	cJSON_AddStringToObject(cur, "controller", p->sc->identity);
+	cJSON_AddStringToObject(cur, "revision", p->art.revision ? p->art.revision : "");
+	replace(st, "currentUpdate", cur);
+	snprintf(msg, sizeof(msg), "%s at revision %s: %s", p->deleting ? "destroying" : "updating",
+	    p->art.revision ? p->art.revision : "(last applied)", p->why ? p->why : "");
+	conds = cJSON_CreateArray();
+	add_condition(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"), "Ready", "False",
+	    "Progressing", msg, p->generation);
+	add_condition(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"), "Reconciling",
+	    "True", "Progressing", msg, p->generation);
+	replace(st, "conditions", conds);
+	return put_status(p, st, e);
+}
+
+/* ------------------------------------------------------------ finalizer */
+
+int stack_finalizer_set(struct stack_pass *p, int present, struct err *e)
+{
+	cJSON *patch = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(patch, "metadata");
+	cJSON *list = cJSON_AddArrayToObject(md, "finalizers"), *f, *res;
+	char *text;
+
+	/* The resourceVersion makes the merge patch conditional, so a list
+	 * changed by someone else meanwhile is not overwritten. */
+	cJSON_AddStringToObject(md, "resourceVersion", kube_obj_str(p->obj, "metadata.resourceVersion"));
+	cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->obj, "metadata"), "finalizers"))
+		if (cJSON_IsString(f) && strcmp(f->valuestring, STACK_FINALIZER) != 0)
+			cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
+	if (present)
+		cJSON_AddItemToArray(list, cJSON_CreateString(STACK_FINALIZER));
+	text = cJSON_PrintUnformatted(patch);
+	cJSON_Delete(patch);
+	if (text == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	res = kube_patch(p->sc->client, p->sc->stacks.served, p->ns, p->name, NULL, KUBE_PATCH_MERGE, text,
+	    NULL, 0, e);
+	free(text);
+	if (res == NULL)
+		return -1;
+	if (!cJSON_GetObjectItemCaseSensitive(res, "apiVersion"))
+		cJSON_AddStringToObject(res, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
+	if (!cJSON_GetObjectItemCaseSensitive(res, "kind"))
+		cJSON_AddStringToObject(res, "kind", "Stack");
+	kube_strip_object(res);
+	cJSON_Delete(p->obj);
+	p->obj = res;
+	p->status = cJSON_GetObjectItemCaseSensitive(res, "status");
+	return 0;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+/* A Secret data key for an output name ([-._a-zA-Z0-9], as the operator). */
+static void secret_key(const char *name, char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; name[i] && i + 1 < n; i++)
+		out[i] = isalnum((unsigned char)name[i]) || strchr("-._", name[i]) ? name[i] : '_';
+	out[i] = '\0';
+}
+
+static char *b64(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+
+	if (out)
+		EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+	return out;
+}
+
+static int add_output(cJSON *data, cJSON *secrets, const cJSON *plain, const cJSON *masked)
+{
+	char key[254];
+	char *text = cJSON_IsString(plain) ? strdup(plain->valuestring) : cJSON_PrintUnformatted(plain);
+	char *enc;
+
+	if (text == NULL)
+		return -1;
+	enc = b64(text);
+	explicit_bzero(text, strlen(text));
+	free(text);
+	if (enc == NULL)
+		return -1;
+	secret_key(plain->string, key, sizeof(key));
+	cJSON_AddItemToObject(data, key, cJSON_CreateString(enc));
+	free(enc);
+	if (cJSON_IsString(masked) && strcmp(masked->valuestring, "[secret]") == 0)
+		cJSON_AddItemToArray(secrets, cJSON_CreateString(key));
+	return 0;
+}
+
+/* Is the existing Secret this Stack's (its controller ownerReference)? */
+static int owned_by_stack(const cJSON *secret, const char *uid)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(secret, "metadata"), "ownerReferences")) {
+		const char *u = kube_obj_str(o, "uid"), *k = kube_obj_str(o, "kind");
+		if (u && k && strcmp(k, "Stack") == 0 && uid && strcmp(u, uid) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
+{
+	const cJSON *plain = p->out.outputs_plain ? p->out.outputs_plain : p->out.outputs, *it;
+	cJSON *s = cJSON_CreateObject(), *md, *data, *secrets = cJSON_CreateArray(), *owner, *owners;
+	char *list;
+	const char *uid = kube_obj_str(p->obj, "metadata.uid");
+
+	cJSON_AddStringToObject(s, "apiVersion", "v1");
+	cJSON_AddStringToObject(s, "kind", "Secret");
+	md = cJSON_AddObjectToObject(s, "metadata");
+	cJSON_AddStringToObject(md, "name", name);
+	cJSON_AddStringToObject(md, "namespace", p->ns);
+	{
+		cJSON *labels = cJSON_AddObjectToObject(md, "labels");
+		cJSON_AddStringToObject(labels, "reconcile.fluxcd.io/watch", "Enabled");
+		cJSON_AddStringToObject(labels, STACK_LABEL_NAME, p->name);
+	}
+	owners = cJSON_AddArrayToObject(md, "ownerReferences");
+	owner = cJSON_CreateObject();
+	cJSON_AddStringToObject(owner, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
+	cJSON_AddStringToObject(owner, "kind", "Stack");
+	cJSON_AddStringToObject(owner, "name", p->name);
+	cJSON_AddStringToObject(owner, "uid", uid ? uid : "");
+	cJSON_AddBoolToObject(owner, "controller", 1);
+	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
+	cJSON_AddItemToArray(owners, owner);
+	cJSON_AddStringToObject(s, "type", "Opaque");
+	data = cJSON_AddObjectToObject(s, "data");
+	cJSON_ArrayForEach(it, plain)
+		if (add_output(data, secrets, it, cJSON_GetObjectItemCaseSensitive(p->out.outputs, it->string)) < 0) {
+			cJSON_Delete(secrets);
+			cJSON_Delete(s);
+			return NULL;
+		}
+	list = cJSON_PrintUnformatted(secrets);
+	cJSON_Delete(secrets);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "annotations"), STACK_ANN_SECRETS, list ? list : "[]");
+	free(list);
+	return s;
+}
+
+int stack_outputs_write(struct stack_pass *p, struct err *e)
+{
+	char name[300];
+	cJSON *want, *have, *res;
+
+	snprintf(name, sizeof(name), "%s-outputs", p->name);
+	if ((want = outputs_secret(p, name)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	have = kube_get(p->sc->client, &secret_res, p->ns, name, NULL, e);
+	if (have == NULL && e->code != ERR_NOTFOUND) {
+		cJSON_Delete(want);
+		return -1;
+	}
+	if (have == NULL) {
+		res = kube_create(p->sc->client, &secret_res, p->ns, want, e);
+	} else if (!owned_by_stack(have, kube_obj_str(p->obj, "metadata.uid"))) {
+		cJSON_Delete(have);
+		cJSON_Delete(want);
+		return err_set(e, ERR_CONFLICT, "Secret %s/%s exists and is not owned by this Stack; the "
+		    "outputs are not written (delete or rename it)", p->ns, name), -1;
+	} else {
+		cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(want, "metadata"), "resourceVersion",
+		    kube_obj_str(have, "metadata.resourceVersion"));
+		res = kube_update(p->sc->client, &secret_res, p->ns, want, NULL, e);
+	}
+	cJSON_Delete(have);
+	cJSON_Delete(want);   /* outputs in the clear: cJSON frees without wiping; short-lived */
+	if (res == NULL)
+		return -1;
+	cJSON_Delete(res);
+	return 0;
+}

@@ -1,0 +1,208 @@
+/*
+ * stack_update.c - the pulumi operations of one update (up or preview) or
+ * one destroy, through the driver (src/pulumi/), in the Stack's workspace.
+ *
+ * The sequence is the Automation API's: select (or init) the stack, set
+ * config, install on a new revision, the operation, then the outputs.  Every
+ * running operation is registered with the controller so that a lost Lease
+ * or the end of the shutdown grace interrupts it the way the CLI expects.
+ *
+ * Locks: a lock left by a previous incarnation of this controller (the
+ * driver reports the holder as user@host (pid N); an earlier pass recorded
+ * its own host in status.currentUpdate before starting the CLI) is
+ * cancelled and the operation retried once; a lock held by anyone else is
+ * reported and never broken.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+static void outcome_start(struct stack_pass *p, const char *type)
+{
+	memset(&p->out, 0, sizeof(p->out));
+	p->out.ran = 1;
+	p->out.type = type;
+	p->out.start_us = kube_now_us();
+}
+
+static void outcome_from(struct stack_pass *p, const struct pl_result *r)
+{
+	p->out.ok = r->status == PL_OK;
+	p->out.status = r->status;
+	snprintf(p->out.message, sizeof(p->out.message), "%s", r->message[0] ? r->message :
+	    (r->status == PL_OK ? "succeeded" : pl_status_name(r->status)));
+	p->out.lock = r->lock;
+	if (r->summary.changes) {
+		cJSON_Delete(p->out.changes);
+		p->out.changes = cJSON_Duplicate(r->summary.changes, 1);
+	}
+}
+
+static struct pl_stack *open_stack(struct stack_pass *p, struct err *e)
+{
+	struct pl_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.pulumi_bin = p->sc->o.pulumi_bin;
+	s.pulumi_home = p->sc->pulumi_home;
+	s.workdir = p->workdir;
+	s.scratch_dir = p->scratch;
+	s.stack = p->spec.stack;
+	s.backend_url = p->spec.backend;
+	s.secrets_provider = p->spec.secrets_provider;
+	s.env = p->in.env;
+	s.n_env = p->in.n_env;
+	s.config = p->in.config;
+	s.n_config = p->in.n_config;
+	s.timeout_ms = p->spec.timeout_ms;
+	return pl_open(&s, e);
+}
+
+/* The host part of "user@host". */
+static const char *lock_host(const struct pl_lock *l)
+{
+	const char *at = strrchr(l->owner, '@');
+
+	return at ? at + 1 : l->owner;
+}
+
+/* Left by a previous incarnation of this controller? */
+static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
+{
+	const char *prev = stack_status_str(p, "currentUpdate.controller");
+	const char *host = lock_host(l);
+
+	if (!l->present)
+		return 0;
+	if (strcmp(host, p->sc->identity) == 0)
+		return l->pid > 0 && kill((pid_t)l->pid, 0) != 0 && errno == ESRCH;
+	return prev != NULL && strcmp(prev, host) == 0;
+}
+
+static void op_options(const struct stack_pass *p, struct pl_op_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->refresh = p->spec.refresh;
+	o->targets = (const char *const *)p->spec.targets;
+	o->n_targets = p->spec.n_targets;
+	o->policy_packs = (const char *const *)p->spec.policy_packs;
+	o->n_policy_packs = p->spec.n_policy_packs;
+}
+
+typedef int (*pl_op_fn)(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r);
+
+/* Runs op; on a stale lock cancels it and runs op once more. */
+static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct pl_result *r)
+{
+	struct pl_op_opts o;
+
+	op_options(p, &o);
+	if (op(st, &o, r) == 0 || r->status != PL_CONFLICT || !lock_is_stale(p, &r->lock))
+		return r->status == PL_OK ? 0 : -1;
+	{
+		struct pl_result c;
+		char pid[24];
+		snprintf(pid, sizeof(pid), "%ld", r->lock.pid);
+		log_warn("cancelling a lock left by a previous incarnation of this controller", "namespace",
+		    p->ns, "name", p->name, "owner", r->lock.owner, "pid", pid, NULL);
+		stack_event(p, "Normal", "LockCancelled", "cancelled the lock %s (pid %ld) left by a previous "
+		    "incarnation of this controller at %s", r->lock.owner, r->lock.pid, r->lock.created);
+		memset(&c, 0, sizeof(c));
+		pl_cancel(st, &c);
+		pl_result_free(&c);
+	}
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
+	return op(st, &o, r) == 0 ? 0 : -1;
+}
+
+/* The steps before the operation; 0, or -1 with r holding the failure. */
+static int prepare(struct stack_pass *p, struct pl_stack *st, struct pl_result *r, int install)
+{
+	if (pl_ensure_stack(st, r) < 0)
+		return -1;
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
+	if (pl_apply_config(st, r) < 0)
+		return -1;
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
+	if (install && pl_install(st, p->art.revision, r) < 0)
+		return -1;
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
+	return 0;
+}
+
+static void with_stack(struct stack_pass *p, const char *type,
+    void (*body)(struct stack_pass *p, struct pl_stack *st, struct pl_result *r))
+{
+	struct stack_running reg;
+	struct pl_result r;
+	struct pl_stack *st;
+	struct err e;
+
+	outcome_start(p, type);
+	memset(&r, 0, sizeof(r));
+	if ((st = open_stack(p, &e)) == NULL) {
+		snprintf(p->out.message, sizeof(p->out.message), "%s", e.msg);
+		p->out.status = PL_INTERNAL;
+	} else if (stack_ctl_track(p->sc, &reg, st) < 0) {
+		snprintf(p->out.message, sizeof(p->out.message), "the controller is shutting down");
+		p->out.status = PL_CANCELED;
+		pl_close(st);
+	} else {
+		body(p, st, &r);
+		outcome_from(p, &r);
+		stack_ctl_untrack(p->sc, &reg);
+		pl_close(st);
+	}
+	pl_result_free(&r);
+	p->out.end_us = kube_now_us();
+}
+
+static void update_body(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
+{
+	struct pl_result o;
+
+	if (prepare(p, st, r, 1) < 0 || run_op(p, st, p->spec.preview ? pl_preview : pl_up, r) < 0 ||
+	    p->spec.preview)
+		return;
+	memset(&o, 0, sizeof(o));
+	if (pl_outputs(st, 1, &o) < 0) {
+		/* The update succeeded; its outputs could not be read. */
+		pl_result_free(r);
+		*r = o;
+		return;
+	}
+	p->out.outputs = o.outputs;
+	p->out.outputs_plain = o.outputs_plain;
+	o.outputs = o.outputs_plain = NULL;
+	pl_result_free(&o);
+}
+
+void stack_update_run(struct stack_pass *p)
+{
+	with_stack(p, p->spec.preview ? "preview" : "up", update_body);
+}
+
+static void destroy_body(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
+{
+	/* No config step: the stack's config from its last update is in the
+	 * workspace, and the values it came from may be gone by now. */
+	if (pl_ensure_stack(st, r) < 0)
+		return;
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
+	run_op(p, st, pl_destroy, r);
+}
+
+void stack_update_destroy(struct stack_pass *p)
+{
+	with_stack(p, "destroy", destroy_body);
+}
