@@ -13,7 +13,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-pytest_plugins = ["nginx_fixtures", "registry_fixtures", "kube_fixtures", "pulumi_fixtures", "real_fixtures"]
+pytest_plugins = ["nginx_fixtures", "registry_fixtures", "kube_fixtures", "pulumi_fixtures", "real_fixtures",
+                  "stack_fixtures"]
 
 
 def _binary():

@@ -1,0 +1,790 @@
+"""The world of the Stack reconciler's end-to-end scenarios (tests/e2e/test_stack_*.py).
+
+`stack_world` is parametrized over two tiers, and every scenario runs on both:
+
+    [emulator]  the API-server emulator + the pulumi stand-in
+    [real]      the real kube-apiserver (a fresh namespace) + the real pulumi CLI
+
+`bare_stack_world` is the same with only the Stack CRD installed (no Flux kind served).
+
+A StackWorld offers:
+
+    .tier .api (any_kubeapi-like: .kubectl .client .namespace ...) .namespace .client
+    .cli (real_fixtures.RealPulumi: .kind "standin"/"real", .backend_dir, .cloud_dir, .home)
+    .backend_url (file://) .cloud_dir .nginx (session nginx; its access log counts downloads)
+    program_files(name) / revision_files(name, greeting)  a program of tests/e2e/programs
+    artifact(files, under=None)     a Flux tarball (as source-controller packs one) + digest
+    publish(artifact, key) / corrupt(artifact)  nginx serves it / serves altered bytes
+    flux_source(kind, name, artifact=None, revision=None)  the Flux source object with its
+                    status.artifact and Ready condition, as source-controller would write them
+                    (THE one method issue 12 replaces with the real source-controller);
+                    returns the artifact as written ({url, digest, revision, ...})
+    downloads(artifact)             how many times nginx served it
+    apply_stack(name, **spec)       server-side apply of a Stack (passphrase envRef, cloud
+                                    Literal, file:// backend by default)
+    stack(name) events(name) outputs_secret(name) condition(name, type)
+    wait_ready(name, revision=None) wait_condition(name, type, status, reason)
+    controller(**flags)             `pulumi-controller run` as a subprocess (Controller:
+                                    .records() .find() .wait_log() .metrics() .stop() .kill())
+    settle(name)                    a barrier: the controller has seen and reconciled
+                                    everything about the Stack that happened before
+    cli_invocations(since=0) / mark() / updates(stack=None, since=0)
+                                    the record the --pulumi-bin wrapper keeps
+    locks() history(project, stack) cloud_files()
+    assert_no_secret(*values)       in no controller log line, event, Stack status, argv
+
+--pulumi-bin is a wrapper script the fixture writes: it appends one JSON line per
+invocation ({argv, env: [names], env_sha256: {name: digest} for DIGESTED_ENV and
+PCTEST_* only, cwd, pid}) to the record file, then execs the stand-in or the real CLI.
+No environment value is written, only digests of the ones a test proves arrived.
+"""
+import base64
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from artifacts import flux_tarball, sha256  # noqa: E402
+from kube_fixtures import KubeError, wait_for  # noqa: E402
+
+STACK_API = "pulumi.com/v1"
+SOURCE_API = "source.toolkit.fluxcd.io/v1"
+PROGRAMS = HERE / "programs"
+STACK_CRD = ROOT / "deploy" / "crds" / "pulumi.com_stacks.yaml"
+
+# The test's secret values: none may appear in a log line, event, status or argv.
+PASSPHRASE = "pp-Stack-Passphrase-5e1d"
+PASSPHRASE_SECRET = "pulumi-passphrase"
+
+# Environment variables whose value digests the wrapper records (besides PCTEST_*): the
+# tests prove these values reached the CLI without any value being written down.
+DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+SOURCE_PLURALS = {"GitRepository": "gitrepositories", "OCIRepository": "ocirepositories",
+                  "Bucket": "buckets"}
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "SUMMARY: UndefinedBehaviorSanitizer")
+
+WRAPPER = '''#!/usr/bin/python3 -S
+# Written by tests/e2e/stack_fixtures.py: records this invocation, then runs the CLI.
+import hashlib, json, os, sys
+env = os.environ
+record = {{"argv": sys.argv[1:], "env": sorted(env), "cwd": os.getcwd(), "pid": os.getpid(),
+          "env_sha256": {{k: hashlib.sha256(v.encode()).hexdigest() for k, v in env.items()
+                         if k in {digested!r} or k.startswith("PCTEST_")}}}}
+fd = os.open({record!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+os.write(fd, (json.dumps(record) + "\\n").encode())
+os.close(fd)
+# The driver puts this script's directory first on PATH; the CLI's own directory
+# (language hosts, providers) must be found too, as in an installation.
+env["PATH"] = {bin_dir!r} + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+for k, v in {extra_env!r}.items():
+    env.setdefault(k, v)
+os.execv({binary!r}, [{binary!r}] + sys.argv[1:])
+'''
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_of(argv):
+    """The CLI command of a recorded argv: "up", "stack select", "config set-all", ..."""
+    flags_with_values = {"--stack", "-s", "--cwd", "-C", "--config-file", "--event-log",
+                         "--secrets-provider", "--exec-kind", "--color", "--parallel", "-p",
+                         "--target", "--policy-pack", "--plan", "--save-plan", "--page-size",
+                         "--page", "--message", "-m", "--client", "--exec-agent",
+                         "--config", "-c"}
+    words, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a.startswith("-"):
+            skip = a in flags_with_values
+            continue
+        words.append(a)
+    if not words:
+        return ""
+    if words[0] in ("stack", "config", "plugin", "state") and len(words) > 1:
+        return f"{words[0]} {words[1]}"
+    return words[0]
+
+
+def stack_of(argv):
+    """The --stack / -s value of a recorded argv, or None."""
+    for i, a in enumerate(argv):
+        if a in ("--stack", "-s") and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--stack="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class Artifact:
+    """A Flux artifact: the tarball, its sha256 digest and the files it holds."""
+
+    def __init__(self, files, data):
+        self.files = files
+        self.data = data
+        self.digest = sha256(data)
+        self.hex = self.digest.split(":", 1)[1]
+        self.size = len(data)
+        self.key = None            # its path under nginx's /artifacts/ once published
+        self.url = None
+
+
+class Controller:
+    """One `pulumi-controller run` with its log (JSON lines) in a file."""
+
+    def __init__(self, argv, log_path, env):
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=self._log, env=env,
+                                     start_new_session=True)
+        self._port = None
+
+    def text(self):
+        return self.log_path.read_text(errors="replace")
+
+    def records(self):
+        out = []
+        for line in self.text().splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def find(self, msg=None, **fields):
+        return [r for r in self.records() if (msg is None or r.get("msg") == msg) and
+                all(r.get(k) == v for k, v in fields.items())]
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"controller exited {self.proc.returncode}:\n{self.text()[-4000:]}")
+        return True
+
+    def wait_log(self, msg=None, timeout=60, **fields):
+        def found():
+            self.alive()
+            return self.find(msg, **fields)
+        return wait_for(found, timeout, interval=0.05, what=f"log line {msg!r} {fields}")
+
+    @property
+    def health_port(self):
+        if self._port is None:
+            self._port = int(self.wait_log("serving health probes")[0]["port"])
+        return self._port
+
+    def metrics(self):
+        """{metric line name: value} from /metrics (the health server answers it too)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics",
+                                    timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+    def sanitizer_report(self):
+        text = self.text()
+        for mark in SANITIZER_MARKS:
+            i = text.find(mark)
+            if i >= 0:
+                return text[max(0, i - 200):i + 4000]
+        return None
+
+    def stop(self, timeout=60):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"controller did not stop on SIGTERM within {timeout}s")
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL, as an OOM kill or a node loss would: the pulumi children it started
+        are left running, as they would be in a killed container's process tree only
+        until the kernel reaps the pod -- here the test kills them (kill_children)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+
+
+class StackWorld:
+    def __init__(self, tier, api, cli, nginx, pc_bin, workdir):
+        self.tier = tier
+        self.api = api
+        self.cli = cli
+        self.nginx = nginx
+        self.pc_bin = pc_bin
+        self.workdir = pathlib.Path(workdir)
+        self.namespace = api.namespace
+        self.id = secrets.token_hex(4)
+        self.backend_dir = cli.backend_dir
+        self.backend_url = cli.backend_url
+        self.cloud_dir = cli.cloud_dir
+        self.storage = self.workdir / "storage"
+        self.record = self.workdir / "cli-record.jsonl"
+        self.controllers = []
+        self._client = None
+        self.pulumi_bin = self._write_wrapper()
+        self.secret("pulumi-passphrase", {"passphrase": PASSPHRASE})
+
+    # -- the API ----------------------------------------------------------------------
+
+    @property
+    def client(self):
+        """The test's own client: on the real tier past the fault proxy, so the test's
+        writes go through while the proxy cuts the controller off."""
+        if self._client is None:
+            self._client = self.api.direct_client
+        return self._client
+
+    def _call(self, fn):
+        """fn(client), once more on a new connection if the kept-alive one died (an API
+        server restart)."""
+        try:
+            return fn(self.client)
+        except (OSError, ConnectionError):
+            self._client = None
+            return fn(self.client)
+
+    def kubectl(self, *args, **kw):
+        return self.api.kubectl(*args, **kw)
+
+    def secret(self, name, data, labels=None):
+        """Creates or replaces a Secret (string values); returns it."""
+        obj = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": name, "namespace": self.namespace, "labels": labels or {}},
+               "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+        return self._call(lambda c: c.apply(obj, "secrets", field_manager="stack-test"))
+
+    def config_map(self, name, data, labels=None):
+        obj = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": self.namespace, "labels": labels or {}},
+               "data": data}
+        return self._call(lambda c: c.apply(obj, "configmaps", field_manager="stack-test"))
+
+    # -- programs and artifacts -------------------------------------------------------
+
+    @staticmethod
+    def program_files(name):
+        """{relative path: bytes} of tests/e2e/programs/<name>."""
+        root = PROGRAMS / name
+        return {str(p.relative_to(root)): p.read_bytes()
+                for p in sorted(root.rglob("*")) if p.is_file()}
+
+    def revision_files(self, name="stack-basic", greeting="hello"):
+        """The program with another `greeting` default: a new revision whose update
+        writes `greeting` into its file in the cloud."""
+        files = self.program_files(name)
+        text = files["Pulumi.yaml"].decode()
+        assert "default: hello" in text, f"{name} has no greeting default"
+        files["Pulumi.yaml"] = text.replace("default: hello", f"default: {greeting}", 1).encode()
+        return files
+
+    def artifact(self, files=None, under=None, extra=None):
+        """A Flux artifact of files (default: stack-basic), optionally all under the
+        directory `under`, plus extra {path: bytes} at the root."""
+        files = dict(files if files is not None else self.program_files("stack-basic"))
+        if under:
+            files = {f"{under}/{k}": v for k, v in files.items()}
+        files.update(extra or {})
+        return Artifact(files, flux_tarball({k: (v, 0o644) for k, v in files.items()}))
+
+    @staticmethod
+    def raw_artifact(data):
+        """An artifact of prepared bytes (a hostile archive from artifacts.py builders)."""
+        return Artifact({}, data)
+
+    def publish(self, artifact, key=None):
+        """Puts the artifact where nginx serves it; returns its URL."""
+        key = key or f"stack-{self.id}/{artifact.hex}.tar.gz"
+        path = self.nginx.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o755)
+        self.nginx.put(key, artifact.data)
+        artifact.key = key
+        artifact.url = self.nginx.url("artifacts/" + key)
+        return artifact.url
+
+    def corrupt(self, artifact):
+        """nginx now serves other bytes under the artifact's URL (the digest no longer
+        matches); same size, one byte flipped in the middle."""
+        data = bytearray(artifact.data)
+        data[len(data) // 2] ^= 0xFF
+        self.nginx.put(artifact.key, bytes(data))
+
+    def downloads(self, artifact):
+        """How many successful GETs nginx served of the artifact."""
+        return sum(1 for status, _ in self.nginx.requests("/artifacts/" + artifact.key)
+                   if status == 200)
+
+    # -- Flux sources -----------------------------------------------------------------
+
+    def flux_source(self, kind, name, artifact=None, revision=None, ready=True, create=True):
+        """Creates (or updates) a Flux source of `kind` named `name` and writes, through
+        its status subresource, what source-controller writes once it has an artifact:
+        status.artifact {url, digest, revision, path, lastUpdateTime, size}, a Ready
+        condition True/Succeeded, ArtifactInStorage, observedGeneration.  Without an
+        artifact the source is Ready=False/Progressing and has none ("no artifact yet").
+
+        This is the only place that stands in for source-controller: issue 12 replaces
+        its body with a push to the real Git server / registry / bucket and a wait for
+        the real status.  Tests use what it returns ({url, digest, revision, ...} or None),
+        never revisions of their own making.  create=False leaves the object as it is
+        (one the controller made, for programRef) and writes only its status.
+        """
+        plural = SOURCE_PLURALS[kind]
+        if create:
+            obj = {"apiVersion": SOURCE_API, "kind": kind,
+                   "metadata": {"name": name, "namespace": self.namespace},
+                   "spec": self._source_spec(kind, name)}
+            cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
+        else:
+            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
+        gen = cur["metadata"].get("generation", 1)
+        ts = now_rfc3339()
+        if artifact is None:
+            status = {"observedGeneration": gen, "conditions": [
+                {"type": "Reconciling", "status": "True", "reason": "Progressing",
+                 "message": "building artifact", "lastTransitionTime": ts,
+                 "observedGeneration": gen},
+                {"type": "Ready", "status": "Unknown", "reason": "Progressing",
+                 "message": "building artifact", "lastTransitionTime": ts,
+                 "observedGeneration": gen}]}
+            self._patch_source_status(plural, name, status)
+            return None
+        if artifact.url is None:
+            self.publish(artifact)
+        if revision is None:
+            revision = {"GitRepository": "main@sha1:" + hashlib.sha1(artifact.data).hexdigest(),
+                        "OCIRepository": "latest@" + artifact.digest,
+                        "Bucket": artifact.digest}[kind]
+        written = {"url": artifact.url, "digest": artifact.digest, "revision": revision,
+                   "path": f"{kind.lower()}/{self.namespace}/{name}/{artifact.hex}.tar.gz",
+                   "lastUpdateTime": ts, "size": artifact.size}
+        cond = "True" if ready else "False"
+        reason = "Succeeded" if ready else "GitOperationFailed"
+        msg = f"stored artifact for revision '{revision}'" if ready else "fetch failed"
+        status = {"observedGeneration": gen, "artifact": written, "conditions": [
+            {"type": "Ready", "status": cond, "reason": reason, "message": msg,
+             "lastTransitionTime": ts, "observedGeneration": gen},
+            {"type": "ArtifactInStorage", "status": "True", "reason": "Succeeded",
+             "message": msg, "lastTransitionTime": ts, "observedGeneration": gen}]}
+        self._patch_source_status(plural, name, status)
+        return written
+
+    def _source_spec(self, kind, name):
+        if kind == "GitRepository":
+            return {"url": f"https://git.example.test/{name}.git", "interval": "1m",
+                    "ref": {"branch": "main"}}
+        if kind == "OCIRepository":
+            return {"url": f"oci://registry.example.test/{name}", "interval": "1m",
+                    "ref": {"tag": "latest"}}
+        return {"bucketName": name, "endpoint": "s3.example.test", "interval": "1m"}
+
+    def _patch_source_status(self, plural, name, status):
+        def patch(c):
+            # status.conditions are replaced whole (a merge patch replaces lists)
+            return c.patch(SOURCE_API, plural, name, {"status": status}, self.namespace,
+                           "merge", "status")
+        return self._call(patch)
+
+    def delete_source(self, kind, name):
+        self._call(lambda c: c.delete(SOURCE_API, SOURCE_PLURALS[kind], name, self.namespace))
+
+    # -- Stacks -----------------------------------------------------------------------
+
+    def stack_spec(self, **spec):
+        """The spec every scenario starts from: the file:// backend, the passphrase from
+        a Secret and the cloud directory as Literal envRefs; `spec` adds or overrides
+        (envRefs are merged)."""
+        env_refs = {
+            "PULUMI_CONFIG_PASSPHRASE": {"type": "Secret", "secret": {
+                "name": PASSPHRASE_SECRET, "key": "passphrase"}},
+            "PULUMI_STANDIN_CLOUD": {"type": "Literal", "literal": {"value": str(self.cloud_dir)}},
+        }
+        env_refs.update(spec.pop("envRefs", {}))
+        out = {"stack": "dev", "backend": self.backend_url, "secretsProvider": "passphrase",
+               "envRefs": env_refs}
+        out.update(spec)
+        return out
+
+    def stack_object(self, name, api_version=STACK_API, **spec):
+        return {"apiVersion": api_version, "kind": "Stack",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": self.stack_spec(**spec)}
+
+    def apply_stack(self, name, **spec):
+        """Server-side applies the Stack `name` (field manager stack-test, so applying
+        again with another spec changes exactly that); returns it."""
+        obj = self.stack_object(name, **spec)
+        return self._call(lambda c: c.apply(obj, "stacks", field_manager="stack-test"))
+
+    def git_stack(self, name, source, **spec):
+        """apply_stack with a fluxSource naming the GitRepository `source`."""
+        spec.setdefault("fluxSource", {"sourceRef": {"apiVersion": SOURCE_API,
+                                                     "kind": "GitRepository", "name": source}})
+        return self.apply_stack(name, **spec)
+
+    def patch_stack(self, name, patch):
+        return self._call(lambda c: c.patch(STACK_API, "stacks", name, patch, self.namespace))
+
+    def delete_stack(self, name):
+        return self._call(lambda c: c.delete(STACK_API, "stacks", name, self.namespace))
+
+    def stack(self, name):
+        return self._call(lambda c: c.get(STACK_API, "stacks", name, self.namespace))
+
+    def stack_or_none(self, name):
+        try:
+            return self.stack(name)
+        except KubeError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    @staticmethod
+    def cond(obj, type_):
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if c.get("type") == type_:
+                return c
+        return None
+
+    def condition(self, name, type_):
+        return self.cond(self.stack(name), type_)
+
+    def _explain(self, name):
+        obj = self.stack_or_none(name)
+        status = json.dumps(obj.get("status"), indent=1)[:3000] if obj else "(gone)"
+        log = self.controllers[-1].text()[-3000:] if self.controllers else "(no controller)"
+        return f"\nstatus of {name}: {status}\ncontroller log tail:\n{log}"
+
+    def _wait(self, name, pred, timeout, what):
+        def check():
+            if self.controllers:
+                self.controllers[-1].alive()
+            return pred()
+        try:
+            return wait_for(check, timeout, interval=0.1, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}{self._explain(name)}") from None
+
+    def wait_ready(self, name, revision=None, timeout=180):
+        """Waits until Ready=True at the Stack's current generation (and, when given,
+        lastAppliedRevision == revision); returns the Stack."""
+        def ready():
+            obj = self.stack(name)
+            c = self.cond(obj, "Ready")
+            st = obj.get("status") or {}
+            if (c and c["status"] == "True" and
+                    st.get("observedGeneration") == obj["metadata"]["generation"] and
+                    (revision is None or st.get("lastAppliedRevision") == revision)):
+                return obj
+            return None
+        return self._wait(name, ready, timeout, f"Stack {name} Ready at {revision or 'its generation'}")
+
+    def wait_condition(self, name, type_, status="True", reason=None, timeout=180):
+        """Waits until condition type_ has status (and reason) at the current generation."""
+        def match():
+            obj = self.stack(name)
+            c = self.cond(obj, type_)
+            gen_ok = (obj.get("status") or {}).get("observedGeneration") == \
+                obj["metadata"]["generation"]
+            if c and c["status"] == status and (reason is None or c.get("reason") == reason) \
+                    and gen_ok:
+                return obj
+            return None
+        return self._wait(name, match, timeout, f"Stack {name} {type_}={status} {reason or ''}")
+
+    def wait_gone(self, name, timeout=180):
+        return self._wait(name, lambda: self.stack_or_none(name) is None, timeout,
+                          f"Stack {name} to be deleted")
+
+    def events(self, name):
+        """core/v1 Events whose involvedObject is the Stack `name`."""
+        items = self._call(lambda c: c.list("v1", "events", self.namespace))["items"]
+        return [e for e in items if e.get("involvedObject", {}).get("kind") == "Stack" and
+                e["involvedObject"].get("name") == name]
+
+    def event_reasons(self, name):
+        return [e.get("reason") for e in self.events(name)]
+
+    def wait_event(self, name, reason, timeout=120):
+        return self._wait(name, lambda: [e for e in self.events(name) if e.get("reason") == reason],
+                          timeout, f"a {reason} event on Stack {name}")
+
+    def outputs_secret(self, name):
+        """The Secret <name>-outputs with its data decoded (.["decoded"]), or None."""
+        try:
+            obj = self._call(lambda c: c.get("v1", "secrets", f"{name}-outputs", self.namespace))
+        except KubeError as e:
+            if e.code == 404:
+                return None
+            raise
+        obj["decoded"] = {k: base64.b64decode(v).decode()
+                          for k, v in (obj.get("data") or {}).items()}
+        return obj
+
+    # -- the controller ---------------------------------------------------------------
+
+    def controller(self, **flags):
+        """Starts `pulumi-controller run` against this world; flags are `--name value`
+        (underscores become dashes, True is a bare flag, None drops a default)."""
+        args = {
+            "kubeconfig": self.api.kubeconfig,
+            "storage_path": str(self.storage),
+            "pulumi_bin": str(self.pulumi_bin),
+            "pulumi_home": str(self.cli.home),
+            "health_addr": "127.0.0.1:0",
+            "metrics_addr": "0",
+            "log_format": "json",
+            "concurrency": "4",
+            "requeue_dependency": "2s",
+        }
+        if self.tier == "real":
+            args["namespace"] = self.namespace     # the session's server is shared
+        args.update(flags)
+        argv = [self.pc_bin, "run"]
+        for k, v in args.items():
+            if v is None or v is False:
+                continue
+            argv.append("--" + k.replace("_", "-"))
+            if v is not True:
+                argv.append(str(v))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PULUMI_", "KUBECONFIG"))}
+        ctl = Controller(argv, self.workdir / f"controller-{len(self.controllers)}.log", env)
+        self.controllers.append(ctl)
+        return ctl
+
+    @property
+    def ctl(self):
+        return self.controllers[-1]
+
+    def crash_controller(self):
+        """SIGKILL of the controller and of every pulumi process it started, as when its
+        container is killed (the pod's processes die with it): locks and pending
+        operations the CLI held stay in the backend."""
+        self.ctl.kill()
+        self.kill_children()
+
+    def kill_children(self):
+        """Ends every pulumi process (CLI, language host, providers) of this world's
+        cloud, whatever its process group (see pulumi_fixtures.processes_of_cloud)."""
+        from pulumi_fixtures import processes_of_cloud
+        for pid in processes_of_cloud(self.cloud_dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def settle(self, name, timeout=120):
+        """A barrier for "nothing ran" checks: annotates the Stack (an annotation change
+        queues it, CONTRACT.md), waits until the controller logs that change, then until
+        a reconcile has completed after it and its work queue is empty.  Whatever the
+        controller was going to do about earlier changes of this Stack is done then."""
+        ctl = self.ctl
+        token = uuid.uuid4().hex
+        obj = self.patch_stack(name, {"metadata": {"annotations": {"stack-test/barrier": token}}})
+        rv = obj["metadata"]["resourceVersion"]
+        ctl.wait_log("object changed", timeout, kind="Stack", name=name, resourceVersion=rv)
+        before = ctl.metrics().get("pulumi_controller_reconcile_total", 0)
+
+        def done():
+            ctl.alive()
+            m = ctl.metrics()
+            return (m.get("pulumi_controller_reconcile_total", 0) > before and
+                    m.get("pulumi_controller_workqueue_depth", 1) == 0)
+        self._wait(name, done, timeout, f"the controller to reconcile {name} after a barrier")
+
+    # -- what the CLI was asked to do -------------------------------------------------
+
+    def _write_wrapper(self):
+        d = self.workdir / "wrapper-bin"
+        d.mkdir()
+        extra = {}
+        if self.cli.kind == "standin":
+            # fewer PBKDF2 rounds than the real 1,000,000 keep the stand-in fast
+            # (pulumi_fixtures.PulumiWorld.base_env does the same)
+            extra["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
+        path = d / "pulumi"
+        path.write_text(WRAPPER.format(record=str(self.record), bin_dir=self.cli.bin_dir,
+                                       digested=DIGESTED_ENV,
+                                       binary=self.cli.binary, extra_env=extra))
+        path.chmod(0o755)
+        return path
+
+    def cli_invocations(self, since=0):
+        """Recorded invocations (dicts with argv, env names, command, stack), from the
+        `since`-th on (see mark())."""
+        if not self.record.exists():
+            return []
+        out = []
+        for line in self.record.read_text().splitlines()[since:]:
+            r = json.loads(line)
+            r["command"] = command_of(r["argv"])
+            r["stack"] = stack_of(r["argv"])
+            out.append(r)
+        return out
+
+    def mark(self):
+        """The number of invocations so far: cli_invocations(since=mark) is what follows."""
+        return len(self.record.read_text().splitlines()) if self.record.exists() else 0
+
+    def wait_invocation(self, command="up", stack=None, since=0, timeout=120):
+        """Waits until the CLI was run with `command` (for Pulumi stack `stack`)."""
+        def seen():
+            if self.controllers:
+                self.ctl.alive()
+            return self.updates(stack, since, (command,))
+        return wait_for(seen, timeout, interval=0.05, what=f"pulumi {command} for {stack}")
+
+    def updates(self, stack=None, since=0, commands=("up",)):
+        """Recorded invocations of `commands` (default up), for Pulumi stack `stack`."""
+        return [r for r in self.cli_invocations(since) if r["command"] in commands and
+                (stack is None or r["stack"] == stack)]
+
+    # -- the backend and the cloud ----------------------------------------------------
+
+    def login(self):
+        """What `pulumi login <backend>` leaves in PULUMI_HOME: a Stack that names no
+        backend then uses this one, as the CLI resolves it."""
+        (self.cli.home / "credentials.json").write_text(json.dumps(
+            {"current": self.backend_url, "accessTokens": {self.backend_url: ""},
+             "accounts": {}}, indent=4) + "\n")
+
+    def locks(self):
+        d = self.backend_dir / ".pulumi" / "locks"
+        return sorted(d.rglob("*.json")) if d.exists() else []
+
+    def hold_lock(self, project, stack, owner="ops", host="another-controller", pid=4242):
+        """A lock file as another holder's CLI leaves it in the file:// backend while it
+        updates (layout of reference pulumi-cli §4.2; test_pulumi_driver_conformance
+        makes the same); returns its path."""
+        d = self.backend_dir / ".pulumi" / "locks" / "organization" / project / stack
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{uuid.uuid4()}.json"
+        path.write_text(json.dumps({"pid": pid, "username": owner, "hostname": host,
+                                    "timestamp": now_rfc3339().replace("Z", ".123456789Z")}))
+        return path
+
+    def history(self, project, stack):
+        """The backend's update history of project/stack: [{kind, result, ...}]."""
+        d = self.backend_dir / ".pulumi" / "history" / project / stack
+        out = []
+        for p in sorted(d.glob("*.history.json")) if d.exists() else []:
+            out.append(json.loads(p.read_text()))
+        return out
+
+    def cloud_files(self):
+        d = self.cloud_dir / "files"
+        return {p.name: p.read_text() for p in sorted(d.iterdir())} if d.exists() else {}
+
+    # -- secrets ----------------------------------------------------------------------
+
+    def assert_no_secret(self, *values):
+        """No value appears in any controller log, any Event of the namespace, any
+        Stack's status, or any recorded CLI argv."""
+        values = [v for v in values if v]
+        places = {}
+        for i, ctl in enumerate(self.controllers):
+            places[f"controller log {i}"] = ctl.text()
+        events = self._call(lambda c: c.list("v1", "events", self.namespace))["items"]
+        places["events"] = json.dumps(events)
+        stacks = self._call(lambda c: c.list(STACK_API, "stacks", self.namespace))["items"]
+        places["stack status"] = json.dumps([s.get("status") for s in stacks])
+        places["argv"] = json.dumps([r["argv"] for r in self.cli_invocations()])
+        for where, text in places.items():
+            for v in values:
+                assert v not in text, f"a secret value appears in the {where}"
+
+    # -- teardown ---------------------------------------------------------------------
+
+    def close(self):
+        reports = []
+        for ctl in self.controllers:
+            if ctl.proc.poll() is None:
+                try:
+                    ctl.stop(timeout=30)
+                except AssertionError:
+                    pass
+            report = ctl.sanitizer_report()
+            if report:
+                reports.append(f"{ctl.log_path}:\n{report}")
+        self.kill_children()
+        if reports:
+            pytest.fail("sanitizer report in the controller log:\n" + "\n".join(reports))
+
+
+def _world(request, tmp_path, bare=False):
+    tier = request.param
+    from real_fixtures import EmulatorView, RealPulumi
+    if tier == "emulator":
+        factory = request.getfixturevalue("kubeapi_factory")
+        api = EmulatorView(factory(crds=not bare))
+        cli = RealPulumi(tmp_path / "pulumi", kind="standin")
+    else:
+        api = request.getfixturevalue("bare_real_kubeapi" if bare else "real_kubeapi")
+        cli = RealPulumi(tmp_path / "pulumi", kind="real")
+    if bare:
+        api.apply_file(STACK_CRD)
+        if tier == "real":
+            api.kubectl("wait", "--for=condition=Established", "crd/stacks.pulumi.com",
+                        "--timeout=120s")
+            api.wait_custom_resources_served()
+    world = StackWorld(tier, api, cli, request.getfixturevalue("nginx"),
+                       request.getfixturevalue("pc_bin"), tmp_path / "world")
+    return world
+
+
+@pytest.fixture(params=["emulator", "real"])
+def stack_world(request, tmp_path):
+    """A Stack scenario's world on one tier (see the module docstring)."""
+    (tmp_path / "world").mkdir()
+    world = _world(request, tmp_path)
+    yield world
+    world.close()
+
+
+@pytest.fixture(params=["emulator", "real"])
+def bare_stack_world(request, tmp_path):
+    """stack_world whose API server serves the Stack CRD and no Flux kind."""
+    (tmp_path / "world").mkdir()
+    world = _world(request, tmp_path, bare=True)
+    yield world
+    world.close()
+
+
+def wait_until(predicate, timeout=120, what="condition"):
+    """kube_fixtures.wait_for with the upper bound the scenarios use."""
+    return wait_for(predicate, timeout, interval=0.1, what=what)
+
+
+__all__ = ["StackWorld", "Artifact", "Controller", "PASSPHRASE", "STACK_API", "SOURCE_API",
+           "command_of", "stack_of", "wait_until"]

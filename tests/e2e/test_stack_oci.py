@@ -1,0 +1,77 @@
+"""Stack scenario 2 (issue 11): an OCIRepository source; an ociSource whose semver range
+picks up a newly pushed higher tag within its interval; a tag moved to new content is
+picked up by digest.  The registry is docker-registry (registry_fixtures.registry_plain),
+programs are pushed with `pulumi-controller push`.  Both tiers."""
+import pytest
+
+from stack_fixtures import SOURCE_API
+
+pytestmark = pytest.mark.usefixtures("isolated_docker_config")
+
+
+def push(run_pc, registry, w, tmp_path, repo, tag, greeting):
+    """Pushes stack-basic with `greeting` as repo:tag; returns the manifest digest."""
+    d = tmp_path / f"push-{tag}-{greeting}"
+    d.mkdir()
+    for rel, data in w.revision_files(greeting=greeting).items():
+        (d / rel).write_bytes(data)
+    r = run_pc("push", registry.ref(repo, tag), "--path", d, "--plain-http",
+               "--source", "https://git.example.test/app", "--revision", f"main@sha1:{greeting}")
+    assert r.returncode == 0, r.stderr
+    digest = r.stdout.strip()
+    assert digest.startswith("sha256:")
+    return digest
+
+
+def oci_source(registry, repo, ref):
+    return {"url": f"oci://{registry.host}/{repo}", "ref": ref, "insecure": True,
+            "interval": "2s"}
+
+
+def test_oci_repository_source(stack_world):
+    w = stack_world
+    src = w.flux_source("OCIRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource={"sourceRef": {"apiVersion": SOURCE_API,
+                                                    "kind": "OCIRepository", "name": "app"}})
+    w.controller()
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["artifact"]["digest"] == src["digest"]
+    assert list(w.cloud_files().values()) == ["hello"]
+
+
+def test_oci_source_semver_picks_up_a_higher_tag(stack_world, run_pc, registry_plain, tmp_path):
+    w = stack_world
+    repo = f"stacks-{w.id}/semver"
+    push(run_pc, registry_plain, w, tmp_path, repo, "0.9.0", "old")
+    d1 = push(run_pc, registry_plain, w, tmp_path, repo, "1.0.0", "one")
+    w.apply_stack("demo", ociSource=oci_source(registry_plain, repo, {"semver": ">=1.0.0"}))
+    w.controller()
+    w.wait_ready("demo", revision=f"1.0.0@{d1}")
+    assert list(w.cloud_files().values()) == ["one"]
+
+    mark = w.mark()
+    push(run_pc, registry_plain, w, tmp_path, repo, "2.0.0-rc.1", "pre")   # not in range
+    d2 = push(run_pc, registry_plain, w, tmp_path, repo, "1.1.0", "newer")
+    obj = w.wait_ready("demo", revision=f"1.1.0@{d2}", timeout=120)
+    assert obj["status"]["artifact"]["revision"] == f"1.1.0@{d2}"
+    w.settle("demo")
+    assert len(w.updates("dev", since=mark)) == 1
+    assert list(w.cloud_files().values()) == ["newer"]
+
+
+def test_oci_source_moved_tag_is_picked_up_by_digest(stack_world, run_pc, registry_plain,
+                                                     tmp_path):
+    w = stack_world
+    repo = f"stacks-{w.id}/moved"
+    d1 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "first")
+    w.apply_stack("demo", ociSource=oci_source(registry_plain, repo, {"tag": "stable"}))
+    w.controller()
+    w.wait_ready("demo", revision=f"stable@{d1}")
+
+    mark = w.mark()
+    d2 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "moved")
+    assert d2 != d1
+    w.wait_ready("demo", revision=f"stable@{d2}", timeout=120)
+    w.settle("demo")
+    assert len(w.updates("dev", since=mark)) == 1
+    assert list(w.cloud_files().values()) == ["moved"]
