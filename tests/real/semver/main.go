@@ -15,7 +15,9 @@
 //	 "order": [string],                          // per version i, for each j: '<' '=' '>' ('-' if either is invalid)
 //	 "ranges": [{"error": string|null,           // NewConstraint refused the range
 //	             "matches": string}],            // per version: '1' matches, '0' not, '-' invalid version
-//	 "selections": [{"error": string|null, "tag": string|null, "matching": int}]}
+//	 "selections": [{"error": string|null, "tag": string|null,
+//	                 "matching": int,                 // how many tags the range matches
+//	                 "equal_best": [string]}]}        // the tags equal to the selected one
 //
 // A selection is what source-controller's getTagBySemver does: parse each tag,
 // keep those the constraint checks, sort.Sort(sort.Reverse(Collection)) and
@@ -56,6 +58,9 @@ type selectionAnswer struct {
 	Error    *string `json:"error"`
 	Tag      *string `json:"tag"`
 	Matching int     `json:"matching"`
+	// The tags equal to the selected one (in sorted order): which of them
+	// sort.Sort puts first is up to its algorithm past 12 elements.
+	EqualBest []string `json:"equal_best"`
 }
 
 type output struct {
@@ -128,7 +133,13 @@ func selectTag(s selection) selectionAnswer {
 	}
 	sort.Sort(sort.Reverse(semver.Collection(matching)))
 	tag := matching[0].Original()
-	return selectionAnswer{Tag: &tag, Matching: len(matching)}
+	ans := selectionAnswer{Tag: &tag, Matching: len(matching)}
+	for _, v := range matching {
+		if v.Equal(matching[0]) {
+			ans.EqualBest = append(ans.EqualBest, v.Original())
+		}
+	}
+	return ans
 }
 
 func main() {
