@@ -12,7 +12,10 @@ same answer to every one:
   - which strings are versions (tags),
   - the order of every pair of versions,
   - for each range: refused or not, and if not, which versions it matches,
-  - for each (range, tag list): the tag selected.
+  - for each (range, tag list): the tag selected,
+
+and, through `pulumi-controller pull --semver` against a registry on
+loopback, that the command picks the oracle's tag from the registry's list.
 
 One deliberate difference is allowed (docs/oci.md, "Semver ranges"): among
 equal versions (`v1.2.3`, `1.2.3`, `1.2.3+b`) the C code takes the first one
@@ -28,6 +31,8 @@ import subprocess
 import pytest
 
 from real_fixtures import real_binary
+from registry_fixtures import make_tree
+from test_oci_push_pull import parse_pull, pull, push
 
 GO_STABLE_SORT_MAX = 12
 
@@ -312,3 +317,34 @@ def test_the_table_exercises_both_outcomes(answers):
     assert 50 < refused < len(go["ranges"]) // 2
     assert sum(s["tag"] is not None for s in go["selections"]) > 1000
     assert sum(s["matching"] > GO_STABLE_SORT_MAX for s in go["selections"]) > 50
+
+
+PULL_TAGS = ["1.26", "1.26.0", "v1.26.0", "1.10.0", "1.9.9", "2.0.0-rc.1", "1.2.3-beta", "4.1.3",
+             "4.2.0", "v2.1", "latest"]
+PULL_RANGES = ["^1.2.3-alpha", "~1.26", "*-0", "!=4.1 >=4", ">=1-0 <2", "1.0.0 - 2.0.0 <=2.0.0",
+               "*", "^1.2.x-alpha", "2.x"]
+
+
+def test_pull_semver_picks_the_tag_flux_picks(run_pc, registry_plain, tmp_path):
+    """The same through `pulumi-controller pull --semver`: the registry's own
+    tag list (in the order it lists them), the oracle's pick, the pull's."""
+    oracle = real_binary("semver-oracle", component="semver")
+    repo = "semver-oracle/app"
+    push(run_pc, registry_plain, repo, PULL_TAGS[0], make_tree(tmp_path / "src", seed="s"))
+    st, hdrs, manifest = registry_plain.raw("GET", f"/v2/{repo}/manifests/{PULL_TAGS[0]}", headers={
+        "Accept": "application/vnd.oci.image.manifest.v1+json"})
+    assert st == 200
+    for tag in PULL_TAGS[1:]:
+        registry_plain.put_manifest(repo, tag, manifest, hdrs["Content-Type"])
+    st, _, body = registry_plain.raw("GET", f"/v2/{repo}/tags/list")
+    listed = json.loads(body)["tags"]
+    assert sorted(listed) == sorted(PULL_TAGS)
+    go = ask([oracle], {"ranges": [], "versions": [],
+                        "selections": [{"range": r, "tags": listed} for r in PULL_RANGES]})
+    for i, (rng, answer) in enumerate(zip(PULL_RANGES, go["selections"])):
+        r = pull(run_pc, registry_plain, registry_plain.ref(repo), tmp_path / f"out{i}", "--semver", rng)
+        if answer["tag"] is None:
+            assert r.returncode == 1 and "matches the semver range" in r.stderr, (rng, r.stderr)
+            continue
+        assert r.returncode == 0, (rng, r.stderr)
+        assert parse_pull(r.stdout)["revision"].split("@")[0] == answer["tag"], rng
