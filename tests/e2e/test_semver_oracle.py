@@ -174,7 +174,7 @@ def generated_ranges(rng):
         other = rng.choice(singles[: len(OPS) * 54])
         hyphens.append(rng.choice((f"{h} {other}", f"{other} {h}", f"{h}, {other}",
                                    f"{other}, {h}", f"{h} || {other}", f"{other} {h} {other}")))
-    return singles + ands + ors + hyphens
+    return singles + ands + ors + hyphens + grammar_ranges(rng)
 
 
 # Pieces that random ranges are strung from: what the grammar is made of,
@@ -185,6 +185,31 @@ PIECES = ["1", "2", "0", "10", "1.2", ".", "x", "X", "*", "-", " - ", " ", "  ",
 
 def scrambled_ranges(rng, count=1500):
     return ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 9))) for _ in range(count)]
+
+
+def grammar_ranges(rng, count=1500):
+    """Random ranges that mostly parse: comparators of random operators and
+    versions (wildcards, missing numbers, pre-releases, "v", build), joined
+    with random separators, hyphen ranges among them, and || groups."""
+    def number():
+        return rng.choice(["0", "1", "2", "3", "10", "x", "X", "*", "01"])
+
+    def version():
+        v = ".".join(number() for _ in range(rng.choice((1, 2, 3, 3, 3))))
+        v += rng.choice(["", "", "", "-0", "-alpha", "-alpha.1", "-rc.2", "-beta.11", "-1", "-x", "-0a"])
+        return ("v" if rng.random() < 0.1 else "") + v + ("+b" if rng.random() < 0.05 else "")
+
+    def comparator():
+        return rng.choice(OPS) + rng.choice(["", "", " "]) + version()
+
+    def group():
+        if rng.random() < 0.2:
+            h = f"{version()} - {version()}"
+            return rng.choice([h, h, f"{h} {comparator()}", f"{comparator()}, {h}", f"{h}, {comparator()}"])
+        return rng.choice(SEPARATORS).join(comparator() for _ in range(rng.randint(1, 3)))
+
+    return [rng.choice(("||", " || ")).join(group() for _ in range(rng.choice((1, 1, 2, 3))))
+            for _ in range(count)]
 
 
 def tag_lists(rng, ranges, versions):
