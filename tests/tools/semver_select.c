@@ -103,8 +103,11 @@ static int answer_ranges(const cJSON *texts, int nversions, const struct oci_sem
 		struct oci_semver_range *r = oci_semver_range_parse(item_text(texts, i), &e);
 		cJSON *a = cJSON_CreateObject();
 
-		if (a == NULL)
-			break;
+		if (a == NULL) {
+			oci_semver_range_free(r);
+			free(row);
+			return -1;
+		}
 		cJSON_AddItemToArray(ranges, a);
 		if (r == NULL) {
 			cJSON_AddStringToObject(a, "error", e.msg);
