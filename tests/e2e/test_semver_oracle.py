@@ -263,6 +263,19 @@ def ask(argv, table):
     return json.loads(p.stdout)
 
 
+def row_differences(diffs, kind, go_row, c_row, label):
+    """Appends to diffs each position of a row of answers ('-': the oracle has
+    none there) where C answers otherwise; returns how many were compared."""
+    compared = 0
+    for j, (x, y) in enumerate(zip(go_row, c_row)):
+        if x == "-":
+            continue
+        compared += 1
+        if x != y:
+            diffs.append((kind, f"{label(j)}: Flux {x}, C {y}"))
+    return compared
+
+
 def differences(table, go, c):
     """Every answer on which the C code and the oracle differ, as (kind, text),
     and the number of answers compared.  The oracle's answers are the cases:
@@ -277,12 +290,7 @@ def differences(table, go, c):
         if a["valid"] != b["valid"]:
             diffs.append(("version", f"{v!r}: Flux says valid={a['valid']}, C says {b['valid']}"))
     for i, (a, b) in enumerate(zip(go["order"], c["order"])):
-        for j, (x, y) in enumerate(zip(a, b)):
-            if x == "-":
-                continue
-            compared += 1
-            if x != y:
-                diffs.append(("order", f"{versions[i]!r} vs {versions[j]!r}: Flux {x}, C {y}"))
+        compared += row_differences(diffs, "order", a, b, lambda j: f"{versions[i]!r} vs {versions[j]!r}")
     for r, a, b in zip(table["ranges"], go["ranges"], c["ranges"]):
         compared += 1
         if (a["error"] is None) != (b["error"] is None):
@@ -290,12 +298,7 @@ def differences(table, go, c):
         if a["error"] is not None:
             continue
         theirs = b["matches"] or "?" * len(a["matches"])
-        for v, x, y in zip(versions, a["matches"], theirs):
-            if x == "-":
-                continue
-            compared += 1
-            if x != y:
-                diffs.append(("match", f"{r!r} ~ {v!r}: Flux {x}, C {y}"))
+        compared += row_differences(diffs, "match", a["matches"], theirs, lambda j: f"{r!r} ~ {versions[j]!r}")
     for s, a, b in zip(table["selections"], go["selections"], c["selections"]):
         compared += 1
         if (a["error"] is None) != (b["error"] is None):
