@@ -118,21 +118,32 @@ int oci_docker_config_load(const char *path, const char *registry, struct oci_cr
 
 struct oci_semver {
 	uint64_t major, minor, patch;
-	char pre[128];          /* pre-release without '-', "" when none */
+	const char *pre;        /* the pre-release (without '-') inside the parsed text; */
+	size_t npre;            /* its length, 0 when there is none */
 };
 
-/* Lenient, as Flux's tag filter: optional "v", 1 to 3 numbers, -pre, +build. */
+/* A tag as Flux's tag parser (fluxcd/pkg/version) reads it: the text has at
+ * least two dots, then an optional "v", one to three numbers (each up to
+ * 2^64-1, leading zeros allowed), optional -pre (numeric identifiers without
+ * leading zeros) and +build, 256 bytes at most.  So "1.26" and "v2" are not
+ * versions and "1.2-rc.1" is (1.2.0-rc.1).  out->pre points into text, which
+ * must outlive out.  Returns -1 for a string that is not a version. */
 int oci_semver_parse(const char *text, struct oci_semver *out);
+/* Precedence as Masterminds/semver: build metadata is ignored, a numeric
+ * pre-release identifier too large for 64 bits compares as text. */
 int oci_semver_cmp(const struct oci_semver *a, const struct oci_semver *b);
 
 struct oci_semver_range;
-/* ">=1.2.0 <2.0.0", "~1.2", "^1", "1.x", "*", "1.2 - 1.4", "a || b"; commas or
- * spaces between comparators mean "and". */
+/* Masterminds/semver v3 syntax and rules, as Flux's ref.semver: ">=1.2.0
+ * <2.0.0", "~1.2", "^1", "1.x", "*", "1.2 - 1.4", "a || b", "*-0" (with
+ * pre-releases); commas or spaces between comparators mean "and".  At most
+ * 512 bytes and 32 alternatives.  The range owns its copy of text. */
 struct oci_semver_range *oci_semver_range_parse(const char *text, struct err *e);
 int oci_semver_range_match(const struct oci_semver_range *r, const struct oci_semver *v);
 void oci_semver_range_free(struct oci_semver_range *r);
 
-/* The highest tag matching the range, or NULL (returns a pointer into tags). */
+/* The highest tag matching the range (the first listed among equal
+ * versions), or NULL; returns a pointer into tags. */
 const char *oci_semver_select(const struct oci_semver_range *r, char *const *tags, size_t ntags);
 
 /* ---- manifests ---- */

@@ -14,13 +14,16 @@
 #   .real/bin/pulumi-language-nodejs    github.com/pulumi/pulumi/sdk/v3 ($PULUMI_NODEJS_HOST_VERSION),
 #                                       stub tests/real/pulumi-nodejs
 #   .real/bin/pulumi-resource-pulumi-nodejs  launcher of Node.js dynamic providers
+#   .real/bin/semver-oracle             tests/real/semver: Masterminds/semver ($MASTERMINDS_SEMVER_VERSION)
+#                                       and fluxcd/pkg/version ($FLUXCD_PKG_VERSION_VERSION), what
+#                                       Flux's OCIRepository selects a tag with
 #   .real/nodejs/node_modules           @pulumi/pulumi ($PULUMI_NODEJS_SDK_VERSION) by npm ci
 #   .real/pulumi-home/plugins/...       a PULUMI_HOME with the provider installed,
 #                                       so no plugin is downloaded at test time
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
-# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs}/ pin the same versions (checked below).  Each
+# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs,semver}/ pin the same versions (checked below).  Each
 # component has a stamp (a hash of the Go version, its pinned versions and its
 # stub module / source files): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
@@ -121,6 +124,11 @@ check_pins() {
 	mod=$SPEC/etcd/go.mod
 	pin_matches "$mod" go.etcd.io/etcd/server/v3 "$ETCD_GO_VERSION" ||
 		{ say "$mod does not require go.etcd.io/etcd/server/v3 $ETCD_GO_VERSION"; ok=0; }
+	mod=$SPEC/semver/go.mod
+	pin_matches "$mod" github.com/Masterminds/semver/v3 "$MASTERMINDS_SEMVER_VERSION" ||
+		{ say "$mod does not require github.com/Masterminds/semver/v3 $MASTERMINDS_SEMVER_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/fluxcd/pkg/version "$FLUXCD_PKG_VERSION_VERSION" ||
+		{ say "$mod does not require github.com/fluxcd/pkg/version $FLUXCD_PKG_VERSION_VERSION"; ok=0; }
 	[ $ok = 1 ] || { say "tests/real/versions.env and the stub go.mod files disagree"; exit 1; }
 }
 
@@ -290,6 +298,25 @@ build_pulumi_nodejs() {
 	echo "$key" >"$STAMPS/npm"
 }
 
+# The semver oracle: a small program of our own (tests/real/semver/main.go)
+# over the libraries Flux selects OCIRepository tags with; seconds to build.
+build_semver_oracle() {
+	local key log=$LOGS/semver.log
+	key=$(inputs_key "$MASTERMINDS_SEMVER_VERSION $FLUXCD_PKG_VERSION_VERSION" \
+		"$SPEC/semver/go.mod" "$SPEC/semver/go.sum" "$SPEC/semver/main.go")
+	if up_to_date semver "$key" "$BIN/semver-oracle"; then
+		say "semver-oracle (Masterminds/semver $MASTERMINDS_SEMVER_VERSION): up to date"
+		return
+	fi
+	say "building semver-oracle (Masterminds/semver $MASTERMINDS_SEMVER_VERSION, fluxcd/pkg/version $FLUXCD_PKG_VERSION_VERSION; log: $log)"
+	if ! (cd "$SPEC/semver" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath -ldflags "-s -w" \
+		-o "$BIN/semver-oracle" .) >"$log" 2>&1; then
+		fail semver "go build of the semver oracle (tests/real/semver) failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/semver"
+}
+
 write_manifest() {
 	local tmp=$REAL/manifest.env.tmp
 	{
@@ -301,6 +328,8 @@ write_manifest() {
 		echo "PULUMI_NODEJS_HOST_VERSION=$PULUMI_NODEJS_HOST_VERSION"
 		echo "PULUMI_NODEJS_SDK_VERSION=$PULUMI_NODEJS_SDK_VERSION"
 		echo "STANDIN_PROVIDER_VERSION=$STANDIN_PROVIDER_VERSION"
+		echo "MASTERMINDS_SEMVER_VERSION=$MASTERMINDS_SEMVER_VERSION"
+		echo "FLUXCD_PKG_VERSION_VERSION=$FLUXCD_PKG_VERSION_VERSION"
 		echo "FAILED=${failed# }"
 	} >"$tmp"
 	mv -f "$tmp" "$REAL/manifest.env"
@@ -308,6 +337,7 @@ write_manifest() {
 
 command -v "$GO" >/dev/null || { say "FAILED: no Go toolchain ('$GO') on PATH"; exit 1; }
 check_pins
+build_semver_oracle
 build_kube
 build_etcd
 build_pulumi

@@ -1,7 +1,9 @@
 /*
- * test_oci_semver.c - versions (lenient tag forms, precedence) and ranges
+ * test_oci_semver.c - versions (Flux's tag forms, precedence) and ranges
  * (comparators, ~, ^, x-ranges, hyphen ranges, ||, pre-release rules), and
- * choosing the highest matching tag.
+ * choosing the highest matching tag, as Flux's OCIRepository does.  The
+ * exhaustive comparison with Flux's own libraries is the real tier's
+ * tests/e2e/test_semver_oracle.py; these are the cases that once differed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,12 +22,12 @@ static void parses_versions(void **state)
 	(void)state;
 	assert_int_equal(oci_semver_parse("v1.2.3-rc.1+build.5", &v), 0);
 	assert_true(v.major == 1 && v.minor == 2 && v.patch == 3);
-	assert_string_equal(v.pre, "rc.1");
-	assert_int_equal(oci_semver_parse("1.2", &v), 0);
-	assert_true(v.major == 1 && v.minor == 2 && v.patch == 0);
-	assert_int_equal(oci_semver_parse("7", &v), 0);
+	assert_int_equal(v.npre, 4);
+	assert_memory_equal(v.pre, "rc.1", 4);
+	assert_int_equal(oci_semver_parse("1.2.3", &v), 0);
+	assert_int_equal(v.npre, 0);
 	const char *bad[] = { "", "v", "latest", "1.2.3.4", "1..2", "1.2.", "1.2.3-", "1.2.3+", "-1.2",
-		"1.2.3-a..b", "1.2.x", "99999999999999999999.0.0", "1.2.3 ", "main" };
+		"1.2.3-a..b", "1.2.x", "99999999999999999999.0.0", "1.2.3 ", "main", "V1.2.3" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (oci_semver_parse(bad[i], &v) == 0)
 			fail_msg("\"%s\" parsed as a version", bad[i]);
@@ -52,7 +54,7 @@ static void orders_by_precedence(void **state)
 			fail_msg("%s should sort before %s", chain[i], chain[i + 1]);
 		assert_true(cmp(chain[i + 1], chain[i]) > 0);
 	}
-	assert_int_equal(cmp("v1.2.0", "1.2"), 0);
+	assert_int_equal(cmp("v1.2.0", "1.2.0"), 0);
 	assert_int_equal(cmp("1.0.0+a", "1.0.0+b"), 0);
 }
 
@@ -151,6 +153,140 @@ static void selects_highest_tag(void **state)
 	oci_semver_range_free(r);
 }
 
+/* fluxcd/pkg/version: three dot-separated parts, so moving tags like "1.26"
+ * are not versions (they used to win over "1.26.0", listed after them). */
+static void tags_need_three_parts(void **state)
+{
+	const char *not_versions[] = { "1", "v2", "1.26", "v2.1", "1.2-rc", "1-rc.1" };
+	char *tags[] = { "1.26", "1.26.0", "v1.26.1-rc.1" };
+	struct oci_semver v;
+	struct err e;
+	struct oci_semver_range *r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(not_versions) / sizeof(not_versions[0]); i++)
+		if (oci_semver_parse(not_versions[i], &v) == 0)
+			fail_msg("\"%s\" parsed as a version", not_versions[i]);
+	/* two dots anywhere will do: "1.2-rc.1" is 1.2.0-rc.1 */
+	assert_int_equal(oci_semver_parse("1.2-rc.1", &v), 0);
+	assert_true(v.major == 1 && v.minor == 2 && v.patch == 0 && v.npre == 4);
+	assert_int_equal(cmp("1.2-rc.1", "1.2.0-rc.1"), 0);
+	r = oci_semver_range_parse("~1.26", &e);
+	assert_non_null(r);
+	assert_string_equal(oci_semver_select(r, tags, 3), "1.26.0");
+	oci_semver_range_free(r);
+}
+
+/* No fixed buffers: numbers up to 2^64-1, pre-releases up to the 256-byte
+ * version limit, and a numeric identifier too large for 64 bits compares as
+ * text (as Masterminds/semver does). */
+static void long_numbers_and_prereleases(void **state)
+{
+	char long_a[200], long_b[200], long_range[220];
+	struct oci_semver v;
+
+	(void)state;
+	assert_int_equal(oci_semver_parse("18446744073709551615.0.0", &v), 0);
+	assert_true(v.major == UINT64_MAX);
+	assert_int_equal(oci_semver_parse("1.0.0000000000000000000000000018446744073709551615", &v), 0);
+	assert_true(v.patch == UINT64_MAX);
+	assert_int_not_equal(oci_semver_parse("18446744073709551616.0.0", &v), 0);
+	snprintf(long_a, sizeof(long_a), "1.2.3-%0150d1", 0);
+	snprintf(long_b, sizeof(long_b), "1.2.3-%0150d2", 0);
+	memset(long_a + 6, 'a', 150);
+	memset(long_b + 6, 'a', 150);
+	assert_true(cmp(long_a, long_b) < 0);
+	snprintf(long_range, sizeof(long_range), ">=%s", long_a);
+	YES(long_range, long_b);
+	NO(long_range, "1.2.3-a");
+	assert_true(cmp("1.2.3-18446744073709551616", "1.2.3-0abc") > 0);
+	assert_true(cmp("1.2.3-18446744073709551615", "1.2.3-0abc") < 0);
+	/* numeric pre-release identifiers have no leading zero */
+	assert_int_not_equal(oci_semver_parse("1.2.3-rc.01", &v), 0);
+}
+
+/* "*-0", ">=1-0", "~1.1-alpha": the usual way to let pre-releases in. */
+static void prereleases_on_partial_versions(void **state)
+{
+	(void)state;
+	YES("*-0", "1.0.0-alpha"); YES("*-0", "3.1.4");
+	YES(">=1-0", "1.0.0-rc.1"); NO(">=1-0", "0.9.0");
+	YES("~1.1-alpha", "1.1.1-beta"); NO("~1.1-alpha", "1.2.0-beta");
+	YES("^1.2.x-alpha", "1.2.5-beta"); NO("^1.2.x-alpha", "1.1.1-beta1");
+	YES("1.x-0", "1.5.0-rc.2");
+}
+
+/* A hyphen range is one comparator pair among others in its alternative. */
+static void hyphen_range_with_comparators(void **state)
+{
+	(void)state;
+	YES("1.0.0 - 2.0.0 <=2.0.0", "1.5.0"); YES("1.0.0 - 2.0.0, <=2.0.0", "1.5.0");
+	NO("1.2 - 1.4 !=1.3.0", "1.3.0"); YES("1.2 - 1.4 !=1.3.0", "1.4.2");
+	YES(">=1.0, 1.2 - 1.4", "1.3.5"); YES("1.1 - 2", "2.9.0");
+}
+
+/* "^1.2.3-alpha" stays in major 1 and "~1.2.3-alpha" in 1.2, pre-releases too. */
+static void caret_tilde_prerelease_stay_in_range(void **state)
+{
+	char *tags[] = { "1.10.0", "2.0.0-rc.1", "1.2.3-beta" };
+	struct err e;
+	struct oci_semver_range *r;
+
+	(void)state;
+	NO("^1.2.3-alpha", "2.0.0-rc.1"); YES("^1.2.3-alpha", "1.2.3-beta");
+	NO("~1.2.3-alpha", "1.3.0-rc.1"); YES("~1.2.3-alpha", "1.2.9");
+	r = oci_semver_range_parse("^1.2.3-alpha", &e);
+	assert_non_null(r);
+	assert_string_equal(oci_semver_select(r, tags, 3), "1.10.0");
+	oci_semver_range_free(r);
+}
+
+/* "!=" with a partial version excludes all it covers. */
+static void not_equal_partial(void **state)
+{
+	(void)state;
+	NO("!=4.1", "4.1.0"); NO("!=4.1", "4.1.3"); YES("!=4.1", "4.2.0"); YES("!=4.1", "5.1.0");
+	NO("!=4.x", "4.9.0"); YES("!=4.x", "5.1.0");
+	NO("!=4.1-alpha", "4.1.1-alpha"); YES("!=4.1-alpha", "4.1.0");
+}
+
+/* Masterminds' own rules where they differ from npm's, which Flux users get. */
+static void flux_quirks(void **state)
+{
+	(void)state;
+	YES("~0.0.0", "1.2.3");           /* written out in full: anything */
+	YES("^*", "0.0.0"); NO("^*", "1.2.3");  /* a "^" of 0.0.0 */
+	YES("x.1.2", "5.0.0");            /* numbers after a wildcard are ignored */
+	YES("<=1.4", "1.4.9"); NO("<=1.4", "1.5.0");
+	YES(">1.1", "1.2.0"); NO(">1.1", "1.1.9");
+	/* the rewrite of "A - B" takes the space before A with it, so after
+	 * another comparator a hyphen range needs a comma */
+	struct err e;
+	assert_null(oci_semver_range_parse(">=1.0 1.2 - 1.4", &e));
+}
+
+static void refuses_over_the_limits(void **state)
+{
+	char text[600];
+	struct err e;
+	struct oci_semver_range *r;
+
+	(void)state;
+	memset(text, ' ', sizeof(text));
+	memcpy(text, ">=1.0.0", 7);
+	text[512] = '\0';
+	r = oci_semver_range_parse(text, &e);
+	assert_non_null(r);
+	oci_semver_range_free(r);
+	text[512] = ' ';
+	text[513] = '\0';
+	assert_null(oci_semver_range_parse(text, &e));
+	assert_non_null(strstr(e.msg, "512"));
+	/* a message naming a range with a newline stays on one line */
+	assert_null(oci_semver_range_parse(">=1.0.0\n<", &e));
+	assert_null(strchr(e.msg, '\n'));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +296,14 @@ int main(void)
 		cmocka_unit_test(prereleases_only_when_named),
 		cmocka_unit_test(refuses_bad_ranges),
 		cmocka_unit_test(selects_highest_tag),
+		cmocka_unit_test(tags_need_three_parts),
+		cmocka_unit_test(long_numbers_and_prereleases),
+		cmocka_unit_test(prereleases_on_partial_versions),
+		cmocka_unit_test(hyphen_range_with_comparators),
+		cmocka_unit_test(caret_tilde_prerelease_stay_in_range),
+		cmocka_unit_test(not_equal_partial),
+		cmocka_unit_test(flux_quirks),
+		cmocka_unit_test(refuses_over_the_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
