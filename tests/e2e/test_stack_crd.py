@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from kube_fixtures import KubeError
+from kube_fixtures import KubeError, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "deploy" / "samples"
@@ -236,3 +236,23 @@ def test_a_crd_whose_rule_does_not_compile_is_refused(any_kubeapi):
     assert e.value.code == 422, e.value
     assert "x-kubernetes-validations[0].rule" in e.value.status["message"]
     assert "compilation failed" in e.value.status["message"]
+
+
+def test_crd_installs_with_kubectl_apply_k_and_serves_both_versions(any_bare_kubeapi):
+    """`kubectl apply -k deploy/crds` (client-side, as a user installs it) on a server
+    without it: Established, both versions in discovery with v1 preferred, and the
+    descriptions reach `kubectl explain`."""
+    api = any_bare_kubeapi
+    api.kubectl("apply", "-k", ROOT / "deploy" / "crds")
+    api.kubectl("wait", "--for=condition=Established", "crd/stacks.pulumi.com",
+                "--timeout=60s")
+    group = api.direct_client.request("GET", "/apis/pulumi.com")
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1alpha1"]
+    assert group["preferredVersion"]["version"] == "v1"
+    for gv in (V1, V1ALPHA1):
+        assert api.plural_of(gv, "Stack") == "stacks"
+    # the real server publishes a new CRD's OpenAPI a moment after it is Established
+    explain = wait_for(lambda: api.kubectl("explain", "stacks.spec.ociSource.insecure",
+                                           check=False).stdout, 60, interval=0.5,
+                       what="kubectl explain to find the Stack kind")
+    assert "Plain HTTP to the registry" in explain

@@ -133,15 +133,25 @@ class _Parser:
             return ("macro", name, target, args[0][1], args[1])
         return ("call", name, target, args)
 
+    def sequence(self, close, item):
+        """Comma-separated items up to `close` (which is consumed): call arguments,
+        list and map literals."""
+        out = []
+        while self.peek() != close:
+            out.append(item())
+            if self.peek() != close:
+                self.take(",")
+        self.take(close)
+        return out
+
     def arguments(self):
         self.take("(")
-        args = []
-        while self.peek() != ")":
-            args.append(self.expr())
-            if self.peek() != ")":
-                self.take(",")
-        self.take(")")
-        return args
+        return self.sequence(")", self.expr)
+
+    def map_entry(self):
+        key = self.expr()
+        self.take(":")
+        return key, self.expr()
 
     def primary(self):
         kind, val = self.take()
@@ -167,23 +177,9 @@ class _Parser:
             self.take(")")
             return node
         if val == "[":
-            items = []
-            while self.peek() != "]":
-                items.append(self.expr())
-                if self.peek() != "]":
-                    self.take(",")
-            self.take("]")
-            return ("list", items)
+            return ("list", self.sequence("]", self.expr))
         if val == "{":
-            entries = []
-            while self.peek() != "}":
-                key = self.expr()
-                self.take(":")
-                entries.append((key, self.expr()))
-                if self.peek() != "}":
-                    self.take(",")
-            self.take("}")
-            return ("map", entries)
+            return ("map", self.sequence("}", self.map_entry))
         raise CelError(f"Syntax error: unexpected '{val}'")
 
 
