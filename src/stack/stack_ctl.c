@@ -138,36 +138,44 @@ static int str_changed(const cJSON *a, const cJSON *b, const char *path)
 	return (x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0);
 }
 
-static int annotation_changed(const cJSON *a, const cJSON *b, const char *name)
+/* Do the two JSON values under metadata differ? */
+static int meta_changed(const cJSON *a, const cJSON *b, const char *key)
 {
-	const char *x, *y;
+	const cJSON *x = at(at(a, "metadata"), key), *y = at(at(b, "metadata"), key);
 
-	/* kube_obj_str splits at dots and annotation names have them. */
-	x = cJSON_IsString(at(at(at(a, "metadata"), "annotations"), name)) ?
-	    at(at(at(a, "metadata"), "annotations"), name)->valuestring : NULL;
-	y = cJSON_IsString(at(at(at(b, "metadata"), "annotations"), name)) ?
-	    at(at(at(b, "metadata"), "annotations"), name)->valuestring : NULL;
-	return (x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0);
+	if (x == NULL || y == NULL)
+		return (x == NULL) != (y == NULL);
+	return !cJSON_Compare(x, y, 1);
+}
+
+static const char *change_name(enum kube_change c)
+{
+	return c == KUBE_CHANGE_ADD ? "added" : c == KUBE_CHANGE_UPDATE ? "updated" : "deleted";
+}
+
+/* One line per change of a Stack or a source (not of ConfigMaps and
+ * Secrets, which are many and mostly unrelated). */
+static void log_change(struct kube_informer *inf, enum kube_change ch, const cJSON *obj)
+{
+	const char *ns = kube_obj_str(obj, "metadata.namespace");
+	const char *name = kube_obj_str(obj, "metadata.name");
+	const char *rv = kube_obj_str(obj, "metadata.resourceVersion");
+
+	log_info("object changed", "kind", kube_informer_resource(inf)->kind, "change", change_name(ch),
+	    "namespace", str_or_empty(ns), "name", str_or_empty(name), "resourceVersion", str_or_empty(rv), NULL);
 }
 
 /* Does this Stack update change what the reconciler would do? */
 static int stack_changed(const cJSON *old, const cJSON *obj)
 {
 	const cJSON *go = at(at(old, "metadata"), "generation"), *gn = at(at(obj, "metadata"), "generation");
-	char *fo, *fn;
-	int diff;
 
+	/* Annotations: reconcile requests, and anything a user sets to have a
+	 * look (a pass that finds nothing new runs no CLI and writes nothing). */
 	if (!cJSON_IsNumber(go) || !cJSON_IsNumber(gn) || go->valuedouble != gn->valuedouble)
 		return 1;
-	if (str_changed(old, obj, "metadata.deletionTimestamp") ||
-	    annotation_changed(old, obj, STACK_ANN_REQUESTED) || annotation_changed(old, obj, STACK_ANN_REQUEST))
-		return 1;
-	fo = cJSON_PrintUnformatted(at(at(old, "metadata"), "finalizers"));
-	fn = cJSON_PrintUnformatted(at(at(obj, "metadata"), "finalizers"));
-	diff = (fo == NULL) != (fn == NULL) || (fo && strcmp(fo, fn) != 0);
-	free(fo);
-	free(fn);
-	return diff;
+	return str_changed(old, obj, "metadata.deletionTimestamp") || meta_changed(old, obj, "annotations") ||
+	    meta_changed(old, obj, "finalizers");
 }
 
 static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
@@ -175,13 +183,12 @@ static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, c
 {
 	struct stack_ctl *sc = ud;
 	char *key;
-	(void)inf;
 
+	log_change(inf, ch, obj);
 	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !stack_changed(old, obj))
 		return;
 	if ((key = kube_object_key(obj)) != NULL) {
-		log_debug("stack queued", "key", key, "change", ch == KUBE_CHANGE_ADD ? "added" :
-		    ch == KUBE_CHANGE_UPDATE ? "updated" : "deleted", NULL);
+		log_debug("stack queued", "key", key, "change", change_name(ch), NULL);
 		kube_queue_add(sc->queue, key);
 	}
 	free(key);
@@ -207,6 +214,7 @@ static void enqueue_dependents(struct stack_ctl *sc, const char *index, const ch
 static void on_source(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
     const cJSON *obj)
 {
+	log_change(inf, ch, obj);
 	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !str_changed(old, obj, "status.artifact.revision") &&
 	    !str_changed(old, obj, "status.artifact.digest") && !str_changed(old, obj, "status.artifact.url"))
 		return;

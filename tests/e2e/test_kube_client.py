@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kube_fixtures import wait_for
+from test_kubeapi_api import FLUX_SOURCE
 
 
 def tool(pc_tools, *args, env=None):
@@ -257,7 +258,8 @@ def test_exec_credential_cached_until_refused(any_kubeapi, pc_tools, tmp_path):
 def test_repeated_events_are_aggregated(any_kubeapi, pc_tools, tmp_path):
     kubeapi, ns = any_kubeapi, any_kubeapi.namespace
     kubeapi.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
-                    "metadata": {"name": "ev", "namespace": ns}, "spec": {"stack": "dev"}})
+                    "metadata": {"name": "ev", "namespace": ns},
+                    "spec": {"stack": "dev", "fluxSource": FLUX_SOURCE}})
     kc = kubeapi.write_kubeconfig(tmp_path / "kc")
     p = tool(pc_tools, "event", kc, ns, "ev", 5)
     assert p.returncode == 0, p.stderr

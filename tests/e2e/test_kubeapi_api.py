@@ -26,8 +26,16 @@ GV = "pulumi.com/v1"
 CRD_GV = "apiextensions.k8s.io/v1"
 
 
+FLUX_SOURCE = {"sourceRef": {"apiVersion": "source.toolkit.fluxcd.io/v1",
+                              "kind": "GitRepository", "name": "repo"}}
+
+
 def stack(name, ns="default", labels=None, **spec):
+    """A Stack the CRD accepts: a stack name and, unless given another, a fluxSource
+    (the CRD's CEL rule wants exactly one source)."""
     spec.setdefault("stack", f"org/{name}/dev")
+    if not {"fluxSource", "ociSource", "programRef", "projectRepo"} & spec.keys():
+        spec["fluxSource"] = FLUX_SOURCE
     m = {"name": name, "namespace": ns}
     if labels:
         m["labels"] = labels

@@ -18,6 +18,7 @@ import yaml
 
 from kube_fixtures import wait_for
 from real_fixtures import EmulatorView
+from test_kubeapi_api import FLUX_SOURCE
 
 CRD_GV = "apiextensions.k8s.io/v1"
 
@@ -411,10 +412,11 @@ def test_stack_and_flux_kinds_print_their_columns(any_kubeapi, tmp_path):
     api.kubectl("apply", "--server-side", "-f", stack)
     api.patch_status("pulumi.com/v1", "stacks", "web", {
         "observedGeneration": 1, "artifact": {"revision": "main@sha1:abc", "digest": "sha256:0"},
+        "lastAppliedRevision": "main@sha1:abc",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded",
                         "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, ns)
     out = api.kubectl("get", "stacks").stdout.splitlines()
-    assert out[0].split() == ["NAME", "READY", "REASON", "REVISION", "AGE"]
+    assert out[0].split() == ["NAME", "READY", "REASON", "REVISION", "SUSPENDED", "AGE"]
     assert out[1].split()[:4] == ["web", "True", "Succeeded", "main@sha1:abc"]
     wide = api.kubectl("get", "stacks", "-o", "wide").stdout.splitlines()
     assert "STACK" in wide[0].split() and "org/web/dev" in wide[1].split()
@@ -448,7 +450,7 @@ def _reconciling_stack(api):
     ns = api.namespace
     api.client.create({"apiVersion": "pulumi.com/v1", "kind": "Stack",
                        "metadata": {"name": "web", "namespace": ns},
-                       "spec": {"stack": "dev"}}, "stacks")
+                       "spec": {"stack": "dev", "fluxSource": FLUX_SOURCE}}, "stacks")
     api.patch_status("pulumi.com/v1", "stacks", "web", {"conditions": [
         {"type": "Ready", "status": "False", "reason": "Reconciling", "message": "",
          "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, ns)
@@ -462,7 +464,7 @@ def test_get_watch_with_table_output(any_kubeapi):
         # last row printed is its Reconciling state, under the one header
         _reconciling_stack(any_kubeapi)
         lines = _read_until(proc, lambda ls: any("Reconciling" in line for line in ls))
-        assert lines[0].split() == ["NAME", "READY", "REASON", "REVISION", "AGE"]
+        assert lines[0].split() == ["NAME", "READY", "REASON", "REVISION", "SUSPENDED", "AGE"]
         assert lines[-1].split()[:3] == ["web", "False", "Reconciling"]
     finally:
         _stop(proc)
