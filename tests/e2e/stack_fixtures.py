@@ -611,10 +611,12 @@ class StackWorld:
         controller was going to do about earlier changes of this Stack is done then."""
         ctl = self.ctl
         token = uuid.uuid4().hex
+        # Counted before the change: the reconcile it queues may be over by the
+        # time the log line is seen.
+        before = ctl.metrics().get("pulumi_controller_reconcile_total", 0)
         obj = self.patch_stack(name, {"metadata": {"annotations": {"stack-test/barrier": token}}})
         rv = obj["metadata"]["resourceVersion"]
         ctl.wait_log("object changed", timeout, kind="Stack", name=name, resourceVersion=rv)
-        before = ctl.metrics().get("pulumi_controller_reconcile_total", 0)
 
         def done():
             ctl.alive()
