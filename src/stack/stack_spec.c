@@ -460,6 +460,9 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 		return err_set(e, ERR_INVALID, "spec: is required"), -1;
 	if (get_str(spec, "stack", "spec.stack", &s->stack, e) < 0)
 		return -1;
+	/* The classic manifest names no stack: it is the object's name. */
+	if (s->stack == NULL && cJSON_IsObject(item(spec, "programRef")) && (s->stack = strdup(name)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	if (s->stack == NULL || s->stack[0] == '\0')
 		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
 	if (parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
