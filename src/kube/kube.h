@@ -87,6 +87,19 @@ int kube_config_parse(const char *name, const char *text, size_t len, const char
  * in-cluster, ~/.kube/config. */
 int kube_config_load(const char *flag_path, struct kube_config **out, struct err *e);
 
+/* 0 when token can go into an Authorization header; -1 (ERR_INVALID) when
+ * it holds a control character (a byte below 0x20, or 0x7f), which would
+ * let whoever wrote it add request headers of their own.  The message
+ * starts with `where` (the file, key or plugin it came from) and never
+ * quotes the token. */
+int kube_token_check(const char *token, const char *where, struct err *e);
+
+/* Reads a bearer token file as client-go does (surrounding whitespace
+ * trimmed) and checks it: ERR_LIMIT above 1 MiB, ERR_AUTH when empty or
+ * when kube_token_check refuses it; messages name the file.  *out is a
+ * secret (free with explicit wiping). */
+int kube_read_token_file(const char *path, char **out, struct err *e);
+
 /* ------------------------------------------------------------------ client */
 
 /* What a kind is served at. */

@@ -276,10 +276,21 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 	cert = kube_obj_str(status, "clientCertificateData");
 	key = kube_obj_str(status, "clientKeyData");
 	exp = kube_obj_str(status, "expirationTimestamp");
+	if (tok != NULL && *tok == '\0')
+		tok = NULL;
 	if (tok == NULL && (cert == NULL || key == NULL)) {
 		cJSON_Delete(doc);
 		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
 		    c->cfg->exec->command);
+	}
+	if (tok != NULL) {
+		char where[300];
+		snprintf(where, sizeof(where), "exec plugin %s: status.token", c->cfg->exec->command);
+		if (kube_token_check(tok, where, e) < 0) {
+			cJSON_Delete(doc);
+			e->code = ERR_AUTH;
+			return -1;
+		}
 	}
 	kube_free_secret(c->token);
 	c->token = tok ? kx_strdup(tok) : NULL;
@@ -301,19 +312,29 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 	int64_t now = kube_mono_ms();
 
 	if (cfg->token != NULL) {
-		if (c->token == NULL)
+		/* kube_config_parse checked it; a config built by other code
+		 * gets the same check before the token nears a header */
+		if (c->token == NULL) {
+			char where[300];
+			snprintf(where, sizeof(where), "%s: token", cfg->source ? cfg->source : "config");
+			if (kube_token_check(cfg->token, where, e) < 0)
+				return -1;
 			c->token = kx_strdup(cfg->token);
+		}
 		return 0;
 	}
 	if (cfg->token_file != NULL) {
 		char *tok;
 		if (!force && c->token != NULL && now - c->token_read_ms < TOKEN_REREAD_MS)
 			return 0;
-		if (kube_read_trimmed(cfg->token_file, 1 << 20, &tok, e) < 0) {
-			/* keep using the old token when a rotation is mid-way */
-			if (c->token != NULL)
+		if (kube_read_token_file(cfg->token_file, &tok, e) < 0) {
+			/* Keep using the old token when a rotation is mid-way (the
+			 * file missing for a moment); never when the new one is
+			 * refused outright. */
+			if (c->token != NULL && e->code != ERR_AUTH && e->code != ERR_LIMIT)
 				return 0;
-			err_prefix(e, "token file");
+			if (e->code != ERR_AUTH && e->code != ERR_LIMIT)
+				err_prefix(e, "token file");
 			return -1;
 		}
 		kube_free_secret(c->token);

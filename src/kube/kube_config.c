@@ -10,6 +10,7 @@
  * silently ignored.  Errors name the file and the key; values are never
  * quoted because most of them are secrets.
  */
+#include <ctype.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,50 @@ void kube_config_free(struct kube_config *c)
 	free(c);
 }
 
+/* ------------------------------------------------------------ tokens */
+
+#define TOKEN_FILE_MAX (1 << 20)
+
+int kube_token_check(const char *token, const char *where, struct err *e)
+{
+	for (const char *p = token; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch < 0x20 || ch == 0x7f)
+			return err_set(e, ERR_INVALID,
+			    "%s: the token contains a control character (byte %zu), which cannot go into an HTTP header",
+			    where, (size_t)(p - token));
+	}
+	return 0;
+}
+
+int kube_read_token_file(const char *path, char **out, struct err *e)
+{
+	char *tok, *start;
+
+	*out = NULL;
+	if (kube_read_trimmed(path, TOKEN_FILE_MAX, &tok, e) < 0)
+		return -1;
+	for (start = tok; isspace((unsigned char)*start); start++)
+		;
+	if (start != tok) {
+		size_t lead = (size_t)(start - tok), len = strlen(start);
+		memmove(tok, start, len + 1);
+		explicit_bzero(tok + len, lead);   /* the tail's stale copy */
+	}
+	if (*tok == '\0') {
+		kube_free_secret(tok);
+		return err_set(e, ERR_AUTH, "token file %s: empty", path);
+	}
+	if (kube_token_check(tok, path, e) < 0) {
+		kube_free_secret(tok);
+		err_prefix(e, "token file");
+		e->code = ERR_AUTH;
+		return -1;
+	}
+	*out = tok;
+	return 0;
+}
+
 /* ------------------------------------------------------------ in-cluster */
 
 static char *join_host_port(const char *host, const char *port)
@@ -83,7 +128,7 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	c->server = join_host_port(host, port);
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
 	/* Read it once now so a missing token fails at start, not at first use. */
-	if (kube_read_trimmed(path, 1 << 20, &tok, e) < 0) {
+	if (kube_read_token_file(path, &tok, e) < 0) {
 		err_prefix(e, "in-cluster config");
 		kube_config_free(c);
 		return -1;
@@ -428,8 +473,13 @@ static int parse_user(struct kfiles *f, const char *name, struct kube_config *c,
 	    ystr(d, m, "client-certificate-data", prefix, &certdata, e) < 0 ||
 	    ystr(d, m, "client-key-data", prefix, &keydata, e) < 0)
 		return -1;
-	if (tok != NULL)
+	if (tok != NULL) {
+		char where[400];
+		snprintf(where, sizeof(where), "kubeconfig %s: %s.token", d->name, prefix);
+		if (kube_token_check(tok, where, e) < 0)
+			return -1;
 		c->token = kx_strdup(tok);
+	}
 	else if (tokfile != NULL)
 		c->token_file = resolve_path(d, tokfile);
 	if (certdata != NULL) {

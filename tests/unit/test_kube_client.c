@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -397,6 +398,69 @@ static void transport_options(void **state)
 	kube_client_free(c);
 }
 
+/* A client whose credentials come from an exec plugin: a shell script
+ * printing `status` (a JSON object body) as its ExecCredential. */
+static struct kube_client *exec_client(const char *script_path, const char *status)
+{
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	struct err e;
+	struct kube_client *c;
+	FILE *f = fopen(script_path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\ncat <<'EOF'\n{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+	    "\"kind\":\"ExecCredential\",\"status\":%s}\nEOF\n", status);
+	fclose(f);
+	assert_int_equal(chmod(script_path, 0700), 0);
+	cfg->server = strdup("https://127.0.0.1:1");
+	cfg->source = strdup("test");
+	cfg->exec = calloc(1, sizeof(*cfg->exec));
+	cfg->exec->command = strdup(script_path);
+	cfg->exec->api_version = strdup("client.authentication.k8s.io/v1");
+	cfg->exec->args = calloc(1, sizeof(char *));
+	cfg->exec->env = calloc(1, sizeof(char *));
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	return c;
+}
+
+/* An exec plugin's token with CR/LF would add headers of the plugin
+ * output's choosing: refused, naming the plugin, never the token. */
+static void exec_token_with_control_characters_is_refused(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/test_kube_client_plugin.XXXXXX";
+	int fd = mkstemp(path);
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	assert_true(fd >= 0);
+	close(fd);
+	c = exec_client(path, "{\"token\":\"tok-1\\r\\nX-Injected: 1\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "exec plugin"));
+	assert_non_null(strstr(e.msg, path));
+	assert_non_null(strstr(e.msg, "status.token"));
+	assert_non_null(strstr(e.msg, "control character"));
+	assert_null(strstr(e.msg, "tok-1"));
+	assert_null(strstr(e.msg, "Injected"));
+	kube_client_free(c);
+	/* the same plugin with a clean token works */
+	c = exec_client(path, "{\"token\":\"tok-1\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer tok-1");
+	kube_transport_free(&t);
+	kube_client_free(c);
+	/* an empty token is no token */
+	c = exec_client(path, "{\"token\":\"\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_non_null(strstr(e.msg, "neither a token nor a client certificate"));
+	kube_client_free(c);
+	unlink(path);
+}
+
 static long retry_after_of(const char *headers)
 {
 	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
@@ -721,6 +785,7 @@ int main(void)
 		cmocka_unit_test(reads_retried_after_500_until_limit),
 		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(transport_options),
+		cmocka_unit_test(exec_token_with_control_characters_is_refused),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),

@@ -265,6 +265,64 @@ static void incluster(void **state)
 	assert_int_equal(kube_config_incluster("h", "44x3", sa, &c, &e), -1);
 }
 
+/* A token is copied into the Authorization header: CR/LF (or any control
+ * byte) in it would add headers of its author's choosing.  Refused from
+ * each source, naming the source and never quoting the token. */
+static void tokens_with_control_characters_are_refused(void **state)
+{
+	(void)state;
+	static const char *bad[] = { "abc\\r\\nX-Injected: 1", "abc\\nX: 1", "a\\tb", "a\\x7fb",
+		"a\\x01b" };
+	char text[1024], p[512], sa[400];
+	struct kube_config *c = NULL;
+	struct err e;
+	char *tok = NULL;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "current-context: a\n" BASE_CLUSTERS
+		    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+		    "users:\n- name: u\n  user:\n    token: \"%s\"\n", bad[i]);
+		parse_fails(text, "users[\"u\"].user.token: the token contains a control character", "abc");
+	}
+	/* printable tokens of every kind still pass */
+	c = parse_ok("current-context: a\n" BASE_CLUSTERS
+	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+	    "users:\n- name: u\n  user:\n    token: \"eyJh.b-c_d~e+f/g=: ok\"\n", NULL);
+	assert_string_equal(c->token, "eyJh.b-c_d~e+f/g=: ok");
+	kube_config_free(c);
+
+	/* token files: trimmed like client-go, then checked */
+	write_file("tok-ok", "  tok-1\r\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), 0);
+	assert_string_equal(tok, "tok-1");
+	free(tok);
+	write_file("tok-bad", "tok-1\r\nX-Injected: 1\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), -1);
+	assert_null(tok);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, p));
+	assert_non_null(strstr(e.msg, "control character"));
+	assert_null(strstr(e.msg, "tok-1"));
+	assert_null(strstr(e.msg, "Injected"));
+	write_file("tok-empty", " \n\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "empty"));
+	assert_non_null(strstr(e.msg, p));
+
+	/* the in-cluster token file, read at start */
+	snprintf(sa, sizeof(sa), "%s/sa-bad", tmpdir);
+	assert_int_equal(mkdir(sa, 0700), 0);
+	write_file("sa-bad/token", "tok\rX-Injected: 1", p, sizeof(p));
+	write_file("sa-bad/ca.crt", "PEM", p, sizeof(p));
+	c = NULL;
+	assert_int_equal(kube_config_incluster("10.96.0.1", "443", sa, &c, &e), -1);
+	assert_null(c);
+	assert_non_null(strstr(e.msg, "in-cluster config"));
+	assert_non_null(strstr(e.msg, "sa-bad/token"));
+	assert_null(strstr(e.msg, "Injected"));
+}
+
 static void load_order(void **state)
 {
 	(void)state;
@@ -321,6 +379,7 @@ int main(void)
 		cmocka_unit_test(kubeconfig_list_merges_first_wins),
 		cmocka_unit_test(incluster),
 		cmocka_unit_test(load_order),
+		cmocka_unit_test(tokens_with_control_characters_are_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
