@@ -109,10 +109,24 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 		err_set(e, ERR_INVALID, "kube client: no server configured");
 		return NULL;
 	}
+	if (kube_config_validate(cfg, e) < 0) {
+		kube_config_free(cfg);
+		return NULL;
+	}
 	c = kx_calloc(1, sizeof(*c));
 	c->cfg = cfg;
 	pthread_mutex_init(&c->lock, NULL);
 	c->tls = strncmp(cfg->server, "https://", 8) == 0;
+	if (c->tls && cfg->insecure_skip_tls_verify) {
+		/* Once per client, at start, where an operator looks: every
+		 * request from now on trusts whoever answers at this address. */
+		char server[512];
+		log_warn("TLS verification of the Kubernetes API server is off (insecure-skip-tls-verify): "
+		    "its certificate is not checked, so anyone on the path can impersonate it and receive "
+		    "the credentials sent to it",
+		    "server", kube_config_server_for_log(cfg, server, sizeof(server)),
+		    "config", cfg->source ? cfg->source : "", NULL);
+	}
 	c->timeout_ms = 60000;
 	c->retries = 5;
 	return c;
@@ -312,15 +326,9 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 	int64_t now = kube_mono_ms();
 
 	if (cfg->token != NULL) {
-		/* kube_config_parse checked it; a config built by other code
-		 * gets the same check before the token nears a header */
-		if (c->token == NULL) {
-			char where[300];
-			snprintf(where, sizeof(where), "%s: token", cfg->source ? cfg->source : "config");
-			if (kube_token_check(cfg->token, where, e) < 0)
-				return -1;
+		/* checked by kube_config_validate in kube_client_new */
+		if (c->token == NULL)
 			c->token = kx_strdup(cfg->token);
-		}
 		return 0;
 	}
 	if (cfg->token_file != NULL) {

@@ -11,6 +11,7 @@
  * quoted because most of them are secrets.
  */
 #include <ctype.h>
+#include <curl/curl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,78 @@ int kube_read_token_file(const char *path, char **out, struct err *e)
 	}
 	*out = tok;
 	return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* An http(s) URL with a host and nothing the client cannot use or print:
+ * user information (libcurl would send it as basic auth, which is refused
+ * in users[] too, and it would reach every log line naming the server), a
+ * query or a fragment (paths are appended to the server).  The message
+ * never quotes the URL: it may hold a password. */
+static int server_check(const char *server, const char *where, struct err *e)
+{
+	CURLU *h = curl_url();
+	char *scheme = NULL, *part = NULL;
+	const char *bad = NULL;
+	int rc = 0;
+
+	if (h == NULL)
+		return err_set(e, ERR_NOMEM, "%s: out of memory", where);
+	if (curl_url_set(h, CURLUPART_URL, server, 0) != CURLUE_OK ||
+	    curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)) {
+		rc = err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
+	} else if (curl_url_get(h, CURLUPART_USER, &part, 0) == CURLUE_OK) {
+		bad = "user information (credentials belong in users[])";
+	} else if (curl_url_get(h, CURLUPART_QUERY, &part, 0) == CURLUE_OK) {
+		bad = "a query";
+	} else if (curl_url_get(h, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK) {
+		bad = "a fragment";
+	}
+	if (bad != NULL)
+		rc = err_set(e, ERR_INVALID, "%s: must not carry %s", where, bad);
+	if (part != NULL) {
+		explicit_bzero(part, strlen(part));
+		curl_free(part);
+	}
+	curl_free(scheme);
+	curl_url_cleanup(h);
+	return rc;
+}
+
+/* client-go's rule (transport.TLSConfigFor): a CA and "do not verify"
+ * contradict each other, and guessing which was meant could turn
+ * verification off for a cluster whose CA was given. */
+static int tls_check(const struct kube_config *c, const char *where, struct err *e)
+{
+	if (c->insecure_skip_tls_verify && (c->ca_file != NULL || c->ca_pem != NULL))
+		return err_set(e, ERR_INVALID,
+		    "%s: specifying a root certificates file with the insecure flag is not allowed "
+		    "(certificate-authority or certificate-authority-data together with insecure-skip-tls-verify)",
+		    where);
+	return 0;
+}
+
+int kube_config_validate(const struct kube_config *c, struct err *e)
+{
+	const char *src = c->source ? c->source : "kubernetes configuration";
+	char where[600];
+
+	if (c->server == NULL)
+		return err_set(e, ERR_INVALID, "%s: no server configured", src);
+	snprintf(where, sizeof(where), "%s: server", src);
+	if (server_check(c->server, where, e) < 0 || tls_check(c, src, e) < 0)
+		return -1;
+	snprintf(where, sizeof(where), "%s: token", src);
+	if (c->token != NULL && kube_token_check(c->token, where, e) < 0)
+		return -1;
+	return 0;
+}
+
+const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n)
+{
+	return kube_url_for_log(c->server ? c->server : "", buf, n);
 }
 
 /* ------------------------------------------------------------ in-cluster */
@@ -358,7 +431,7 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 {
 	struct kdoc *d = NULL;
 	yaml_node_t *m = find_named(f, "clusters", name, "cluster", &d, e);
-	char prefix[300];
+	char prefix[300], where[700];
 	const char *server, *ca, *cadata;
 
 	if (m == NULL)
@@ -371,9 +444,11 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 		return -1;
 	if (server == NULL)
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.server: missing", d->name, prefix);
+	snprintf(where, sizeof(where), "kubeconfig %s: %s.server", d->name, prefix);
 	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
-		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.server: must be an http(s) URL",
-		    d->name, prefix);
+		return err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
+	if (server_check(server, where, e) < 0)
+		return -1;
 	c->server = kx_strdup(server);
 	while (strlen(c->server) > 8 && c->server[strlen(c->server) - 1] == '/')
 		c->server[strlen(c->server) - 1] = '\0';
@@ -383,7 +458,8 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 	} else if (ca != NULL) {
 		c->ca_file = resolve_path(d, ca);
 	}
-	return 0;
+	snprintf(where, sizeof(where), "kubeconfig %s: %s", d->name, prefix);
+	return tls_check(c, where, e);
 }
 
 static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct kube_config *c,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/log.h"
 #include "kube/kube.h"
 #include "kube/kube_priv.h"
 
@@ -461,6 +462,67 @@ static void exec_token_with_control_characters_is_refused(void **state)
 	unlink(path);
 }
 
+/* Verification off is allowed alone, with one loud warning naming the
+ * server (never its user information); with a CA it is refused, as
+ * client-go refuses it. */
+static void insecure_tls_is_warned_about_or_refused(void **state)
+{
+	(void)state;
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	struct kube_transport t;
+	struct kube_client *c;
+	char *logged = NULL;
+	size_t logged_len = 0;
+	FILE *log = open_memstream(&logged, &logged_len);
+	struct err e;
+
+	assert_non_null(log);
+	log_setup(LOG_INFO, LOG_JSON, log);
+	cfg->server = strdup("https://10.0.0.1:6443");
+	cfg->source = strdup("/home/u/.kube/config");
+	cfg->insecure_skip_tls_verify = 1;
+	cfg->token = strdup("tok");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_int_equal(t.opts.insecure_skip_tls_verify, 1);
+	kube_transport_free(&t);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	kube_transport_free(&t);
+	kube_client_free(c);
+	fflush(log);
+	assert_non_null(strstr(logged, "\"level\":\"warn\""));
+	assert_non_null(strstr(logged, "TLS verification of the Kubernetes API server is off"));
+	assert_non_null(strstr(logged, "\"server\":\"https://10.0.0.1:6443/\""));
+	/* once per client, not per request */
+	assert_null(strstr(strstr(logged, "TLS verification") + 1, "TLS verification"));
+	assert_null(strstr(logged, "tok\""));
+
+	/* verification on: nothing said */
+	fclose(log);
+	free(logged);
+	log = open_memstream(&logged, &logged_len);
+	log_setup(LOG_INFO, LOG_JSON, log);
+	c = tls_client("https://127.0.0.1:1");
+	kube_client_free(c);
+	fflush(log);
+	assert_null(strstr(logged, "TLS verification"));
+	log_setup(LOG_INFO, LOG_JSON, stderr);
+	fclose(log);
+	free(logged);
+
+	/* with a CA: refused */
+	cfg = calloc(1, sizeof(*cfg));
+	cfg->server = strdup("https://10.0.0.1:6443");
+	cfg->source = strdup("/home/u/.kube/config");
+	cfg->insecure_skip_tls_verify = 1;
+	cfg->ca_pem = strdup("-----BEGIN CERTIFICATE-----\n");
+	assert_null(kube_client_new(cfg, &e));
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_non_null(strstr(e.msg, "/home/u/.kube/config"));
+	assert_non_null(strstr(e.msg, "specifying a root certificates file with the insecure flag is not allowed"));
+}
+
 static long retry_after_of(const char *headers)
 {
 	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
@@ -786,6 +848,7 @@ int main(void)
 		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(transport_options),
 		cmocka_unit_test(exec_token_with_control_characters_is_refused),
+		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),

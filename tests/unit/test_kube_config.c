@@ -80,7 +80,7 @@ static void parse_fails(const char *text, const char *expect_in_msg, const char 
 	"  cluster:\n" \
 	"    server: https://c2.example:443\n" \
 	"    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n" \
-	"    insecure-skip-tls-verify: true\n"
+	"    insecure-skip-tls-verify: false\n"
 
 static void current_context_and_relative_paths(void **state)
 {
@@ -126,7 +126,7 @@ static void context_override_and_data_fields(void **state)
 	assert_string_equal(c->namespace, "default");
 	assert_string_equal(c->ca_pem, "-----BEGIN CERTIFICATE-----\n");
 	assert_null(c->ca_file);
-	assert_int_equal(c->insecure_skip_tls_verify, 1);
+	assert_int_equal(c->insecure_skip_tls_verify, 0);
 	assert_string_equal(c->token, "s3cret-token");
 	assert_string_equal(c->client_cert_pem, "CERT");
 	assert_string_equal(c->client_key_pem, "KEY");
@@ -323,6 +323,71 @@ static void tokens_with_control_characters_are_refused(void **state)
 	assert_null(strstr(e.msg, "Injected"));
 }
 
+#define ONE_CONTEXT "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\n"
+
+/* client-go refuses a CA together with insecure-skip-tls-verify; so do we,
+ * for a CA file and for CA data.  Verification off alone is allowed (and
+ * warned about by the client). */
+static void insecure_with_a_ca_is_refused(void **state)
+{
+	(void)state;
+	struct kube_config *c;
+
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    certificate-authority: ca.pem\n    insecure-skip-tls-verify: true\n",
+	    "clusters[\"c\"].cluster: specifying a root certificates file with the insecure flag is not allowed",
+	    NULL);
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n"
+	    "    insecure-skip-tls-verify: true\n",
+	    "specifying a root certificates file with the insecure flag is not allowed", NULL);
+	c = parse_ok(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    insecure-skip-tls-verify: true\n", NULL);
+	assert_int_equal(c->insecure_skip_tls_verify, 1);
+	assert_null(c->ca_file);
+	assert_null(c->ca_pem);
+	kube_config_free(c);
+}
+
+/* A server URL's user information would be sent as basic auth and logged
+ * with the server; a query or fragment makes no sense under the paths
+ * appended to it.  All refused without quoting the URL. */
+static void server_url_with_credentials_or_query_is_refused(void **state)
+{
+	(void)state;
+	char buf[256];
+	struct kube_config *c;
+
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://admin:hunter2@10.0.0.1:6443'}\n",
+	    "clusters[\"c\"].cluster.server: must not carry user information", "hunter2");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://tok3n@10.0.0.1:6443'}\n",
+	    "must not carry user information", "tok3n");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443/?token=s3cret'}\n",
+	    "cluster.server: must not carry a query", "s3cret");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443/#s3cret'}\n",
+	    "cluster.server: must not carry a fragment", "s3cret");
+	/* a path prefix (Rancher, a proxy) is fine */
+	c = parse_ok(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://rancher.example/k8s/clusters/c-1'}\n",
+	    NULL);
+	assert_string_equal(c->server, "https://rancher.example/k8s/clusters/c-1");
+	assert_string_equal(kube_config_server_for_log(c, buf, sizeof(buf)),
+	    "https://rancher.example/k8s/clusters/c-1");
+	/* a config built by code is printed safely anyway, and refused by
+	 * kube_config_validate (which kube_client_new runs) */
+	free(c->server);
+	c->server = strdup("https://admin:hunter2@[fd00::1]:6443/p?token=s3cret#frag");
+	assert_string_equal(kube_config_server_for_log(c, buf, sizeof(buf)), "https://[fd00::1]:6443/p");
+	{
+		struct err e;
+		assert_int_equal(kube_config_validate(c, &e), -1);
+		assert_null(strstr(e.msg, "hunter2"));
+		assert_non_null(strstr(e.msg, "user information"));
+	}
+	kube_config_free(c);
+	assert_string_equal(kube_url_for_log("http://u:p@h/a/b?x=1", buf, sizeof(buf)), "http://h/a/b");
+	assert_string_equal(kube_url_for_log("not a url at all", buf, sizeof(buf)), "(an invalid URL)");
+}
+
 static void load_order(void **state)
 {
 	(void)state;
@@ -380,6 +445,8 @@ int main(void)
 		cmocka_unit_test(incluster),
 		cmocka_unit_test(load_order),
 		cmocka_unit_test(tokens_with_control_characters_are_refused),
+		cmocka_unit_test(insecure_with_a_ca_is_refused),
+		cmocka_unit_test(server_url_with_credentials_or_query_is_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
