@@ -479,6 +479,11 @@ void kube_serve_stop(struct kube_serve *s);
 
 /* RFC 3339 with microseconds ("MicroTime"): 2026-11-30T10:00:00.123456Z. */
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us);
+/* Parses an RFC 3339 time (what metav1.Time and MicroTime marshal to):
+ * 2026-11-30T10:00:00Z, with optional fractional seconds and a Z or
+ * +hh:mm / -hh:mm offset, into microseconds since the epoch.  -1 for
+ * anything else (an invalid date, no offset, trailing bytes). */
+int kube_parse_time_us(const char *s, int64_t *out);
 int64_t kube_now_us(void);
 int64_t kube_mono_ms(void);
 

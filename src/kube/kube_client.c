@@ -44,7 +44,8 @@ struct kube_client {
 	pthread_mutex_t lock;
 	char *token;               /* current bearer token; secret */
 	int64_t token_read_ms;     /* monotonic time of the last read */
-	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry, 0 = none */
+	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry ... */
+	int token_expires;         /* ... when the plugin gave one */
 	char *exec_cert, *exec_key;   /* exec plugin certificate credentials */
 	int tls;
 	long timeout_ms;
@@ -257,24 +258,13 @@ static int exec_run(struct kube_client *c, char **out, struct err *e)
 	return 0;
 }
 
-static int64_t parse_rfc3339_us(const char *s)
-{
-	struct tm tm;
-	const char *p;
-
-	memset(&tm, 0, sizeof(tm));
-	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (p == NULL)
-		return 0;
-	return (int64_t)timegm(&tm) * 1000000;
-}
-
 /* Runs the plugin and installs its credentials; called with c->lock held. */
 static int exec_refresh(struct kube_client *c, struct err *e)
 {
 	char *out = NULL;
 	cJSON *doc, *status;
 	const char *tok, *cert, *key, *exp;
+	int64_t expiry_us = 0;
 
 	if (exec_run(c, &out, e) < 0)
 		return -1;
@@ -297,6 +287,14 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
 		    c->cfg->exec->command);
 	}
+	/* client-go fails to decode a credential whose expiry is not a
+	 * time; taking it for "never expires" would use it forever. */
+	if (exp != NULL && kube_parse_time_us(exp, &expiry_us) < 0) {
+		cJSON_Delete(doc);
+		return err_set(e, ERR_AUTH,
+		    "exec plugin %s: status.expirationTimestamp is not an RFC 3339 time",
+		    c->cfg->exec->command);
+	}
 	if (tok != NULL) {
 		char where[300];
 		snprintf(where, sizeof(where), "exec plugin %s: status.token", c->cfg->exec->command);
@@ -312,7 +310,8 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 	kube_free_secret(c->exec_key);
 	c->exec_cert = cert ? kx_strdup(cert) : NULL;
 	c->exec_key = key ? kx_strdup(key) : NULL;
-	c->token_expiry_us = exp ? parse_rfc3339_us(exp) : 0;
+	c->token_expiry_us = expiry_us;
+	c->token_expires = exp != NULL;
 	c->token_read_ms = kube_mono_ms();
 	cJSON_Delete(doc);
 	return 0;
@@ -351,7 +350,9 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 		return 0;
 	}
 	if (cfg->exec != NULL) {
-		int expired = c->token_expiry_us != 0 && kube_now_us() + 10000000 >= c->token_expiry_us;
+		/* 10 s early, so a request does not go out with a credential
+		 * that expires on the way */
+		int expired = c->token_expires && kube_now_us() + 10000000 >= c->token_expiry_us;
 		if (!force && !expired && (c->token != NULL || c->exec_cert != NULL))
 			return 0;
 		return exec_refresh(c, e);

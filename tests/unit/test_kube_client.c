@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -409,8 +410,8 @@ static struct kube_client *exec_client(const char *script_path, const char *stat
 	FILE *f = fopen(script_path, "w");
 
 	assert_non_null(f);
-	fprintf(f, "#!/bin/sh\ncat <<'EOF'\n{\"apiVersion\":\"client.authentication.k8s.io/v1\","
-	    "\"kind\":\"ExecCredential\",\"status\":%s}\nEOF\n", status);
+	fprintf(f, "#!/bin/sh\nprintf x >> '%s.calls'\ncat <<'EOF'\n{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+	    "\"kind\":\"ExecCredential\",\"status\":%s}\nEOF\n", script_path, status);
 	fclose(f);
 	assert_int_equal(chmod(script_path, 0700), 0);
 	cfg->server = strdup("https://127.0.0.1:1");
@@ -460,6 +461,11 @@ static void exec_token_with_control_characters_is_refused(void **state)
 	assert_non_null(strstr(e.msg, "neither a token nor a client certificate"));
 	kube_client_free(c);
 	unlink(path);
+	{
+		char calls[300];
+		snprintf(calls, sizeof(calls), "%s.calls", path);
+		unlink(calls);
+	}
 }
 
 /* Verification off is allowed alone, with one loud warning naming the
@@ -521,6 +527,121 @@ static void insecure_tls_is_warned_about_or_refused(void **state)
 	assert_int_equal(e.code, ERR_INVALID);
 	assert_non_null(strstr(e.msg, "/home/u/.kube/config"));
 	assert_non_null(strstr(e.msg, "specifying a root certificates file with the insecure flag is not allowed"));
+}
+
+static void rfc3339_times(void **state)
+{
+	(void)state;
+	int64_t t;
+
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00Z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00.5Z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 500000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00.123456789z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 123456);
+	/* offsets: the same instant three ways */
+	assert_int_equal(kube_parse_time_us("2026-11-30T12:30:00+02:30", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T05:00:00-05:00", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-12-01t00:00:00.25+14:00", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 250000);
+	/* not RFC 3339 */
+	static const char *bad[] = { "", "2026-11-30", "2026-11-30T10:00:00", "2026-11-30 10:00:00Z",
+		"2026-11-30T10:00Z", "2026-11-30T10:00:00.Z", "2026-11-30T10:00:00+0200",
+		"2026-11-30T10:00:00+02", "2026-11-30T10:00:00Zjunk", "2026-13-01T00:00:00Z",
+		"2026-04-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z",
+		"2026-11-30T10:60:00Z", "2026-11-30T10:00:60Z", "2026-11-30T10:00:00+24:00",
+		"2026-11-30T10:00:00+01:60", "26-11-30T10:00:00Z", "tomorrow" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (kube_parse_time_us(bad[i], &t) == 0)
+			fail_msg("\"%s\" parsed", bad[i]);
+	assert_int_equal(kube_parse_time_us("2028-02-29T00:00:00Z", &t), 0);
+}
+
+static size_t plugin_calls(const char *script)
+{
+	char path[300], buf[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.calls", script);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	return n;
+}
+
+/* "when" is now + delta_s, written in the given UTC offset (minutes). */
+static void time_with_offset(char *buf, size_t n, long delta_s, int offset_min)
+{
+	time_t local = time(NULL) + delta_s + offset_min * 60;
+	struct tm tm;
+	size_t w;
+
+	gmtime_r(&local, &tm);
+	w = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + w, n - w, "%c%02d:%02d", offset_min < 0 ? '-' : '+', abs(offset_min) / 60,
+	    abs(offset_min) % 60);
+}
+
+/* Runs the client's credential logic twice; returns how many times the
+ * plugin ran. */
+static size_t runs_for_two_requests(const char *path, const char *status)
+{
+	char calls[300];
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(calls);
+	c = exec_client(path, status);
+	for (int i = 0; i < 2; i++) {
+		if (kube_transport_init(c, 0, &t, &e) < 0)
+			fail_msg("%s", e.msg);
+		kube_transport_free(&t);
+	}
+	kube_client_free(c);
+	return plugin_calls(path);
+}
+
+/* The exec credential's expiry with its offset: the old parser dropped
+ * the offset (an expired credential 5 h west looked valid, a valid one 5 h
+ * east looked expired) and took an unparsable expiry for "never". */
+static void exec_expiry_honours_offsets(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", when[64], status[256], calls[300];
+	int fd = mkstemp(path);
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	assert_true(fd >= 0);
+	close(fd);
+	/* valid for 10 more minutes, written 5 h behind UTC: one run */
+	time_with_offset(when, sizeof(when), 600, -300);
+	snprintf(status, sizeof(status), "{\"token\":\"t\",\"expirationTimestamp\":\"%s\"}", when);
+	assert_int_equal(runs_for_two_requests(path, status), 1);
+	/* expired 10 minutes ago, written 5 h ahead of UTC: a run per request */
+	time_with_offset(when, sizeof(when), -600, 300);
+	snprintf(status, sizeof(status), "{\"token\":\"t\",\"expirationTimestamp\":\"%s\"}", when);
+	assert_int_equal(runs_for_two_requests(path, status), 2);
+	/* no expiry: cached until a 401 */
+	assert_int_equal(runs_for_two_requests(path, "{\"token\":\"t\"}"), 1);
+	/* an expiry that is not a time is an error, not "never expires" */
+	c = exec_client(path, "{\"token\":\"t\",\"expirationTimestamp\":\"next tuesday\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "status.expirationTimestamp is not an RFC 3339 time"));
+	assert_non_null(strstr(e.msg, path));
+	kube_client_free(c);
+	unlink(path);
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(calls);
 }
 
 static long retry_after_of(const char *headers)
@@ -849,6 +970,8 @@ int main(void)
 		cmocka_unit_test(transport_options),
 		cmocka_unit_test(exec_token_with_control_characters_is_refused),
 		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
+		cmocka_unit_test(rfc3339_times),
+		cmocka_unit_test(exec_expiry_honours_offsets),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),
