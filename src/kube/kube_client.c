@@ -47,6 +47,7 @@ struct kube_client {
 	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry ... */
 	int token_expires;         /* ... when the plugin gave one */
 	char *exec_cert, *exec_key;   /* exec plugin certificate credentials */
+	unsigned long cred_gen;    /* bumped whenever the credentials above change */
 	int tls;
 	long timeout_ms;
 	int retries;
@@ -313,21 +314,34 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 	c->token_expiry_us = expiry_us;
 	c->token_expires = exp != NULL;
 	c->token_read_ms = kube_mono_ms();
+	c->cred_gen++;
 	cJSON_Delete(doc);
 	return 0;
 }
 
 /* ------------------------------------------------------------ credentials */
 
-static int refresh_locked(struct kube_client *c, int force, struct err *e)
+/*
+ * Makes c's credentials current; called with c->lock held.  force asks for
+ * fresh ones because the server refused some; refused_gen, when not 0, is
+ * the generation it refused: when the credentials have changed since (an
+ * other request got its 401 first and refreshed), those are used as they
+ * are, so a burst of 401s runs an exec plugin once, not once per request.
+ */
+static int refresh_locked(struct kube_client *c, int force, unsigned long refused_gen,
+    struct err *e)
 {
 	const struct kube_config *cfg = c->cfg;
 	int64_t now = kube_mono_ms();
 
+	if (force && refused_gen != 0 && refused_gen != c->cred_gen)
+		force = 0;
 	if (cfg->token != NULL) {
 		/* checked by kube_config_validate in kube_client_new */
-		if (c->token == NULL)
+		if (c->token == NULL) {
 			c->token = kx_strdup(cfg->token);
+			c->cred_gen++;
+		}
 		return 0;
 	}
 	if (cfg->token_file != NULL) {
@@ -344,6 +358,8 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 				err_prefix(e, "token file");
 			return -1;
 		}
+		if (c->token == NULL || strcmp(c->token, tok) != 0)
+			c->cred_gen++;
 		kube_free_secret(c->token);
 		c->token = tok;
 		c->token_read_ms = now;
@@ -360,8 +376,8 @@ static int refresh_locked(struct kube_client *c, int force, struct err *e)
 	return 0;
 }
 
-int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
-    struct err *e)
+static int transport_init(struct kube_client *c, int force_refresh, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e)
 {
 	const struct kube_config *cfg = c->cfg;
 
@@ -378,10 +394,11 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 	if (!c->tls)
 		return 0;   /* never send credentials in the clear */
 	pthread_mutex_lock(&c->lock);
-	if (refresh_locked(c, force_refresh, e) < 0) {
+	if (refresh_locked(c, force_refresh, refused_gen, e) < 0) {
 		pthread_mutex_unlock(&c->lock);
 		return -1;
 	}
+	t->cred_gen = c->cred_gen;
 	if (c->token != NULL) {
 		struct sb s;
 		sb_init(&s);
@@ -404,6 +421,18 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 		t->opts.client_key_file = cfg->client_key_pem ? NULL : cfg->client_key_file;
 	}
 	return 0;
+}
+
+int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
+    struct err *e)
+{
+	return transport_init(c, force_refresh, 0, t, e);
+}
+
+int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e)
+{
+	return transport_init(c, 1, refused_gen, t, e);
 }
 
 void kube_transport_free(struct kube_transport *t)
@@ -467,6 +496,7 @@ struct reply {
 	char *body;
 	size_t len;
 	long retry_after_s;        /* -1 when absent */
+	unsigned long cred_gen;    /* the credentials it was sent with */
 };
 
 long kube_retry_after_s(const struct http_response *r)
@@ -485,9 +515,12 @@ long kube_retry_after_s(const struct http_response *r)
 	return n;
 }
 
-/* One attempt. -1 only when no response came back. */
+/* One attempt, with fresh credentials when renew is set (the server
+ * refused those of generation refused_gen). -1 only when no response came
+ * back. */
 static int send_once(struct kube_client *c, const char *method, const char *url,
-    const char *content_type, const char *body, int force_auth, struct reply *r, struct err *e)
+    const char *content_type, const char *body, int renew, unsigned long refused_gen,
+    struct reply *r, struct err *e)
 {
 	struct kube_transport t;
 	struct http_request req = { .method = method, .url = url, .body = body,
@@ -499,8 +532,9 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after_s = -1;
-	if (kube_transport_init(c, force_auth, &t, e) < 0)
+	if ((renew ? kube_transport_renew(c, refused_gen, &t, e) : kube_transport_init(c, 0, &t, e)) < 0)
 		return -1;
+	r->cred_gen = t.cred_gen;
 	t.opts.timeout_ms = timeout_of(c);
 	if (t.opts.connect_timeout_ms > t.opts.timeout_ms)
 		t.opts.connect_timeout_ms = t.opts.timeout_ms;
@@ -538,6 +572,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	struct sb url;
 	struct reply r;
 	int refreshed = 0, attempt;
+	unsigned long refused_gen = 0;
 	long wait_ms = 200;
 	char what[600];
 
@@ -554,7 +589,8 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 	for (attempt = 0;; attempt++) {
 		int last = attempt >= retries_of(c), retry = 0;
-		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
+		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, refused_gen, &r,
+		    e) < 0) {
 			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
 			    e->code != ERR_CANCELED && !retry_sleep(wait_ms)) {
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
@@ -575,6 +611,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 		if (r.status == 401 && refreshed == 0 && c->cfg->token == NULL) {
 			/* A rotated token or an expired exec credential: read again. */
 			refreshed = 1;
+			refused_gen = r.cred_gen;
 			free(r.body);
 			attempt--;
 			continue;

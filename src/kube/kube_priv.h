@@ -100,10 +100,17 @@ struct kube_transport {
 	struct http_opts opts;     /* strings borrowed from the config and from below */
 	char *auth_header;         /* "Authorization: Bearer ..." or NULL; secret, owned */
 	char *cert_pem, *key_pem;  /* an exec plugin's certificate or NULL; owned, key secret */
+	unsigned long cred_gen;    /* which credentials these are (kube_transport_renew) */
 };
 
 int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
     struct err *e);
+/* After a 401 to credentials of generation refused_gen (a transport's
+ * cred_gen): fresh credentials (token file re-read, exec plugin re-run),
+ * unless another request has already replaced the refused ones, then
+ * those.  So concurrent 401s refresh once. */
+int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e);
 void kube_transport_free(struct kube_transport *t);
 /*
  * A GET whose body is handed to fn line by line as soon as the bytes arrive

@@ -644,6 +644,52 @@ static void exec_expiry_honours_offsets(void **state)
 	unlink(calls);
 }
 
+/* Requests that were refused (401) with the same credentials refresh them
+ * once: the first runs the plugin again, the others take its result.
+ * Before, each ran the plugin, one after the other with the client's lock
+ * held, so a burst of 401s stalled every request for N plugin runs. */
+static void concurrent_401s_refresh_once(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", calls[300];
+	int fd = mkstemp(path);
+	struct kube_transport a, b, fresh_a, fresh_b, again;
+	struct kube_client *c;
+	struct err e;
+
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(calls);
+	c = exec_client(path, "{\"token\":\"t\"}");
+	assert_int_equal(kube_transport_init(c, 0, &a, &e), 0);
+	assert_int_equal(kube_transport_init(c, 0, &b, &e), 0);
+	assert_int_equal(plugin_calls(path), 1);
+	assert_true(a.cred_gen == b.cred_gen);
+	/* both refused: a's renewal runs the plugin, b's takes the result */
+	assert_int_equal(kube_transport_renew(c, a.cred_gen, &fresh_a, &e), 0);
+	assert_int_equal(plugin_calls(path), 2);
+	assert_int_equal(kube_transport_renew(c, b.cred_gen, &fresh_b, &e), 0);
+	assert_int_equal(plugin_calls(path), 2);
+	assert_true(fresh_a.cred_gen == fresh_b.cred_gen && fresh_a.cred_gen != a.cred_gen);
+	assert_string_equal(fresh_b.auth_header, "Authorization: Bearer t");
+	/* the fresh ones refused in turn: another run */
+	assert_int_equal(kube_transport_renew(c, fresh_b.cred_gen, &again, &e), 0);
+	assert_int_equal(plugin_calls(path), 3);
+	/* kube_transport_init's force stays unconditional */
+	kube_transport_free(&again);
+	assert_int_equal(kube_transport_init(c, 1, &again, &e), 0);
+	assert_int_equal(plugin_calls(path), 4);
+	kube_transport_free(&a);
+	kube_transport_free(&b);
+	kube_transport_free(&fresh_a);
+	kube_transport_free(&fresh_b);
+	kube_transport_free(&again);
+	kube_client_free(c);
+	unlink(path);
+	unlink(calls);
+}
+
 static long retry_after_of(const char *headers)
 {
 	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
@@ -972,6 +1018,7 @@ int main(void)
 		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
 		cmocka_unit_test(rfc3339_times),
 		cmocka_unit_test(exec_expiry_honours_offsets),
+		cmocka_unit_test(concurrent_401s_refresh_once),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),
