@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,9 +446,42 @@ void kube_transport_free(struct kube_transport *t)
 
 /* ------------------------------------------------------------ status */
 
+/*
+ * Copies what a server said into a message buffer of n bytes: control
+ * characters (a CR/LF would start a line of its own in a text log, an
+ * escape sequence would drive the terminal) become spaces, and a cut falls
+ * between UTF-8 characters, never inside one.
+ */
+static void copy_printable(char *dst, size_t n, const char *src, size_t len)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < len && src[i] != '\0';) {
+		unsigned char ch = (unsigned char)src[i];
+		size_t clen = ch < 0x80 ? 1 : ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc0 ? 2 : 1;
+		if (clen > len - i)
+			clen = len - i;
+		if (w + clen >= n)
+			break;
+		if (ch < 0x20 || ch == 0x7f) {
+			dst[w++] = ' ';
+			i++;
+			continue;
+		}
+		memcpy(dst + w, src + i, clen);
+		w += clen;
+		i += clen;
+	}
+	dst[w] = '\0';
+}
+
+/* A Status is a few hundred bytes; one far larger is not parsed (a hostile
+ * server's body would cost many times its size as a cJSON tree). */
+#define STATUS_PARSE_MAX (64 << 10)
+
 int kube_status_parse(const char *body, size_t len, long http_status, struct kube_status *st)
 {
-	cJSON *doc = body ? cJSON_ParseWithLength(body, len) : NULL;
+	cJSON *doc = body && len <= STATUS_PARSE_MAX ? cJSON_ParseWithLength(body, len) : NULL;
 	const char *kind = kube_obj_str(doc, "kind");
 	const cJSON *code = cJSON_GetObjectItemCaseSensitive(doc, "code");
 	int rc = -1;
@@ -458,8 +492,8 @@ int kube_status_parse(const char *body, size_t len, long http_status, struct kub
 		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
 		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
 			st->code = (long)code->valuedouble;
-		snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
-		snprintf(st->message, sizeof(st->message), "%s", msg ? msg : "");
+		copy_printable(st->reason, sizeof(st->reason), reason ? reason : "", SIZE_MAX);
+		copy_printable(st->message, sizeof(st->message), msg ? msg : "", SIZE_MAX);
 		rc = 0;
 	} else if (body != NULL && len > 0) {
 		/* Not a Status (a proxy's error page...): keep a printable start. */
@@ -483,8 +517,14 @@ int kube_status_error(struct err *e, const char *what, const struct kube_status 
 	case 504: code = ERR_TIMEOUT; break;
 	default: code = ERR_HTTP; break;
 	}
-	err_set(e, code, "%s: %ld %s%s%s", what, st->code, st->reason[0] ? st->reason : "error",
-	    st->message[0] ? ": " : "", st->message);
+	if (st->code >= 300 && st->code < 400 && st->reason[0] == '\0')
+		/* http.h was told not to follow: credentials go to the
+		 * configured server and nowhere else */
+		err_set(e, code, "%s: %ld: the server answered with a redirect, which is not followed",
+		    what, st->code);
+	else
+		err_set(e, code, "%s: %ld %s%s%s", what, st->code, st->reason[0] ? st->reason : "error",
+		    st->message[0] ? ": " : "", st->message);
 	e->http_status = (int)st->code;
 	return -1;
 }
@@ -513,6 +553,37 @@ long kube_retry_after_s(const struct http_response *r)
 	}
 	free(v);
 	return n;
+}
+
+/*
+ * http.h names the URL it failed on, query included; a kube message never
+ * carries a query (continue tokens, selectors; docs/logging.md).  Drops the
+ * query of url where the message names it: it runs to the ": " after it.
+ */
+static void err_drop_query(struct err *e, const char *url)
+{
+	const char *q = strchr(url, '?');
+	char *base, *at, *end;
+
+	if (q == NULL)
+		return;
+	base = kx_strndup(url, (size_t)(q - url) + 1);   /* up to and with the '?' */
+	at = strstr(e->msg, base);
+	if (at != NULL) {
+		at += strlen(base) - 1;
+		end = strstr(at, ": ");
+		if (end == NULL)
+			end = at + strlen(at);
+		memmove(at, end, strlen(end) + 1);
+	}
+	free(base);
+}
+
+/* "GET /api/v1/namespaces/x/secrets" from a method and a path that may
+ * carry a query: the name of a request in messages and logs. */
+static void request_name(char *buf, size_t n, const char *method, const char *path)
+{
+	snprintf(buf, n, "%s %.*s", method, (int)strcspn(path, "?"), path);
 }
 
 /* One attempt, with fresh credentials when renew is set (the server
@@ -550,8 +621,10 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 	req.headers = hdrs;
 	rc = http_do(&t.opts, &req, &resp, e);
 	kube_transport_free(&t);
-	if (rc < 0)
+	if (rc < 0) {
+		err_drop_query(e, url);
 		return -1;
+	}
 	r->status = resp.status;
 	r->retry_after_s = kube_retry_after_s(&resp);
 	r->body = resp.body;
@@ -579,7 +652,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	sb_init(&url);
 	sb_add(&url, c->cfg->server);
 	sb_add(&url, path);
-	snprintf(what, sizeof(what), "%s %s", method, path);
+	request_name(what, sizeof(what), method, path);
 	*status = 0;
 	if (resp_body)
 		*resp_body = NULL;
@@ -691,8 +764,11 @@ static cJSON *json_call(struct kube_client *c, const char *method, char *path,
 		return NULL;
 	}
 	doc = cJSON_Parse(resp ? resp : "");
-	if (doc == NULL)
-		err_set(e, ERR_INVALID, "%s %s: the response is not JSON", method, path);
+	if (doc == NULL) {
+		char what[600];
+		request_name(what, sizeof(what), method, path);
+		err_set(e, ERR_INVALID, "%s: the response is not JSON", what);
+	}
 	free(resp);
 	free(path);
 	return doc;

@@ -39,6 +39,7 @@ struct fake {
 	char log[16][512];         /* "METHOD url?query ctype body" */
 	int nlog;
 	atomic_int *cancel;        /* set to 1 when a request arrives, if not NULL */
+	const char *location;      /* a Location header on 3xx answers */
 };
 
 static struct fake F;
@@ -94,6 +95,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	MHD_add_response_header(r, "Content-Type", "application/json");
 	if (s.retry_after)
 		MHD_add_response_header(r, "Retry-After", s.retry_after);
+	if (F.location && s.status >= 300 && s.status < 400)
+		MHD_add_response_header(r, "Location", F.location);
 	rc = MHD_queue_response(c, s.status, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -202,6 +205,55 @@ static void status_parsing(void **state)
 		kube_status_parse(b, strlen(b), 500, &st);
 	}
 	assert_int_equal(st.code, 500);
+}
+
+/* What a hostile server puts in a Status reaches messages and logs: no
+ * control characters (a CR/LF would forge a log line in the text format,
+ * an ESC drive the terminal), no cut through a UTF-8 character, and a
+ * huge body is not parsed at all. */
+static void status_from_a_hostile_server(void **state)
+{
+	(void)state;
+	struct kube_status st;
+	struct err e;
+	const char *b = "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbid\\nden\","
+	    "\"message\":\"no\\r\\n{\\\"level\\\":\\\"info\\\"} \\u001b[2Jcleared\\u007f\"}";
+	char *big;
+	size_t n;
+
+	assert_int_equal(kube_status_parse(b, strlen(b), 403, &st), 0);
+	assert_string_equal(st.reason, "Forbid den");
+	assert_string_equal(st.message, "no  {\"level\":\"info\"}  [2Jcleared ");
+	kube_status_error(&e, "GET /x", &st);
+	assert_null(strchr(e.msg, '\n'));
+	assert_null(strchr(e.msg, '\r'));
+	assert_null(strchr(e.msg, 0x1b));
+
+	/* cut between characters: 300 two-byte characters into 512 bytes */
+	{
+		struct { char buf[1024]; } m;
+		size_t w = (size_t)snprintf(m.buf, sizeof(m.buf), "{\"kind\":\"Status\",\"message\":\"");
+		for (int i = 0; i < 300; i++)
+			w += (size_t)snprintf(m.buf + w, sizeof(m.buf) - w, "\xc3\xa9");
+		snprintf(m.buf + w, sizeof(m.buf) - w, "\"}");
+		assert_int_equal(kube_status_parse(m.buf, strlen(m.buf), 500, &st), 0);
+		assert_int_equal(strlen(st.message), 510);
+		assert_true((unsigned char)st.message[509] == 0xa9);
+	}
+
+	/* 1 MiB of Status: not parsed, the printable start kept */
+	n = 1 << 20;
+	big = malloc(n + 1);
+	{
+		size_t w = (size_t)snprintf(big, n, "{\"kind\":\"Status\",\"message\":\"");
+		memset(big + w, 'a', n - w - 2);
+		memcpy(big + n - 2, "\"}", 3);
+	}
+	assert_int_equal(kube_status_parse(big, n, 500, &st), -1);
+	assert_int_equal(st.code, 500);
+	assert_true(strncmp(st.message, "{\"kind\":\"Status\",", 17) == 0);
+	assert_true(strlen(st.message) < sizeof(st.message));
+	free(big);
 }
 
 static void paths(void **state)
@@ -933,6 +985,93 @@ static void list_query_and_discovery(void **state)
 	kube_client_free(c);
 }
 
+/* A list's query (continue tokens, selectors) stays out of every message:
+ * an API error, a reply that is not JSON, a transfer that failed. */
+static void messages_carry_no_query(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = {
+		{ 403, NULL, "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}" },
+		{ 200, NULL, "<html>not json</html>" },
+	};
+	struct kube_list_opts lo = { "team=a", NULL, 500, "SECRETCONT", NULL };
+	struct kube_config *cfg;
+	struct err e;
+
+	script(2, s);
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_string_equal(e.msg, "GET /apis/pulumi.com/v1/namespaces/n/stacks: 403 Forbidden");
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_string_equal(e.msg, "GET /apis/pulumi.com/v1/namespaces/n/stacks: the response is not JSON");
+	assert_non_null(strstr(F.log[0], "continue=SECRETCONT"));   /* it was sent */
+	kube_client_free(c);
+
+	/* nothing listens on port 1: http.h's message names the URL */
+	cfg = calloc(1, sizeof(*cfg));
+	cfg->server = strdup("http://127.0.0.1:1");
+	cfg->source = strdup("test");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	kube_client_set_retries(c, 0);
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_int_equal(e.code, ERR_NET);
+	assert_non_null(strstr(e.msg, "http://127.0.0.1:1/apis/pulumi.com/v1/namespaces/n/stacks: "));
+	assert_null(strstr(e.msg, "SECRETCONT"));
+	assert_null(strstr(e.msg, "team"));
+	assert_null(strchr(e.msg, '?'));
+	kube_client_free(c);
+}
+
+static int other_host_requests;
+
+static enum MHD_Result count_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *data, size_t *data_len, void **st)
+{
+	static const char body[] = "{}";
+	struct MHD_Response *r;
+	enum MHD_Result rc;
+	(void)cls; (void)url; (void)method; (void)version; (void)data; (void)data_len; (void)st;
+
+	other_host_requests++;
+	r = MHD_create_response_from_buffer(2, (void *)body, MHD_RESPMEM_PERSISTENT);
+	rc = MHD_queue_response(conn, 200, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* A redirect is never followed, whatever its status and wherever it
+ * points: the credentials go to the configured server only (libcurl is
+ * never told CURLOPT_UNRESTRICTED_AUTH either; kube sets max_redirects 0). */
+static void redirects_are_not_followed(void **state)
+{
+	(void)state;
+	struct MHD_Daemon *other = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
+	    count_request, NULL, MHD_OPTION_END);
+	static const unsigned codes[] = { 301, 302, 303, 307, 308 };
+	char location[128];
+	struct kube_client *c = client();
+	struct err e;
+
+	assert_non_null(other);
+	snprintf(location, sizeof(location), "http://localhost:%d/api/v1/namespaces/default",
+	    MHD_get_daemon_info(other, MHD_DAEMON_INFO_BIND_PORT)->port);
+	F.location = location;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		struct scripted s[] = { { codes[i], NULL, "moved" } };
+		script(1, s);
+		assert_null(kube_get(c, &secrets, "n", "x", NULL, &e));
+		assert_int_equal(F.nlog, 1);   /* not retried either */
+		assert_int_equal(e.http_status, (int)codes[i]);
+		assert_non_null(strstr(e.msg, "the server answered with a redirect, which is not followed"));
+		assert_null(strstr(e.msg, "localhost"));
+	}
+	F.location = NULL;
+	assert_int_equal(other_host_requests, 0);
+	kube_client_free(c);
+	MHD_stop_daemon(other);
+}
+
 /* The informer lists pages into its cache, runs handlers and keeps the
  * secondary index; the watch that follows fails against this server and
  * is retried until stop. */
@@ -1007,6 +1146,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(status_parsing),
+		cmocka_unit_test(status_from_a_hostile_server),
 		cmocka_unit_test(paths),
 		cmocka_unit_test(get_and_errors),
 		cmocka_unit_test(retries_429_for_any_verb),
@@ -1025,6 +1165,8 @@ int main(void)
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
+		cmocka_unit_test(messages_carry_no_query),
+		cmocka_unit_test(redirects_are_not_followed),
 		cmocka_unit_test(informer_lists_pages),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
