@@ -355,7 +355,7 @@ static int refresh_locked(struct kube_client *c, int force, unsigned long refuse
 			 * refused outright. */
 			if (c->token != NULL && e->code != ERR_AUTH && e->code != ERR_LIMIT)
 				return 0;
-			if (e->code != ERR_AUTH && e->code != ERR_LIMIT)
+			if (e->code != ERR_AUTH)
 				err_prefix(e, "token file");
 			return -1;
 		}

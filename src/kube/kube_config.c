@@ -70,7 +70,7 @@ int kube_token_check(const char *token, const char *where, struct err *e)
 
 int kube_read_token_file(const char *path, char **out, struct err *e)
 {
-	char *tok, *start;
+	char *tok, *start, where[600];
 
 	*out = NULL;
 	if (kube_read_trimmed(path, TOKEN_FILE_MAX, &tok, e) < 0)
@@ -86,9 +86,9 @@ int kube_read_token_file(const char *path, char **out, struct err *e)
 		kube_free_secret(tok);
 		return err_set(e, ERR_AUTH, "token file %s: empty", path);
 	}
-	if (kube_token_check(tok, path, e) < 0) {
+	snprintf(where, sizeof(where), "token file %s", path);
+	if (kube_token_check(tok, where, e) < 0) {
 		kube_free_secret(tok);
-		err_prefix(e, "token file");
 		e->code = ERR_AUTH;
 		return -1;
 	}
