@@ -260,48 +260,57 @@ static int exec_run(struct kube_client *c, char **out, struct err *e)
 	return 0;
 }
 
-/* Runs the plugin and installs its credentials; called with c->lock held. */
-static int exec_refresh(struct kube_client *c, struct err *e)
+static void json_wipe_strings(cJSON *node)
 {
-	char *out = NULL;
-	cJSON *doc, *status;
-	const char *tok, *cert, *key, *exp;
+	for (; node != NULL; node = node->next) {
+		if (cJSON_IsString(node) && node->valuestring != NULL)
+			explicit_bzero(node->valuestring, strlen(node->valuestring));
+		json_wipe_strings(node->child);
+	}
+}
+
+/* Wipes every string of a parsed document before freeing it: an
+ * ExecCredential holds a token or a private key. */
+static void json_delete_secret(cJSON *doc)
+{
+	json_wipe_strings(doc);
+	cJSON_Delete(doc);
+}
+
+/* Checks an ExecCredential and installs its credentials in c. */
+static int exec_install(struct kube_client *c, const cJSON *doc, struct err *e)
+{
+	const char *cmd = c->cfg->exec->command, *api = kube_obj_str(doc, "apiVersion");
+	const char *kind = kube_obj_str(doc, "kind"), *tok, *cert, *key, *exp;
+	const cJSON *status = cJSON_GetObjectItemCaseSensitive(doc, "status");
 	int64_t expiry_us = 0;
 
-	if (exec_run(c, &out, e) < 0)
-		return -1;
-	doc = cJSON_Parse(out);
-	kube_free_secret(out);
-	status = cJSON_GetObjectItemCaseSensitive(doc, "status");
-	if (!cJSON_IsObject(status)) {
-		cJSON_Delete(doc);
+	if (!cJSON_IsObject(status) || kind == NULL || strcmp(kind, "ExecCredential") != 0)
 		return err_set(e, ERR_AUTH, "exec plugin %s: output is not an ExecCredential with a status",
-		    c->cfg->exec->command);
-	}
+		    cmd);
+	/* client-go's rule: the plugin answers in the version it was asked for */
+	if (api == NULL || strcmp(api, c->cfg->exec->api_version) != 0)
+		return err_set(e, ERR_AUTH,
+		    "exec plugin %s: is configured to use API version %s, and its ExecCredential has another",
+		    cmd, c->cfg->exec->api_version);
 	tok = kube_obj_str(status, "token");
 	cert = kube_obj_str(status, "clientCertificateData");
 	key = kube_obj_str(status, "clientKeyData");
 	exp = kube_obj_str(status, "expirationTimestamp");
 	if (tok != NULL && *tok == '\0')
 		tok = NULL;
-	if (tok == NULL && (cert == NULL || key == NULL)) {
-		cJSON_Delete(doc);
-		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
-		    c->cfg->exec->command);
-	}
+	if (tok == NULL && (cert == NULL || key == NULL))
+		return err_set(e, ERR_AUTH,
+		    "exec plugin %s: ExecCredential has neither a token nor a client certificate", cmd);
 	/* client-go fails to decode a credential whose expiry is not a
 	 * time; taking it for "never expires" would use it forever. */
-	if (exp != NULL && kube_parse_time_us(exp, &expiry_us) < 0) {
-		cJSON_Delete(doc);
+	if (exp != NULL && kube_parse_time_us(exp, &expiry_us) < 0)
 		return err_set(e, ERR_AUTH,
-		    "exec plugin %s: status.expirationTimestamp is not an RFC 3339 time",
-		    c->cfg->exec->command);
-	}
+		    "exec plugin %s: status.expirationTimestamp is not an RFC 3339 time", cmd);
 	if (tok != NULL) {
 		char where[300];
-		snprintf(where, sizeof(where), "exec plugin %s: status.token", c->cfg->exec->command);
+		snprintf(where, sizeof(where), "exec plugin %s: status.token", cmd);
 		if (kube_token_check(tok, where, e) < 0) {
-			cJSON_Delete(doc);
 			e->code = ERR_AUTH;
 			return -1;
 		}
@@ -316,8 +325,23 @@ static int exec_refresh(struct kube_client *c, struct err *e)
 	c->token_expires = exp != NULL;
 	c->token_read_ms = kube_mono_ms();
 	c->cred_gen++;
-	cJSON_Delete(doc);
 	return 0;
+}
+
+/* Runs the plugin and installs its credentials; called with c->lock held. */
+static int exec_refresh(struct kube_client *c, struct err *e)
+{
+	char *out = NULL;
+	cJSON *doc;
+	int rc;
+
+	if (exec_run(c, &out, e) < 0)
+		return -1;
+	doc = cJSON_Parse(out);
+	kube_free_secret(out);
+	rc = exec_install(c, doc, e);
+	json_delete_secret(doc);
+	return rc;
 }
 
 /* ------------------------------------------------------------ credentials */

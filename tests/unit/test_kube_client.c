@@ -520,6 +520,40 @@ static void exec_token_with_control_characters_is_refused(void **state)
 	}
 }
 
+/* The plugin answers in the version it was asked for, with an
+ * ExecCredential (client-go's checks). */
+static void exec_credential_version_and_kind(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", calls[300];
+	int fd = mkstemp(path);
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+	FILE *f;
+
+	assert_true(fd >= 0);
+	close(fd);
+	c = exec_client(path, "{\"token\":\"t\"}");
+	f = fopen(path, "w");
+	fprintf(f, "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+	    "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n");
+	fclose(f);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "is configured to use API version client.authentication.k8s.io/v1"));
+	f = fopen(path, "w");
+	fprintf(f, "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+	    "\"kind\":\"Secret\",\"status\":{\"token\":\"t\"}}'\n");
+	fclose(f);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_non_null(strstr(e.msg, "output is not an ExecCredential"));
+	kube_client_free(c);
+	unlink(path);
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(calls);
+}
+
 /* Verification off is allowed alone, with one loud warning naming the
  * server (never its user information); with a CA it is refused, as
  * client-go refuses it. */
@@ -1155,6 +1189,7 @@ int main(void)
 		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(transport_options),
 		cmocka_unit_test(exec_token_with_control_characters_is_refused),
+		cmocka_unit_test(exec_credential_version_and_kind),
 		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
 		cmocka_unit_test(rfc3339_times),
 		cmocka_unit_test(exec_expiry_honours_offsets),
