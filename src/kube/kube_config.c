@@ -195,6 +195,12 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	for (const char *p = port; *p; p++)
 		if (*p < '0' || *p > '9')
 			return err_set(e, ERR_INVALID, "KUBERNETES_SERVICE_PORT: not a port number");
+	/* A name or an address, nothing that would change the URL's shape
+	 * ('@', '/', '?'...). */
+	for (const char *p = host; *p; p++)
+		if (!isalnum((unsigned char)*p) && strchr(".-:[]", *p) == NULL)
+			return err_set(e, ERR_INVALID,
+			    "KUBERNETES_SERVICE_HOST: not a host name or IP address");
 	c = kx_calloc(1, sizeof(*c));
 	c->in_cluster = 1;
 	c->source = kx_strdup("in-cluster");

@@ -263,6 +263,11 @@ static void incluster(void **state)
 	kube_config_free(c);
 
 	assert_int_equal(kube_config_incluster("h", "44x3", sa, &c, &e), -1);
+	/* a host that would change the URL's shape */
+	assert_int_equal(kube_config_incluster("user:pw@evil.example", "443", sa, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST: not a host name"));
+	assert_null(strstr(e.msg, "pw"));
+	assert_int_equal(kube_config_incluster("evil.example/x?", "443", sa, &c, &e), -1);
 }
 
 /* A token is copied into the Authorization header: CR/LF (or any control
