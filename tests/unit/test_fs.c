@@ -75,29 +75,37 @@ static void reads_past_a_zero_st_size(void **state)
 	assert_int_equal(e.code, ERR_LIMIT);
 }
 
+/* Writes text to tmpdir/name and reads it back with the given bound. */
+static int write_and_read(const char *name, const char *text, size_t max, char *path, size_t n,
+    struct err *e)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	snprintf(path, n, "%s/%s", tmpdir, name);
+	write_bytes(path, text, strlen(text));
+	rc = fs_read_file(path, max, &buf, &len, e);
+	if (rc == 0) {
+		assert_int_equal(len, strlen(text));
+		assert_string_equal(buf, text);
+		free(buf);
+	}
+	return rc;
+}
+
 static void size_bound(void **state)
 {
-	char path[512], *buf = NULL;
-	size_t len = 0;
+	char path[512];
 	struct err e;
 	(void)state;
 
-	snprintf(path, sizeof(path), "%s/ten", tmpdir);
-	write_bytes(path, "0123456789", 10);
-	assert_int_equal(fs_read_file(path, 10, &buf, &len, &e), 0);
-	assert_int_equal(len, 10);
-	assert_string_equal(buf, "0123456789");
-	free(buf);
-	assert_int_equal(fs_read_file(path, 9, &buf, &len, &e), -1);
+	assert_int_equal(write_and_read("ten", "0123456789", 10, path, sizeof(path), &e), 0);
+	assert_int_equal(write_and_read("ten", "0123456789", 9, path, sizeof(path), &e), -1);
 	assert_int_equal(e.code, ERR_LIMIT);
 	assert_non_null(strstr(e.msg, path));
 	/* an empty file is an empty string, not an error */
-	snprintf(path, sizeof(path), "%s/empty", tmpdir);
-	write_bytes(path, "", 0);
-	assert_int_equal(fs_read_file(path, 10, &buf, &len, &e), 0);
-	assert_int_equal(len, 0);
-	assert_string_equal(buf, "");
-	free(buf);
+	assert_int_equal(write_and_read("empty", "", 10, path, sizeof(path), &e), 0);
 }
 
 static void not_regular_files_are_refused(void **state)

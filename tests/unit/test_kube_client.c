@@ -452,6 +452,27 @@ static void transport_options(void **state)
 	kube_client_free(c);
 }
 
+/* A fresh path for a plugin script; plugin_remove deletes it and the file
+ * where it counts its runs. */
+static void plugin_tmp(char *path, size_t n)
+{
+	int fd;
+
+	snprintf(path, n, "/tmp/test_kube_client_plugin.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+static void plugin_remove(const char *path)
+{
+	char calls[300];
+
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(path);
+	unlink(calls);
+}
+
 /* A client whose credentials come from an exec plugin: a shell script
  * printing `status` (a JSON object body) as its ExecCredential. */
 static struct kube_client *exec_client(const char *script_path, const char *status)
@@ -483,14 +504,12 @@ static struct kube_client *exec_client(const char *script_path, const char *stat
 static void exec_token_with_control_characters_is_refused(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/test_kube_client_plugin.XXXXXX";
-	int fd = mkstemp(path);
+	char path[64];
 	struct kube_transport t;
 	struct kube_client *c;
 	struct err e;
 
-	assert_true(fd >= 0);
-	close(fd);
+	plugin_tmp(path, sizeof(path));
 	c = exec_client(path, "{\"token\":\"tok-1\\r\\nX-Injected: 1\"}");
 	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
 	assert_int_equal(e.code, ERR_AUTH);
@@ -512,12 +531,7 @@ static void exec_token_with_control_characters_is_refused(void **state)
 	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
 	assert_non_null(strstr(e.msg, "neither a token nor a client certificate"));
 	kube_client_free(c);
-	unlink(path);
-	{
-		char calls[300];
-		snprintf(calls, sizeof(calls), "%s.calls", path);
-		unlink(calls);
-	}
+	plugin_remove(path);
 }
 
 /* The plugin answers in the version it was asked for, with an
@@ -525,15 +539,13 @@ static void exec_token_with_control_characters_is_refused(void **state)
 static void exec_credential_version_and_kind(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", calls[300];
-	int fd = mkstemp(path);
+	char path[64];
 	struct kube_transport t;
 	struct kube_client *c;
 	struct err e;
 	FILE *f;
 
-	assert_true(fd >= 0);
-	close(fd);
+	plugin_tmp(path, sizeof(path));
 	c = exec_client(path, "{\"token\":\"t\"}");
 	f = fopen(path, "w");
 	fprintf(f, "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
@@ -549,9 +561,7 @@ static void exec_credential_version_and_kind(void **state)
 	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
 	assert_non_null(strstr(e.msg, "output is not an ExecCredential"));
 	kube_client_free(c);
-	unlink(path);
-	snprintf(calls, sizeof(calls), "%s.calls", path);
-	unlink(calls);
+	plugin_remove(path);
 }
 
 /* Verification off is allowed alone, with one loud warning naming the
@@ -700,14 +710,12 @@ static size_t runs_for_two_requests(const char *path, const char *status)
 static void exec_expiry_honours_offsets(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", when[64], status[256], calls[300];
-	int fd = mkstemp(path);
+	char path[64], when[64], status[256];
 	struct kube_transport t;
 	struct kube_client *c;
 	struct err e;
 
-	assert_true(fd >= 0);
-	close(fd);
+	plugin_tmp(path, sizeof(path));
 	/* valid for 10 more minutes, written 5 h behind UTC: one run */
 	time_with_offset(when, sizeof(when), 600, -300);
 	snprintf(status, sizeof(status), "{\"token\":\"t\",\"expirationTimestamp\":\"%s\"}", when);
@@ -725,9 +733,7 @@ static void exec_expiry_honours_offsets(void **state)
 	assert_non_null(strstr(e.msg, "status.expirationTimestamp is not an RFC 3339 time"));
 	assert_non_null(strstr(e.msg, path));
 	kube_client_free(c);
-	unlink(path);
-	snprintf(calls, sizeof(calls), "%s.calls", path);
-	unlink(calls);
+	plugin_remove(path);
 }
 
 /* Requests that were refused (401) with the same credentials refresh them
@@ -737,16 +743,12 @@ static void exec_expiry_honours_offsets(void **state)
 static void concurrent_401s_refresh_once(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/test_kube_client_plugin.XXXXXX", calls[300];
-	int fd = mkstemp(path);
+	char path[64];
 	struct kube_transport a, b, fresh_a, fresh_b, again;
 	struct kube_client *c;
 	struct err e;
 
-	assert_true(fd >= 0);
-	close(fd);
-	snprintf(calls, sizeof(calls), "%s.calls", path);
-	unlink(calls);
+	plugin_tmp(path, sizeof(path));
 	c = exec_client(path, "{\"token\":\"t\"}");
 	assert_int_equal(kube_transport_init(c, 0, &a, &e), 0);
 	assert_int_equal(kube_transport_init(c, 0, &b, &e), 0);
@@ -772,8 +774,7 @@ static void concurrent_401s_refresh_once(void **state)
 	kube_transport_free(&fresh_b);
 	kube_transport_free(&again);
 	kube_client_free(c);
-	unlink(path);
-	unlink(calls);
+	plugin_remove(path);
 }
 
 static long retry_after_of(const char *headers)
