@@ -5,12 +5,9 @@
  * turned off, because the API decides what is safe to repeat (below);
  * watches use http.h's streams (kube_informer.c).  Both get their TLS
  * settings, client certificate and Authorization header from
- * kube_transport_init here, so the two cannot disagree on credentials.
- *
- * Credentials: a static token, a token file re-read at most every minute
- * and after any 401 (the kubelet rotates projected tokens), or an exec
- * plugin's token cached until its expirationTimestamp.  Like client-go,
- * credentials are only sent over https.
+ * kube_transport_init here, so the two cannot disagree on credentials
+ * (which kube_auth.c keeps current).  Like client-go, credentials are only
+ * sent over https.
  *
  * Retries: 429 always (the server did not act), honouring Retry-After; 5xx
  * and connection failures only for reads, or for any verb when the server
@@ -29,26 +26,14 @@
 
 #include "base/http.h"
 #include "base/log.h"
-#include "base/proc.h"
 #include "kube/kube_priv.h"
 
-extern char **environ;
-
-#define TOKEN_REREAD_MS 60000
 #define BODY_MAX (256LL << 20)
-#define EXEC_OUTPUT_MAX (1 << 20)
-#define EXEC_TIMEOUT_MS 60000
 #define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
 	struct kube_config *cfg;
-	pthread_mutex_t lock;
-	char *token;               /* current bearer token; secret */
-	int64_t token_read_ms;     /* monotonic time of the last read */
-	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry ... */
-	int token_expires;         /* ... when the plugin gave one */
-	char *exec_cert, *exec_key;   /* exec plugin certificate credentials */
-	unsigned long cred_gen;    /* bumped whenever the credentials above change */
+	struct kube_creds creds;   /* kube_auth.c */
 	int tls;
 	long timeout_ms;
 	int retries;
@@ -118,7 +103,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 	}
 	c = kx_calloc(1, sizeof(*c));
 	c->cfg = cfg;
-	pthread_mutex_init(&c->lock, NULL);
+	kube_creds_init(&c->creds);
 	c->tls = strncmp(cfg->server, "https://", 8) == 0;
 	if (c->tls && cfg->insecure_skip_tls_verify) {
 		/* Once per client, at start, where an operator looks: every
@@ -139,10 +124,7 @@ void kube_client_free(struct kube_client *c)
 {
 	if (c == NULL)
 		return;
-	kube_free_secret(c->token);
-	free(c->exec_cert);
-	kube_free_secret(c->exec_key);
-	pthread_mutex_destroy(&c->lock);
+	kube_creds_free(&c->creds);
 	kube_config_free(c->cfg);
 	free(c);
 }
@@ -167,240 +149,6 @@ void kube_client_set_retries(struct kube_client *c, int retries)
 	c->retries = retries < 0 ? 0 : retries;
 }
 
-/* ------------------------------------------------------------ exec plugin */
-
-static char *exec_info_json(struct kube_client *c)
-{
-	cJSON *o = cJSON_CreateObject(), *spec;
-	char *s;
-
-	cJSON_AddStringToObject(o, "apiVersion", c->cfg->exec->api_version);
-	cJSON_AddStringToObject(o, "kind", "ExecCredential");
-	spec = cJSON_AddObjectToObject(o, "spec");
-	cJSON_AddBoolToObject(spec, "interactive", 0);
-	if (c->cfg->exec->provide_cluster_info) {
-		cJSON *cl = cJSON_AddObjectToObject(spec, "cluster");
-		cJSON_AddStringToObject(cl, "server", c->cfg->server);
-		cJSON_AddBoolToObject(cl, "insecure-skip-tls-verify", c->cfg->insecure_skip_tls_verify);
-	}
-	s = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return s;
-}
-
-/* Runs the plugin (base/proc.h: own process group, timeout, bounded
- * output) and returns its stdout (malloc'd).  Like client-go, the plugin
- * sees this process's environment plus its own env entries and
- * KUBERNETES_EXEC_INFO; stdin is /dev/null (never interactive). */
-static int exec_run(struct kube_client *c, char **out, struct err *e)
-{
-	const struct kube_exec *x = c->cfg->exec;
-	struct proc_spec spec;
-	struct proc_result r;
-	size_t nargs = 0, nenv = 0, k = 0;
-	char **argv, **envp, *info;
-	struct sb s;
-	int rc;
-
-	while (x->args && x->args[nargs])
-		nargs++;
-	for (char **p = environ; p && *p; p++)
-		nenv++;
-	for (char **p = x->env; p && *p; p++)
-		nenv++;
-	argv = kx_calloc(nargs + 2, sizeof(char *));
-	argv[0] = x->command;
-	for (size_t i = 0; i < nargs; i++)
-		argv[i + 1] = x->args[i];
-	envp = kx_calloc(nenv + 2, sizeof(char *));
-	for (char **p = environ; p && *p; p++)
-		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
-			envp[k++] = *p;
-	for (char **p = x->env; p && *p; p++)
-		envp[k++] = *p;
-	info = exec_info_json(c);
-	sb_init(&s);
-	sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
-	free(info);
-	info = sb_take(&s);
-	envp[k++] = info;
-
-	memset(&spec, 0, sizeof(spec));
-	spec.file = x->command;
-	spec.argv = argv;
-	spec.envp = envp;
-	spec.tail_max = EXEC_OUTPUT_MAX;
-	spec.timeout_ms = EXEC_TIMEOUT_MS;
-	spec.grace_ms = 2000;
-	rc = proc_run(&spec, &r, e);
-	free(argv);
-	free(envp);
-	free(info);
-	if (rc < 0) {
-		proc_result_free(&r);
-		return err_set(e, ERR_AUTH, "exec plugin %s: cannot start: %s", x->command,
-		    strerror(r.spawn_errno ? r.spawn_errno : EIO));
-	}
-	if (r.timed_out || !r.exited || r.exit_code != 0 || r.out_total > r.out_len) {
-		char why[64];
-		if (r.timed_out)
-			snprintf(why, sizeof(why), "timed out");
-		else if (!r.exited)
-			snprintf(why, sizeof(why), "signal %d", r.term_signal);
-		else if (r.exit_code != 0)
-			snprintf(why, sizeof(why), "exit status %d", r.exit_code);
-		else
-			snprintf(why, sizeof(why), "output too large");
-		proc_result_free(&r);
-		return err_set(e, ERR_AUTH, "exec plugin %s: failed (%s)", x->command, why);
-	}
-	*out = r.out;
-	r.out = NULL;
-	proc_result_free(&r);
-	return 0;
-}
-
-static void json_wipe_strings(cJSON *node)
-{
-	for (; node != NULL; node = node->next) {
-		if (cJSON_IsString(node) && node->valuestring != NULL)
-			explicit_bzero(node->valuestring, strlen(node->valuestring));
-		json_wipe_strings(node->child);
-	}
-}
-
-/* Wipes every string of a parsed document before freeing it: an
- * ExecCredential holds a token or a private key. */
-static void json_delete_secret(cJSON *doc)
-{
-	json_wipe_strings(doc);
-	cJSON_Delete(doc);
-}
-
-/* Checks an ExecCredential and installs its credentials in c. */
-static int exec_install(struct kube_client *c, const cJSON *doc, struct err *e)
-{
-	const char *cmd = c->cfg->exec->command, *api = kube_obj_str(doc, "apiVersion");
-	const char *kind = kube_obj_str(doc, "kind"), *tok, *cert, *key, *exp;
-	const cJSON *status = cJSON_GetObjectItemCaseSensitive(doc, "status");
-	int64_t expiry_us = 0;
-
-	if (!cJSON_IsObject(status) || kind == NULL || strcmp(kind, "ExecCredential") != 0)
-		return err_set(e, ERR_AUTH, "exec plugin %s: output is not an ExecCredential with a status",
-		    cmd);
-	/* client-go's rule: the plugin answers in the version it was asked for */
-	if (api == NULL || strcmp(api, c->cfg->exec->api_version) != 0)
-		return err_set(e, ERR_AUTH,
-		    "exec plugin %s: is configured to use API version %s, and its ExecCredential has another",
-		    cmd, c->cfg->exec->api_version);
-	tok = kube_obj_str(status, "token");
-	cert = kube_obj_str(status, "clientCertificateData");
-	key = kube_obj_str(status, "clientKeyData");
-	exp = kube_obj_str(status, "expirationTimestamp");
-	if (tok != NULL && *tok == '\0')
-		tok = NULL;
-	if (tok == NULL && (cert == NULL || key == NULL))
-		return err_set(e, ERR_AUTH,
-		    "exec plugin %s: ExecCredential has neither a token nor a client certificate", cmd);
-	/* client-go fails to decode a credential whose expiry is not a
-	 * time; taking it for "never expires" would use it forever. */
-	if (exp != NULL && kube_parse_time_us(exp, &expiry_us) < 0)
-		return err_set(e, ERR_AUTH,
-		    "exec plugin %s: status.expirationTimestamp is not an RFC 3339 time", cmd);
-	if (tok != NULL) {
-		char where[300];
-		snprintf(where, sizeof(where), "exec plugin %s: status.token", cmd);
-		if (kube_token_check(tok, where, e) < 0) {
-			e->code = ERR_AUTH;
-			return -1;
-		}
-	}
-	kube_free_secret(c->token);
-	c->token = tok ? kx_strdup(tok) : NULL;
-	free(c->exec_cert);
-	kube_free_secret(c->exec_key);
-	c->exec_cert = cert ? kx_strdup(cert) : NULL;
-	c->exec_key = key ? kx_strdup(key) : NULL;
-	c->token_expiry_us = expiry_us;
-	c->token_expires = exp != NULL;
-	c->token_read_ms = kube_mono_ms();
-	c->cred_gen++;
-	return 0;
-}
-
-/* Runs the plugin and installs its credentials; called with c->lock held. */
-static int exec_refresh(struct kube_client *c, struct err *e)
-{
-	char *out = NULL;
-	cJSON *doc;
-	int rc;
-
-	if (exec_run(c, &out, e) < 0)
-		return -1;
-	doc = cJSON_Parse(out);
-	kube_free_secret(out);
-	rc = exec_install(c, doc, e);
-	json_delete_secret(doc);
-	return rc;
-}
-
-/* ------------------------------------------------------------ credentials */
-
-/*
- * Makes c's credentials current; called with c->lock held.  force asks for
- * fresh ones because the server refused some; refused_gen, when not 0, is
- * the generation it refused: when the credentials have changed since (an
- * other request got its 401 first and refreshed), those are used as they
- * are, so a burst of 401s runs an exec plugin once, not once per request.
- */
-static int refresh_locked(struct kube_client *c, int force, unsigned long refused_gen,
-    struct err *e)
-{
-	const struct kube_config *cfg = c->cfg;
-	int64_t now = kube_mono_ms();
-
-	if (force && refused_gen != 0 && refused_gen != c->cred_gen)
-		force = 0;
-	if (cfg->token != NULL) {
-		/* checked by kube_config_validate in kube_client_new */
-		if (c->token == NULL) {
-			c->token = kx_strdup(cfg->token);
-			c->cred_gen++;
-		}
-		return 0;
-	}
-	if (cfg->token_file != NULL) {
-		char *tok;
-		if (!force && c->token != NULL && now - c->token_read_ms < TOKEN_REREAD_MS)
-			return 0;
-		if (kube_read_token_file(cfg->token_file, &tok, e) < 0) {
-			/* Keep using the old token when a rotation is mid-way (the
-			 * file missing for a moment); never when the new one is
-			 * refused outright. */
-			if (c->token != NULL && e->code != ERR_AUTH && e->code != ERR_LIMIT)
-				return 0;
-			if (e->code != ERR_AUTH)
-				err_prefix(e, "token file");
-			return -1;
-		}
-		if (c->token == NULL || strcmp(c->token, tok) != 0)
-			c->cred_gen++;
-		kube_free_secret(c->token);
-		c->token = tok;
-		c->token_read_ms = now;
-		return 0;
-	}
-	if (cfg->exec != NULL) {
-		/* 10 s early, so a request does not go out with a credential
-		 * that expires on the way */
-		int expired = c->token_expires && kube_now_us() + 10000000 >= c->token_expiry_us;
-		if (!force && !expired && (c->token != NULL || c->exec_cert != NULL))
-			return 0;
-		return exec_refresh(c, e);
-	}
-	return 0;
-}
-
 static int transport_init(struct kube_client *c, int force_refresh, unsigned long refused_gen,
     struct kube_transport *t, struct err *e)
 {
@@ -418,23 +166,8 @@ static int transport_init(struct kube_client *c, int force_refresh, unsigned lon
 	t->opts.cancel = (const volatile int *)(void *)tl_cancel;
 	if (!c->tls)
 		return 0;   /* never send credentials in the clear */
-	pthread_mutex_lock(&c->lock);
-	if (refresh_locked(c, force_refresh, refused_gen, e) < 0) {
-		pthread_mutex_unlock(&c->lock);
+	if (kube_creds_get(&c->creds, cfg, force_refresh, refused_gen, t, e) < 0)
 		return -1;
-	}
-	t->cred_gen = c->cred_gen;
-	if (c->token != NULL) {
-		struct sb s;
-		sb_init(&s);
-		sb_printf(&s, "Authorization: Bearer %s", c->token);
-		t->auth_header = sb_take(&s);
-	}
-	if (c->exec_cert != NULL && c->exec_key != NULL) {
-		t->cert_pem = kx_strdup(c->exec_cert);
-		t->key_pem = kx_strdup(c->exec_key);
-	}
-	pthread_mutex_unlock(&c->lock);
 	if (t->cert_pem != NULL) {
 		t->opts.client_cert_pem = t->cert_pem;
 		t->opts.client_key_pem = t->key_pem;

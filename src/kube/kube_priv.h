@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/http.h"
 #include "kube/kube.h"
@@ -126,6 +127,31 @@ void kube_transport_free(struct kube_transport *t);
  */
 int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
     kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
+
+/*
+ * The credentials of one client (kube_auth.c): the current token and exec
+ * plugin certificate, refreshed from cfg (token file, exec plugin) as
+ * needed.  kube_creds_get fills t's Authorization header, exec
+ * certificate and cred_gen; force asks for fresh credentials (after a
+ * 401), skipped when refused_gen (not 0) is no longer the current
+ * generation.  Thread-safe.
+ */
+struct kube_creds {
+	pthread_mutex_t lock;
+	pthread_cond_t exec_done;  /* an exec plugin run ended */
+	int exec_running;
+	char *token;               /* secret */
+	int64_t token_read_ms;     /* token file: monotonic time of the last read */
+	int64_t expiry_us;         /* exec: wall-clock expiry ... */
+	int expires;               /* ... when the plugin gave one */
+	char *exec_cert, *exec_key;   /* exec: client certificate; key secret */
+	unsigned long gen;         /* bumped whenever the credentials change */
+};
+
+void kube_creds_init(struct kube_creds *k);
+void kube_creds_free(struct kube_creds *k);
+int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int force,
+    unsigned long refused_gen, struct kube_transport *t, struct err *e);
 
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);

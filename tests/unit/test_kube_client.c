@@ -777,6 +777,106 @@ static void concurrent_401s_refresh_once(void **state)
 	plugin_remove(path);
 }
 
+struct refresher {
+	struct kube_client *c;
+	struct kube_transport t;
+	int rc;
+	atomic_int done;
+};
+
+static void *refresh_in_background(void *arg)
+{
+	struct refresher *r = arg;
+	struct err e;
+
+	r->rc = kube_transport_init(r->c, 0, &r->t, &e);
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* An exec plugin runs without the client's lock: while one request renews
+ * a credential that is about to expire (the renewal starts 10 s early),
+ * others go on with it instead of waiting for the plugin, which may take a
+ * minute (and leader election's renewals are among them). */
+static void requests_go_on_while_the_plugin_runs(void **state)
+{
+	(void)state;
+	char path[64], started[128], release[128];
+	struct kube_transport t;
+	struct refresher r = { 0 };
+	pthread_t th;
+	struct err e;
+	FILE *f;
+
+	plugin_tmp(path, sizeof(path));
+	snprintf(started, sizeof(started), "%s.started", path);
+	snprintf(release, sizeof(release), "%s.release", path);
+	r.c = exec_client(path, "{}");
+	/* first run: a token that expires in 5 s; later runs wait for the test */
+	f = fopen(path, "w");
+	fprintf(f, "#!/usr/bin/python3\n"
+	    "import datetime, json, os, time\n"
+	    "calls = '%s.calls'\n"
+	    "n = os.path.getsize(calls) if os.path.exists(calls) else 0\n"
+	    "open(calls, 'a').write('x')\n"
+	    "now = datetime.datetime.now(datetime.timezone.utc)\n"
+	    "if n == 0:\n"
+	    "    tok, exp = 'old', now + datetime.timedelta(seconds=5)\n"
+	    "else:\n"
+	    "    open('%s', 'w').close()\n"
+	    "    while not os.path.exists('%s'):\n"
+	    "        time.sleep(0.01)\n"
+	    "    tok, exp = 'new', now + datetime.timedelta(hours=1)\n"
+	    "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+	    "    'status': {'token': tok, 'expirationTimestamp': exp.strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ')}}))\n",
+	    path, started, release);
+	fclose(f);
+	assert_int_equal(kube_transport_init(r.c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer old");
+	kube_transport_free(&t);
+	/* the next request renews, and blocks in the plugin until released */
+	assert_int_equal(pthread_create(&th, NULL, refresh_in_background, &r), 0);
+	for (int i = 0; i < 3000 && !exists(started); i++)
+		usleep(10000);
+	assert_true(exists(started));
+	/* meanwhile: the old, still valid token, without waiting for the
+	 * plugin (asked on a thread of its own, so that a client that did
+	 * wait fails this test instead of hanging it) */
+	{
+		struct refresher other = { .c = r.c };
+		pthread_t th2;
+		assert_int_equal(pthread_create(&th2, NULL, refresh_in_background, &other), 0);
+		for (int i = 0; i < 3000 && !atomic_load(&other.done); i++)
+			usleep(10000);
+		int waited = !atomic_load(&other.done);
+		f = fopen(release, "w");
+		fclose(f);
+		pthread_join(th2, NULL);
+		assert_false(waited);
+		assert_int_equal(other.rc, 0);
+		assert_string_equal(other.t.auth_header, "Authorization: Bearer old");
+		kube_transport_free(&other.t);
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.t.auth_header, "Authorization: Bearer new");
+	kube_transport_free(&r.t);
+	assert_int_equal(kube_transport_init(r.c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer new");
+	kube_transport_free(&t);
+	assert_int_equal(plugin_calls(path), 2);
+	kube_client_free(r.c);
+	plugin_remove(path);
+	unlink(started);
+	unlink(release);
+}
+
 static long retry_after_of(const char *headers)
 {
 	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
@@ -1195,6 +1295,7 @@ int main(void)
 		cmocka_unit_test(rfc3339_times),
 		cmocka_unit_test(exec_expiry_honours_offsets),
 		cmocka_unit_test(concurrent_401s_refresh_once),
+		cmocka_unit_test(requests_go_on_while_the_plugin_runs),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),
