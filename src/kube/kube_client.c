@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,11 +208,11 @@ void kube_transport_free(struct kube_transport *t)
  * escape sequence would drive the terminal) become spaces, and a cut falls
  * between UTF-8 characters, never inside one.
  */
-static void copy_printable(char *dst, size_t n, const char *src, size_t len)
+static void copy_printable(char *dst, size_t n, const char *src)
 {
-	size_t w = 0;
+	size_t w = 0, len = strlen(src);
 
-	for (size_t i = 0; i < len && src[i] != '\0';) {
+	for (size_t i = 0; i < len;) {
 		unsigned char ch = (unsigned char)src[i];
 		size_t clen = ch < 0x80 ? 1 : ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc0 ? 2 : 1;
 		if (clen > len - i)
@@ -249,8 +248,8 @@ int kube_status_parse(const char *body, size_t len, long http_status, struct kub
 		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
 		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
 			st->code = (long)code->valuedouble;
-		copy_printable(st->reason, sizeof(st->reason), reason ? reason : "", SIZE_MAX);
-		copy_printable(st->message, sizeof(st->message), msg ? msg : "", SIZE_MAX);
+		copy_printable(st->reason, sizeof(st->reason), reason ? reason : "");
+		copy_printable(st->message, sizeof(st->message), msg ? msg : "");
 		rc = 0;
 	} else if (body != NULL && len > 0) {
 		/* Not a Status (a proxy's error page...): keep a printable start. */
