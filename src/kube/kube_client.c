@@ -27,7 +27,12 @@
 #include "base/log.h"
 #include "kube/kube_priv.h"
 
+/* Reply bounds.  A list may be large (issue 15 will bound pages); one
+ * object cannot be: etcd refuses requests over 1.5 MiB by default, so a
+ * reply to a get, create, update, patch, delete or discovery request far
+ * above that is a hostile or broken server, not an object. */
 #define BODY_MAX (256LL << 20)
+#define OBJECT_BODY_MAX (16LL << 20)
 #define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
@@ -346,8 +351,8 @@ static void request_name(char *buf, size_t n, const char *method, const char *pa
  * refused those of generation refused_gen). -1 only when no response came
  * back. */
 static int send_once(struct kube_client *c, const char *method, const char *url,
-    const char *content_type, const char *body, int renew, unsigned long refused_gen,
-    struct reply *r, struct err *e)
+    const char *content_type, const char *body, long long max_bytes, int renew,
+    unsigned long refused_gen, struct reply *r, struct err *e)
 {
 	struct kube_transport t;
 	struct http_request req = { .method = method, .url = url, .body = body,
@@ -365,7 +370,7 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 	t.opts.timeout_ms = timeout_of(c);
 	if (t.opts.connect_timeout_ms > t.opts.timeout_ms)
 		t.opts.connect_timeout_ms = t.opts.timeout_ms;
-	t.opts.max_bytes = BODY_MAX;
+	t.opts.max_bytes = max_bytes;
 	hdrs[n++] = "Accept: application/json";
 	if (content_type != NULL) {
 		snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
@@ -395,8 +400,10 @@ static int method_is_read(const char *m)
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
-int kube_request(struct kube_client *c, const char *method, const char *path,
-    const char *content_type, const char *body, long *status, char **resp_body, struct err *e)
+/* kube_request with a bound on the reply's size. */
+static int request(struct kube_client *c, const char *method, const char *path,
+    const char *content_type, const char *body, long long max_bytes, long *status,
+    char **resp_body, struct err *e)
 {
 	struct sb url;
 	struct reply r;
@@ -418,8 +425,8 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 	for (attempt = 0;; attempt++) {
 		int last = attempt >= retries_of(c), retry = 0;
-		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, refused_gen, &r,
-		    e) < 0) {
+		if (send_once(c, method, url.buf, content_type, body, max_bytes, refreshed == 1,
+		    refused_gen, &r, e) < 0) {
 			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
 			    e->code != ERR_CANCELED && !retry_sleep(wait_ms)) {
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
@@ -479,6 +486,12 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 }
 
+int kube_request(struct kube_client *c, const char *method, const char *path,
+    const char *content_type, const char *body, long *status, char **resp_body, struct err *e)
+{
+	return request(c, method, path, content_type, body, BODY_MAX, status, resp_body, e);
+}
+
 /* ------------------------------------------------------------ typed calls */
 
 char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
@@ -509,13 +522,13 @@ char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
 }
 
 static cJSON *json_call(struct kube_client *c, const char *method, char *path,
-    const char *ctype, const char *body, struct err *e)
+    const char *ctype, const char *body, long long max_bytes, struct err *e)
 {
 	long status;
 	char *resp = NULL;
 	cJSON *doc;
 
-	if (kube_request(c, method, path, ctype, body, &status, &resp, e) < 0) {
+	if (request(c, method, path, ctype, body, max_bytes, &status, &resp, e) < 0) {
 		free(path);
 		return NULL;
 	}
@@ -533,7 +546,8 @@ static cJSON *json_call(struct kube_client *c, const char *method, char *path,
 cJSON *kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const char *name, const char *subresource, struct err *e)
 {
-	return json_call(c, "GET", kube_path(r, ns, name, subresource), NULL, NULL, e);
+	return json_call(c, "GET", kube_path(r, ns, name, subresource), NULL, NULL, OBJECT_BODY_MAX,
+	    e);
 }
 
 cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -563,14 +577,15 @@ cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const cha
 			QP("resourceVersion", o->resource_version);
 	}
 #undef QP
-	return json_call(c, "GET", sb_take(&s), NULL, NULL, e);
+	return json_call(c, "GET", sb_take(&s), NULL, NULL, BODY_MAX, e);
 }
 
 cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const cJSON *obj, struct err *e)
 {
 	char *body = cJSON_PrintUnformatted(obj);
-	cJSON *out = json_call(c, "POST", kube_path(r, ns, NULL, NULL), "application/json", body, e);
+	cJSON *out = json_call(c, "POST", kube_path(r, ns, NULL, NULL), "application/json", body,
+	    OBJECT_BODY_MAX, e);
 	free(body);
 	return out;
 }
@@ -587,7 +602,8 @@ cJSON *kube_update(struct kube_client *c, const struct kube_resource *r, const c
 		return NULL;
 	}
 	body = cJSON_PrintUnformatted(obj);
-	out = json_call(c, "PUT", kube_path(r, ns, name, subresource), "application/json", body, e);
+	out = json_call(c, "PUT", kube_path(r, ns, name, subresource), "application/json", body,
+	    OBJECT_BODY_MAX, e);
 	free(body);
 	return out;
 }
@@ -617,7 +633,7 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 	}
 	if (type == KUBE_PATCH_APPLY && force)
 		sb_printf(&s, "%cforce=true", sep);
-	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, e);
+	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
 }
 
 cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -661,7 +677,7 @@ int kube_delete(struct kube_client *c, const struct kube_resource *r, const char
 	}
 	body = cJSON_PrintUnformatted(opts);
 	cJSON_Delete(opts);
-	rc = kube_request(c, "DELETE", path, "application/json", body, &status, NULL, e);
+	rc = request(c, "DELETE", path, "application/json", body, OBJECT_BODY_MAX, &status, NULL, e);
 	free(body);
 	free(path);
 	return rc;
@@ -680,7 +696,7 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 		sb_printf(&s, "/api/%s", r->version);
 	else
 		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
-	if (kube_request(c, "GET", s.buf, NULL, NULL, &status, &body, e) < 0) {
+	if (request(c, "GET", s.buf, NULL, NULL, OBJECT_BODY_MAX, &status, &body, e) < 0) {
 		sb_free(&s);
 		if (e->code == ERR_NOTFOUND)
 			return 0;

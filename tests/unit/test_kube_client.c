@@ -1158,6 +1158,39 @@ static void messages_carry_no_query(void **state)
 	kube_client_free(c);
 }
 
+/* One object's reply cannot be larger than etcd lets an object be: a
+ * 17 MiB answer to a GET is refused (before: buffered up to 256 MiB, and
+ * parsed); a list of that size still passes. */
+static void object_replies_are_bounded(void **state)
+{
+	(void)state;
+	size_t n = 17 << 20;
+	char *big = malloc(n + 1);
+	struct kube_client *c = client();
+	struct err e;
+	cJSON *l;
+
+	{
+		size_t w = (size_t)snprintf(big, n, "{\"kind\":\"StackList\",\"items\":[],\"pad\":\"");
+		memset(big + w, 'a', n - w - 2);
+		memcpy(big + n - 2, "\"}", 3);
+	}
+	{
+		struct scripted s[] = { { 200, NULL, big }, { 200, NULL, big } };
+		script(2, s);
+	}
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	assert_int_equal(e.code, ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "larger than the limit"));
+	assert_int_equal(F.nlog, 1);   /* not retried */
+	l = kube_list(c, &stacks, "n", NULL, &e);
+	if (l == NULL)
+		fail_msg("%s", e.msg);
+	cJSON_Delete(l);
+	kube_client_free(c);
+	free(big);
+}
+
 static int other_host_requests;
 
 static enum MHD_Result count_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1304,6 +1337,7 @@ int main(void)
 		cmocka_unit_test(list_query_and_discovery),
 		cmocka_unit_test(messages_carry_no_query),
 		cmocka_unit_test(redirects_are_not_followed),
+		cmocka_unit_test(object_replies_are_bounded),
 		cmocka_unit_test(informer_lists_pages),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
