@@ -201,6 +201,9 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 		if (!isalnum((unsigned char)*p) && strchr(".-:[]", *p) == NULL)
 			return err_set(e, ERR_INVALID,
 			    "KUBERNETES_SERVICE_HOST: not a host name or IP address");
+	/* the longest name below must fit in path, or a cut path is read */
+	if (strlen(sa_dir) + sizeof("/namespace") > sizeof(path))
+		return err_set(e, ERR_INVALID, "in-cluster config: service-account directory path too long");
 	c = kx_calloc(1, sizeof(*c));
 	c->in_cluster = 1;
 	c->source = kx_strdup("in-cluster");
@@ -693,7 +696,8 @@ int kube_config_load(const char *flag_path, struct kube_config **out, struct err
 		return kube_config_incluster(getenv("KUBERNETES_SERVICE_HOST"),
 		    getenv("KUBERNETES_SERVICE_PORT"), KUBE_SA_DIR, out, e);
 	if (home != NULL) {
-		snprintf(path, sizeof(path), "%s/.kube/config", home);
+		if (fs_join(path, sizeof(path), home, ".kube/config", e) < 0)
+			return -1;
 		if (fs_exists(path))
 			return kube_config_kubeconfig(path, NULL, out, e);
 	}

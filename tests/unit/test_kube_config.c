@@ -263,6 +263,15 @@ static void incluster(void **state)
 	kube_config_free(c);
 
 	assert_int_equal(kube_config_incluster("h", "44x3", sa, &c, &e), -1);
+	/* a directory path too long for its file names: refused, not cut */
+	{
+		char longdir[5000];
+		memset(longdir, 'd', sizeof(longdir) - 1);
+		longdir[0] = '/';
+		longdir[sizeof(longdir) - 1] = '\0';
+		assert_int_equal(kube_config_incluster("10.96.0.1", "443", longdir, &c, &e), -1);
+		assert_non_null(strstr(e.msg, "too long"));
+	}
 	/* a host that would change the URL's shape */
 	assert_int_equal(kube_config_incluster("user:pw@evil.example", "443", sa, &c, &e), -1);
 	assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST: not a host name"));
