@@ -336,7 +336,7 @@ class HeaderRecorder:
     records the header block of every request it receives and answers each GET
     with a Namespace, so a request that arrives also succeeds."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, redirect_to=None):
         import http.server
         import ssl
         import threading
@@ -344,11 +344,18 @@ class HeaderRecorder:
         self.ca_file, _ = tlsgen.make_ca(str(directory))
         crt, key = tlsgen.make_server_cert(str(directory))
         self.requests = []
+        self.redirect_to = redirect_to
         recorder = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 recorder.requests.append(list(self.headers.items()))
+                if recorder.redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("Location", recorder.redirect_to + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = json.dumps({"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": "default"}}).encode()
                 self.send_response(200)
@@ -483,3 +490,26 @@ def test_tls_verification_off_is_warned_about(header_recorder, pc_tools, tmp_pat
     assert p.returncode == 1
     assert "specifying a root certificates file with the insecure flag is not allowed" in p.stderr
     assert len(header_recorder.requests) == n
+
+
+def test_redirect_to_another_host_gets_no_token(header_recorder, pc_tools, tmp_path):
+    """An API server that redirects (to another host, here "localhost" for
+    "127.0.0.1") is not followed: the token went to the configured server only,
+    and the message says why the request failed."""
+    other = tmp_path / "other-tls"
+    other.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        (other / name).write_bytes((tmp_path / "recorder-tls" / name).read_bytes())
+    elsewhere = HeaderRecorder(other)
+    try:
+        header_recorder.redirect_to = elsewhere.url.replace("127.0.0.1", "localhost")
+        kc = recorder_kubeconfig(tmp_path / "kc", header_recorder, {"token": "tok-1"})
+        p = tool(pc_tools, "whoami", kc)
+        assert p.returncode == 1
+        assert "307: the server answered with a redirect, which is not followed" in p.stderr
+        assert "tok-1" not in p.stderr
+        assert len(header_recorder.requests) == 1
+        assert ("Authorization", "Bearer tok-1") in header_recorder.requests[0]
+        assert elsewhere.requests == []
+    finally:
+        elsewhere.close()
