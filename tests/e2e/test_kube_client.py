@@ -3,7 +3,10 @@ kube_tool driver (tests/tools/kube_tool.c), each against both the API-server
 emulator and the real kube-apiserver (fixture `any_kubeapi`): every request kind
 and its error, credentials from client certificates (files and inline data),
 exec plugins and tokens (rotated: ServiceAccount tokens on the real server), and
-Event aggregation.
+Event aggregation.  Against a TLS server of the tests' own that records request
+headers: tokens with CR/LF (exec plugin, kubeconfig, token file) inject nothing,
+insecure-skip-tls-verify is warned about (and refused with a CA), and a redirect to
+another host is not followed.
 """
 import base64
 import json
