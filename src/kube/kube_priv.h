@@ -113,20 +113,6 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
     struct kube_transport *t, struct err *e);
 void kube_transport_free(struct kube_transport *t);
-/*
- * A GET whose body is handed to fn line by line as soon as the bytes arrive
- * (a watch; kube_stream.c, over http.h's stream reader).  o and req as for
- * http.h, except that o->retries and o->max_redirects are ignored: one
- * attempt, and a redirect is a refusal.  Returns 0 when the body ended
- * normally; 1 when the server answered with a non-2xx status, then *refused
- * holds the status, the header block and the start of the body (free
- * with http_response_free);
- * -1 with e set on a transfer failure, a cancel (ERR_CANCELED; nothing is
- * sent when o->cancel is already set) or when fn returned -1 (e as fn set
- * it).  Lines longer than max_line fail (ERR_LIMIT).
- */
-int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
-    kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
 
 /*
  * The credentials of one client (kube_auth.c): the current token and exec
@@ -152,6 +138,21 @@ void kube_creds_init(struct kube_creds *k);
 void kube_creds_free(struct kube_creds *k);
 int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int force,
     unsigned long refused_gen, struct kube_transport *t, struct err *e);
+
+/*
+ * A GET whose body is handed to fn line by line as soon as the bytes arrive
+ * (a watch; kube_stream.c, over http.h's stream reader).  o and req as for
+ * http.h, except that o->retries and o->max_redirects are ignored: one
+ * attempt, and a redirect is a refusal.  Returns 0 when the body ended
+ * normally; 1 when the server answered with a non-2xx status, then *refused
+ * holds the status, the header block and the start of the body (free
+ * with http_response_free);
+ * -1 with e set on a transfer failure, a cancel (ERR_CANCELED; nothing is
+ * sent when o->cancel is already set) or when fn returned -1 (e as fn set
+ * it).  Lines longer than max_line fail (ERR_LIMIT).
+ */
+int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
+    kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
 
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);
