@@ -133,7 +133,9 @@ struct kube_resource {
 struct kube_client;
 
 /* The client borrows nothing: cfg is consumed (owned by the client from
- * then on, also on failure). */
+ * then on, also on failure).  NULL with e set when kube_config_validate
+ * refuses cfg.  With TLS verification off it logs one warning naming the
+ * server. */
 struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e);
 void kube_client_free(struct kube_client *c);
 const struct kube_config *kube_client_config(const struct kube_client *c);
