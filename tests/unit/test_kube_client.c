@@ -818,7 +818,9 @@ static void requests_go_on_while_the_plugin_runs(void **state)
 	snprintf(started, sizeof(started), "%s.started", path);
 	snprintf(release, sizeof(release), "%s.release", path);
 	r.c = exec_client(path, "{}");
-	/* first run: a token that expires in 5 s; later runs wait for the test */
+	/* first run: a token that expires in 9.9 s, inside the 10 s in which
+	 * the client renews early (the widest margin for a slow machine);
+	 * later runs wait for the test */
 	f = fopen(path, "w");
 	fprintf(f, "#!/usr/bin/python3\n"
 	    "import datetime, json, os, time\n"
@@ -827,14 +829,14 @@ static void requests_go_on_while_the_plugin_runs(void **state)
 	    "open(calls, 'a').write('x')\n"
 	    "now = datetime.datetime.now(datetime.timezone.utc)\n"
 	    "if n == 0:\n"
-	    "    tok, exp = 'old', now + datetime.timedelta(seconds=5)\n"
+	    "    tok, exp = 'old', now + datetime.timedelta(seconds=9.9)\n"
 	    "else:\n"
 	    "    open('%s', 'w').close()\n"
 	    "    while not os.path.exists('%s'):\n"
 	    "        time.sleep(0.01)\n"
 	    "    tok, exp = 'new', now + datetime.timedelta(hours=1)\n"
 	    "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
-	    "    'status': {'token': tok, 'expirationTimestamp': exp.strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ')}}))\n",
+	    "    'status': {'token': tok, 'expirationTimestamp': exp.strftime('%%Y-%%m-%%dT%%H:%%M:%%S.%%fZ')}}))\n",
 	    path, started, release);
 	fclose(f);
 	assert_int_equal(kube_transport_init(r.c, 0, &t, &e), 0);
