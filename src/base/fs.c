@@ -124,12 +124,64 @@ int fs_staging_dir(const char *final, char *out, size_t outlen, struct err *e)
 	return 0;
 }
 
+/* Reads to the end rather than trusting st_size: a file may grow or shrink
+ * between fstat and read, and a read error must not pass for a short file
+ * (a token cut in half is a wrong credential, not a shorter one). */
+static int read_all(int fd, const char *path, size_t max, size_t hint, char **out, size_t *outlen,
+    struct err *e)
+{
+	size_t cap = (hint < max ? hint : max) + 2, got = 0;
+	char *buf = malloc(cap), *grown;
+
+	if (buf == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
+	for (;;) {
+		ssize_t n;
+		if (got == cap - 1) {
+			/* Full: grow, but never past one byte more than max,
+			 * which is enough to tell "too large". */
+			if (got > max) {
+				free(buf);
+				return err_set(e, ERR_LIMIT, "%s: larger than %zu bytes", path, max);
+			}
+			cap = cap * 2 > max + 2 ? max + 2 : cap * 2;
+			grown = realloc(buf, cap);
+			if (grown == NULL) {
+				free(buf);
+				return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
+			}
+			buf = grown;
+		}
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int saved = errno;
+			free(buf);
+			return err_set(e, ERR_IO, "read %s: %s", path, strerror(saved));
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got > max) {
+		free(buf);
+		return err_set(e, ERR_LIMIT, "%s: larger than %zu bytes", path, max);
+	}
+	buf[got] = '\0';
+	*out = buf;
+	if (outlen != NULL)
+		*outlen = got;
+	return 0;
+}
+
 int fs_read_file(const char *path, size_t max, char **out, size_t *outlen, struct err *e)
 {
 	struct stat st;
-	char *buf;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int rc;
+	/* O_NONBLOCK: opening a FIFO put where a file should be must not hang;
+	 * it is refused below like anything that is not a regular file. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
 		return err_set(e, errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "open %s: %s", path, strerror(errno));
@@ -141,23 +193,7 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *outlen, struc
 		close(fd);
 		return err_set(e, ERR_LIMIT, "%s: larger than %zu bytes", path, max);
 	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
-		close(fd);
-		return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	rc = read_all(fd, path, max, (size_t)st.st_size, out, outlen, e);
 	close(fd);
-	buf[got] = '\0';
-	*out = buf;
-	if (outlen != NULL)
-		*outlen = got;
-	return 0;
+	return rc;
 }

@@ -31,8 +31,11 @@ int fs_staging_dir(const char *final, char *out, size_t outlen, struct err *e);
 /* Joins a and b with one '/'; ERR_INVALID when the result does not fit. */
 int fs_join(char *out, size_t outlen, const char *a, const char *b, struct err *e);
 
-/* Reads a whole small file into a NUL-terminated malloc'd buffer (caller
- * frees); refuses files larger than max. */
+/* Reads a whole small regular file into a NUL-terminated malloc'd buffer
+ * (caller frees).  Reads to the end of file whatever fstat said (procfs
+ * reports 0); ERR_LIMIT past max bytes, ERR_IO on a read error (never a
+ * short buffer passed off as the file) and for anything but a regular file
+ * (a FIFO is refused, not waited on). */
 int fs_read_file(const char *path, size_t max, char **out, size_t *outlen, struct err *e);
 
 #endif

@@ -87,6 +87,38 @@ int kube_config_parse(const char *name, const char *text, size_t len, const char
  * in-cluster, ~/.kube/config. */
 int kube_config_load(const char *flag_path, struct kube_config **out, struct err *e);
 
+/* Checks a config built by code the way kube_config_kubeconfig checks what
+ * it reads (kube_client_new calls it): an http(s) server URL without user
+ * information, query or fragment; no CA together with
+ * insecure_skip_tls_verify (client-go refuses that too); a token that can
+ * go into a header.  Messages start with c->source. */
+int kube_config_validate(const struct kube_config *c, struct err *e);
+
+/* The server URL as it may appear in a log line or a message, written to
+ * buf (size n) and returned: kube_url_for_log of c->server.  A kubeconfig
+ * server with user information, a query or a fragment is refused at load
+ * (kube_config_kubeconfig), so this matters for configs built otherwise;
+ * use it wherever the server is logged. */
+const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n);
+
+/* url without user information, query or fragment (libcurl's URL parser
+ * decides what those are), written to buf and returned; "(an invalid URL)"
+ * when it does not parse. */
+const char *kube_url_for_log(const char *url, char *buf, size_t n);
+
+/* 0 when token can go into an Authorization header; -1 (ERR_INVALID) when
+ * it holds a control character (a byte below 0x20, or 0x7f), which would
+ * let whoever wrote it add request headers of their own.  The message
+ * starts with `where` (the file, key or plugin it came from) and never
+ * quotes the token. */
+int kube_token_check(const char *token, const char *where, struct err *e);
+
+/* Reads a bearer token file as client-go does (surrounding whitespace
+ * trimmed) and checks it: ERR_LIMIT above 1 MiB, ERR_AUTH when empty or
+ * when kube_token_check refuses it; messages name the file.  *out is a
+ * secret (free with explicit wiping). */
+int kube_read_token_file(const char *path, char **out, struct err *e);
+
 /* ------------------------------------------------------------------ client */
 
 /* What a kind is served at. */
@@ -101,7 +133,9 @@ struct kube_resource {
 struct kube_client;
 
 /* The client borrows nothing: cfg is consumed (owned by the client from
- * then on, also on failure). */
+ * then on, also on failure).  NULL with e set when kube_config_validate
+ * refuses cfg.  With TLS verification off it logs one warning naming the
+ * server. */
 struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e);
 void kube_client_free(struct kube_client *c);
 const struct kube_config *kube_client_config(const struct kube_client *c);
@@ -447,6 +481,11 @@ void kube_serve_stop(struct kube_serve *s);
 
 /* RFC 3339 with microseconds ("MicroTime"): 2026-11-30T10:00:00.123456Z. */
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us);
+/* Parses an RFC 3339 time (what metav1.Time and MicroTime marshal to):
+ * 2026-11-30T10:00:00Z, with optional fractional seconds and a Z or
+ * +hh:mm / -hh:mm offset, into microseconds since the epoch.  -1 for
+ * anything else (an invalid date, no offset, trailing bytes). */
+int kube_parse_time_us(const char *s, int64_t *out);
 int64_t kube_now_us(void);
 int64_t kube_mono_ms(void);
 

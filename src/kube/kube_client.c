@@ -5,12 +5,9 @@
  * turned off, because the API decides what is safe to repeat (below);
  * watches use http.h's streams (kube_informer.c).  Both get their TLS
  * settings, client certificate and Authorization header from
- * kube_transport_init here, so the two cannot disagree on credentials.
- *
- * Credentials: a static token, a token file re-read at most every minute
- * and after any 401 (the kubelet rotates projected tokens), or an exec
- * plugin's token cached until its expirationTimestamp.  Like client-go,
- * credentials are only sent over https.
+ * kube_transport_init here, so the two cannot disagree on credentials
+ * (which kube_auth.c keeps current).  Like client-go, credentials are only
+ * sent over https.
  *
  * Retries: 429 always (the server did not act), honouring Retry-After; 5xx
  * and connection failures only for reads, or for any verb when the server
@@ -28,24 +25,19 @@
 
 #include "base/http.h"
 #include "base/log.h"
-#include "base/proc.h"
 #include "kube/kube_priv.h"
 
-extern char **environ;
-
-#define TOKEN_REREAD_MS 60000
+/* Reply bounds.  A list may be large (issue 15 will bound pages); one
+ * object cannot be: etcd refuses requests over 1.5 MiB by default, so a
+ * reply to a get, create, update, patch, delete or discovery request far
+ * above that is a hostile or broken server, not an object. */
 #define BODY_MAX (256LL << 20)
-#define EXEC_OUTPUT_MAX (1 << 20)
-#define EXEC_TIMEOUT_MS 60000
+#define OBJECT_BODY_MAX (16LL << 20)
 #define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
 	struct kube_config *cfg;
-	pthread_mutex_t lock;
-	char *token;               /* current bearer token; secret */
-	int64_t token_read_ms;     /* monotonic time of the last read */
-	int64_t token_expiry_us;   /* exec credentials: wall-clock expiry, 0 = none */
-	char *exec_cert, *exec_key;   /* exec plugin certificate credentials */
+	struct kube_creds creds;   /* kube_auth.c */
 	int tls;
 	long timeout_ms;
 	int retries;
@@ -109,10 +101,24 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 		err_set(e, ERR_INVALID, "kube client: no server configured");
 		return NULL;
 	}
+	if (kube_config_validate(cfg, e) < 0) {
+		kube_config_free(cfg);
+		return NULL;
+	}
 	c = kx_calloc(1, sizeof(*c));
 	c->cfg = cfg;
-	pthread_mutex_init(&c->lock, NULL);
+	kube_creds_init(&c->creds);
 	c->tls = strncmp(cfg->server, "https://", 8) == 0;
+	if (c->tls && cfg->insecure_skip_tls_verify) {
+		/* Once per client, at start, where an operator looks: every
+		 * request from now on trusts whoever answers at this address. */
+		char server[512];
+		log_warn("TLS verification of the Kubernetes API server is off (insecure-skip-tls-verify): "
+		    "its certificate is not checked, so anyone on the path can impersonate it and receive "
+		    "the credentials sent to it",
+		    "server", kube_config_server_for_log(cfg, server, sizeof(server)),
+		    "config", cfg->source ? cfg->source : "", NULL);
+	}
 	c->timeout_ms = 60000;
 	c->retries = 5;
 	return c;
@@ -122,10 +128,7 @@ void kube_client_free(struct kube_client *c)
 {
 	if (c == NULL)
 		return;
-	kube_free_secret(c->token);
-	free(c->exec_cert);
-	kube_free_secret(c->exec_key);
-	pthread_mutex_destroy(&c->lock);
+	kube_creds_free(&c->creds);
 	kube_config_free(c->cfg);
 	free(c);
 }
@@ -150,188 +153,8 @@ void kube_client_set_retries(struct kube_client *c, int retries)
 	c->retries = retries < 0 ? 0 : retries;
 }
 
-/* ------------------------------------------------------------ exec plugin */
-
-static char *exec_info_json(struct kube_client *c)
-{
-	cJSON *o = cJSON_CreateObject(), *spec;
-	char *s;
-
-	cJSON_AddStringToObject(o, "apiVersion", c->cfg->exec->api_version);
-	cJSON_AddStringToObject(o, "kind", "ExecCredential");
-	spec = cJSON_AddObjectToObject(o, "spec");
-	cJSON_AddBoolToObject(spec, "interactive", 0);
-	if (c->cfg->exec->provide_cluster_info) {
-		cJSON *cl = cJSON_AddObjectToObject(spec, "cluster");
-		cJSON_AddStringToObject(cl, "server", c->cfg->server);
-		cJSON_AddBoolToObject(cl, "insecure-skip-tls-verify", c->cfg->insecure_skip_tls_verify);
-	}
-	s = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return s;
-}
-
-/* Runs the plugin (base/proc.h: own process group, timeout, bounded
- * output) and returns its stdout (malloc'd).  Like client-go, the plugin
- * sees this process's environment plus its own env entries and
- * KUBERNETES_EXEC_INFO; stdin is /dev/null (never interactive). */
-static int exec_run(struct kube_client *c, char **out, struct err *e)
-{
-	const struct kube_exec *x = c->cfg->exec;
-	struct proc_spec spec;
-	struct proc_result r;
-	size_t nargs = 0, nenv = 0, k = 0;
-	char **argv, **envp, *info;
-	struct sb s;
-	int rc;
-
-	while (x->args && x->args[nargs])
-		nargs++;
-	for (char **p = environ; p && *p; p++)
-		nenv++;
-	for (char **p = x->env; p && *p; p++)
-		nenv++;
-	argv = kx_calloc(nargs + 2, sizeof(char *));
-	argv[0] = x->command;
-	for (size_t i = 0; i < nargs; i++)
-		argv[i + 1] = x->args[i];
-	envp = kx_calloc(nenv + 2, sizeof(char *));
-	for (char **p = environ; p && *p; p++)
-		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
-			envp[k++] = *p;
-	for (char **p = x->env; p && *p; p++)
-		envp[k++] = *p;
-	info = exec_info_json(c);
-	sb_init(&s);
-	sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
-	free(info);
-	info = sb_take(&s);
-	envp[k++] = info;
-
-	memset(&spec, 0, sizeof(spec));
-	spec.file = x->command;
-	spec.argv = argv;
-	spec.envp = envp;
-	spec.tail_max = EXEC_OUTPUT_MAX;
-	spec.timeout_ms = EXEC_TIMEOUT_MS;
-	spec.grace_ms = 2000;
-	rc = proc_run(&spec, &r, e);
-	free(argv);
-	free(envp);
-	free(info);
-	if (rc < 0) {
-		proc_result_free(&r);
-		return err_set(e, ERR_AUTH, "exec plugin %s: cannot start: %s", x->command,
-		    strerror(r.spawn_errno ? r.spawn_errno : EIO));
-	}
-	if (r.timed_out || !r.exited || r.exit_code != 0 || r.out_total > r.out_len) {
-		char why[64];
-		if (r.timed_out)
-			snprintf(why, sizeof(why), "timed out");
-		else if (!r.exited)
-			snprintf(why, sizeof(why), "signal %d", r.term_signal);
-		else if (r.exit_code != 0)
-			snprintf(why, sizeof(why), "exit status %d", r.exit_code);
-		else
-			snprintf(why, sizeof(why), "output too large");
-		proc_result_free(&r);
-		return err_set(e, ERR_AUTH, "exec plugin %s: failed (%s)", x->command, why);
-	}
-	*out = r.out;
-	r.out = NULL;
-	proc_result_free(&r);
-	return 0;
-}
-
-static int64_t parse_rfc3339_us(const char *s)
-{
-	struct tm tm;
-	const char *p;
-
-	memset(&tm, 0, sizeof(tm));
-	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (p == NULL)
-		return 0;
-	return (int64_t)timegm(&tm) * 1000000;
-}
-
-/* Runs the plugin and installs its credentials; called with c->lock held. */
-static int exec_refresh(struct kube_client *c, struct err *e)
-{
-	char *out = NULL;
-	cJSON *doc, *status;
-	const char *tok, *cert, *key, *exp;
-
-	if (exec_run(c, &out, e) < 0)
-		return -1;
-	doc = cJSON_Parse(out);
-	kube_free_secret(out);
-	status = cJSON_GetObjectItemCaseSensitive(doc, "status");
-	if (!cJSON_IsObject(status)) {
-		cJSON_Delete(doc);
-		return err_set(e, ERR_AUTH, "exec plugin %s: output is not an ExecCredential with a status",
-		    c->cfg->exec->command);
-	}
-	tok = kube_obj_str(status, "token");
-	cert = kube_obj_str(status, "clientCertificateData");
-	key = kube_obj_str(status, "clientKeyData");
-	exp = kube_obj_str(status, "expirationTimestamp");
-	if (tok == NULL && (cert == NULL || key == NULL)) {
-		cJSON_Delete(doc);
-		return err_set(e, ERR_AUTH, "exec plugin %s: ExecCredential has neither a token nor a client certificate",
-		    c->cfg->exec->command);
-	}
-	kube_free_secret(c->token);
-	c->token = tok ? kx_strdup(tok) : NULL;
-	free(c->exec_cert);
-	kube_free_secret(c->exec_key);
-	c->exec_cert = cert ? kx_strdup(cert) : NULL;
-	c->exec_key = key ? kx_strdup(key) : NULL;
-	c->token_expiry_us = exp ? parse_rfc3339_us(exp) : 0;
-	c->token_read_ms = kube_mono_ms();
-	cJSON_Delete(doc);
-	return 0;
-}
-
-/* ------------------------------------------------------------ credentials */
-
-static int refresh_locked(struct kube_client *c, int force, struct err *e)
-{
-	const struct kube_config *cfg = c->cfg;
-	int64_t now = kube_mono_ms();
-
-	if (cfg->token != NULL) {
-		if (c->token == NULL)
-			c->token = kx_strdup(cfg->token);
-		return 0;
-	}
-	if (cfg->token_file != NULL) {
-		char *tok;
-		if (!force && c->token != NULL && now - c->token_read_ms < TOKEN_REREAD_MS)
-			return 0;
-		if (kube_read_trimmed(cfg->token_file, 1 << 20, &tok, e) < 0) {
-			/* keep using the old token when a rotation is mid-way */
-			if (c->token != NULL)
-				return 0;
-			err_prefix(e, "token file");
-			return -1;
-		}
-		kube_free_secret(c->token);
-		c->token = tok;
-		c->token_read_ms = now;
-		return 0;
-	}
-	if (cfg->exec != NULL) {
-		int expired = c->token_expiry_us != 0 && kube_now_us() + 10000000 >= c->token_expiry_us;
-		if (!force && !expired && (c->token != NULL || c->exec_cert != NULL))
-			return 0;
-		return exec_refresh(c, e);
-	}
-	return 0;
-}
-
-int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
-    struct err *e)
+static int transport_init(struct kube_client *c, int force_refresh, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e)
 {
 	const struct kube_config *cfg = c->cfg;
 
@@ -347,22 +170,8 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 	t->opts.cancel = (const volatile int *)(void *)tl_cancel;
 	if (!c->tls)
 		return 0;   /* never send credentials in the clear */
-	pthread_mutex_lock(&c->lock);
-	if (refresh_locked(c, force_refresh, e) < 0) {
-		pthread_mutex_unlock(&c->lock);
+	if (kube_creds_get(&c->creds, cfg, force_refresh, refused_gen, t, e) < 0)
 		return -1;
-	}
-	if (c->token != NULL) {
-		struct sb s;
-		sb_init(&s);
-		sb_printf(&s, "Authorization: Bearer %s", c->token);
-		t->auth_header = sb_take(&s);
-	}
-	if (c->exec_cert != NULL && c->exec_key != NULL) {
-		t->cert_pem = kx_strdup(c->exec_cert);
-		t->key_pem = kx_strdup(c->exec_key);
-	}
-	pthread_mutex_unlock(&c->lock);
 	if (t->cert_pem != NULL) {
 		t->opts.client_cert_pem = t->cert_pem;
 		t->opts.client_key_pem = t->key_pem;
@@ -376,6 +185,18 @@ int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_tr
 	return 0;
 }
 
+int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
+    struct err *e)
+{
+	return transport_init(c, force_refresh, 0, t, e);
+}
+
+int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e)
+{
+	return transport_init(c, 1, refused_gen, t, e);
+}
+
 void kube_transport_free(struct kube_transport *t)
 {
 	kube_free_secret(t->auth_header);
@@ -386,9 +207,42 @@ void kube_transport_free(struct kube_transport *t)
 
 /* ------------------------------------------------------------ status */
 
+/*
+ * Copies what a server said into a message buffer of n bytes: control
+ * characters (a CR/LF would start a line of its own in a text log, an
+ * escape sequence would drive the terminal) become spaces, and a cut falls
+ * between UTF-8 characters, never inside one.
+ */
+static void copy_printable(char *dst, size_t n, const char *src)
+{
+	size_t w = 0, len = strlen(src);
+
+	for (size_t i = 0; i < len;) {
+		unsigned char ch = (unsigned char)src[i];
+		size_t clen = ch < 0x80 ? 1 : ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc0 ? 2 : 1;
+		if (clen > len - i)
+			clen = len - i;
+		if (w + clen >= n)
+			break;
+		if (ch < 0x20 || ch == 0x7f) {
+			dst[w++] = ' ';
+			i++;
+			continue;
+		}
+		memcpy(dst + w, src + i, clen);
+		w += clen;
+		i += clen;
+	}
+	dst[w] = '\0';
+}
+
+/* A Status is a few hundred bytes; one far larger is not parsed (a hostile
+ * server's body would cost many times its size as a cJSON tree). */
+#define STATUS_PARSE_MAX (64 << 10)
+
 int kube_status_parse(const char *body, size_t len, long http_status, struct kube_status *st)
 {
-	cJSON *doc = body ? cJSON_ParseWithLength(body, len) : NULL;
+	cJSON *doc = body && len <= STATUS_PARSE_MAX ? cJSON_ParseWithLength(body, len) : NULL;
 	const char *kind = kube_obj_str(doc, "kind");
 	const cJSON *code = cJSON_GetObjectItemCaseSensitive(doc, "code");
 	int rc = -1;
@@ -399,8 +253,8 @@ int kube_status_parse(const char *body, size_t len, long http_status, struct kub
 		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
 		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
 			st->code = (long)code->valuedouble;
-		snprintf(st->reason, sizeof(st->reason), "%s", reason ? reason : "");
-		snprintf(st->message, sizeof(st->message), "%s", msg ? msg : "");
+		copy_printable(st->reason, sizeof(st->reason), reason ? reason : "");
+		copy_printable(st->message, sizeof(st->message), msg ? msg : "");
 		rc = 0;
 	} else if (body != NULL && len > 0) {
 		/* Not a Status (a proxy's error page...): keep a printable start. */
@@ -424,8 +278,14 @@ int kube_status_error(struct err *e, const char *what, const struct kube_status 
 	case 504: code = ERR_TIMEOUT; break;
 	default: code = ERR_HTTP; break;
 	}
-	err_set(e, code, "%s: %ld %s%s%s", what, st->code, st->reason[0] ? st->reason : "error",
-	    st->message[0] ? ": " : "", st->message);
+	if (st->code >= 300 && st->code < 400 && st->reason[0] == '\0')
+		/* http.h was told not to follow: credentials go to the
+		 * configured server and nowhere else */
+		err_set(e, code, "%s: %ld: the server answered with a redirect, which is not followed",
+		    what, st->code);
+	else
+		err_set(e, code, "%s: %ld %s%s%s", what, st->code, st->reason[0] ? st->reason : "error",
+		    st->message[0] ? ": " : "", st->message);
 	e->http_status = (int)st->code;
 	return -1;
 }
@@ -437,6 +297,7 @@ struct reply {
 	char *body;
 	size_t len;
 	long retry_after_s;        /* -1 when absent */
+	unsigned long cred_gen;    /* the credentials it was sent with */
 };
 
 long kube_retry_after_s(const struct http_response *r)
@@ -455,9 +316,43 @@ long kube_retry_after_s(const struct http_response *r)
 	return n;
 }
 
-/* One attempt. -1 only when no response came back. */
+/*
+ * http.h names the URL it failed on, query included; a kube message never
+ * carries a query (continue tokens, selectors; docs/logging.md).  Drops the
+ * query of url where the message names it: it runs to the ": " after it.
+ */
+static void err_drop_query(struct err *e, const char *url)
+{
+	const char *q = strchr(url, '?');
+	char *base, *at, *end;
+
+	if (q == NULL)
+		return;
+	base = kx_strndup(url, (size_t)(q - url) + 1);   /* up to and with the '?' */
+	at = strstr(e->msg, base);
+	if (at != NULL) {
+		at += strlen(base) - 1;
+		end = strstr(at, ": ");
+		if (end == NULL)
+			end = at + strlen(at);
+		memmove(at, end, strlen(end) + 1);
+	}
+	free(base);
+}
+
+/* "GET /api/v1/namespaces/x/secrets" from a method and a path that may
+ * carry a query: the name of a request in messages and logs. */
+static void request_name(char *buf, size_t n, const char *method, const char *path)
+{
+	snprintf(buf, n, "%s %.*s", method, (int)strcspn(path, "?"), path);
+}
+
+/* One attempt, with fresh credentials when renew is set (the server
+ * refused those of generation refused_gen). -1 only when no response came
+ * back. */
 static int send_once(struct kube_client *c, const char *method, const char *url,
-    const char *content_type, const char *body, int force_auth, struct reply *r, struct err *e)
+    const char *content_type, const char *body, long long max_bytes, int renew,
+    unsigned long refused_gen, struct reply *r, struct err *e)
 {
 	struct kube_transport t;
 	struct http_request req = { .method = method, .url = url, .body = body,
@@ -469,12 +364,13 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 
 	memset(r, 0, sizeof(*r));
 	r->retry_after_s = -1;
-	if (kube_transport_init(c, force_auth, &t, e) < 0)
+	if ((renew ? kube_transport_renew(c, refused_gen, &t, e) : kube_transport_init(c, 0, &t, e)) < 0)
 		return -1;
+	r->cred_gen = t.cred_gen;
 	t.opts.timeout_ms = timeout_of(c);
 	if (t.opts.connect_timeout_ms > t.opts.timeout_ms)
 		t.opts.connect_timeout_ms = t.opts.timeout_ms;
-	t.opts.max_bytes = BODY_MAX;
+	t.opts.max_bytes = max_bytes;
 	hdrs[n++] = "Accept: application/json";
 	if (content_type != NULL) {
 		snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
@@ -486,8 +382,10 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 	req.headers = hdrs;
 	rc = http_do(&t.opts, &req, &resp, e);
 	kube_transport_free(&t);
-	if (rc < 0)
+	if (rc < 0) {
+		err_drop_query(e, url);
 		return -1;
+	}
 	r->status = resp.status;
 	r->retry_after_s = kube_retry_after_s(&resp);
 	r->body = resp.body;
@@ -502,19 +400,22 @@ static int method_is_read(const char *m)
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
-int kube_request(struct kube_client *c, const char *method, const char *path,
-    const char *content_type, const char *body, long *status, char **resp_body, struct err *e)
+/* kube_request with a bound on the reply's size. */
+static int request(struct kube_client *c, const char *method, const char *path,
+    const char *content_type, const char *body, long long max_bytes, long *status,
+    char **resp_body, struct err *e)
 {
 	struct sb url;
 	struct reply r;
 	int refreshed = 0, attempt;
+	unsigned long refused_gen = 0;
 	long wait_ms = 200;
 	char what[600];
 
 	sb_init(&url);
 	sb_add(&url, c->cfg->server);
 	sb_add(&url, path);
-	snprintf(what, sizeof(what), "%s %s", method, path);
+	request_name(what, sizeof(what), method, path);
 	*status = 0;
 	if (resp_body)
 		*resp_body = NULL;
@@ -524,7 +425,8 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 	for (attempt = 0;; attempt++) {
 		int last = attempt >= retries_of(c), retry = 0;
-		if (send_once(c, method, url.buf, content_type, body, refreshed == 1, &r, e) < 0) {
+		if (send_once(c, method, url.buf, content_type, body, max_bytes, refreshed == 1,
+		    refused_gen, &r, e) < 0) {
 			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
 			    e->code != ERR_CANCELED && !retry_sleep(wait_ms)) {
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
@@ -545,6 +447,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 		if (r.status == 401 && refreshed == 0 && c->cfg->token == NULL) {
 			/* A rotated token or an expired exec credential: read again. */
 			refreshed = 1;
+			refused_gen = r.cred_gen;
 			free(r.body);
 			attempt--;
 			continue;
@@ -583,6 +486,12 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 }
 
+int kube_request(struct kube_client *c, const char *method, const char *path,
+    const char *content_type, const char *body, long *status, char **resp_body, struct err *e)
+{
+	return request(c, method, path, content_type, body, BODY_MAX, status, resp_body, e);
+}
+
 /* ------------------------------------------------------------ typed calls */
 
 char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
@@ -613,19 +522,22 @@ char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
 }
 
 static cJSON *json_call(struct kube_client *c, const char *method, char *path,
-    const char *ctype, const char *body, struct err *e)
+    const char *ctype, const char *body, long long max_bytes, struct err *e)
 {
 	long status;
 	char *resp = NULL;
 	cJSON *doc;
 
-	if (kube_request(c, method, path, ctype, body, &status, &resp, e) < 0) {
+	if (request(c, method, path, ctype, body, max_bytes, &status, &resp, e) < 0) {
 		free(path);
 		return NULL;
 	}
 	doc = cJSON_Parse(resp ? resp : "");
-	if (doc == NULL)
-		err_set(e, ERR_INVALID, "%s %s: the response is not JSON", method, path);
+	if (doc == NULL) {
+		char what[600];
+		request_name(what, sizeof(what), method, path);
+		err_set(e, ERR_INVALID, "%s: the response is not JSON", what);
+	}
 	free(resp);
 	free(path);
 	return doc;
@@ -634,7 +546,8 @@ static cJSON *json_call(struct kube_client *c, const char *method, char *path,
 cJSON *kube_get(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const char *name, const char *subresource, struct err *e)
 {
-	return json_call(c, "GET", kube_path(r, ns, name, subresource), NULL, NULL, e);
+	return json_call(c, "GET", kube_path(r, ns, name, subresource), NULL, NULL, OBJECT_BODY_MAX,
+	    e);
 }
 
 cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -664,14 +577,15 @@ cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const cha
 			QP("resourceVersion", o->resource_version);
 	}
 #undef QP
-	return json_call(c, "GET", sb_take(&s), NULL, NULL, e);
+	return json_call(c, "GET", sb_take(&s), NULL, NULL, BODY_MAX, e);
 }
 
 cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const cJSON *obj, struct err *e)
 {
 	char *body = cJSON_PrintUnformatted(obj);
-	cJSON *out = json_call(c, "POST", kube_path(r, ns, NULL, NULL), "application/json", body, e);
+	cJSON *out = json_call(c, "POST", kube_path(r, ns, NULL, NULL), "application/json", body,
+	    OBJECT_BODY_MAX, e);
 	free(body);
 	return out;
 }
@@ -688,7 +602,8 @@ cJSON *kube_update(struct kube_client *c, const struct kube_resource *r, const c
 		return NULL;
 	}
 	body = cJSON_PrintUnformatted(obj);
-	out = json_call(c, "PUT", kube_path(r, ns, name, subresource), "application/json", body, e);
+	out = json_call(c, "PUT", kube_path(r, ns, name, subresource), "application/json", body,
+	    OBJECT_BODY_MAX, e);
 	free(body);
 	return out;
 }
@@ -718,7 +633,7 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 	}
 	if (type == KUBE_PATCH_APPLY && force)
 		sb_printf(&s, "%cforce=true", sep);
-	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, e);
+	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
 }
 
 cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -762,7 +677,7 @@ int kube_delete(struct kube_client *c, const struct kube_resource *r, const char
 	}
 	body = cJSON_PrintUnformatted(opts);
 	cJSON_Delete(opts);
-	rc = kube_request(c, "DELETE", path, "application/json", body, &status, NULL, e);
+	rc = request(c, "DELETE", path, "application/json", body, OBJECT_BODY_MAX, &status, NULL, e);
 	free(body);
 	free(path);
 	return rc;
@@ -781,7 +696,7 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 		sb_printf(&s, "/api/%s", r->version);
 	else
 		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
-	if (kube_request(c, "GET", s.buf, NULL, NULL, &status, &body, e) < 0) {
+	if (request(c, "GET", s.buf, NULL, NULL, OBJECT_BODY_MAX, &status, &body, e) < 0) {
 		sb_free(&s);
 		if (e->code == ERR_NOTFOUND)
 			return 0;

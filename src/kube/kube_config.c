@@ -10,6 +10,8 @@
  * silently ignored.  Errors name the file and the key; values are never
  * quoted because most of them are secrets.
  */
+#include <ctype.h>
+#include <curl/curl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,122 @@ void kube_config_free(struct kube_config *c)
 	free(c);
 }
 
+/* ------------------------------------------------------------ tokens */
+
+#define TOKEN_FILE_MAX (1 << 20)
+
+int kube_token_check(const char *token, const char *where, struct err *e)
+{
+	for (const char *p = token; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch < 0x20 || ch == 0x7f)
+			return err_set(e, ERR_INVALID,
+			    "%s: the token contains a control character (byte %zu), which cannot go into an HTTP header",
+			    where, (size_t)(p - token));
+	}
+	return 0;
+}
+
+int kube_read_token_file(const char *path, char **out, struct err *e)
+{
+	char *tok, *start, where[600];
+
+	*out = NULL;
+	if (kube_read_trimmed(path, TOKEN_FILE_MAX, &tok, e) < 0)
+		return -1;
+	for (start = tok; isspace((unsigned char)*start); start++)
+		;
+	if (start != tok) {
+		size_t lead = (size_t)(start - tok), len = strlen(start);
+		memmove(tok, start, len + 1);
+		explicit_bzero(tok + len, lead);   /* the tail's stale copy */
+	}
+	if (*tok == '\0') {
+		kube_free_secret(tok);
+		return err_set(e, ERR_AUTH, "token file %s: empty", path);
+	}
+	snprintf(where, sizeof(where), "token file %s", path);
+	if (kube_token_check(tok, where, e) < 0) {
+		kube_free_secret(tok);
+		e->code = ERR_AUTH;
+		return -1;
+	}
+	*out = tok;
+	return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* An http(s) URL with a host and nothing the client cannot use or print:
+ * user information (libcurl would send it as basic auth, which is refused
+ * in users[] too, and it would reach every log line naming the server), a
+ * query or a fragment (paths are appended to the server).  The message
+ * never quotes the URL: it may hold a password. */
+static int server_check(const char *server, const char *where, struct err *e)
+{
+	CURLU *h = curl_url();
+	char *scheme = NULL, *part = NULL;
+	const char *bad = NULL;
+	int rc = 0;
+
+	if (h == NULL)
+		return err_set(e, ERR_NOMEM, "%s: out of memory", where);
+	if (curl_url_set(h, CURLUPART_URL, server, 0) != CURLUE_OK ||
+	    curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)) {
+		rc = err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
+	} else if (curl_url_get(h, CURLUPART_USER, &part, 0) == CURLUE_OK) {
+		bad = "user information (credentials belong in users[])";
+	} else if (curl_url_get(h, CURLUPART_QUERY, &part, 0) == CURLUE_OK) {
+		bad = "a query";
+	} else if (curl_url_get(h, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK) {
+		bad = "a fragment";
+	}
+	if (bad != NULL)
+		rc = err_set(e, ERR_INVALID, "%s: must not carry %s", where, bad);
+	if (part != NULL) {
+		explicit_bzero(part, strlen(part));
+		curl_free(part);
+	}
+	curl_free(scheme);
+	curl_url_cleanup(h);
+	return rc;
+}
+
+/* client-go's rule (transport.TLSConfigFor): a CA and "do not verify"
+ * contradict each other, and guessing which was meant could turn
+ * verification off for a cluster whose CA was given. */
+static int tls_check(const struct kube_config *c, const char *where, struct err *e)
+{
+	if (c->insecure_skip_tls_verify && (c->ca_file != NULL || c->ca_pem != NULL))
+		return err_set(e, ERR_INVALID,
+		    "%s: specifying a root certificates file with the insecure flag is not allowed "
+		    "(certificate-authority or certificate-authority-data together with insecure-skip-tls-verify)",
+		    where);
+	return 0;
+}
+
+int kube_config_validate(const struct kube_config *c, struct err *e)
+{
+	const char *src = c->source ? c->source : "kubernetes configuration";
+	char where[600];
+
+	if (c->server == NULL)
+		return err_set(e, ERR_INVALID, "%s: no server configured", src);
+	snprintf(where, sizeof(where), "%s: server", src);
+	if (server_check(c->server, where, e) < 0 || tls_check(c, src, e) < 0)
+		return -1;
+	snprintf(where, sizeof(where), "%s: token", src);
+	if (c->token != NULL && kube_token_check(c->token, where, e) < 0)
+		return -1;
+	return 0;
+}
+
+const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n)
+{
+	return kube_url_for_log(c->server ? c->server : "", buf, n);
+}
+
 /* ------------------------------------------------------------ in-cluster */
 
 static char *join_host_port(const char *host, const char *port)
@@ -77,13 +195,22 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	for (const char *p = port; *p; p++)
 		if (*p < '0' || *p > '9')
 			return err_set(e, ERR_INVALID, "KUBERNETES_SERVICE_PORT: not a port number");
+	/* A name or an address, nothing that would change the URL's shape
+	 * ('@', '/', '?'...). */
+	for (const char *p = host; *p; p++)
+		if (!isalnum((unsigned char)*p) && strchr(".-:[]", *p) == NULL)
+			return err_set(e, ERR_INVALID,
+			    "KUBERNETES_SERVICE_HOST: not a host name or IP address");
+	/* the longest name below must fit in path, or a cut path is read */
+	if (strlen(sa_dir) + sizeof("/namespace") > sizeof(path))
+		return err_set(e, ERR_INVALID, "in-cluster config: service-account directory path too long");
 	c = kx_calloc(1, sizeof(*c));
 	c->in_cluster = 1;
 	c->source = kx_strdup("in-cluster");
 	c->server = join_host_port(host, port);
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
 	/* Read it once now so a missing token fails at start, not at first use. */
-	if (kube_read_trimmed(path, 1 << 20, &tok, e) < 0) {
+	if (kube_read_token_file(path, &tok, e) < 0) {
 		err_prefix(e, "in-cluster config");
 		kube_config_free(c);
 		return -1;
@@ -313,7 +440,7 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 {
 	struct kdoc *d = NULL;
 	yaml_node_t *m = find_named(f, "clusters", name, "cluster", &d, e);
-	char prefix[300];
+	char prefix[300], where[700];
 	const char *server, *ca, *cadata;
 
 	if (m == NULL)
@@ -326,9 +453,11 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 		return -1;
 	if (server == NULL)
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.server: missing", d->name, prefix);
+	snprintf(where, sizeof(where), "kubeconfig %s: %s.server", d->name, prefix);
 	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
-		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.server: must be an http(s) URL",
-		    d->name, prefix);
+		return err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
+	if (server_check(server, where, e) < 0)
+		return -1;
 	c->server = kx_strdup(server);
 	while (strlen(c->server) > 8 && c->server[strlen(c->server) - 1] == '/')
 		c->server[strlen(c->server) - 1] = '\0';
@@ -338,7 +467,8 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 	} else if (ca != NULL) {
 		c->ca_file = resolve_path(d, ca);
 	}
-	return 0;
+	snprintf(where, sizeof(where), "kubeconfig %s: %s", d->name, prefix);
+	return tls_check(c, where, e);
 }
 
 static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct kube_config *c,
@@ -428,8 +558,13 @@ static int parse_user(struct kfiles *f, const char *name, struct kube_config *c,
 	    ystr(d, m, "client-certificate-data", prefix, &certdata, e) < 0 ||
 	    ystr(d, m, "client-key-data", prefix, &keydata, e) < 0)
 		return -1;
-	if (tok != NULL)
+	if (tok != NULL) {
+		char where[400];
+		snprintf(where, sizeof(where), "kubeconfig %s: %s.token", d->name, prefix);
+		if (kube_token_check(tok, where, e) < 0)
+			return -1;
 		c->token = kx_strdup(tok);
+	}
 	else if (tokfile != NULL)
 		c->token_file = resolve_path(d, tokfile);
 	if (certdata != NULL) {
@@ -561,7 +696,8 @@ int kube_config_load(const char *flag_path, struct kube_config **out, struct err
 		return kube_config_incluster(getenv("KUBERNETES_SERVICE_HOST"),
 		    getenv("KUBERNETES_SERVICE_PORT"), KUBE_SA_DIR, out, e);
 	if (home != NULL) {
-		snprintf(path, sizeof(path), "%s/.kube/config", home);
+		if (fs_join(path, sizeof(path), home, ".kube/config", e) < 0)
+			return -1;
 		if (fs_exists(path))
 			return kube_config_kubeconfig(path, NULL, out, e);
 	}

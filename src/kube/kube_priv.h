@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/http.h"
 #include "kube/kube.h"
@@ -100,11 +101,44 @@ struct kube_transport {
 	struct http_opts opts;     /* strings borrowed from the config and from below */
 	char *auth_header;         /* "Authorization: Bearer ..." or NULL; secret, owned */
 	char *cert_pem, *key_pem;  /* an exec plugin's certificate or NULL; owned, key secret */
+	unsigned long cred_gen;    /* which credentials these are (kube_transport_renew) */
 };
 
 int kube_transport_init(struct kube_client *c, int force_refresh, struct kube_transport *t,
     struct err *e);
+/* After a 401 to credentials of generation refused_gen (a transport's
+ * cred_gen): fresh credentials (token file re-read, exec plugin re-run),
+ * unless another request has already replaced the refused ones, then
+ * those.  So concurrent 401s refresh once. */
+int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
+    struct kube_transport *t, struct err *e);
 void kube_transport_free(struct kube_transport *t);
+
+/*
+ * The credentials of one client (kube_auth.c): the current token and exec
+ * plugin certificate, refreshed from cfg (token file, exec plugin) as
+ * needed.  kube_creds_get fills t's Authorization header, exec
+ * certificate and cred_gen; force asks for fresh credentials (after a
+ * 401), skipped when refused_gen (not 0) is no longer the current
+ * generation.  Thread-safe.
+ */
+struct kube_creds {
+	pthread_mutex_t lock;
+	pthread_cond_t exec_done;  /* an exec plugin run ended */
+	int exec_running;
+	char *token;               /* secret */
+	int64_t token_read_ms;     /* token file: monotonic time of the last read */
+	int64_t expiry_us;         /* exec: wall-clock expiry ... */
+	int expires;               /* ... when the plugin gave one */
+	char *exec_cert, *exec_key;   /* exec: client certificate; key secret */
+	unsigned long gen;         /* bumped whenever the credentials change */
+};
+
+void kube_creds_init(struct kube_creds *k);
+void kube_creds_free(struct kube_creds *k);
+int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int force,
+    unsigned long refused_gen, struct kube_transport *t, struct err *e);
+
 /*
  * A GET whose body is handed to fn line by line as soon as the bytes arrive
  * (a watch; kube_stream.c, over http.h's stream reader).  o and req as for

@@ -5,6 +5,7 @@
  * objects.  See kube_priv.h and kube.h.
  */
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -382,6 +383,66 @@ void kube_format_microtime(char *buf, size_t n, int64_t unix_us)
 	snprintf(buf + w, n - w, ".%06ldZ", (long)(unix_us % 1000000));
 }
 
+/* n decimal digits at *p, advancing it; -1 when they are not there. */
+static int digits(const char **p, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (!isdigit((unsigned char)**p))
+			return -1;
+		v = v * 10 + (**p - '0');
+	}
+	return v;
+}
+
+int kube_parse_time_us(const char *s, int64_t *out)
+{
+	const char *p = s;
+	struct tm tm, check;
+	int64_t frac_us = 0, offset_s = 0;
+	time_t t;
+
+	memset(&tm, 0, sizeof(tm));
+	if ((tm.tm_year = digits(&p, 4)) < 0 || *p++ != '-' || (tm.tm_mon = digits(&p, 2)) < 1 ||
+	    tm.tm_mon > 12 || *p++ != '-' || (tm.tm_mday = digits(&p, 2)) < 1 || tm.tm_mday > 31 ||
+	    (*p != 'T' && *p != 't') || (p++, (tm.tm_hour = digits(&p, 2)) < 0) || tm.tm_hour > 23 ||
+	    *p++ != ':' || (tm.tm_min = digits(&p, 2)) < 0 || tm.tm_min > 59 || *p++ != ':' ||
+	    (tm.tm_sec = digits(&p, 2)) < 0 || tm.tm_sec > 59)
+		return -1;
+	if (*p == '.') {
+		int64_t scale = 100000;
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		for (; isdigit((unsigned char)*p); p++, scale /= 10)
+			frac_us += (*p - '0') * scale;   /* digits past microseconds add 0 */
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1, oh, om;
+		if ((oh = digits(&p, 2)) < 0 || oh > 23 || *p++ != ':' || (om = digits(&p, 2)) < 0 ||
+		    om > 59)
+			return -1;
+		offset_s = sign * (oh * 3600 + om * 60);
+	} else {
+		return -1;
+	}
+	if (*p != '\0')
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	check = tm;
+	t = timegm(&tm);
+	/* timegm normalises 31 April into 1 May: that is not a date */
+	if (tm.tm_mday != check.tm_mday || tm.tm_mon != check.tm_mon)
+		return -1;
+	/* local time = UTC + offset */
+	*out = ((int64_t)t - offset_s) * 1000000 + frac_us;
+	return 0;
+}
+
 long kube_parse_duration_ms(const char *s)
 {
 	double total = 0;
@@ -468,6 +529,30 @@ int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e)
 		buf[--len] = '\0';
 	*out = buf;
 	return 0;
+}
+
+/* ------------------------------------------------------------ URLs */
+
+const char *kube_url_for_log(const char *url, char *buf, size_t n)
+{
+	CURLU *h = curl_url();
+	char *out = NULL;
+
+	/* libcurl's URL parser, not ours: what it calls the user part is
+	 * what it would send as credentials. */
+	if (h != NULL && curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_OPTIONS, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(h, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
+	    curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK)
+		snprintf(buf, n, "%s", out);
+	else
+		snprintf(buf, n, "(an invalid URL)");
+	curl_free(out);
+	curl_url_cleanup(h);
+	return buf;
 }
 
 /* ------------------------------------------------------------ objects */

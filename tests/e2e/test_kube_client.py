@@ -3,7 +3,10 @@ kube_tool driver (tests/tools/kube_tool.c), each against both the API-server
 emulator and the real kube-apiserver (fixture `any_kubeapi`): every request kind
 and its error, credentials from client certificates (files and inline data),
 exec plugins and tokens (rotated: ServiceAccount tokens on the real server), and
-Event aggregation.
+Event aggregation.  Against a TLS server of the tests' own that records request
+headers: tokens with CR/LF (exec plugin, kubeconfig, token file) inject nothing,
+insecure-skip-tls-verify is warned about (and refused with a CA), and a redirect to
+another host is not followed.
 """
 import base64
 import json
@@ -329,3 +332,189 @@ def test_in_cluster_config_and_token_rotation(any_kubeapi, pc_tools, tmp_path):
     finally:
         proc.stdin.close()
         assert proc.wait(30) == 0, proc.stderr.read()
+
+
+# -- hostile credentials and TLS settings, against a TLS server of the test's own ----------
+
+class HeaderRecorder:
+    """An HTTPS server on loopback (certificate from the emulator's tlsgen) that
+    records the header block of every request it receives and answers each GET
+    with a Namespace, so a request that arrives also succeeds."""
+
+    def __init__(self, directory, redirect_to=None):
+        import http.server
+        import ssl
+        import threading
+        from kubeapi import tlsgen
+        self.ca_file, _ = tlsgen.make_ca(str(directory))
+        crt, key = tlsgen.make_server_cert(str(directory))
+        self.requests = []
+        self.redirect_to = redirect_to
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                recorder.requests.append(list(self.headers.items()))
+                if recorder.redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("Location", recorder.redirect_to + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": "default"}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def header_names(self):
+        return [name.lower() for headers in self.requests for name, _ in headers]
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def header_recorder(tmp_path):
+    directory = tmp_path / "recorder-tls"
+    directory.mkdir()
+    server = HeaderRecorder(directory)
+    yield server
+    server.close()
+
+
+def recorder_kubeconfig(path, server, user, cluster_extra=None):
+    cluster = {"server": server.url, "certificate-authority": server.ca_file}
+    cluster.update(cluster_extra or {})
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+           "clusters": [{"name": "c", "cluster": cluster}],
+           "users": [{"name": "u", "user": user}],
+           "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def token_plugin(path, token):
+    """An exec plugin that answers with `token` as its ExecCredential's status.token."""
+    path.write_text(
+        "#!/usr/bin/python3\n"
+        "import json\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        f"                  'status': {{'token': {token!r}}}}}))\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(path),
+                     "interactiveMode": "Never"}}
+
+
+def test_exec_plugin_token_cannot_inject_headers(header_recorder, pc_tools, tmp_path):
+    """A plugin whose token carries CR/LF would add a request header of its choosing
+    to every request; it is refused with a message naming the plugin (not the token)
+    and nothing reaches the server.  The same plugin with a clean token gets through,
+    so the server is the one the client would have reached."""
+    plugin = tmp_path / "plugin.py"
+    kc = recorder_kubeconfig(tmp_path / "kc", header_recorder,
+                             token_plugin(plugin, "tok-1\r\nX-Injected: 1"))
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 1
+    assert "exec plugin" in p.stderr and str(plugin) in p.stderr
+    assert "status.token" in p.stderr and "control character" in p.stderr
+    assert "tok-1" not in p.stderr and "Injected" not in p.stderr
+    assert "x-injected" not in header_recorder.header_names()
+    assert header_recorder.requests == []
+    # the control: a clean token arrives as the one Authorization header
+    token_plugin(plugin, "tok-1")
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 0, p.stderr
+    assert len(header_recorder.requests) == 1
+    auth = [v for k, v in header_recorder.requests[0] if k.lower() == "authorization"]
+    assert auth == ["Bearer tok-1"]
+    assert "x-injected" not in header_recorder.header_names()
+
+
+def test_kubeconfig_token_cannot_inject_headers(header_recorder, pc_tools, tmp_path):
+    kc = recorder_kubeconfig(tmp_path / "kc", header_recorder, {"token": "tok-1\r\nX-Injected: 1"})
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 1
+    assert "FAIL config" in p.stderr and "token" in p.stderr and "control character" in p.stderr
+    assert "Injected" not in p.stderr
+    token_file = tmp_path / "token"
+    token_file.write_text("tok-1\nX-Injected: 1\n")
+    kc = recorder_kubeconfig(tmp_path / "kc2", header_recorder, {"tokenFile": str(token_file)})
+    p = tool(pc_tools, "whoami", kc)
+    assert p.returncode == 1
+    assert f"token file {token_file}" in p.stderr and "control character" in p.stderr
+    assert "Injected" not in p.stderr
+    assert header_recorder.requests == []
+
+
+def warnings_of(stderr):
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    return [r for r in lines if r.get("level") == "warn"]
+
+
+def test_tls_verification_off_is_warned_about(header_recorder, pc_tools, tmp_path):
+    """insecure-skip-tls-verify alone works (the client reaches a server whose
+    certificate it does not check) and says so once, loudly, naming the server;
+    together with a CA it is refused as client-go refuses it."""
+    user = {"token": "tok-1"}
+    kc = tmp_path / "kc"
+    recorder_kubeconfig(kc, header_recorder, user)
+    doc = yaml.safe_load(kc.read_text())
+    del doc["clusters"][0]["cluster"]["certificate-authority"]
+    doc["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    kc.write_text(yaml.safe_dump(doc))
+    p = tool(pc_tools, "whoami", str(kc))
+    assert p.returncode == 0, p.stderr
+    warns = warnings_of(p.stderr)
+    assert len(warns) == 1, p.stderr
+    assert "TLS verification of the Kubernetes API server is off" in warns[0]["msg"]
+    assert warns[0]["server"] == header_recorder.url + "/"
+    assert "tok-1" not in p.stderr
+    # verified: no warning
+    p = tool(pc_tools, "whoami", recorder_kubeconfig(tmp_path / "kc-verified", header_recorder, user))
+    assert p.returncode == 0, p.stderr
+    assert warnings_of(p.stderr) == []
+    # both: refused before any request
+    n = len(header_recorder.requests)
+    p = tool(pc_tools, "whoami", recorder_kubeconfig(tmp_path / "kc-both", header_recorder, user,
+                                                     {"insecure-skip-tls-verify": True}))
+    assert p.returncode == 1
+    assert "specifying a root certificates file with the insecure flag is not allowed" in p.stderr
+    assert len(header_recorder.requests) == n
+
+
+def test_redirect_to_another_host_gets_no_token(header_recorder, pc_tools, tmp_path):
+    """An API server that redirects (to another host, here "localhost" for
+    "127.0.0.1") is not followed: the token went to the configured server only,
+    and the message says why the request failed."""
+    other = tmp_path / "other-tls"
+    other.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        (other / name).write_bytes((tmp_path / "recorder-tls" / name).read_bytes())
+    elsewhere = HeaderRecorder(other)
+    try:
+        header_recorder.redirect_to = elsewhere.url.replace("127.0.0.1", "localhost")
+        kc = recorder_kubeconfig(tmp_path / "kc", header_recorder, {"token": "tok-1"})
+        p = tool(pc_tools, "whoami", kc)
+        assert p.returncode == 1
+        assert "307: the server answered with a redirect, which is not followed" in p.stderr
+        assert "tok-1" not in p.stderr
+        assert len(header_recorder.requests) == 1
+        assert ("Authorization", "Bearer tok-1") in header_recorder.requests[0]
+        assert elsewhere.requests == []
+    finally:
+        elsewhere.close()

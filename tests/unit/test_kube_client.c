@@ -15,9 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/log.h"
 #include "kube/kube.h"
 #include "kube/kube_priv.h"
 
@@ -36,6 +39,7 @@ struct fake {
 	char log[16][512];         /* "METHOD url?query ctype body" */
 	int nlog;
 	atomic_int *cancel;        /* set to 1 when a request arrives, if not NULL */
+	const char *location;      /* a Location header on 3xx answers */
 };
 
 static struct fake F;
@@ -91,6 +95,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	MHD_add_response_header(r, "Content-Type", "application/json");
 	if (s.retry_after)
 		MHD_add_response_header(r, "Retry-After", s.retry_after);
+	if (F.location && s.status >= 300 && s.status < 400)
+		MHD_add_response_header(r, "Location", F.location);
 	rc = MHD_queue_response(c, s.status, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -199,6 +205,55 @@ static void status_parsing(void **state)
 		kube_status_parse(b, strlen(b), 500, &st);
 	}
 	assert_int_equal(st.code, 500);
+}
+
+/* What a hostile server puts in a Status reaches messages and logs: no
+ * control characters (a CR/LF would forge a log line in the text format,
+ * an ESC drive the terminal), no cut through a UTF-8 character, and a
+ * huge body is not parsed at all. */
+static void status_from_a_hostile_server(void **state)
+{
+	(void)state;
+	struct kube_status st;
+	struct err e;
+	const char *b = "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbid\\nden\","
+	    "\"message\":\"no\\r\\n{\\\"level\\\":\\\"info\\\"} \\u001b[2Jcleared\\u007f\"}";
+	char *big;
+	size_t n;
+
+	assert_int_equal(kube_status_parse(b, strlen(b), 403, &st), 0);
+	assert_string_equal(st.reason, "Forbid den");
+	assert_string_equal(st.message, "no  {\"level\":\"info\"}  [2Jcleared ");
+	kube_status_error(&e, "GET /x", &st);
+	assert_null(strchr(e.msg, '\n'));
+	assert_null(strchr(e.msg, '\r'));
+	assert_null(strchr(e.msg, 0x1b));
+
+	/* cut between characters: 300 two-byte characters into 512 bytes */
+	{
+		struct { char buf[1024]; } m;
+		size_t w = (size_t)snprintf(m.buf, sizeof(m.buf), "{\"kind\":\"Status\",\"message\":\"");
+		for (int i = 0; i < 300; i++)
+			w += (size_t)snprintf(m.buf + w, sizeof(m.buf) - w, "\xc3\xa9");
+		snprintf(m.buf + w, sizeof(m.buf) - w, "\"}");
+		assert_int_equal(kube_status_parse(m.buf, strlen(m.buf), 500, &st), 0);
+		assert_int_equal(strlen(st.message), 510);
+		assert_true((unsigned char)st.message[509] == 0xa9);
+	}
+
+	/* 1 MiB of Status: not parsed, the printable start kept */
+	n = 1 << 20;
+	big = malloc(n + 1);
+	{
+		size_t w = (size_t)snprintf(big, n, "{\"kind\":\"Status\",\"message\":\"");
+		memset(big + w, 'a', n - w - 2);
+		memcpy(big + n - 2, "\"}", 3);
+	}
+	assert_int_equal(kube_status_parse(big, n, 500, &st), -1);
+	assert_int_equal(st.code, 500);
+	assert_true(strncmp(st.message, "{\"kind\":\"Status\",", 17) == 0);
+	assert_true(strlen(st.message) < sizeof(st.message));
+	free(big);
 }
 
 static void paths(void **state)
@@ -395,6 +450,433 @@ static void transport_options(void **state)
 	assert_null(t.opts.client_key_pem);
 	kube_transport_free(&t);
 	kube_client_free(c);
+}
+
+/* A fresh path for a plugin script; plugin_remove deletes it and the file
+ * where it counts its runs. */
+static void plugin_tmp(char *path, size_t n)
+{
+	int fd;
+
+	snprintf(path, n, "/tmp/test_kube_client_plugin.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+static void plugin_remove(const char *path)
+{
+	char calls[300];
+
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(path);
+	unlink(calls);
+}
+
+/* A client whose credentials come from an exec plugin: a shell script
+ * printing `status` (a JSON object body) as its ExecCredential. */
+static struct kube_client *exec_client(const char *script_path, const char *status)
+{
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	struct err e;
+	struct kube_client *c;
+	FILE *f = fopen(script_path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\nprintf x >> '%s.calls'\ncat <<'EOF'\n{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+	    "\"kind\":\"ExecCredential\",\"status\":%s}\nEOF\n", script_path, status);
+	fclose(f);
+	assert_int_equal(chmod(script_path, 0700), 0);
+	cfg->server = strdup("https://127.0.0.1:1");
+	cfg->source = strdup("test");
+	cfg->exec = calloc(1, sizeof(*cfg->exec));
+	cfg->exec->command = strdup(script_path);
+	cfg->exec->api_version = strdup("client.authentication.k8s.io/v1");
+	cfg->exec->args = calloc(1, sizeof(char *));
+	cfg->exec->env = calloc(1, sizeof(char *));
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	return c;
+}
+
+/* An exec plugin's token with CR/LF would add headers of the plugin
+ * output's choosing: refused, naming the plugin, never the token. */
+static void exec_token_with_control_characters_is_refused(void **state)
+{
+	(void)state;
+	char path[64];
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	plugin_tmp(path, sizeof(path));
+	c = exec_client(path, "{\"token\":\"tok-1\\r\\nX-Injected: 1\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "exec plugin"));
+	assert_non_null(strstr(e.msg, path));
+	assert_non_null(strstr(e.msg, "status.token"));
+	assert_non_null(strstr(e.msg, "control character"));
+	assert_null(strstr(e.msg, "tok-1"));
+	assert_null(strstr(e.msg, "Injected"));
+	kube_client_free(c);
+	/* the same plugin with a clean token works */
+	c = exec_client(path, "{\"token\":\"tok-1\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer tok-1");
+	kube_transport_free(&t);
+	kube_client_free(c);
+	/* an empty token is no token */
+	c = exec_client(path, "{\"token\":\"\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_non_null(strstr(e.msg, "neither a token nor a client certificate"));
+	kube_client_free(c);
+	plugin_remove(path);
+}
+
+/* The plugin answers in the version it was asked for, with an
+ * ExecCredential (client-go's checks). */
+static void exec_credential_version_and_kind(void **state)
+{
+	(void)state;
+	char path[64];
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+	FILE *f;
+
+	plugin_tmp(path, sizeof(path));
+	c = exec_client(path, "{\"token\":\"t\"}");
+	f = fopen(path, "w");
+	fprintf(f, "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+	    "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'\n");
+	fclose(f);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "is configured to use API version client.authentication.k8s.io/v1"));
+	f = fopen(path, "w");
+	fprintf(f, "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+	    "\"kind\":\"Secret\",\"status\":{\"token\":\"t\"}}'\n");
+	fclose(f);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_non_null(strstr(e.msg, "output is not an ExecCredential"));
+	kube_client_free(c);
+	plugin_remove(path);
+}
+
+/* Verification off is allowed alone, with one loud warning naming the
+ * server (never its user information); with a CA it is refused, as
+ * client-go refuses it. */
+static void insecure_tls_is_warned_about_or_refused(void **state)
+{
+	(void)state;
+	struct kube_config *cfg = calloc(1, sizeof(*cfg));
+	struct kube_transport t;
+	struct kube_client *c;
+	char *logged = NULL;
+	size_t logged_len = 0;
+	FILE *log = open_memstream(&logged, &logged_len);
+	struct err e;
+
+	assert_non_null(log);
+	log_setup(LOG_INFO, LOG_JSON, log);
+	cfg->server = strdup("https://10.0.0.1:6443");
+	cfg->source = strdup("/home/u/.kube/config");
+	cfg->insecure_skip_tls_verify = 1;
+	cfg->token = strdup("tok");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	assert_int_equal(t.opts.insecure_skip_tls_verify, 1);
+	kube_transport_free(&t);
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), 0);
+	kube_transport_free(&t);
+	kube_client_free(c);
+	fflush(log);
+	assert_non_null(strstr(logged, "\"level\":\"warn\""));
+	assert_non_null(strstr(logged, "TLS verification of the Kubernetes API server is off"));
+	assert_non_null(strstr(logged, "\"server\":\"https://10.0.0.1:6443/\""));
+	/* once per client, not per request */
+	assert_null(strstr(strstr(logged, "TLS verification") + 1, "TLS verification"));
+	assert_null(strstr(logged, "tok\""));
+
+	/* verification on: nothing said */
+	fclose(log);
+	free(logged);
+	log = open_memstream(&logged, &logged_len);
+	log_setup(LOG_INFO, LOG_JSON, log);
+	c = tls_client("https://127.0.0.1:1");
+	kube_client_free(c);
+	fflush(log);
+	assert_null(strstr(logged, "TLS verification"));
+	log_setup(LOG_INFO, LOG_JSON, stderr);
+	fclose(log);
+	free(logged);
+
+	/* with a CA: refused */
+	cfg = calloc(1, sizeof(*cfg));
+	cfg->server = strdup("https://10.0.0.1:6443");
+	cfg->source = strdup("/home/u/.kube/config");
+	cfg->insecure_skip_tls_verify = 1;
+	cfg->ca_pem = strdup("-----BEGIN CERTIFICATE-----\n");
+	assert_null(kube_client_new(cfg, &e));
+	assert_int_equal(e.code, ERR_INVALID);
+	assert_non_null(strstr(e.msg, "/home/u/.kube/config"));
+	assert_non_null(strstr(e.msg, "specifying a root certificates file with the insecure flag is not allowed"));
+}
+
+static void rfc3339_times(void **state)
+{
+	(void)state;
+	int64_t t;
+
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00Z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00.5Z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 500000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T10:00:00.123456789z", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 123456);
+	/* offsets: the same instant three ways */
+	assert_int_equal(kube_parse_time_us("2026-11-30T12:30:00+02:30", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-11-30T05:00:00-05:00", &t), 0);
+	assert_true(t == 1796032800LL * 1000000);
+	assert_int_equal(kube_parse_time_us("2026-12-01t00:00:00.25+14:00", &t), 0);
+	assert_true(t == 1796032800LL * 1000000 + 250000);
+	/* not RFC 3339 */
+	static const char *bad[] = { "", "2026-11-30", "2026-11-30T10:00:00", "2026-11-30 10:00:00Z",
+		"2026-11-30T10:00Z", "2026-11-30T10:00:00.Z", "2026-11-30T10:00:00+0200",
+		"2026-11-30T10:00:00+02", "2026-11-30T10:00:00Zjunk", "2026-13-01T00:00:00Z",
+		"2026-04-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z",
+		"2026-11-30T10:60:00Z", "2026-11-30T10:00:60Z", "2026-11-30T10:00:00+24:00",
+		"2026-11-30T10:00:00+01:60", "26-11-30T10:00:00Z", "tomorrow" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (kube_parse_time_us(bad[i], &t) == 0)
+			fail_msg("\"%s\" parsed", bad[i]);
+	assert_int_equal(kube_parse_time_us("2028-02-29T00:00:00Z", &t), 0);
+}
+
+static size_t plugin_calls(const char *script)
+{
+	char path[300], buf[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.calls", script);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	return n;
+}
+
+/* "when" is now + delta_s, written in the given UTC offset (minutes). */
+static void time_with_offset(char *buf, size_t n, long delta_s, int offset_min)
+{
+	time_t local = time(NULL) + delta_s + offset_min * 60;
+	struct tm tm;
+	size_t w;
+
+	gmtime_r(&local, &tm);
+	w = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + w, n - w, "%c%02d:%02d", offset_min < 0 ? '-' : '+', abs(offset_min) / 60,
+	    abs(offset_min) % 60);
+}
+
+/* Runs the client's credential logic twice; returns how many times the
+ * plugin ran. */
+static size_t runs_for_two_requests(const char *path, const char *status)
+{
+	char calls[300];
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	snprintf(calls, sizeof(calls), "%s.calls", path);
+	unlink(calls);
+	c = exec_client(path, status);
+	for (int i = 0; i < 2; i++) {
+		if (kube_transport_init(c, 0, &t, &e) < 0)
+			fail_msg("%s", e.msg);
+		kube_transport_free(&t);
+	}
+	kube_client_free(c);
+	return plugin_calls(path);
+}
+
+/* The exec credential's expiry with its offset: the old parser dropped
+ * the offset (an expired credential 5 h west looked valid, a valid one 5 h
+ * east looked expired) and took an unparsable expiry for "never". */
+static void exec_expiry_honours_offsets(void **state)
+{
+	(void)state;
+	char path[64], when[64], status[256];
+	struct kube_transport t;
+	struct kube_client *c;
+	struct err e;
+
+	plugin_tmp(path, sizeof(path));
+	/* valid for 10 more minutes, written 5 h behind UTC: one run */
+	time_with_offset(when, sizeof(when), 600, -300);
+	snprintf(status, sizeof(status), "{\"token\":\"t\",\"expirationTimestamp\":\"%s\"}", when);
+	assert_int_equal(runs_for_two_requests(path, status), 1);
+	/* expired 10 minutes ago, written 5 h ahead of UTC: a run per request */
+	time_with_offset(when, sizeof(when), -600, 300);
+	snprintf(status, sizeof(status), "{\"token\":\"t\",\"expirationTimestamp\":\"%s\"}", when);
+	assert_int_equal(runs_for_two_requests(path, status), 2);
+	/* no expiry: cached until a 401 */
+	assert_int_equal(runs_for_two_requests(path, "{\"token\":\"t\"}"), 1);
+	/* an expiry that is not a time is an error, not "never expires" */
+	c = exec_client(path, "{\"token\":\"t\",\"expirationTimestamp\":\"next tuesday\"}");
+	assert_int_equal(kube_transport_init(c, 0, &t, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "status.expirationTimestamp is not an RFC 3339 time"));
+	assert_non_null(strstr(e.msg, path));
+	kube_client_free(c);
+	plugin_remove(path);
+}
+
+/* Requests that were refused (401) with the same credentials refresh them
+ * once: the first runs the plugin again, the others take its result.
+ * Before, each ran the plugin, one after the other with the client's lock
+ * held, so a burst of 401s stalled every request for N plugin runs. */
+static void concurrent_401s_refresh_once(void **state)
+{
+	(void)state;
+	char path[64];
+	struct kube_transport a, b, fresh_a, fresh_b, again;
+	struct kube_client *c;
+	struct err e;
+
+	plugin_tmp(path, sizeof(path));
+	c = exec_client(path, "{\"token\":\"t\"}");
+	assert_int_equal(kube_transport_init(c, 0, &a, &e), 0);
+	assert_int_equal(kube_transport_init(c, 0, &b, &e), 0);
+	assert_int_equal(plugin_calls(path), 1);
+	assert_true(a.cred_gen == b.cred_gen);
+	/* both refused: a's renewal runs the plugin, b's takes the result */
+	assert_int_equal(kube_transport_renew(c, a.cred_gen, &fresh_a, &e), 0);
+	assert_int_equal(plugin_calls(path), 2);
+	assert_int_equal(kube_transport_renew(c, b.cred_gen, &fresh_b, &e), 0);
+	assert_int_equal(plugin_calls(path), 2);
+	assert_true(fresh_a.cred_gen == fresh_b.cred_gen && fresh_a.cred_gen != a.cred_gen);
+	assert_string_equal(fresh_b.auth_header, "Authorization: Bearer t");
+	/* the fresh ones refused in turn: another run */
+	assert_int_equal(kube_transport_renew(c, fresh_b.cred_gen, &again, &e), 0);
+	assert_int_equal(plugin_calls(path), 3);
+	/* kube_transport_init's force stays unconditional */
+	kube_transport_free(&again);
+	assert_int_equal(kube_transport_init(c, 1, &again, &e), 0);
+	assert_int_equal(plugin_calls(path), 4);
+	kube_transport_free(&a);
+	kube_transport_free(&b);
+	kube_transport_free(&fresh_a);
+	kube_transport_free(&fresh_b);
+	kube_transport_free(&again);
+	kube_client_free(c);
+	plugin_remove(path);
+}
+
+struct refresher {
+	struct kube_client *c;
+	struct kube_transport t;
+	int rc;
+	atomic_int done;
+};
+
+static void *refresh_in_background(void *arg)
+{
+	struct refresher *r = arg;
+	struct err e;
+
+	r->rc = kube_transport_init(r->c, 0, &r->t, &e);
+	atomic_store(&r->done, 1);
+	return NULL;
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* An exec plugin runs without the client's lock: while one request renews
+ * a credential that is about to expire (the renewal starts 10 s early),
+ * others go on with it instead of waiting for the plugin, which may take a
+ * minute (and leader election's renewals are among them). */
+static void requests_go_on_while_the_plugin_runs(void **state)
+{
+	(void)state;
+	char path[64], started[128], release[128];
+	struct kube_transport t;
+	struct refresher r = { 0 };
+	pthread_t th;
+	struct err e;
+	FILE *f;
+
+	plugin_tmp(path, sizeof(path));
+	snprintf(started, sizeof(started), "%s.started", path);
+	snprintf(release, sizeof(release), "%s.release", path);
+	r.c = exec_client(path, "{}");
+	/* first run: a token that expires in 9.9 s, inside the 10 s in which
+	 * the client renews early (the widest margin for a slow machine);
+	 * later runs wait for the test */
+	f = fopen(path, "w");
+	fprintf(f, "#!/usr/bin/python3\n"
+	    "import datetime, json, os, time\n"
+	    "calls = '%s.calls'\n"
+	    "n = os.path.getsize(calls) if os.path.exists(calls) else 0\n"
+	    "open(calls, 'a').write('x')\n"
+	    "now = datetime.datetime.now(datetime.timezone.utc)\n"
+	    "if n == 0:\n"
+	    "    tok, exp = 'old', now + datetime.timedelta(seconds=9.9)\n"
+	    "else:\n"
+	    "    open('%s', 'w').close()\n"
+	    "    while not os.path.exists('%s'):\n"
+	    "        time.sleep(0.01)\n"
+	    "    tok, exp = 'new', now + datetime.timedelta(hours=1)\n"
+	    "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+	    "    'status': {'token': tok, 'expirationTimestamp': exp.strftime('%%Y-%%m-%%dT%%H:%%M:%%S.%%fZ')}}))\n",
+	    path, started, release);
+	fclose(f);
+	assert_int_equal(kube_transport_init(r.c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer old");
+	kube_transport_free(&t);
+	/* the next request renews, and blocks in the plugin until released */
+	assert_int_equal(pthread_create(&th, NULL, refresh_in_background, &r), 0);
+	for (int i = 0; i < 3000 && !exists(started); i++)
+		usleep(10000);
+	assert_true(exists(started));
+	/* meanwhile: the old, still valid token, without waiting for the
+	 * plugin (asked on a thread of its own, so that a client that did
+	 * wait fails this test instead of hanging it) */
+	{
+		struct refresher other = { .c = r.c };
+		pthread_t th2;
+		assert_int_equal(pthread_create(&th2, NULL, refresh_in_background, &other), 0);
+		for (int i = 0; i < 3000 && !atomic_load(&other.done); i++)
+			usleep(10000);
+		int waited = !atomic_load(&other.done);
+		f = fopen(release, "w");
+		fclose(f);
+		pthread_join(th2, NULL);
+		assert_false(waited);
+		assert_int_equal(other.rc, 0);
+		assert_string_equal(other.t.auth_header, "Authorization: Bearer old");
+		kube_transport_free(&other.t);
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.t.auth_header, "Authorization: Bearer new");
+	kube_transport_free(&r.t);
+	assert_int_equal(kube_transport_init(r.c, 0, &t, &e), 0);
+	assert_string_equal(t.auth_header, "Authorization: Bearer new");
+	kube_transport_free(&t);
+	assert_int_equal(plugin_calls(path), 2);
+	kube_client_free(r.c);
+	plugin_remove(path);
+	unlink(started);
+	unlink(release);
 }
 
 static long retry_after_of(const char *headers)
@@ -640,6 +1122,126 @@ static void list_query_and_discovery(void **state)
 	kube_client_free(c);
 }
 
+/* A list's query (continue tokens, selectors) stays out of every message:
+ * an API error, a reply that is not JSON, a transfer that failed. */
+static void messages_carry_no_query(void **state)
+{
+	(void)state;
+	struct kube_client *c = client();
+	struct scripted s[] = {
+		{ 403, NULL, "{\"kind\":\"Status\",\"code\":403,\"reason\":\"Forbidden\"}" },
+		{ 200, NULL, "<html>not json</html>" },
+	};
+	struct kube_list_opts lo = { "team=a", NULL, 500, "SECRETCONT", NULL };
+	struct kube_config *cfg;
+	struct err e;
+
+	script(2, s);
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_string_equal(e.msg, "GET /apis/pulumi.com/v1/namespaces/n/stacks: 403 Forbidden");
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_string_equal(e.msg, "GET /apis/pulumi.com/v1/namespaces/n/stacks: the response is not JSON");
+	assert_non_null(strstr(F.log[0], "continue=SECRETCONT"));   /* it was sent */
+	kube_client_free(c);
+
+	/* nothing listens on port 1: http.h's message names the URL */
+	cfg = calloc(1, sizeof(*cfg));
+	cfg->server = strdup("http://127.0.0.1:1");
+	cfg->source = strdup("test");
+	c = kube_client_new(cfg, &e);
+	assert_non_null(c);
+	kube_client_set_retries(c, 0);
+	assert_null(kube_list(c, &stacks, "n", &lo, &e));
+	assert_int_equal(e.code, ERR_NET);
+	assert_non_null(strstr(e.msg, "http://127.0.0.1:1/apis/pulumi.com/v1/namespaces/n/stacks: "));
+	assert_null(strstr(e.msg, "SECRETCONT"));
+	assert_null(strstr(e.msg, "team"));
+	assert_null(strchr(e.msg, '?'));
+	kube_client_free(c);
+}
+
+/* One object's reply cannot be larger than etcd lets an object be: a
+ * 17 MiB answer to a GET is refused (before: buffered up to 256 MiB, and
+ * parsed); a list of that size still passes. */
+static void object_replies_are_bounded(void **state)
+{
+	(void)state;
+	size_t n = 17 << 20;
+	char *big = malloc(n + 1);
+	struct kube_client *c = client();
+	struct err e;
+	cJSON *l;
+
+	{
+		size_t w = (size_t)snprintf(big, n, "{\"kind\":\"StackList\",\"items\":[],\"pad\":\"");
+		memset(big + w, 'a', n - w - 2);
+		memcpy(big + n - 2, "\"}", 3);
+	}
+	{
+		struct scripted s[] = { { 200, NULL, big }, { 200, NULL, big } };
+		script(2, s);
+	}
+	assert_null(kube_get(c, &stacks, "n", "s1", NULL, &e));
+	assert_int_equal(e.code, ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "larger than the limit"));
+	assert_int_equal(F.nlog, 1);   /* not retried */
+	l = kube_list(c, &stacks, "n", NULL, &e);
+	if (l == NULL)
+		fail_msg("%s", e.msg);
+	cJSON_Delete(l);
+	kube_client_free(c);
+	free(big);
+}
+
+static int other_host_requests;
+
+static enum MHD_Result count_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *data, size_t *data_len, void **st)
+{
+	static const char body[] = "{}";
+	struct MHD_Response *r;
+	enum MHD_Result rc;
+	(void)cls; (void)url; (void)method; (void)version; (void)data; (void)data_len; (void)st;
+
+	other_host_requests++;
+	r = MHD_create_response_from_buffer(2, (void *)body, MHD_RESPMEM_PERSISTENT);
+	rc = MHD_queue_response(conn, 200, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* A redirect is never followed, whatever its status and wherever it
+ * points: the credentials go to the configured server only (libcurl is
+ * never told CURLOPT_UNRESTRICTED_AUTH either; kube sets max_redirects 0). */
+static void redirects_are_not_followed(void **state)
+{
+	(void)state;
+	struct MHD_Daemon *other = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
+	    count_request, NULL, MHD_OPTION_END);
+	static const unsigned codes[] = { 301, 302, 303, 307, 308 };
+	char location[128];
+	struct kube_client *c = client();
+	struct err e;
+
+	assert_non_null(other);
+	snprintf(location, sizeof(location), "http://localhost:%d/api/v1/namespaces/default",
+	    MHD_get_daemon_info(other, MHD_DAEMON_INFO_BIND_PORT)->port);
+	F.location = location;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		struct scripted s[] = { { codes[i], NULL, "moved" } };
+		script(1, s);
+		assert_null(kube_get(c, &secrets, "n", "x", NULL, &e));
+		assert_int_equal(F.nlog, 1);   /* not retried either */
+		assert_int_equal(e.http_status, (int)codes[i]);
+		assert_non_null(strstr(e.msg, "the server answered with a redirect, which is not followed"));
+		assert_null(strstr(e.msg, "localhost"));
+	}
+	F.location = NULL;
+	assert_int_equal(other_host_requests, 0);
+	kube_client_free(c);
+	MHD_stop_daemon(other);
+}
+
 /* The informer lists pages into its cache, runs handlers and keeps the
  * secondary index; the watch that follows fails against this server and
  * is retried until stop. */
@@ -714,6 +1316,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(status_parsing),
+		cmocka_unit_test(status_from_a_hostile_server),
 		cmocka_unit_test(paths),
 		cmocka_unit_test(get_and_errors),
 		cmocka_unit_test(retries_429_for_any_verb),
@@ -721,12 +1324,22 @@ int main(void)
 		cmocka_unit_test(reads_retried_after_500_until_limit),
 		cmocka_unit_test(cancel_stops_retries),
 		cmocka_unit_test(transport_options),
+		cmocka_unit_test(exec_token_with_control_characters_is_refused),
+		cmocka_unit_test(exec_credential_version_and_kind),
+		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
+		cmocka_unit_test(rfc3339_times),
+		cmocka_unit_test(exec_expiry_honours_offsets),
+		cmocka_unit_test(concurrent_401s_refresh_once),
+		cmocka_unit_test(requests_go_on_while_the_plugin_runs),
 		cmocka_unit_test(retry_after_values),
 		cmocka_unit_test(stream_lines),
 		cmocka_unit_test(stream_lines_across_reads),
 		cmocka_unit_test(patches_and_deletes),
 		cmocka_unit_test(modify_retries_conflicts),
 		cmocka_unit_test(list_query_and_discovery),
+		cmocka_unit_test(messages_carry_no_query),
+		cmocka_unit_test(redirects_are_not_followed),
+		cmocka_unit_test(object_replies_are_bounded),
 		cmocka_unit_test(informer_lists_pages),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -80,7 +80,7 @@ static void parse_fails(const char *text, const char *expect_in_msg, const char 
 	"  cluster:\n" \
 	"    server: https://c2.example:443\n" \
 	"    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n" \
-	"    insecure-skip-tls-verify: true\n"
+	"    insecure-skip-tls-verify: false\n"
 
 static void current_context_and_relative_paths(void **state)
 {
@@ -126,7 +126,7 @@ static void context_override_and_data_fields(void **state)
 	assert_string_equal(c->namespace, "default");
 	assert_string_equal(c->ca_pem, "-----BEGIN CERTIFICATE-----\n");
 	assert_null(c->ca_file);
-	assert_int_equal(c->insecure_skip_tls_verify, 1);
+	assert_int_equal(c->insecure_skip_tls_verify, 0);
 	assert_string_equal(c->token, "s3cret-token");
 	assert_string_equal(c->client_cert_pem, "CERT");
 	assert_string_equal(c->client_key_pem, "KEY");
@@ -263,6 +263,143 @@ static void incluster(void **state)
 	kube_config_free(c);
 
 	assert_int_equal(kube_config_incluster("h", "44x3", sa, &c, &e), -1);
+	/* a directory path too long for its file names: refused, not cut */
+	{
+		char longdir[5000];
+		memset(longdir, 'd', sizeof(longdir) - 1);
+		longdir[0] = '/';
+		longdir[sizeof(longdir) - 1] = '\0';
+		assert_int_equal(kube_config_incluster("10.96.0.1", "443", longdir, &c, &e), -1);
+		assert_non_null(strstr(e.msg, "too long"));
+	}
+	/* a host that would change the URL's shape */
+	assert_int_equal(kube_config_incluster("user:pw@evil.example", "443", sa, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST: not a host name"));
+	assert_null(strstr(e.msg, "pw"));
+	assert_int_equal(kube_config_incluster("evil.example/x?", "443", sa, &c, &e), -1);
+}
+
+/* A token is copied into the Authorization header: CR/LF (or any control
+ * byte) in it would add headers of its author's choosing.  Refused from
+ * each source, naming the source and never quoting the token. */
+static void tokens_with_control_characters_are_refused(void **state)
+{
+	(void)state;
+	static const char *bad[] = { "abc\\r\\nX-Injected: 1", "abc\\nX: 1", "a\\tb", "a\\x7fb",
+		"a\\x01b" };
+	char text[1024], p[512], sa[400];
+	struct kube_config *c = NULL;
+	struct err e;
+	char *tok = NULL;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "current-context: a\n" BASE_CLUSTERS
+		    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+		    "users:\n- name: u\n  user:\n    token: \"%s\"\n", bad[i]);
+		parse_fails(text, "users[\"u\"].user.token: the token contains a control character", "abc");
+	}
+	/* printable tokens of every kind still pass */
+	c = parse_ok("current-context: a\n" BASE_CLUSTERS
+	    "contexts:\n- name: a\n  context: {cluster: c1, user: u}\n"
+	    "users:\n- name: u\n  user:\n    token: \"eyJh.b-c_d~e+f/g=: ok\"\n", NULL);
+	assert_string_equal(c->token, "eyJh.b-c_d~e+f/g=: ok");
+	kube_config_free(c);
+
+	/* token files: trimmed like client-go, then checked */
+	write_file("tok-ok", "  tok-1\r\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), 0);
+	assert_string_equal(tok, "tok-1");
+	free(tok);
+	write_file("tok-bad", "tok-1\r\nX-Injected: 1\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), -1);
+	assert_null(tok);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, p));
+	assert_non_null(strstr(e.msg, "control character"));
+	assert_null(strstr(e.msg, "tok-1"));
+	assert_null(strstr(e.msg, "Injected"));
+	write_file("tok-empty", " \n\n", p, sizeof(p));
+	assert_int_equal(kube_read_token_file(p, &tok, &e), -1);
+	assert_int_equal(e.code, ERR_AUTH);
+	assert_non_null(strstr(e.msg, "empty"));
+	assert_non_null(strstr(e.msg, p));
+
+	/* the in-cluster token file, read at start */
+	snprintf(sa, sizeof(sa), "%s/sa-bad", tmpdir);
+	assert_int_equal(mkdir(sa, 0700), 0);
+	write_file("sa-bad/token", "tok\rX-Injected: 1", p, sizeof(p));
+	write_file("sa-bad/ca.crt", "PEM", p, sizeof(p));
+	c = NULL;
+	assert_int_equal(kube_config_incluster("10.96.0.1", "443", sa, &c, &e), -1);
+	assert_null(c);
+	assert_non_null(strstr(e.msg, "in-cluster config"));
+	assert_non_null(strstr(e.msg, "sa-bad/token"));
+	assert_null(strstr(e.msg, "Injected"));
+}
+
+#define ONE_CONTEXT "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\n"
+
+/* client-go refuses a CA together with insecure-skip-tls-verify; so do we,
+ * for a CA file and for CA data.  Verification off alone is allowed (and
+ * warned about by the client). */
+static void insecure_with_a_ca_is_refused(void **state)
+{
+	(void)state;
+	struct kube_config *c;
+
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    certificate-authority: ca.pem\n    insecure-skip-tls-verify: true\n",
+	    "clusters[\"c\"].cluster: specifying a root certificates file with the insecure flag is not allowed",
+	    NULL);
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==\n"
+	    "    insecure-skip-tls-verify: true\n",
+	    "specifying a root certificates file with the insecure flag is not allowed", NULL);
+	c = parse_ok(ONE_CONTEXT "clusters:\n- name: c\n  cluster:\n    server: https://x\n"
+	    "    insecure-skip-tls-verify: true\n", NULL);
+	assert_int_equal(c->insecure_skip_tls_verify, 1);
+	assert_null(c->ca_file);
+	assert_null(c->ca_pem);
+	kube_config_free(c);
+}
+
+/* A server URL's user information would be sent as basic auth and logged
+ * with the server; a query or fragment makes no sense under the paths
+ * appended to it.  All refused without quoting the URL. */
+static void server_url_with_credentials_or_query_is_refused(void **state)
+{
+	(void)state;
+	char buf[256];
+	struct kube_config *c;
+
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://admin:hunter2@10.0.0.1:6443'}\n",
+	    "clusters[\"c\"].cluster.server: must not carry user information", "hunter2");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://tok3n@10.0.0.1:6443'}\n",
+	    "must not carry user information", "tok3n");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443/?token=s3cret'}\n",
+	    "cluster.server: must not carry a query", "s3cret");
+	parse_fails(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://10.0.0.1:6443/#s3cret'}\n",
+	    "cluster.server: must not carry a fragment", "s3cret");
+	/* a path prefix (Rancher, a proxy) is fine */
+	c = parse_ok(ONE_CONTEXT "clusters:\n- name: c\n  cluster: {server: 'https://rancher.example/k8s/clusters/c-1'}\n",
+	    NULL);
+	assert_string_equal(c->server, "https://rancher.example/k8s/clusters/c-1");
+	assert_string_equal(kube_config_server_for_log(c, buf, sizeof(buf)),
+	    "https://rancher.example/k8s/clusters/c-1");
+	/* a config built by code is printed safely anyway, and refused by
+	 * kube_config_validate (which kube_client_new runs) */
+	free(c->server);
+	c->server = strdup("https://admin:hunter2@[fd00::1]:6443/p?token=s3cret#frag");
+	assert_string_equal(kube_config_server_for_log(c, buf, sizeof(buf)), "https://[fd00::1]:6443/p");
+	{
+		struct err e;
+		assert_int_equal(kube_config_validate(c, &e), -1);
+		assert_null(strstr(e.msg, "hunter2"));
+		assert_non_null(strstr(e.msg, "user information"));
+	}
+	kube_config_free(c);
+	assert_string_equal(kube_url_for_log("http://u:p@h/a/b?x=1", buf, sizeof(buf)), "http://h/a/b");
+	assert_string_equal(kube_url_for_log("not a url at all", buf, sizeof(buf)), "(an invalid URL)");
 }
 
 static void load_order(void **state)
@@ -321,6 +458,9 @@ int main(void)
 		cmocka_unit_test(kubeconfig_list_merges_first_wins),
 		cmocka_unit_test(incluster),
 		cmocka_unit_test(load_order),
+		cmocka_unit_test(tokens_with_control_characters_are_refused),
+		cmocka_unit_test(insecure_with_a_ca_is_refused),
+		cmocka_unit_test(server_url_with_credentials_or_query_is_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
