@@ -349,7 +349,11 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 
 	if (kube_config_load(f->kubeconfig, &cfg, e) < 0)
 		return err_prefix(e, "cannot load the Kubernetes configuration: "), -1;
-	log_info("kubernetes configuration loaded", "source", cfg->source, "server", cfg->server, NULL);
+	{
+		char srv[512];
+		log_info("kubernetes configuration loaded", "source", cfg->source, "server",
+		    kube_config_server_for_log(cfg, srv, sizeof(srv)), NULL);
+	}
 	if ((rt->client = kube_client_new(cfg, e)) == NULL)
 		return err_prefix(e, "cannot create the Kubernetes client: "), -1;
 	rt->queue = kube_queue_new(NULL);
