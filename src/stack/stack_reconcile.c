@@ -204,6 +204,18 @@ static int step_inputs(struct stack_pass *p)
 	return stack_inputs_resolve(p);
 }
 
+/* When a Ready Stack needs a look without being told: its resync, and the
+ * tag poll of an ociSource that does not pin a digest.  0: never. */
+static long next_look_ms(const struct stack_pass *p, int64_t due_us, int64_t now_us)
+{
+	long resync = p->spec.continue_resync ? (long)((due_us - now_us) / 1000) + 1 : 0;
+	long poll = p->spec.source == STACK_SRC_OCI && p->spec.oci_digest == NULL ? p->spec.oci_interval_ms : 0;
+
+	if (resync > 0 && (poll == 0 || resync < poll))
+		return jittered(resync);
+	return poll > 0 ? jittered(poll) : 0;
+}
+
 /* Is an update due?  Sets p->why when it is. */
 static int step_decide(struct stack_pass *p)
 {
@@ -228,8 +240,7 @@ static int step_decide(struct stack_pass *p)
 			p->why = "the resync interval elapsed";
 			return 0;
 		}
-		stack_verdict(p, STACK_READY, "Succeeded", p->spec.continue_resync ?
-		    jittered((long)((due_us - now_us) / 1000) + 1) : 0, "%s revision %s",
+		stack_verdict(p, STACK_READY, "Succeeded", next_look_ms(p, due_us, now_us), "%s revision %s",
 		    p->spec.preview ? "previewed" : "applied", p->art.revision);
 		atomic_fetch_add(&p->sc->no_change, 1);
 		return 1;
@@ -283,9 +294,10 @@ static void judge_update(struct stack_pass *p)
 	int before = streq(attempted, p->fingerprint) ? (int)stack_status_int(p, "lastUpdate.failures", 0) : 0;
 
 	if (o->ok) {
+		int64_t now_us = kube_now_us();
 		p->failures = 0;
-		stack_verdict(p, STACK_READY, "Succeeded", 0, "%s revision %s", p->spec.preview ? "previewed" :
-		    "applied", p->art.revision);
+		stack_verdict(p, STACK_READY, "Succeeded", next_look_ms(p, now_us + (int64_t)p->spec.resync_ms * 1000,
+		    now_us), "%s revision %s", p->spec.preview ? "previewed" : "applied", p->art.revision);
 		atomic_fetch_add(&p->sc->updates_ok, 1);
 		return;
 	}
