@@ -207,6 +207,7 @@ struct stack_verdict {
 	int set;
 	enum stack_state state;
 	const char *reason;             /* CONTRACT/docs reason, static */
+	const char *ready_reason;       /* Ready's, when it differs (NULL: reason) */
 	char message[1024];
 	long requeue_ms;                /* 0: none */
 	int event;                      /* emit an Event for this verdict */

@@ -259,6 +259,7 @@ static int step_decide(struct stack_pass *p)
 			stack_verdict(p, STACK_WAITING, "RetryingAfterFailure", (long)left_ms + 1,
 			    "%d update failure%s; retrying in %llds: %s", failures, failures == 1 ? "" : "s",
 			    (long long)(left_ms + 999) / 1000, msg);
+			p->v.ready_reason = "UpdateFailed";
 			return 1;
 		}
 		p->why = "retrying after a failure";
@@ -335,6 +336,7 @@ static void judge_update(struct stack_pass *p)
 		long wait = failure_backoff_ms(p->failures, p->spec.retry_max_ms);
 		stack_verdict(p, STACK_WAITING, "RetryingAfterFailure", wait, "%d update failure%s; retrying in "
 		    "%lds: %s", p->failures, p->failures == 1 ? "" : "s", wait / 1000, o->message);
+		p->v.ready_reason = "UpdateFailed";
 	}
 	p->v.event = 1;
 	p->v.event_reason = "UpdateFailed";

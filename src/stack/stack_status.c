@@ -32,6 +32,7 @@ void stack_verdict(struct stack_pass *p, enum stack_state st, const char *reason
 	p->v.set = 1;
 	p->v.state = st;
 	p->v.reason = reason;
+	p->v.ready_reason = NULL;
 	p->v.requeue_ms = requeue_ms;
 	va_start(ap, fmt);
 	vsnprintf(p->v.message, sizeof(p->v.message), fmt, ap);
@@ -159,8 +160,8 @@ static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
 	const struct stack_verdict *v = &p->v;
 
 	snprintf(msg, sizeof(msg), "%s%s%s", v->message, p->note[0] ? "; " : "", p->note);
-	add_condition(out, old, "Ready", v->state == STACK_READY ? "True" : "False", v->reason, msg,
-	    p->generation);
+	add_condition(out, old, "Ready", v->state == STACK_READY ? "True" : "False",
+	    v->ready_reason ? v->ready_reason : v->reason, msg, p->generation);
 	if (v->state == STACK_WAITING)
 		add_condition(out, old, "Reconciling", "True", v->reason, msg, p->generation);
 	if (v->state == STACK_STALLED)
