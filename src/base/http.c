@@ -18,6 +18,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/url.h"
 
 /* State of one transfer attempt, shared by the callbacks. */
 struct xfer {
@@ -187,25 +190,10 @@ static int curl_code_retryable(const struct http_request *req, CURLcode c)
 	}
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* Sleeps before a retry; -1 as soon as the request is canceled. */
 static int backoff_wait(const struct http_opts *o, long ms)
 {
-	while (ms > 0) {
-		long slice = ms < 50 ? ms : 50;
-		if (o->cancel != NULL && *o->cancel != 0)
-			return -1;
-		sleep_ms(slice);
-		ms -= slice;
-	}
-	return o->cancel != NULL && *o->cancel != 0 ? -1 : 0;
+	return clock_sleep_cancelable_ms(ms, o->cancel);
 }
 
 static double jitter_value(void)
@@ -310,8 +298,10 @@ static int rewind_body(const struct http_request *req, struct err *e)
 {
 	if (req->body_read == NULL || req->body_rewind == NULL || req->body_rewind(req->body_ud) == 0)
 		return 0;
+	char safe[URL_LOG_MAX];
+
 	return err_set(e, ERR_IO, "%s %s: cannot restart the request body",
-	    req->method ? req->method : "PUT", req->url);
+	    req->method ? req->method : "PUT", url_for_log(req->url, safe, sizeof(safe)));
 }
 
 /* Cancellation: curl calls this about every 100 ms while it waits. */
@@ -440,37 +430,81 @@ static void xfer_reset(struct xfer *x)
 	x->stream = stream;
 }
 
-/* Retry-After in seconds, or 0 when absent or an HTTP date. */
-static long retry_after(const char *raw)
+/* The Retry-After of the response just received, in seconds (0 when absent
+ * or in the past): libcurl parses both forms, delay-seconds and HTTP-date. */
+static long retry_after(CURL *easy)
 {
-	struct http_response r = { .raw_headers = (char *)raw };
-	char *v = http_response_header(&r, "Retry-After");
-	long s = 0;
+	curl_off_t ra = 0;
 
-	if (v != NULL && isdigit((unsigned char)v[0]))
-		s = strtol(v, NULL, 10);
+	if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK || ra < 0)
+		return 0;
+	return ra > 86400 ? 86400 : (long)ra;
+}
+
+long http_parse_retry_after(const char *value, time_t now)
+{
+	char *end;
+	long long secs;
+	time_t when;
+
+	if (value == NULL)
+		return -1;
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (isdigit((unsigned char)*value)) {
+		secs = strtoll(value, &end, 10);
+		while (*end == ' ' || *end == '\t' || *end == '\r')
+			end++;
+		if (*end != '\0')
+			return -1;
+		return secs > 86400 ? 86400 : (long)secs;
+	}
+	when = curl_getdate(value, NULL);
+	if (when == (time_t)-1)
+		return -1;
+	return when <= now ? 0 : (when - now > 86400 ? 86400 : (long)(when - now));
+}
+
+long http_response_retry_after(const struct http_response *r)
+{
+	char *v = http_response_header(r, "Retry-After");
+	long s = http_parse_retry_after(v, time(NULL));
+
 	free(v);
 	return s;
 }
 
-/* Turns a failed transfer into an error naming method and URL. */
+/* "canceled" for the request, its URL printable. */
+static int canceled_error(struct err *e, const char *method, const char *url)
+{
+	char safe[URL_LOG_MAX];
+
+	return err_set(e, ERR_CANCELED, "%s %s: canceled", method ? method : "GET",
+	    url_for_log(url, safe, sizeof(safe)));
+}
+
+/* Turns a failed transfer into an error naming method and URL (printable:
+ * no userinfo, no query, so no presigned signature). */
 static int transfer_error(struct err *e, const struct http_request *req, const struct xfer *x,
     CURLcode rc, const char *curl_msg)
 {
 	const char *m = req->method ? req->method : "GET";
+	char u[URL_LOG_MAX], cm[CURL_ERROR_SIZE];
 
+	url_for_log(req->url, u, sizeof(u));
+	log_printable(curl_msg, cm, sizeof(cm));
 	if (x->limit_hit)
 		return err_set(e, ERR_LIMIT, "%s %s: response body larger than the limit of %lld bytes",
-		    m, req->url, (long long)x->opts->max_bytes);
+		    m, u, (long long)x->opts->max_bytes);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && canceled(x->opts))
-		return err_set(e, ERR_CANCELED, "%s %s: canceled", m, req->url);
+		return err_set(e, ERR_CANCELED, "%s %s: canceled", m, u);
 	if (rc == CURLE_OPERATION_TIMEDOUT)
-		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, req->url, curl_msg);
+		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, u, cm);
 	if (rc == CURLE_TOO_MANY_REDIRECTS)
-		return err_set(e, ERR_HTTP, "%s %s: more than %d redirects", m, req->url, x->opts->max_redirects);
+		return err_set(e, ERR_HTTP, "%s %s: more than %d redirects", m, u, x->opts->max_redirects);
 	if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
-		return err_set(e, ERR_NET, "%s %s: TLS verification failed: %s", m, req->url, curl_msg);
-	return err_set(e, ERR_NET, "%s %s: %s", m, req->url, curl_msg);
+		return err_set(e, ERR_NET, "%s %s: TLS verification failed: %s", m, u, cm);
+	return err_set(e, ERR_NET, "%s %s: %s", m, u, cm);
 }
 
 /* Message for a non-2xx final status, with the start of the error body. */
@@ -484,8 +518,10 @@ static int status_error(struct err *e, const struct http_request *req, long stat
 	for (const char *p = body; p && *p && n < sizeof(snippet) - 1; p++)
 		snippet[n++] = (isprint((unsigned char)*p) ? *p : ' ');
 	snippet[n] = '\0';
-	err_set(e, code, "%s %s: HTTP %ld%s%s", req->method ? req->method : "GET", req->url, status,
-	    n ? ": " : "", snippet);
+	char u[URL_LOG_MAX];
+
+	err_set(e, code, "%s %s: HTTP %ld%s%s", req->method ? req->method : "GET",
+	    url_for_log(req->url, u, sizeof(u)), status, n ? ": " : "", snippet);
 	e->http_status = (int)status;
 	return -1;
 }
@@ -555,7 +591,7 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
 			if (canceled(o)) {
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 				break;
 			}
 			transfer_error(e, req, &x, rc, curl_msg[0] ? curl_msg : curl_easy_strerror(rc));
@@ -563,10 +599,10 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
 		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
-			if (backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value())) == 0)
+			if (backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.easy), jitter_value())) == 0)
 				continue;
 			resp->status = 0;
-			err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+			canceled_error(e, req->method, req->url);
 			break;
 		}
 		char *eff = NULL;
@@ -676,7 +712,7 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
 			if (canceled(o))
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 			else
 				transfer_error(e, req, &s->x, s->result, msg[0] ? msg : curl_easy_strerror(s->result));
 			http_stream_free(s);
@@ -688,10 +724,10 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 				stream_pump(s);
 			curl_multi_remove_handle(s->multi, s->x.easy);
 			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req) &&
-			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value())) == 0)
+			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.easy), jitter_value())) == 0)
 				continue;
 			if (canceled(o)) {
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 				http_stream_free(s);
 				return NULL;
 			}
@@ -734,7 +770,7 @@ ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct er
 		struct http_request req = { .method = s->method,
 		    .url = s->resp.effective_url ? s->resp.effective_url : "(unknown)" };
 		if (canceled(&s->opts))
-			return err_set(e, ERR_CANCELED, "%s %s: canceled", req.method, req.url);
+			return canceled_error(e, req.method, req.url);
 		return transfer_error(e, &req, &s->x, s->result,
 		    s->curl_msg[0] ? s->curl_msg : curl_easy_strerror(s->result));
 	}

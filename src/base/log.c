@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -90,7 +91,94 @@ static char *render_json(enum log_level level, const char *ts, const char *msg, 
 	return line;
 }
 
-/* Text: "2026-11-30T10:00:00.123Z INFO  message key=value key2=\"a b\"". */
+/*
+ * Appends one byte of untrusted text in its escaped form: control
+ * characters as \n, \r, \t or \xNN; with `quoted`, also \" and \\ so a
+ * quoted value cannot end early.  Returns the bytes written (at most 4).
+ */
+static size_t escape_byte(unsigned char c, int quoted, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	switch (c) {
+	case '\n': memcpy(out, "\\n", 2); return 2;
+	case '\r': memcpy(out, "\\r", 2); return 2;
+	case '\t': memcpy(out, "\\t", 2); return 2;
+	default: break;
+	}
+	if (quoted && (c == '"' || c == '\\')) {
+		out[0] = '\\';
+		out[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f) {
+		out[0] = '\\';
+		out[1] = 'x';
+		out[2] = hex[c >> 4];
+		out[3] = hex[c & 15];
+		return 4;
+	}
+	out[0] = (char)c;
+	return 1;
+}
+
+const char *log_printable(const char *in, char *out, size_t n)
+{
+	size_t len = 0;
+	char buf[4];
+
+	if (n == 0)
+		return out;
+	for (const unsigned char *p = (const unsigned char *)(in ? in : ""); *p; p++) {
+		size_t k = escape_byte(*p, 0, buf);
+		if (len + k + 1 > n) {
+			/* Cut: make room for "..." and mark it. */
+			size_t keep = n > 4 ? n - 4 : 0;
+			if (len > keep)
+				len = keep;
+			if (n > 4) {
+				memcpy(out + len, "...", 3);
+				len += 3;
+			}
+			break;
+		}
+		memcpy(out + len, buf, k);
+		len += k;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+/* Appends s to the growing line at *buf, escaped as escape_byte says. */
+static int append_escaped(char **buf, size_t *len, size_t *cap, const char *s, int quoted)
+{
+	size_t need = *len + strlen(s) * 4 + 8;
+	char tmp[4];
+
+	if (need > *cap) {
+		char *nb = realloc(*buf, need * 2);
+		if (nb == NULL)
+			return -1;
+		*buf = nb;
+		*cap = need * 2;
+	}
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		size_t k = escape_byte(*p, quoted, tmp);
+		memcpy(*buf + *len, tmp, k);
+		*len += k;
+	}
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+static int append_raw(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	return append_escaped(buf, len, cap, s, 0);
+}
+
+/* Text: "2026-11-30T10:00:00.123Z INFO  message key=value key2=\"a b\"".
+ * Values are quoted when they hold a space, a quote, '=' or any character
+ * that is escaped, so every record stays one parseable line. */
 static char *render_text(enum log_level level, const char *ts, const char *msg, va_list ap)
 {
 	size_t cap = 256 + strlen(msg), len = 0;
@@ -98,7 +186,9 @@ static char *render_text(enum log_level level, const char *ts, const char *msg, 
 
 	if (s == NULL)
 		return NULL;
-	len = (size_t)snprintf(s, cap, "%s %-5s %s", ts, level_names[level], msg);
+	len = (size_t)snprintf(s, cap, "%s %-5s ", ts, level_names[level]);
+	if (append_raw(&s, &len, &cap, msg) < 0)
+		goto fail;
 	for (;;) {
 		const char *k = va_arg(ap, const char *);
 		if (k == NULL)
@@ -106,20 +196,19 @@ static char *render_text(enum log_level level, const char *ts, const char *msg, 
 		const char *v = va_arg(ap, const char *);
 		if (v == NULL)
 			v = "";
-		int quote = strpbrk(v, " \t\"=") != NULL || *v == '\0';
-		size_t need = len + strlen(k) + strlen(v) + 8;
-		if (need > cap) {
-			char *n = realloc(s, need * 2);
-			if (n == NULL) {
-				free(s);
-				return NULL;
-			}
-			s = n;
-			cap = need * 2;
-		}
-		len += (size_t)snprintf(s + len, cap - len, quote ? " %s=\"%s\"" : " %s=%s", k, v);
+		int quote = *v == '\0' || strpbrk(v, " \t\"=\\") != NULL;
+		for (const unsigned char *p = (const unsigned char *)v; *p && !quote; p++)
+			quote = *p < 0x20 || *p == 0x7f;
+		if (append_raw(&s, &len, &cap, " ") < 0 || append_raw(&s, &len, &cap, k) < 0 ||
+		    append_raw(&s, &len, &cap, quote ? "=\"" : "=") < 0 ||
+		    append_escaped(&s, &len, &cap, v, quote) < 0 ||
+		    (quote && append_raw(&s, &len, &cap, "\"") < 0))
+			goto fail;
 	}
 	return s;
+fail:
+	free(s);
+	return NULL;
 }
 
 void log_write(enum log_level level, const char *msg, ...)
