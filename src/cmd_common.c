@@ -2,10 +2,12 @@
  * cmd_common.c - small helpers shared by the subcommands (see cmd.h).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "base/log.h"
 #include "cmd.h"
 
@@ -52,4 +54,49 @@ int cmd_parse_bytes(const char *s, long long *out)
 		}
 	}
 	return -1;
+}
+
+/* The signal that asked us to stop (0: none); the cancel flag is its
+ * non-zero-ness, read by the library through a const volatile int *. */
+static volatile sig_atomic_t stop_signal;
+static volatile int stop_flag;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+	stop_flag = 1;
+	/* A second signal is not ours to soften: the default kills. */
+	signal(sig, SIG_DFL);
+}
+
+const volatile int *cmd_cancel_on_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	return &stop_flag;
+}
+
+int cmd_exit(int rc)
+{
+	int sig = stop_signal;
+
+	if (sig == 0)
+		return rc;
+	fflush(NULL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+	return 128 + sig;
+}
+
+void cmd_print_error(const char *cmd, const char *msg)
+{
+	char line[ERR_MSG_MAX * 4];
+
+	fprintf(stderr, "%s: %s\n", cmd, log_printable(msg, line, sizeof(line)));
 }

@@ -43,6 +43,7 @@ void untar_limits_default(struct untar_limits *l)
 	l->max_total_bytes = UNTAR_DEFAULT_MAX_TOTAL;
 	l->max_entries = UNTAR_DEFAULT_MAX_ENTRIES;
 	l->max_file_bytes = -1;
+	l->cancel = NULL;
 }
 
 /* ---- printing names ------------------------------------------------------ */
@@ -186,6 +187,7 @@ struct reader {
 	unsigned char head[16];      /* the first input bytes, to name foreign formats */
 	size_t head_len;
 	int64_t total_in;
+	const volatile int *cancel;  /* from the limits */
 };
 
 struct ctx {
@@ -745,8 +747,15 @@ static int extract_entry(struct ctx *c, struct archive_entry *ae, struct err *e)
 static la_ssize_t reader_cb(struct archive *a, void *ud, const void **buf)
 {
 	struct reader *r = ud;
-	ssize_t n = r->read(r->ud, buf, &r->err);
+	ssize_t n;
 
+	if (r->cancel != NULL && *r->cancel != 0) {
+		r->failed = 1;
+		err_set(&r->err, ERR_CANCELED, "extraction canceled");
+		archive_set_error(a, ECANCELED, "canceled");
+		return -1;
+	}
+	n = r->read(r->ud, buf, &r->err);
 	if (n < 0) {
 		r->failed = 1;
 		archive_set_error(a, EIO, "input read failed");
@@ -901,6 +910,7 @@ int untar_into_dir(untar_read_fn read, void *ud, const char *dir,
 		limits = &def;
 	}
 	c.lim = limits;
+	r.cancel = limits->cancel;
 	c.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c.root_fd < 0)
 		return err_set(e, ERR_IO, "open extraction directory %s: %s", dir, strerror(errno));
@@ -928,6 +938,7 @@ int untar_into_dir(untar_read_fn read, void *ud, const char *dir,
 
 struct file_src {
 	int fd;
+	const volatile int *cancel;
 	const char *path;
 	struct digest_ctx *hash;     /* NULL when no digest is checked */
 	unsigned char *buf;
@@ -938,6 +949,8 @@ static ssize_t file_read(void *ud, const void **buf, struct err *e)
 	struct file_src *s = ud;
 	ssize_t n;
 
+	if (s->cancel != NULL && *s->cancel != 0)
+		return err_set(e, ERR_CANCELED, "read %s: canceled", s->path);
 	do
 		n = read(s->fd, s->buf, UNTAR_FILE_READ_CHUNK);
 	while (n < 0 && errno == EINTR);
@@ -1002,7 +1015,7 @@ static int parent_exists(const char *dest, struct err *e)
 int untar_file_verified(const char *path, const char *dest, const struct digest *want,
     const struct untar_limits *limits, struct untar_stats *stats, struct err *e)
 {
-	struct file_src s = { .fd = -1, .path = path };
+	struct file_src s = { .fd = -1, .path = path, .cancel = limits != NULL ? limits->cancel : NULL };
 	char staging[PATH_MAX];
 	struct err ignored;
 	int rc = -1, staged = 0;

@@ -13,6 +13,10 @@ Locations:
 
 The access log records "STATUS URI" per request, so tests count downloads.
 A TLS listener with a CA made at fixture time serves the same locations.
+
+``scripted_server(handler)`` is a raw loopback server for what nginx will not
+do: handler(conn, request_bytes, n) answers the n-th connection (0-based)
+any way it likes (redirects to presigned URLs, endless bodies, garbage).
 """
 import os
 import pathlib
@@ -230,6 +234,71 @@ def broken_server():
 
     def make(body):
         s = BrokenServer(body)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()
+
+
+class ScriptedServer:
+    """A loopback HTTP server whose every connection is answered by
+    handler(conn, request_bytes, n); it keeps the request lines it saw."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.requests = []
+        self.accepted = threading.Event()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        n = 0
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn, n), daemon=True).start()
+            n += 1
+
+    def _one(self, conn, n):
+        with conn:
+            try:
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    req += chunk
+                self.requests.append(req.split(b"\r\n", 1)[0].decode("latin-1"))
+                self.accepted.set()
+                self.handler(conn, req, n)
+            except OSError:
+                pass
+
+    def url(self, path="artifact.tar.gz"):
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def stopped(self):
+        return self._stop.is_set()
+
+    def close(self):
+        self._stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def scripted_server():
+    servers = []
+
+    def make(handler):
+        s = ScriptedServer(handler)
         servers.append(s)
         return s
     yield make
