@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/fs.h"
 #include "base/proc.h"
 
@@ -263,38 +264,27 @@ static int key_matches(const char *key, const char *registry)
 	return is_docker_hub(registry) && is_docker_hub(host);
 }
 
-/* Decodes base64 "user:pass" into the creds.  0 ok, -1 malformed. */
+/* Decodes base64 "user:pass" into the creds (base64.h's rules).  0 ok, -1
+ * malformed: not base64, no colon, or a NUL inside. */
 static int decode_auth(const char *b64, struct oci_creds *out)
 {
-	size_t n = strlen(b64);
 	unsigned char *buf;
-	int len;
+	size_t len;
+	struct err ignored;
+	char *colon;
 
-	if (n == 0 || n % 4 != 0 || n > 8192)
+	if (strlen(b64) > 8192 || base64_decode(b64, strlen(b64), &buf, &len, &ignored) < 0)
 		return -1;
-	buf = malloc(n + 1);
-	if (buf == NULL)
-		return -1;
-	len = EVP_DecodeBlock(buf, (const unsigned char *)b64, (int)n);
-	if (len < 0) {
-		free(buf);
-		return -1;
-	}
-	if (n >= 1 && b64[n - 1] == '=')
-		len--;
-	if (n >= 2 && b64[n - 2] == '=')
-		len--;
-	buf[len] = '\0';
-	char *colon = memchr(buf, ':', (size_t)len);
-	if (colon == NULL || memchr(buf, '\0', (size_t)len) != NULL) {
-		OPENSSL_cleanse(buf, n + 1);
+	colon = memchr(buf, ':', len);
+	if (colon == NULL || memchr(buf, '\0', len) != NULL) {
+		OPENSSL_cleanse(buf, len);
 		free(buf);
 		return -1;
 	}
 	*colon = '\0';
 	out->username = strdup((char *)buf);
 	out->password = strdup(colon + 1);
-	OPENSSL_cleanse(buf, n + 1);
+	OPENSSL_cleanse(buf, len);
 	free(buf);
 	return 0;
 }

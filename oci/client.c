@@ -21,6 +21,7 @@
 #include "oci/oci.h"
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <openssl/evp.h>
@@ -29,9 +30,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/base64.h"
 #include "base/digest.h"
 #include "base/http.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "oci/internal.h"
 
 #define TOKEN_BODY_MAX (1 << 20)
@@ -86,6 +89,7 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	http_opts_default(&c->http);
 	c->http.ca_file = o->ca_file;
 	c->http.insecure_skip_tls_verify = o->insecure_skip_tls_verify;
+	c->http.cancel = o->cancel;
 	if (o->timeout_ms > 0) {
 		c->http.connect_timeout_ms = o->timeout_ms;
 		c->http.stall_timeout_ms = o->timeout_ms;
@@ -108,6 +112,12 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	    (o->creds.identity_token && !c->creds.identity_token) ||
 	    (o->creds.registry_token && !c->creds.registry_token))
 		goto nomem;
+	if (c->creds.registry_token != NULL && !oci_token_usable(c->creds.registry_token)) {
+		oci_client_free(c);
+		err_set(e, ERR_INVALID, "registry %s: the configured registry token has characters a header "
+		    "cannot carry (control characters or spaces); refused", registry);
+		return NULL;
+	}
 	/* A registry token is a bearer token given to us: no challenge needed. */
 	c->mode = c->creds.registry_token ? AUTH_BEARER : AUTH_UNKNOWN;
 	return c;
@@ -159,42 +169,36 @@ static int same_origin(const struct oci_client *c, const char *url)
 	return strncasecmp(url, c->base, bl) == 0 && (url[bl] == '/' || url[bl] == '\0' || url[bl] == '?');
 }
 
-static void pct_encode(const char *s, char *out, size_t outlen)
+/* Percent-encodes s for a query or form value (RFC 3986 unreserved kept):
+ * curl_easy_escape, copied into a malloc'd string the caller frees (a
+ * secret when s was: scrub with free_secret).  NULL when out of memory. */
+static char *pct_encode(const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
+	char *esc = curl_easy_escape(NULL, s, 0), *out;
 
-	for (; *s && n + 4 < outlen; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			out[n++] = (char)ch;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[ch >> 4];
-			out[n++] = hex[ch & 15];
-		}
-	}
-	out[n] = '\0';
+	if (esc == NULL)
+		return NULL;
+	out = strdup(esc);
+	OPENSSL_cleanse(esc, strlen(esc));
+	curl_free(esc);
+	return out;
 }
 
 static char *basic_header(const struct oci_creds *cr)
 {
-	size_t ul = strlen(cr->username ? cr->username : ""), pl = strlen(cr->password ? cr->password : "");
-	size_t rawlen = ul + pl + 1, b64len = 4 * ((rawlen + 2) / 3) + 1;
-	unsigned char *raw = malloc(rawlen + 1);
-	char *hdr = malloc(b64len + 32);
+	const char *user = cr->username ? cr->username : "", *pass = cr->password ? cr->password : "";
+	size_t rawlen = strlen(user) + strlen(pass) + 1;
+	char *raw = malloc(rawlen + 1), *b64 = NULL, *hdr = NULL;
 
-	if (raw == NULL || hdr == NULL) {
-		free(raw);
-		free(hdr);
+	if (raw == NULL)
 		return NULL;
-	}
-	snprintf((char *)raw, rawlen + 1, "%s:%s", cr->username ? cr->username : "",
-	    cr->password ? cr->password : "");
-	strcpy(hdr, "Authorization: Basic ");
-	EVP_EncodeBlock((unsigned char *)hdr + strlen(hdr), raw, (int)rawlen);
+	snprintf(raw, rawlen + 1, "%s:%s", user, pass);
+	b64 = base64_encode(raw, rawlen);
 	OPENSSL_cleanse(raw, rawlen);
 	free(raw);
+	if (b64 != NULL && oci_asprintf(&hdr, "Authorization: Basic %s", b64) < 0)
+		hdr = NULL;
+	free_secret(b64);
 	return hdr;
 }
 
@@ -245,6 +249,18 @@ int oci_status_error(struct err *e, const char *what, const struct http_response
 }
 
 /* ---------------- tokens ---------------- */
+
+int oci_token_usable(const char *t)
+{
+	/* RFC 6750 b64token is narrower; visible ASCII is what a header line
+	 * can carry without the token adding headers (CR/LF) of its own. */
+	if (t == NULL || *t == '\0')
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return 0;
+	return 1;
+}
 
 static struct token *find_token(struct oci_client *c, const char *scope)
 {
@@ -304,7 +320,16 @@ static int parse_token_body(const char *body, char **value, long *ttl, struct er
 		tok = cJSON_GetObjectItemCaseSensitive(root, "access_token");
 	if (!cJSON_IsString(tok) || tok->valuestring[0] == '\0') {
 		cJSON_Delete(root);
-		return err_set(e, ERR_AUTH, "token server %.300s: response has no token", realm);
+		char safe[URL_LOG_MAX];
+		return err_set(e, ERR_AUTH, "token server %s: response has no token",
+		    url_for_log(realm, safe, sizeof(safe)));
+	}
+	if (!oci_token_usable(tok->valuestring)) {
+		char safe[URL_LOG_MAX];
+		OPENSSL_cleanse(tok->valuestring, strlen(tok->valuestring));
+		cJSON_Delete(root);
+		return err_set(e, ERR_AUTH, "token server %s: the token has characters a header cannot carry "
+		    "(control characters or spaces); refused", url_for_log(realm, safe, sizeof(safe)));
 	}
 	*value = strdup(tok->valuestring);
 	*ttl = cJSON_IsNumber(exp) && exp->valuedouble >= 1 && exp->valuedouble < 1e9 ?
@@ -320,8 +345,10 @@ static int realm_allowed(const struct oci_client *c, const char *realm, struct e
 		return 0;
 	if (strncasecmp(realm, "http://", 7) == 0 && strncmp(c->base, "http://", 7) == 0)
 		return 0;
-	return err_set(e, ERR_AUTH, "registry %s: token realm \"%.300s\" is not an https URL "
-	    "(plain http only with --plain-http)", c->registry, realm);
+	char safe[URL_LOG_MAX];
+
+	return err_set(e, ERR_AUTH, "registry %s: token realm \"%s\" is not an https URL "
+	    "(plain http only with --plain-http)", c->registry, url_for_log(realm, safe, sizeof(safe)));
 }
 
 /* 1 when scope `have` ("repository:x:pull,push") grants every action of
@@ -347,43 +374,50 @@ static int scope_covers(const char *have, const char *want)
 	return 1;
 }
 
+/* The token request's URL (GET) or form body (POST), malloc'd; NULL when
+ * out of memory.  Every value is percent-encoded by libcurl. */
+static char *token_params(const struct oci_client *c, const char *scope, int oauth)
+{
+	const char *extra = c->chal.scope != NULL && !scope_covers(scope, c->chal.scope) ? c->chal.scope : NULL;
+	char *service = pct_encode(c->chal.service ? c->chal.service : "");
+	char *sc1 = pct_encode(scope), *sc2 = pct_encode(extra ? extra : "");
+	char *id = oauth ? pct_encode(c->creds.identity_token) : NULL, *out = NULL;
+	const char *realm = c->chal.realm;
+
+	if (service == NULL || sc1 == NULL || sc2 == NULL || (oauth && id == NULL))
+		goto out;
+	if (oauth) {
+		if (oci_asprintf(&out, "grant_type=refresh_token&refresh_token=%s&service=%s&scope=%s%s%s"
+		    "&client_id=pulumi-controller", id, service, sc1, extra ? "%20" : "", sc2) < 0)
+			out = NULL;
+	} else if (oci_asprintf(&out, "%s%cservice=%s&scope=%s%s%s", realm, strchr(realm, '?') ? '&' : '?',
+	    service, sc1, extra ? "&scope=" : "", sc2) < 0) {
+		out = NULL;
+	}
+out:
+	free(service);
+	free(sc1);
+	free(sc2);
+	free_secret(id);
+	return out;
+}
+
 static int token_request(struct oci_client *c, const char *scope, struct http_response *resp,
     int oauth, struct err *e)
 {
-	const char *realm = c->chal.realm;
-	char service[512] = "", sc1[1024] = "", sc2[1024] = "";
-	char *url = NULL, *auth = NULL, *body = NULL;
 	const char *hdrs[4] = { NULL };
-	size_t n = 0, ulen;
+	char *url, *auth = NULL, *body = NULL, *params = token_params(c, scope, oauth);
+	size_t n = 0;
 	int rc;
 
-	pct_encode(c->chal.service ? c->chal.service : "", service, sizeof(service));
-	pct_encode(scope, sc1, sizeof(sc1));
-	if (c->chal.scope != NULL && !scope_covers(scope, c->chal.scope))
-		pct_encode(c->chal.scope, sc2, sizeof(sc2));
+	if (params == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory");
 	if (oauth) {
-		const char *id = c->creds.identity_token;
-		size_t blen = strlen(id) * 3 + strlen(service) + strlen(sc1) + strlen(sc2) + 200;
-		char *idenc = malloc(strlen(id) * 3 + 1);
-		body = malloc(blen);
-		if (body == NULL || idenc == NULL) {
-			free(idenc);
-			free(body);
-			return err_set(e, ERR_NOMEM, "out of memory");
-		}
-		pct_encode(id, idenc, strlen(id) * 3 + 1);
-		snprintf(body, blen, "grant_type=refresh_token&refresh_token=%s&service=%s&scope=%s%s%s"
-		    "&client_id=pulumi-controller", idenc, service, sc1, sc2[0] ? "%20" : "", sc2);
-		OPENSSL_cleanse(idenc, strlen(idenc));
-		free(idenc);
+		body = params;
+		url = strdup(c->chal.realm);
 		hdrs[n++] = "Content-Type: application/x-www-form-urlencoded";
-		url = strdup(realm);
 	} else {
-		ulen = strlen(realm) + strlen(service) + strlen(sc1) + strlen(sc2) + 40;
-		url = malloc(ulen);
-		if (url != NULL)
-			snprintf(url, ulen, "%s%cservice=%s&scope=%s%s%s", realm, strchr(realm, '?') ? '&' : '?',
-			    service, sc1, sc2[0] ? "&scope=" : "", sc2);
+		url = params;
 		if (c->creds.username != NULL && c->creds.password != NULL) {
 			auth = basic_header(&c->creds);
 			if (auth == NULL) {
@@ -394,8 +428,7 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 		}
 	}
 	if (url == NULL) {
-		free(body);
-		free_secret(auth);
+		free_secret(body);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	struct http_request req = { .method = oauth ? "POST" : "GET", .url = url, .headers = hdrs,
@@ -403,13 +436,17 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 	struct http_opts ho = c->http;
 	ho.max_bytes = TOKEN_BODY_MAX;
 	rc = http_do(&ho, &req, resp, e);
-	if (rc < 0)
+	if (rc < 0 && e->code == ERR_LIMIT) {
+		/* ERR_AUTH, not ERR_LIMIT: a caller must not read it as the limit
+		 * of what it asked for (a manifest, a tag list) being hit. */
+		char safe[URL_LOG_MAX];
+		err_set(e, ERR_AUTH, "registry %s: token response from %s is larger than the limit of %d bytes",
+		    c->registry, url_for_log(c->chal.realm, safe, sizeof(safe)), TOKEN_BODY_MAX);
+	} else if (rc < 0) {
 		err_prefix(e, "registry %s: token request", c->registry);
-	free(url);
-	if (body != NULL) {
-		OPENSSL_cleanse(body, strlen(body));
-		free(body);
 	}
+	free(url);
+	free_secret(body);
 	free_secret(auth);
 	return rc;
 }
@@ -434,8 +471,9 @@ static int fetch_token(struct oci_client *c, const char *scope, struct err *e)
 			return -1;
 	}
 	if (resp.status != 200) {
-		char what[600];
-		snprintf(what, sizeof(what), "registry %s: token request to %.300s", c->registry, c->chal.realm);
+		char what[600], safe[URL_LOG_MAX];
+		snprintf(what, sizeof(what), "registry %s: token request to %s", c->registry,
+		    url_for_log(c->chal.realm, safe, sizeof(safe)));
 		oci_status_error(e, what, &resp);
 		http_response_free(&resp);
 		return -1;

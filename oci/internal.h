@@ -14,6 +14,11 @@
 /* asprintf that returns -1 and leaves *out NULL on failure. */
 int oci_asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* 1 when a bearer token can go into an Authorization header as it is:
+ * visible ASCII only.  A token with CR/LF would add headers of its
+ * sender's choosing, so such tokens are refused, never cleaned up. */
+int oci_token_usable(const char *token);
+
 /* "repository:<repo>:<actions>", malloc'd (NULL on no memory). */
 char *oci_scope(const char *repo, const char *actions);
 

@@ -40,4 +40,8 @@ int cmd_exit(int rc);
  * the message (a hostile server's text, a value echoed back) are escaped. */
 void cmd_print_error(const char *cmd, const char *msg);
 
+/* printf-style, then the same escaping, for usage errors that echo a
+ * flag's value; the newline is added. */
+void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,11 @@ int cmd_setup_logging(const char *level, const char *format)
 	enum log_format fmt = LOG_JSON;
 
 	if (level != NULL && log_parse_level(level, &lv) < 0) {
-		fprintf(stderr, "invalid --log-level \"%s\" (debug, info, warn, error, off)\n", level);
+		cmd_errorf("invalid --log-level \"%s\" (debug, info, warn, error, off)", level);
 		return -1;
 	}
 	if (format != NULL && log_parse_format(format, &fmt) < 0) {
-		fprintf(stderr, "invalid --log-format \"%s\" (json, text)\n", format);
+		cmd_errorf("invalid --log-format \"%s\" (json, text)", format);
 		return -1;
 	}
 	log_setup(lv, fmt, stderr);
@@ -76,7 +77,9 @@ const volatile int *cmd_cancel_on_signals(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal;
 	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
+	/* No SA_RESTART: a read blocked on a pipe must return (EINTR) so the
+	 * reader sees the flag; every loop that retries EINTR checks it. */
+	sa.sa_flags = 0;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	return &stop_flag;
@@ -99,4 +102,15 @@ void cmd_print_error(const char *cmd, const char *msg)
 	char line[ERR_MSG_MAX * 4];
 
 	fprintf(stderr, "%s: %s\n", cmd, log_printable(msg, line, sizeof(line)));
+}
+
+void cmd_errorf(const char *fmt, ...)
+{
+	char msg[ERR_MSG_MAX], line[ERR_MSG_MAX * 4];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", log_printable(msg, line, sizeof(line)));
 }

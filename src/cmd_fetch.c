@@ -134,7 +134,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'D':
 		case 'E':
 			if (cmd_parse_bytes(optarg, &n) < 0) {
-				fprintf(stderr, "fetch: invalid number \"%s\"\n", optarg);
+				cmd_errorf("fetch: invalid number \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 'm')
@@ -149,7 +149,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'r':
 			o.http.retries = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || o.http.retries < 0 || o.http.retries > 100) {
-				fprintf(stderr, "fetch: invalid --retries \"%s\"\n", optarg);
+				cmd_errorf("fetch: invalid --retries \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -157,7 +157,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'T': {
 			long ms;
 			if (parse_seconds(optarg, &ms) < 0) {
-				fprintf(stderr, "fetch: invalid duration \"%s\" (seconds)\n", optarg);
+				cmd_errorf("fetch: invalid duration \"%s\" (seconds)", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 't') {

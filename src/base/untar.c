@@ -949,11 +949,11 @@ static ssize_t file_read(void *ud, const void **buf, struct err *e)
 	struct file_src *s = ud;
 	ssize_t n;
 
-	if (s->cancel != NULL && *s->cancel != 0)
-		return err_set(e, ERR_CANCELED, "read %s: canceled", s->path);
-	do
+	do {
+		if (s->cancel != NULL && *s->cancel != 0)
+			return err_set(e, ERR_CANCELED, "read %s: canceled", s->path);
 		n = read(s->fd, s->buf, UNTAR_FILE_READ_CHUNK);
-	while (n < 0 && errno == EINTR);
+	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return err_set(e, ERR_IO, "read %s: %s", s->path, strerror(errno));
 	if (s->hash != NULL && n > 0)

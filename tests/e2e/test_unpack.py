@@ -293,3 +293,52 @@ def test_archive_from_a_pipe(tmp_path, pc_bin):
                        input=case.data, capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert tree_of(out) == case.tree
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_signal_mid_extraction_leaves_no_staging(pc_bin, tmp_path, sig):
+    """Reading from a pipe that stalls halfway: the signal ends the
+    extraction, the staging directory goes, the process dies by the signal."""
+    import gzip
+    import io
+    import signal
+    import subprocess
+    import tarfile
+    import time
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for i in range(4):
+            data = os.urandom(64 << 10)
+            ti = tarfile.TarInfo(f"f{i}.bin")
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    archive = gzip.compress(raw.getvalue(), compresslevel=0)
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    p = subprocess.Popen([pc_bin, "unpack", str(fifo), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(fifo, "wb") as w:
+        w.write(archive[: len(archive) // 2])
+        w.flush()
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            staged = [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+            if staged and os.listdir(tmp_path / staged[0]):
+                break
+            time.sleep(0.02)
+        else:
+            raise TimeoutError("no partial staging appeared")
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=20)
+    assert p.returncode == -getattr(signal, sig), err
+    assert [n for n in os.listdir(tmp_path) if ".tmp-" in n] == []
+    assert not out.exists()
+
+
+def test_digest_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    arch = tmp_path / "a.tar"
+    arch.write_bytes(b"\0" * 1024)
+    r = run_pc("unpack", arch, "--out", tmp_path / "o", "--digest", "sha256:ab\nfake: second line")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -1,0 +1,118 @@
+"""`pull --store`: OCI layers in the shared artifact store, with the Flux
+store's lock and staging rules (oci_store_pull): one download per layer
+digest, lock waits that can be cancelled, no staging left by SIGTERM."""
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from registry_fixtures import serve_artifact, small_artifact
+
+pytestmark = pytest.mark.usefixtures("isolated_docker_config")
+
+
+def _layer(blobs):
+    return [d for d, b in blobs.items() if b[:2] == b"\x1f\x8b"][0]
+
+
+def _wait_until(cond, what, deadline_s=30.0):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(what)
+
+
+def _staging(d):
+    return [n for n in os.listdir(d) if ".tmp-" in n] if os.path.isdir(d) else []
+
+
+def _slow_blob(reg, repo, digest, data, release):
+    """The blob route sends half the layer, then waits for `release`."""
+    def route(h):
+        def chunks():
+            yield data[: len(data) // 2]
+            release.wait(60)
+            yield data[len(data) // 2:]
+        return 200, {"Content-Length": str(len(data))}, chunks()
+    reg.routes[f"/v2/{repo}/blobs/{digest}"] = route
+
+
+def test_concurrent_pulls_download_the_layer_once(pc_bin, fake_registry, tmp_path):
+    manifest, mdigest, blobs = small_artifact({"f.txt": os.urandom(200 << 10)})
+    reg = fake_registry()
+    serve_artifact(reg, "s/app", "v1", manifest, mdigest, blobs)
+    layer = _layer(blobs)
+    release = threading.Event()
+    _slow_blob(reg, "s/app", layer, blobs[layer], release)
+    store = tmp_path / "store"
+    procs = [subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/app:v1", "--store", str(store),
+                               "--plain-http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    # All three have their manifest before the one download is let go.
+    _wait_until(lambda: len([p for (_, p, _) in reg.requests if "/manifests/" in p]) >= 3, "manifests")
+    release.set()
+    results = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), results
+    assert len([p for (_, p, _) in reg.requests if p.endswith(layer)]) == 1
+    paths = {line for out, _ in results for line in out.splitlines() if line.startswith("path: ")}
+    assert paths == {f"path: {store}/artifacts/sha256/{layer[7:]}"}
+    assert sorted(o.count("cached: true") for o, _ in results) == [0, 1, 1]
+    assert _staging(store / "artifacts" / "sha256") == []
+
+
+def test_lock_wait_is_cancelled_by_sigterm(pc_bin, fake_registry, tmp_path):
+    import fcntl
+    manifest, mdigest, blobs = small_artifact()
+    reg = fake_registry()
+    serve_artifact(reg, "s/lock", "v1", manifest, mdigest, blobs)
+    layer = _layer(blobs)
+    d = tmp_path / "store" / "artifacts" / "sha256"
+    d.mkdir(parents=True)
+    lock = d / f".{layer[7:]}.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        p = subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/lock:v1", "--store", str(tmp_path / "store"),
+                              "--plain-http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def waiting():
+            try:
+                return any(os.readlink(f"/proc/{p.pid}/fd/{fd}") == str(lock) for fd in os.listdir(f"/proc/{p.pid}/fd"))
+            except OSError:
+                return False
+        _wait_until(waiting, "pull never opened the store lock")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    assert p.returncode == -signal.SIGTERM, err
+    assert "canceled" in err
+    assert not any(p.endswith(layer) for (_, p, _) in reg.requests)
+
+
+@pytest.mark.parametrize("mode", ["out", "store"])
+def test_sigterm_mid_layer_leaves_no_staging(pc_bin, fake_registry, tmp_path, mode):
+    manifest, mdigest, blobs = small_artifact({"f.bin": os.urandom(300 << 10)})
+    reg = fake_registry()
+    serve_artifact(reg, "s/kill", "v1", manifest, mdigest, blobs)
+    layer = _layer(blobs)
+    release = threading.Event()
+    _slow_blob(reg, "s/kill", layer, blobs[layer], release)
+    store = tmp_path / "store"
+    parent = tmp_path if mode == "out" else store / "artifacts" / "sha256"
+    target = ["--out", str(tmp_path / "o")] if mode == "out" else ["--store", str(store)]
+    p = subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/kill:v1", *target, "--plain-http"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_until(lambda: any(os.listdir(os.path.join(parent, n)) for n in _staging(parent)),
+                    "no partial staging appeared")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    finally:
+        release.set()
+    assert p.returncode == -signal.SIGTERM, err
+    assert _staging(parent) == []
+    assert not (tmp_path / "o").exists()
+    assert not (parent / layer[7:]).exists()
