@@ -189,58 +189,6 @@ def nginx():
     shutil.rmtree(base, ignore_errors=True)
 
 
-class BrokenServer:
-    """A raw TCP server that misbehaves in one scripted way per connection:
-    'short' promises Content-Length N and closes after N/2 bytes."""
-
-    def __init__(self, body):
-        self.body = body
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                try:
-                    conn.recv(65536)
-                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n"
-                            "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")
-                    conn.sendall(head.encode() + self.body[: len(self.body) // 2])
-                except OSError:
-                    pass
-
-    def url(self, name="artifact.tar.gz"):
-        return f"http://127.0.0.1:{self.port}/{name}"
-
-    def close(self):
-        self._stop = True
-        self.sock.close()
-
-
-@pytest.fixture
-def broken_server():
-    servers = []
-
-    def make(body):
-        s = BrokenServer(body)
-        servers.append(s)
-        return s
-    yield make
-    for s in servers:
-        s.close()
-
-
 class ScriptedServer:
     """A loopback HTTP server whose every connection is answered by
     handler(conn, request_bytes, n); it keeps the request lines it saw."""
@@ -252,6 +200,7 @@ class ScriptedServer:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.requests = []
+        self.connections = 0
         self.accepted = threading.Event()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -264,6 +213,7 @@ class ScriptedServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._one, args=(conn, n), daemon=True).start()
             n += 1
 
@@ -304,3 +254,47 @@ def scripted_server():
     yield make
     for s in servers:
         s.close()
+
+
+@pytest.fixture
+def broken_server(scripted_server):
+    """A server that promises Content-Length N and closes after N/2 bytes;
+    .connections counts the attempts."""
+    def make(body):
+        def handler(conn, req, n):
+            head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n"
+                    "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")
+            conn.sendall(head.encode() + body[: len(body) // 2])
+        return scripted_server(handler)
+    return make
+
+
+# ---- helpers for tests that stop a transfer midway (fetch, pull, unpack) ----
+
+def wait_until(cond, what, deadline_s=30.0):
+    """Polls cond() until it holds; TimeoutError(what) after deadline_s."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(what)
+
+
+def staging_names(parent):
+    """The staging directories (".NAME.tmp-XXXXXX") in parent."""
+    parent = str(parent)
+    return [n for n in os.listdir(parent) if ".tmp-" in n] if os.path.isdir(parent) else []
+
+
+def partial_staging(parent):
+    """True once a staging directory in parent has something in it."""
+    return any(os.listdir(os.path.join(str(parent), n)) for n in staging_names(parent))
+
+
+def holds_open(pid, path):
+    """True when process pid has path open (it is waiting on that lock)."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from artifacts import flux_tarball, sha256, tree
+from nginx_fixtures import holds_open, partial_staging, staging_names, wait_until
 
 FILES = {
     "Pulumi.yaml": (b"name: demo\nruntime: yaml\n", 0o600),
@@ -371,23 +372,6 @@ def test_lock_wait_honours_timeout(run_pc, nginx, artifact, tmp_path):
     assert nginx.requests("/" + name) == []
 
 
-def _wait_until(cond, what, deadline_s=30.0):
-    import time
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(what)
-
-
-def _has_open(pid, path):
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
-
-
 def test_lock_wait_is_cancelled_by_sigterm(pc_bin, nginx, artifact, tmp_path):
     import signal
     name, data = artifact
@@ -397,17 +381,13 @@ def test_lock_wait_is_cancelled_by_sigterm(pc_bin, nginx, artifact, tmp_path):
         p = subprocess.Popen([pc_bin, "fetch", nginx.url("artifacts/" + name), "--digest", sha256(data),
                               "--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lock = store / "artifacts" / "sha256" / f".{sha256(data)[7:]}.lock"
-        _wait_until(lambda: _has_open(p.pid, lock), "fetch never opened the lock")
+        wait_until(lambda: holds_open(p.pid, lock), "fetch never opened the lock")
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=20)
     finally:
         held.close()
     assert p.returncode == -signal.SIGTERM, err
     assert "canceled" in err
-
-
-def _staging(parent):
-    return [n for n in os.listdir(parent) if ".tmp-" in n] if os.path.isdir(parent) else []
 
 
 def _trickle(data):
@@ -435,12 +415,11 @@ def test_killed_mid_transfer_leaves_no_staging(pc_bin, scripted_server, tmp_path
     target = ["--out", str(out)] if mode == "out" else ["--store", str(store)]
     p = subprocess.Popen([pc_bin, "fetch", srv.url(), "--digest", sha256(data), *target],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_until(lambda: any(os.listdir(os.path.join(parent, n)) for n in _staging(parent)),
-                "no partial staging appeared")
+    wait_until(lambda: partial_staging(parent), "no partial staging appeared")
     p.send_signal(getattr(signal, sig))
     _, err = p.communicate(timeout=20)
     assert p.returncode == -getattr(signal, sig), err
-    assert _staging(parent) == []
+    assert staging_names(parent) == []
     assert not out.exists()
 
 
@@ -460,5 +439,5 @@ def test_store_sweeps_stale_staging_but_not_live_one(run_pc, nginx, artifact, tm
     finally:
         held.close()
     assert r.returncode == 0, r.stderr
-    assert sorted(_staging(d)) == [f".{busy}.tmp-abc123"]
+    assert sorted(staging_names(d)) == [f".{busy}.tmp-abc123"]
     assert_extracted(d / sha256(data)[7:])

@@ -5,10 +5,10 @@ import os
 import signal
 import subprocess
 import threading
-import time
 
 import pytest
 
+from nginx_fixtures import holds_open, partial_staging, staging_names, wait_until
 from registry_fixtures import serve_artifact, small_artifact
 
 pytestmark = pytest.mark.usefixtures("isolated_docker_config")
@@ -16,19 +16,6 @@ pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
 def _layer(blobs):
     return [d for d, b in blobs.items() if b[:2] == b"\x1f\x8b"][0]
-
-
-def _wait_until(cond, what, deadline_s=30.0):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(what)
-
-
-def _staging(d):
-    return [n for n in os.listdir(d) if ".tmp-" in n] if os.path.isdir(d) else []
 
 
 def _slow_blob(reg, repo, digest, data, release):
@@ -54,7 +41,7 @@ def test_concurrent_pulls_download_the_layer_once(pc_bin, fake_registry, tmp_pat
                                "--plain-http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(3)]
     # All three have their manifest before the one download is let go.
-    _wait_until(lambda: len([p for (_, p, _) in reg.requests if "/manifests/" in p]) >= 3, "manifests")
+    wait_until(lambda: len([p for (_, p, _) in reg.requests if "/manifests/" in p]) >= 3, "manifests")
     release.set()
     results = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), results
@@ -62,7 +49,7 @@ def test_concurrent_pulls_download_the_layer_once(pc_bin, fake_registry, tmp_pat
     paths = {line for out, _ in results for line in out.splitlines() if line.startswith("path: ")}
     assert paths == {f"path: {store}/artifacts/sha256/{layer[7:]}"}
     assert sorted(o.count("cached: true") for o, _ in results) == [0, 1, 1]
-    assert _staging(store / "artifacts" / "sha256") == []
+    assert staging_names(store / "artifacts" / "sha256") == []
 
 
 def test_lock_wait_is_cancelled_by_sigterm(pc_bin, fake_registry, tmp_path):
@@ -78,13 +65,7 @@ def test_lock_wait_is_cancelled_by_sigterm(pc_bin, fake_registry, tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         p = subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/lock:v1", "--store", str(tmp_path / "store"),
                               "--plain-http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-        def waiting():
-            try:
-                return any(os.readlink(f"/proc/{p.pid}/fd/{fd}") == str(lock) for fd in os.listdir(f"/proc/{p.pid}/fd"))
-            except OSError:
-                return False
-        _wait_until(waiting, "pull never opened the store lock")
+        wait_until(lambda: holds_open(p.pid, lock), "pull never opened the store lock")
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=20)
     assert p.returncode == -signal.SIGTERM, err
@@ -106,13 +87,12 @@ def test_sigterm_mid_layer_leaves_no_staging(pc_bin, fake_registry, tmp_path, mo
     p = subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/kill:v1", *target, "--plain-http"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_until(lambda: any(os.listdir(os.path.join(parent, n)) for n in _staging(parent)),
-                    "no partial staging appeared")
+        wait_until(lambda: partial_staging(parent), "no partial staging appeared")
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=20)
     finally:
         release.set()
     assert p.returncode == -signal.SIGTERM, err
-    assert _staging(parent) == []
+    assert staging_names(parent) == []
     assert not (tmp_path / "o").exists()
     assert not (parent / layer[7:]).exists()

@@ -304,7 +304,7 @@ def test_signal_mid_extraction_leaves_no_staging(pc_bin, tmp_path, sig):
     import signal
     import subprocess
     import tarfile
-    import time
+    from nginx_fixtures import partial_staging, staging_names, wait_until
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         for i in range(4):
@@ -321,18 +321,11 @@ def test_signal_mid_extraction_leaves_no_staging(pc_bin, tmp_path, sig):
     with open(fifo, "wb") as w:
         w.write(archive[: len(archive) // 2])
         w.flush()
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            staged = [n for n in os.listdir(tmp_path) if ".tmp-" in n]
-            if staged and os.listdir(tmp_path / staged[0]):
-                break
-            time.sleep(0.02)
-        else:
-            raise TimeoutError("no partial staging appeared")
+        wait_until(lambda: partial_staging(tmp_path), "no partial staging appeared")
         p.send_signal(getattr(signal, sig))
         _, err = p.communicate(timeout=20)
     assert p.returncode == -getattr(signal, sig), err
-    assert [n for n in os.listdir(tmp_path) if ".tmp-" in n] == []
+    assert staging_names(tmp_path) == []
     assert not out.exists()
 
 
