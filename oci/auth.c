@@ -11,7 +11,6 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "base/base64.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "base/secret.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define DOCKER_HUB_KEY "https://index.docker.io/v1/"
@@ -203,25 +203,14 @@ int oci_challenge_parse(const char *header, struct oci_challenge *out, struct er
 
 /* ---------------- credentials ---------------- */
 
-static void free_secret(char *s)
-{
-	if (s == NULL)
-		return;
-	/* Scrub before freeing so secrets do not linger in freed heap. */
-	volatile char *v = s;
-	while (*v)
-		*v++ = '\0';
-	free(s);
-}
-
 void oci_creds_free(struct oci_creds *c)
 {
 	if (c == NULL)
 		return;
 	free(c->username);
-	free_secret(c->password);
-	free_secret(c->identity_token);
-	free_secret(c->registry_token);
+	secret_free(c->password);
+	secret_free(c->identity_token);
+	secret_free(c->registry_token);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -277,14 +266,14 @@ static int decode_auth(const char *b64, struct oci_creds *out)
 		return -1;
 	colon = memchr(buf, ':', len);
 	if (colon == NULL || memchr(buf, '\0', len) != NULL) {
-		OPENSSL_cleanse(buf, len);
+		secret_wipe(buf, len);
 		free(buf);
 		return -1;
 	}
 	*colon = '\0';
 	out->username = strdup((char *)buf);
 	out->password = strdup(colon + 1);
-	OPENSSL_cleanse(buf, len);
+	secret_wipe(buf, len);
 	free(buf);
 	return 0;
 }
@@ -423,7 +412,7 @@ static int run_helper(const char *prog, const char *input, char **output, int *e
 	rc = 0;
 out:
 	if (r.out != NULL)
-		OPENSSL_cleanse(r.out, r.out_len);
+		secret_wipe(r.out, r.out_len);
 	proc_result_free(&r);
 	return rc;
 }
@@ -445,7 +434,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 		return -1;
 	if (status != 0) {
 		int notfound = strstr(output, "credentials not found") != NULL;
-		OPENSSL_cleanse(output, strlen(output));
+		secret_wipe(output, strlen(output));
 		free(output);
 		if (notfound)
 			return 0;
@@ -453,7 +442,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 		    server, status);
 	}
 	root = cJSON_Parse(output);
-	OPENSSL_cleanse(output, strlen(output));
+	secret_wipe(output, strlen(output));
 	free(output);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
@@ -465,7 +454,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 	/* Scrub the parsed copy of the secret too. */
 	cJSON *parsed = cJSON_GetObjectItemCaseSensitive(root, "Secret");
 	if (cJSON_IsString(parsed))
-		OPENSSL_cleanse(parsed->valuestring, strlen(parsed->valuestring));
+		secret_wipe(parsed->valuestring, strlen(parsed->valuestring));
 	cJSON_Delete(root);
 	if (user != NULL && strcmp(user, "<token>") == 0) {
 		free(user);
@@ -505,7 +494,7 @@ int oci_docker_config_load(const char *path, const char *registry, struct oci_cr
 		return -1;
 	}
 	rc = oci_docker_config_parse(text, len, registry, out, &helper, e);
-	OPENSSL_cleanse(text, len);
+	secret_wipe(text, len);
 	free(text);
 	if (rc < 0) {
 		err_prefix(e, "%s", path);

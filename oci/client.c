@@ -24,7 +24,6 @@
 #include <curl/curl.h>
 #include <ctype.h>
 #include <stdarg.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include "base/digest.h"
 #include "base/http.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "base/url.h"
 #include "oci/internal.h"
 
@@ -68,14 +68,6 @@ struct oci_client {
 static char *xstrdup(const char *s)
 {
 	return s ? strdup(s) : NULL;
-}
-
-static void free_secret(char *s)
-{
-	if (s != NULL) {
-		OPENSSL_cleanse(s, strlen(s));
-		free(s);
-	}
 }
 
 struct oci_client *oci_client_new(const char *registry, const struct oci_client_opts *o,
@@ -133,7 +125,7 @@ void oci_client_free(struct oci_client *c)
 		return;
 	for (size_t i = 0; i < c->ntokens; i++) {
 		free(c->tokens[i].scope);
-		free_secret(c->tokens[i].value);
+		secret_free(c->tokens[i].value);
 	}
 	free(c->tokens);
 	oci_challenge_free(&c->chal);
@@ -171,7 +163,7 @@ static int same_origin(const struct oci_client *c, const char *url)
 
 /* Percent-encodes s for a query or form value (RFC 3986 unreserved kept):
  * curl_easy_escape, copied into a malloc'd string the caller frees (a
- * secret when s was: scrub with free_secret).  NULL when out of memory. */
+ * secret when s was: scrub with secret_free).  NULL when out of memory. */
 static char *pct_encode(const char *s)
 {
 	char *esc = curl_easy_escape(NULL, s, 0), *out;
@@ -179,7 +171,7 @@ static char *pct_encode(const char *s)
 	if (esc == NULL)
 		return NULL;
 	out = strdup(esc);
-	OPENSSL_cleanse(esc, strlen(esc));
+	secret_wipe(esc, strlen(esc));
 	curl_free(esc);
 	return out;
 }
@@ -194,11 +186,11 @@ static char *basic_header(const struct oci_creds *cr)
 		return NULL;
 	snprintf(raw, rawlen + 1, "%s:%s", user, pass);
 	b64 = base64_encode(raw, rawlen);
-	OPENSSL_cleanse(raw, rawlen);
+	secret_wipe(raw, rawlen);
 	free(raw);
 	if (b64 != NULL && oci_asprintf(&hdr, "Authorization: Basic %s", b64) < 0)
 		hdr = NULL;
-	free_secret(b64);
+	secret_free(b64);
 	return hdr;
 }
 
@@ -278,7 +270,7 @@ static void drop_token(struct oci_client *c, const char *scope)
 		if (strcmp(c->tokens[i].scope, scope) != 0)
 			continue;
 		free(c->tokens[i].scope);
-		free_secret(c->tokens[i].value);
+		secret_free(c->tokens[i].value);
 		c->tokens[i] = c->tokens[--c->ntokens];
 		return;
 	}
@@ -291,14 +283,14 @@ static int store_token(struct oci_client *c, const char *scope, char *value, lon
 	drop_token(c, scope);
 	t = realloc(c->tokens, (c->ntokens + 1) * sizeof(*t));
 	if (t == NULL) {
-		free_secret(value);
+		secret_free(value);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	c->tokens = t;
 	t = &c->tokens[c->ntokens];
 	t->scope = strdup(scope);
 	if (t->scope == NULL) {
-		free_secret(value);
+		secret_free(value);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	t->value = value;
@@ -326,7 +318,7 @@ static int parse_token_body(const char *body, char **value, long *ttl, struct er
 	}
 	if (!oci_token_usable(tok->valuestring)) {
 		char safe[URL_LOG_MAX];
-		OPENSSL_cleanse(tok->valuestring, strlen(tok->valuestring));
+		secret_wipe(tok->valuestring, strlen(tok->valuestring));
 		cJSON_Delete(root);
 		return err_set(e, ERR_AUTH, "token server %s: the token has characters a header cannot carry "
 		    "(control characters or spaces); refused", url_for_log(realm, safe, sizeof(safe)));
@@ -334,7 +326,7 @@ static int parse_token_body(const char *body, char **value, long *ttl, struct er
 	*value = strdup(tok->valuestring);
 	*ttl = cJSON_IsNumber(exp) && exp->valuedouble >= 1 && exp->valuedouble < 1e9 ?
 	    (long)exp->valuedouble : TOKEN_DEFAULT_TTL_S;
-	OPENSSL_cleanse(tok->valuestring, strlen(tok->valuestring));
+	secret_wipe(tok->valuestring, strlen(tok->valuestring));
 	cJSON_Delete(root);
 	return *value ? 0 : err_set(e, ERR_NOMEM, "out of memory");
 }
@@ -398,7 +390,7 @@ out:
 	free(service);
 	free(sc1);
 	free(sc2);
-	free_secret(id);
+	secret_free(id);
 	return out;
 }
 
@@ -428,7 +420,7 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 		}
 	}
 	if (url == NULL) {
-		free_secret(body);
+		secret_free(body);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	struct http_request req = { .method = oauth ? "POST" : "GET", .url = url, .headers = hdrs,
@@ -446,8 +438,8 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 		err_prefix(e, "registry %s: token request", c->registry);
 	}
 	free(url);
-	free_secret(body);
-	free_secret(auth);
+	secret_free(body);
+	secret_free(auth);
 	return rc;
 }
 
@@ -479,7 +471,7 @@ static int fetch_token(struct oci_client *c, const char *scope, struct err *e)
 		return -1;
 	}
 	int rc = parse_token_body(resp.body, &value, &ttl, e, c->chal.realm);
-	OPENSSL_cleanse(resp.body, resp.body_len);
+	secret_wipe(resp.body, resp.body_len);
 	http_response_free(&resp);
 	if (rc < 0)
 		return -1;
@@ -525,7 +517,7 @@ static int learn_challenge(struct oci_client *c, const struct http_response *r, 
 
 /*
  * The Authorization header for a request to url under scope, or NULL when
- * none is to be sent.  *out is malloc'd (a secret: free with free_secret).
+ * none is to be sent.  *out is malloc'd (a secret: free with secret_free).
  */
 static int auth_for(struct oci_client *c, const char *scope, const char *url, char **out,
     struct err *e)
@@ -609,7 +601,7 @@ int oci_request(struct oci_client *c, const char *scope, const struct http_opts 
 		req->headers = header_list(extra, auth, hdrs, sizeof(hdrs) / sizeof(hdrs[0]));
 		rc = http_do(opts ? opts : &c->http, req, resp, e);
 		req->headers = extra;
-		free_secret(auth);
+		secret_free(auth);
 		if (rc < 0)
 			return -1;
 		if (resp->status != 401 || attempt >= 2 || !same_origin(c, req->url))
@@ -644,13 +636,13 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		o.timeout_ms = 0;   /* big blobs: only the stall timeout applies */
 		s = http_stream_open_resp(&o, &req, &refused, e);
 		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
-			free_secret(auth);
+			secret_free(auth);
 			http_response_free(&refused);
 			return s;
 		}
 		/* The 401's challenge says how to authenticate, as for any request. */
 		rc = handle_401(c, scope, &refused, auth != NULL, e);
-		free_secret(auth);
+		secret_free(auth);
 		http_response_free(&refused);
 		if (rc <= 0)
 			return NULL;   /* e: the 401 itself, or why the challenge failed */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/secret.h"
 #include "cmd.h"
 #include "cmd_oci.h"
 
@@ -24,10 +25,7 @@ void cmd_oci_flags_init(struct cmd_oci_flags *f)
 
 void cmd_oci_flags_free(struct cmd_oci_flags *f)
 {
-	if (f->creds != NULL) {
-		memset(f->creds, 0, strlen(f->creds));
-		free(f->creds);
-	}
+	secret_free(f->creds);
 	f->creds = NULL;
 }
 
