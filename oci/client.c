@@ -41,6 +41,7 @@
 #define TAGS_PAGE_MAX (4 << 20)
 #define TAGS_MAX_PAGES 1000
 #define TAGS_MAX 100000
+#define TAGS_TOTAL_MAX (16 << 20)
 #define TOKEN_MARGIN_S 10
 #define TOKEN_DEFAULT_TTL_S 60
 
@@ -810,7 +811,9 @@ static int append_tags(const char *body, char ***tags, size_t *ntags, size_t *ca
 	if (!cJSON_IsArray(arr))
 		arr = NULL;
 	cJSON_ArrayForEach(it, arr) {
-		if (!cJSON_IsString(it))
+		/* A tag a registry cannot hold is junk (a hostile list, a newline
+		 * meant for our output): not something to select or print. */
+		if (!cJSON_IsString(it) || !oci_tag_valid(it->valuestring))
 			continue;
 		if (*ntags >= TAGS_MAX) {
 			cJSON_Delete(root);
@@ -840,7 +843,7 @@ static int append_tags(const char *body, char ***tags, size_t *ntags, size_t *ca
 int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *ntags, struct err *e)
 {
 	char *url = NULL, *scope = oci_scope(repo, "pull"), what[600];
-	size_t cap = 0;
+	size_t cap = 0, total = 0;
 	struct http_opts o = c->http;
 	int rc = -1;
 
@@ -865,6 +868,12 @@ int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *
 		}
 		if (r.status != 200) {
 			oci_status_error(e, what, &r);
+			http_response_free(&r);
+			goto out;
+		}
+		total += r.body_len;
+		if (total > TAGS_TOTAL_MAX) {
+			err_set(e, ERR_LIMIT, "%s: more than %d bytes of tag lists", what, TAGS_TOTAL_MAX);
 			http_response_free(&r);
 			goto out;
 		}

@@ -61,6 +61,9 @@ struct oci_ref {
 int oci_ref_parse(const char *text, struct oci_ref *out, struct err *e);
 void oci_ref_free(struct oci_ref *r);
 
+/* 1 when t is a tag the distribution spec allows: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}. */
+int oci_tag_valid(const char *t);
+
 /* "host/repo[:tag][@digest]" (no scheme), malloc'd; NULL on no memory. */
 char *oci_ref_string(const struct oci_ref *r);
 
@@ -219,7 +222,9 @@ int oci_get_manifest(struct oci_client *c, const char *repo, const char *referen
     struct err *e);
 
 /* All tags of a repository, following Link pagination.  *tags is a malloc'd
- * array of malloc'd strings; free with oci_tags_free. */
+ * array of malloc'd strings; free with oci_tags_free.  Entries that are not
+ * valid tags (oci_tag_valid) are skipped; at most 100,000 tags, 1,000 pages
+ * and 16 MiB of tag-list bodies in all (ERR_LIMIT beyond). */
 int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *ntags,
     struct err *e);
 void oci_tags_free(char **tags, size_t ntags);

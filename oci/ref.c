@@ -87,7 +87,7 @@ static int repository_valid(const char *repo)
 }
 
 /* [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127} */
-static int tag_valid(const char *t)
+int oci_tag_valid(const char *t)
 {
 	size_t n = strlen(t);
 
@@ -257,7 +257,7 @@ int oci_ref_parse(const char *text, struct oci_ref *out, struct err *e)
 		    "components joined by /)");
 		goto out;
 	}
-	if (tag != NULL && !tag_valid(tag)) {
+	if (tag != NULL && !oci_tag_valid(tag)) {
 		fail(e, text, "bad tag (letters, digits, _ . -; at most 128; not starting with . or -)");
 		goto out;
 	}

@@ -356,3 +356,19 @@ def test_plain_http_and_skip_verify_are_distinct_flags(run_pc, tmp_path):
     r = run_pc("pull", "oci://example.com/r:v1", "--out", tmp_path / "o", "--plain-http",
                "--insecure-skip-tls-verify")
     assert r.returncode == 2 and "exclude each other" in r.stderr
+
+
+def test_endless_tag_lists_are_bounded_in_bytes(run_pc, fake_registry, tmp_path):
+    """Pages of huge junk "tags" with a next link forever: refused after
+    16 MiB in all, not read for 1,000 pages (gigabytes kept in memory)."""
+    reg = fake_registry()
+    junk = json.dumps({"name": "t/app", "tags": ["1.0.0", "x" * (2 << 20)]}).encode()
+
+    def page(h):
+        return 200, {"Content-Type": "application/json",
+                     "Link": '</v2/t/app/tags/list?n=1000&last=x>; rel="next"'}, junk
+    reg.routes["/v2/t/app/tags/list"] = page
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/app", tmp_path / "out", "--semver", "*")
+    assert "bytes of tag lists" in err, err
+    assert len([p for (_, p, _) in reg.requests if "/tags/list" in p]) <= 9
+
