@@ -618,7 +618,7 @@ int oci_request(struct oci_client *c, const char *scope, const struct http_opts 
 }
 
 struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, const char *url,
-    const char *const *extra, struct err *e)
+    const char *const *extra, long timeout_ms, struct err *e)
 {
 	const char *hdrs[16];
 
@@ -634,7 +634,7 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		struct http_response refused = { 0 };
 		int rc;
 
-		o.timeout_ms = 0;   /* big blobs: only the stall timeout applies */
+		o.timeout_ms = timeout_ms;   /* big blobs: the caller's budget, not a request's */
 		s = http_stream_open_resp(&o, &req, &refused, e);
 		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
 			secret_free(auth);

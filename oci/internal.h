@@ -36,9 +36,10 @@ void oci_client_progress(struct oci_client *c, const char *what, int64_t done, i
 int oci_request(struct oci_client *c, const char *scope, const struct http_opts *opts,
     struct http_request *req, struct http_response *resp, struct err *e);
 
-/* A GET stream with the same auth handling (one retry after a 401). */
+/* A GET stream with the same auth handling (one retry after a 401).
+ * timeout_ms bounds the whole transfer (0: only the stall timeout). */
 struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, const char *url,
-    const char *const *extra_headers, struct err *e);
+    const char *const *extra_headers, long timeout_ms, struct err *e);
 
 /* Fills e from a non-2xx registry response: "<what>: HTTP 404: CODE: msg". */
 int oci_status_error(struct err *e, const char *what, const struct http_response *r);

@@ -237,6 +237,10 @@ void oci_tags_free(char **tags, size_t ntags);
 #define OCI_MAX_TRAILING_BYTES (1LL << 20)
 /* Default wait for another pull of the same layer into a store (5 min). */
 #define OCI_DEFAULT_LOCK_TIMEOUT_MS 300000L
+/* Default limit on one layer's download, start to end (5 min, as a Flux
+ * artifact fetch): a registry trickling bytes just above the stall
+ * threshold cannot hold a pull for days. */
+#define OCI_DEFAULT_LAYER_TIMEOUT_MS 300000L
 
 struct oci_pull_opts {
 	const char *media_type;       /* layer selector, or NULL */
@@ -246,6 +250,8 @@ struct oci_pull_opts {
 	                               * OCI_DEFAULT_MAX_LAYER_BYTES, -1 = none */
 	long lock_timeout_ms;         /* oci_store_pull's lock wait; default
 	                               * OCI_DEFAULT_LOCK_TIMEOUT_MS, 0 = no limit */
+	long layer_timeout_ms;        /* the layer download, whole; default
+	                               * OCI_DEFAULT_LAYER_TIMEOUT_MS, 0 = no limit */
 };
 
 struct oci_pull_result {

@@ -35,6 +35,7 @@ void oci_pull_opts_default(struct oci_pull_opts *o)
 	untar_limits_default(&o->limits);
 	o->max_layer_bytes = OCI_DEFAULT_MAX_LAYER_BYTES;
 	o->lock_timeout_ms = OCI_DEFAULT_LOCK_TIMEOUT_MS;
+	o->layer_timeout_ms = OCI_DEFAULT_LAYER_TIMEOUT_MS;
 }
 
 void oci_pull_result_free(struct oci_pull_result *r)
@@ -142,7 +143,7 @@ static enum digest_algo algo_of(const char *digest)
 
 /* Streams the layer into `staging` and verifies it. */
 static int fetch_and_unpack(struct oci_client *c, const char *repo, const struct oci_descriptor *layer,
-    const struct untar_limits *limits, const char *staging, struct err *e)
+    const struct untar_limits *limits, long timeout_ms, const char *staging, struct err *e)
 {
 	struct blob_reader br = { .client = c, .digest = layer->digest, .expected = layer->size,
 	    .archive_end = -1 };
@@ -161,7 +162,7 @@ static int fetch_and_unpack(struct oci_client *c, const char *repo, const struct
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	br.stream = oci_open_stream(c, scope, url, NULL, e);
+	br.stream = oci_open_stream(c, scope, url, NULL, timeout_ms, e);
 	if (br.stream == NULL) {
 		err_prefix(e, "blob %s", layer->digest);
 		goto out;
@@ -377,7 +378,7 @@ int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pul
 		    layer.digest, (long long)layer.size, (long long)o->max_layer_bytes);
 	if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
 		return -1;
-	if (fetch_and_unpack(c, repo, &layer, &o->limits, staging, e) < 0)
+	if (fetch_and_unpack(c, repo, &layer, &o->limits, o->layer_timeout_ms, staging, e) < 0)
 		goto out;
 	if (rename(staging, dest) < 0) {
 		if (content_addressed && (errno == ENOTEMPTY || errno == EEXIST) && complete_entry_exists(dest)) {

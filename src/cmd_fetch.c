@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/digest.h"
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/url.h"
 #include "cmd.h"
@@ -48,17 +49,6 @@ static void fetch_usage(FILE *out)
 	    "  -h, --help               show this help\n"
 	    "\n"
 	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n");
-}
-
-static int parse_seconds(const char *s, long *ms)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || *end != '\0' || v < 0 || v > 86400)
-		return -1;
-	*ms = (long)(v * 1000);
-	return 0;
 }
 
 /* The fetch itself, once the flags are understood: 0 or 1. */
@@ -156,8 +146,8 @@ int cmd_fetch(int argc, char **argv)
 		case 't':
 		case 'T': {
 			long ms;
-			if (parse_seconds(optarg, &ms) < 0) {
-				cmd_errorf("fetch: invalid duration \"%s\" (seconds)", optarg);
+			if (duration_parse_ms_or_seconds(optarg, &ms) < 0 || ms > 86400000) {
+				cmd_errorf("fetch: invalid duration \"%s\" (seconds, or 90s, 5m)", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 't') {

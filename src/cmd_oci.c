@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/secret.h"
 #include "cmd.h"
@@ -29,27 +30,6 @@ void cmd_oci_flags_free(struct cmd_oci_flags *f)
 	f->creds = NULL;
 }
 
-/* "30s", "500ms", "2m", "10" (seconds) -> milliseconds. */
-static int parse_duration_ms(const char *s, long *ms)
-{
-	char *end;
-	double v = strtod(s, &end);
-	double mult = 1000;
-
-	if (end == s || v < 0)
-		return -1;
-	if (strcmp(end, "ms") == 0)
-		mult = 1;
-	else if (strcmp(end, "m") == 0)
-		mult = 60000;
-	else if (*end != '\0' && strcmp(end, "s") != 0)
-		return -1;
-	if (v * mult > 86400000.0 || v * mult < 1)
-		return -1;
-	*ms = (long)(v * mult);
-	return 0;
-}
-
 int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char *cmd)
 {
 	char *end;
@@ -67,7 +47,8 @@ int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char 
 	case CMD_OCI_PLAIN_HTTP: f->plain_http = 1; return 0;
 	case CMD_OCI_INSECURE_SKIP_TLS_VERIFY: f->insecure_skip_tls_verify = 1; return 0;
 	case CMD_OCI_TIMEOUT:
-		if (parse_duration_ms(arg, &f->timeout_ms) < 0) {
+		if (duration_parse_ms_or_seconds(arg, &f->timeout_ms) < 0 || f->timeout_ms < 1 ||
+		    f->timeout_ms > 86400000) {
 			cmd_errorf("%s: invalid --timeout \"%s\" (e.g. 30s, 500ms, 2m)", cmd, arg);
 			return -1;
 		}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/duration.h"
 #include "base/log.h"
 #include "cmd.h"
 #include "cmd_oci.h"
@@ -47,6 +48,8 @@ static void pull_usage(FILE *out)
 	    "  --max-entries N        limit on archive entries (default 100000)\n"
 	    "  --max-download-size BYTES  limit on the (compressed) layer size (default 512Mi;\n"
 	    "                         -1 none); at most 1 MiB may follow the archive's end\n"
+	    "  --max-time DURATION    limit on the layer download, start to end (default 5m;\n"
+	    "                         0 none); the store lock wait is limited to 5m too\n"
 	    CMD_OCI_HELP
 	    "  -h, --help             show this help\n"
 	    "\n"
@@ -55,7 +58,8 @@ static void pull_usage(FILE *out)
 	    "--semver range included).\n");
 }
 
-enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES, PULL_MAX_DOWNLOAD };
+enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES, PULL_MAX_DOWNLOAD,
+	PULL_MAX_TIME };
 
 static void print_result(const struct oci_pull_result *r)
 {
@@ -108,6 +112,7 @@ int cmd_pull(int argc, char **argv)
 		{ "max-size", required_argument, NULL, PULL_MAX_SIZE },
 		{ "max-entries", required_argument, NULL, PULL_MAX_ENTRIES },
 		{ "max-download-size", required_argument, NULL, PULL_MAX_DOWNLOAD },
+		{ "max-time", required_argument, NULL, PULL_MAX_TIME },
 		CMD_OCI_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -135,6 +140,12 @@ int cmd_pull(int argc, char **argv)
 		case PULL_STORE: store = optarg; break;
 		case PULL_SEMVER: po.semver = optarg; break;
 		case PULL_MEDIA_TYPE: po.media_type = optarg; break;
+		case PULL_MAX_TIME:
+			if (duration_parse_ms(optarg, &po.layer_timeout_ms) < 0) {
+				cmd_errorf("pull: invalid --max-time \"%s\" (e.g. 5m, 90s)", optarg);
+				goto usage;
+			}
+			break;
 		case PULL_MAX_SIZE:
 		case PULL_MAX_ENTRIES:
 		case PULL_MAX_DOWNLOAD:

@@ -96,3 +96,27 @@ def test_sigterm_mid_layer_leaves_no_staging(pc_bin, fake_registry, tmp_path, mo
     assert staging_names(parent) == []
     assert not (tmp_path / "o").exists()
     assert not (parent / layer[7:]).exists()
+
+
+def test_trickling_layer_is_bounded_in_time(run_pc, fake_registry, tmp_path):
+    """A registry that sends a byte now and then (above the stall
+    threshold) cannot hold a pull for longer than --max-time."""
+    manifest, mdigest, blobs = small_artifact({"f.bin": os.urandom(64 << 10)})
+    reg = fake_registry()
+    serve_artifact(reg, "s/slow", "v1", manifest, mdigest, blobs)
+    layer = _layer(blobs)
+    data = blobs[layer]
+
+    def route(h):
+        def chunks():
+            yield data[:1024]
+            for b in data[1024:]:
+                reg.stop_event.wait(0.2)
+                yield bytes([b])
+        return 200, {"Content-Length": str(len(data))}, chunks()
+    reg.routes[f"/v2/s/slow/blobs/{layer}"] = route
+    r = run_pc("pull", f"oci://{reg.host}/s/slow:v1", "--out", tmp_path / "o", "--plain-http",
+               "--retries", "0", "--max-time", "2s", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "timed out" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists() and staging_names(tmp_path) == []
