@@ -38,6 +38,9 @@
 #include "oci/internal.h"
 
 #define TOKEN_BODY_MAX (1 << 20)
+/* Any other buffered registry response (upload sessions, PUT answers): a
+ * registry has nothing large to say there. */
+#define RESPONSE_BODY_MAX (1 << 20)
 #define TAGS_PAGE_MAX (4 << 20)
 #define TAGS_MAX_PAGES 1000
 #define TAGS_MAX 100000
@@ -80,6 +83,7 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	if (c == NULL)
 		goto nomem;
 	http_opts_default(&c->http);
+	c->http.max_bytes = RESPONSE_BODY_MAX;
 	c->http.ca_file = o->ca_file;
 	c->http.insecure_skip_tls_verify = o->insecure_skip_tls_verify;
 	c->http.cancel = o->cancel;
@@ -635,6 +639,7 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		int rc;
 
 		o.timeout_ms = timeout_ms;   /* big blobs: the caller's budget, not a request's */
+		o.max_bytes = -1;            /* the reader counts against the descriptor's size */
 		s = http_stream_open_resp(&o, &req, &refused, e);
 		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
 			secret_free(auth);

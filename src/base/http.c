@@ -38,6 +38,8 @@ struct xfer {
 	int stream;                /* 1: pending buffer for a stream reader */
 	char *errbody;             /* start of a non-2xx body, NUL-terminated; owned */
 	size_t errbody_len;
+	int errbody_full;          /* an error body reached HTTP_ERROR_BODY_MAX: the
+	                            * transfer was stopped there on purpose */
 };
 
 struct http_stream {
@@ -240,18 +242,24 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 	size_t len = size * n;
 
 	if (!is_2xx(x->status)) {
-		/* Keep only the start of an error body, for the message. */
+		/* Keep only the start of an error body, for the message, and stop
+		 * reading there: an error body that never ends must not hold the
+		 * request until its timeout (and again for every retry). */
 		size_t room = HTTP_ERROR_BODY_MAX - x->errbody_len;
 		size_t take = len < room ? len : room;
-		if (take == 0)
-			return len;
-		char *nb = realloc(x->errbody, x->errbody_len + take + 1);
-		if (nb == NULL)
+		if (take > 0) {
+			char *nb = realloc(x->errbody, x->errbody_len + take + 1);
+			if (nb == NULL)
+				return 0;
+			x->errbody = nb;
+			memcpy(x->errbody + x->errbody_len, data, take);
+			x->errbody_len += take;
+			x->errbody[x->errbody_len] = '\0';
+		}
+		if (take < len && x->status >= 400) {
+			x->errbody_full = 1;
 			return 0;
-		x->errbody = nb;
-		memcpy(x->errbody + x->errbody_len, data, take);
-		x->errbody_len += take;
-		x->errbody[x->errbody_len] = '\0';
+		}
 		return len;
 	}
 	if (x->opts->max_bytes >= 0 && x->received + (int64_t)len > x->opts->max_bytes) {
@@ -483,6 +491,13 @@ static int canceled_error(struct err *e, const char *method, const char *url)
 	    url_for_log(url, safe, sizeof(safe)));
 }
 
+/* The transfer "failed" only because we stopped reading an error body that
+ * was long enough: the status is what counts. */
+static int stopped_on_error_body(const struct xfer *x, CURLcode rc)
+{
+	return rc == CURLE_WRITE_ERROR && x->errbody_full;
+}
+
 /* Turns a failed transfer into an error naming method and URL (printable:
  * no userinfo, no query, so no presigned signature). */
 static int transfer_error(struct err *e, const struct http_request *req, const struct xfer *x,
@@ -586,7 +601,7 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		curl_easy_setopt(x.easy, CURLOPT_ERRORBUFFER, curl_msg);
 		rc = curl_easy_perform(x.easy);
 		int last = attempt > o->retries;
-		if (rc != CURLE_OK) {
+		if (rc != CURLE_OK && !stopped_on_error_body(&x, rc)) {
 			if (!last && !x.limit_hit && curl_code_retryable(req, rc) && can_resend(req) &&
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
@@ -706,7 +721,8 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			stream_pump(s);
 		/* Once a 2xx response has begun, a broken body is the reader's to
 		 * see: retrying here would depend on how much curl had buffered. */
-		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status))) {
+		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status)) &&
+		    !stopped_on_error_body(&s->x, s->result)) {
 			curl_multi_remove_handle(s->multi, s->x.easy);
 			if (!last && !s->x.limit_hit && curl_code_retryable(req, s->result) && can_resend(req) &&
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)

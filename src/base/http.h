@@ -91,7 +91,9 @@ struct http_request {
 
 /* What came back.  All strings are owned by the response; free with
  * http_response_free.  For a non-2xx response body holds at most the first
- * HTTP_ERROR_BODY_MAX bytes (enough for a Kubernetes Status with causes). */
+ * HTTP_ERROR_BODY_MAX bytes (enough for a Kubernetes Status with causes);
+ * the transfer of a 4xx/5xx body stops there, so an error body that never
+ * ends costs nothing more. */
 #define HTTP_ERROR_BODY_MAX 65536
 struct http_response {
 	long status;

@@ -441,3 +441,19 @@ def test_store_sweeps_stale_staging_but_not_live_one(run_pc, nginx, artifact, tm
     assert r.returncode == 0, r.stderr
     assert sorted(staging_names(d)) == [f".{busy}.tmp-abc123"]
     assert_extracted(d / sha256(data)[7:])
+
+
+def test_endless_error_body_is_not_read_to_the_end(run_pc, scripted_server, tmp_path):
+    """A 500 whose body never ends: judged on its status after the first
+    64 KiB, and retried, instead of being read until the timeout each time."""
+    def handler(conn, req, n):
+        conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\nbroken ")
+        for _ in range(1000000):
+            conn.sendall(b"x" * 65536)
+    srv = scripted_server(handler)
+    r = run_pc("fetch", srv.url(), "--digest", sha256(b"x"), "--out", tmp_path / "o", "--retries", "1",
+               timeout=60)
+    assert r.returncode == 1
+    assert "HTTP 500" in r.stderr and "broken" in r.stderr, r.stderr
+    assert srv.connections == 2
+    assert_clean(str(tmp_path / "o"))

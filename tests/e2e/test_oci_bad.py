@@ -372,3 +372,19 @@ def test_endless_tag_lists_are_bounded_in_bytes(run_pc, fake_registry, tmp_path)
     assert "bytes of tag lists" in err, err
     assert len([p for (_, p, _) in reg.requests if "/tags/list" in p]) <= 9
 
+
+
+def test_endless_upload_session_body_is_bounded(run_pc, fake_registry, tmp_path):
+    """A registry answering the upload POST with a 202 whose body never ends
+    is refused after 1 MiB instead of being buffered until the timeout."""
+    reg = fake_registry()
+    reg.routes["/v2/"] = lambda h: (200, {}, b"{}")
+    reg.routes["/v2/t/push/blobs/uploads/"] = lambda h: (
+        202, {"Location": "/v2/t/push/blobs/uploads/u1"}, iter([b"x" * 65536] * 100000))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Pulumi.yaml").write_text("name: x\nruntime: yaml\n")
+    r = run_pc("push", f"oci://{reg.host}/t/push:v1", "--path", src, "--plain-http", "--retries", "0",
+               timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "larger than the limit" in r.stderr, r.stderr
