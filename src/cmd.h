@@ -29,8 +29,9 @@ int cmd_parse_bytes(const char *s, long long *out);
  * first one sets the flag cmd_cancel_flag() points to, which the command
  * passes to the library as its cancel flag, so the download or extraction
  * stops within ~100 ms and its staging directory is removed on the normal
- * failure path.  cmd_exit() then ends the process by that same signal
- * (so the caller sees "killed by SIGTERM") instead of returning rc.
+ * failure path.  cmd_exit(rc) then ends the process by that same signal
+ * (so the caller sees "killed by SIGTERM") instead of returning rc; when
+ * rc is 0 the work was done before the signal mattered, and rc stands.
  * A second signal while cleaning up is left to its default action.
  */
 const volatile int *cmd_cancel_on_signals(void);

@@ -89,7 +89,9 @@ int cmd_exit(int rc)
 {
 	int sig = stop_signal;
 
-	if (sig == 0)
+	/* A signal that came too late to stop anything (the work was done)
+	 * does not turn success into "killed". */
+	if (sig == 0 || rc == 0)
 		return rc;
 	fflush(NULL);
 	signal(sig, SIG_DFL);
