@@ -217,21 +217,16 @@ out:
 	return rc;
 }
 
-/* The options of one attempt: the caller's, with the cancel flag and a
- * timeout no longer than what is left of the budget.  -1 when nothing is. */
+/* The options of one attempt: the caller's, with the cancel flag and the
+ * budget's deadline.  -1 when nothing is left of it. */
 static int attempt_opts(const struct flux_fetch_opts *o, int64_t deadline, struct http_opts *out)
 {
 	long left = remaining_ms(deadline);
 
 	*out = o->http;
 	out->cancel = o->cancel;
-	if (left < 0)
-		return -1;
-	if (left > 0 && (out->timeout_ms == 0 || out->timeout_ms > left))
-		out->timeout_ms = left;
-	if (left > 0 && out->connect_timeout_ms > left)
-		out->connect_timeout_ms = left;
-	return 0;
+	out->deadline_ms = deadline;   /* the HTTP layer's retries stay inside it too */
+	return left < 0 ? -1 : 0;
 }
 
 static int budget_spent(struct err *e, const struct flux_fetch_opts *o, const char *url)
@@ -269,8 +264,11 @@ static int fetch_until(const struct flux_fetch_opts *o, const char *url, const c
 		fs_rm_rf(staging, &cleanup_err);
 		if (!retry || attempt > o->http.retries || remaining_ms(deadline) < 0)
 			return -1;
+		long pause = http_backoff_ms(&o->http, attempt, 0, 0.5), left = remaining_ms(deadline);
+		if (left > 0 && pause >= left)
+			return -1;   /* no time for another attempt: e says why the last one failed */
 		log_warn("artifact download interrupted; retrying", "url", safe, "error", e->msg, NULL);
-		if (clock_sleep_cancelable_ms(http_backoff_ms(&o->http, attempt, 0, 0.5), o->cancel) < 0)
+		if (clock_sleep_cancelable_ms(pause, o->cancel) < 0)
 			return err_set(e, ERR_CANCELED, "artifact %s: canceled", safe);
 	}
 	if (rename(staging, dest) < 0) {

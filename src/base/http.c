@@ -192,10 +192,29 @@ static int curl_code_retryable(const struct http_request *req, CURLcode c)
 	}
 }
 
-/* Sleeps before a retry; -1 as soon as the request is canceled. */
+/* Milliseconds left before the deadline (at least 1), or -1 without one. */
+static long left_ms(const struct http_opts *o)
+{
+	int64_t left;
+
+	if (o->deadline_ms == 0)
+		return -1;
+	left = o->deadline_ms - clock_mono_ms();
+	return left > 1 ? (long)left : 1;
+}
+
+enum { BACKOFF_DONE = 0, BACKOFF_CANCELED = -1, BACKOFF_PAST_DEADLINE = -2 };
+
+/* Sleeps before a retry: BACKOFF_CANCELED as soon as the request is
+ * canceled, BACKOFF_PAST_DEADLINE (without sleeping) when the wait would
+ * end after the deadline. */
 static int backoff_wait(const struct http_opts *o, long ms)
 {
-	return clock_sleep_cancelable_ms(ms, o->cancel);
+	long left = left_ms(o);
+
+	if (left >= 0 && ms >= left)
+		return BACKOFF_PAST_DEADLINE;
+	return clock_sleep_cancelable_ms(ms, o->cancel) == 0 ? BACKOFF_DONE : BACKOFF_CANCELED;
 }
 
 static double jitter_value(void)
@@ -355,8 +374,13 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	long timeout = o->timeout_ms, connect = o->connect_timeout_ms, left = left_ms(o);
+	if (left >= 0 && (timeout == 0 || timeout > left))
+		timeout = left;
+	if (left >= 0 && connect > left)
+		connect = left;
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
 	if (o->stall_timeout_ms > 0) {
 		long secs = o->stall_timeout_ms / 1000;
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -614,11 +638,15 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
 		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
-			if (backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.easy), jitter_value())) == 0)
+			int w = backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.easy), jitter_value()));
+			if (w == BACKOFF_DONE)
 				continue;
-			resp->status = 0;
-			canceled_error(e, req->method, req->url);
-			break;
+			if (w == BACKOFF_CANCELED) {
+				resp->status = 0;
+				canceled_error(e, req->method, req->url);
+				break;
+			}
+			/* Past the deadline: this response is the answer. */
 		}
 		char *eff = NULL;
 		curl_easy_getinfo(x.easy, CURLINFO_EFFECTIVE_URL, &eff);

@@ -57,6 +57,11 @@ struct http_opts {
 	/* TCP keepalive probes after this many idle seconds (0 = off), so a
 	 * long-lived watch notices a peer that vanished without a FIN. */
 	long tcp_keepalive_s;
+	/* A clock_mono_ms() time (base/clock.h) that bounds the whole call,
+	 * retries and their backoff (Retry-After included) too: each attempt's
+	 * timeout is cut to what is left, and no wait runs past it (the last
+	 * response or error is reported instead).  0 = none. */
+	int64_t deadline_ms;
 };
 
 void http_opts_default(struct http_opts *o);

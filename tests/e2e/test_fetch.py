@@ -457,3 +457,18 @@ def test_endless_error_body_is_not_read_to_the_end(run_pc, scripted_server, tmp_
     assert "HTTP 500" in r.stderr and "broken" in r.stderr, r.stderr
     assert srv.connections == 2
     assert_clean(str(tmp_path / "o"))
+
+
+def test_retry_after_cannot_stretch_the_timeout(run_pc, scripted_server, tmp_path):
+    """503 with Retry-After: 20 on every attempt: --timeout 2 ends the fetch
+    (with the 503 as the reason) instead of three 20 s waits."""
+    def handler(conn, req, n):
+        conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 20\r\nContent-Length: 4\r\n"
+                     b"Connection: close\r\n\r\nbusy")
+    srv = scripted_server(handler)
+    r = run_pc("fetch", srv.url(), "--digest", sha256(b"x"), "--out", tmp_path / "o", "--timeout", "2",
+               timeout=30)
+    assert r.returncode == 1
+    assert "HTTP 503" in r.stderr, r.stderr
+    assert srv.connections == 1
+    assert_clean(str(tmp_path / "o"))
