@@ -92,26 +92,28 @@ static char *render_json(enum log_level level, const char *ts, const char *msg, 
 }
 
 /*
- * Appends one byte of untrusted text in its escaped form: control
- * characters as \n, \r, \t or \xNN; with `quoted`, also \" and \\ so a
- * quoted value cannot end early.  Returns the bytes written (at most 4).
+ * One byte of untrusted text in its escaped form: control characters as
+ * \n, \r, \t or \xNN; with LOG_ESC_QUOTES also \" and \\ (so a quoted
+ * value cannot end early); with LOG_ESC_BYTES every byte outside
+ * printable ASCII as \xNN, newline and bytes >= 0x80 included.
+ * Returns the bytes written to out (at most 4).
  */
-static size_t escape_byte(unsigned char c, int quoted, char *out)
+static size_t escape_byte(unsigned char c, unsigned flags, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
 
-	switch (c) {
+	switch (flags & LOG_ESC_BYTES ? 0 : c) {
 	case '\n': memcpy(out, "\\n", 2); return 2;
 	case '\r': memcpy(out, "\\r", 2); return 2;
 	case '\t': memcpy(out, "\\t", 2); return 2;
 	default: break;
 	}
-	if (quoted && (c == '"' || c == '\\')) {
+	if ((flags & LOG_ESC_QUOTES) && (c == '"' || c == '\\')) {
 		out[0] = '\\';
 		out[1] = (char)c;
 		return 2;
 	}
-	if (c < 0x20 || c == 0x7f) {
+	if (c < 0x20 || c == 0x7f || (c >= 0x80 && (flags & LOG_ESC_BYTES))) {
 		out[0] = '\\';
 		out[1] = 'x';
 		out[2] = hex[c >> 4];
@@ -122,31 +124,38 @@ static size_t escape_byte(unsigned char c, int quoted, char *out)
 	return 1;
 }
 
-const char *log_printable(const char *in, char *out, size_t n)
+const char *log_escape(const char *in, char *out, size_t n, unsigned flags)
 {
-	size_t len = 0;
+	const unsigned char *s = (const unsigned char *)(in ? in : "");
+	size_t total = 0, len = 0, limit = n > 4 ? n - 4 : 0;
 	char buf[4];
+	int cut;
 
 	if (n == 0)
 		return out;
-	for (const unsigned char *p = (const unsigned char *)(in ? in : ""); *p; p++) {
-		size_t k = escape_byte(*p, 0, buf);
-		if (len + k + 1 > n) {
-			/* Cut: make room for "..." and mark it. */
-			size_t keep = n > 4 ? n - 4 : 0;
-			if (len > keep)
-				len = keep;
-			if (n > 4) {
-				memcpy(out + len, "...", 3);
-				len += 3;
-			}
+	for (const unsigned char *p = s; *p; p++)
+		total += escape_byte(*p, flags, buf);
+	/* Longer than n - 4: cut there (never inside an escape) and mark it,
+	 * so a cut text always ends in "...". */
+	cut = total > limit;
+	for (const unsigned char *p = s; *p; p++) {
+		size_t k = escape_byte(*p, flags, buf);
+		if (cut && len + k > limit)
 			break;
-		}
 		memcpy(out + len, buf, k);
 		len += k;
 	}
+	if (cut && n >= 4) {
+		memcpy(out + len, "...", 3);
+		len += 3;
+	}
 	out[len] = '\0';
 	return out;
+}
+
+const char *log_printable(const char *in, char *out, size_t n)
+{
+	return log_escape(in, out, n, 0);
 }
 
 /* Appends s to the growing line at *buf, escaped as escape_byte says. */
@@ -163,7 +172,7 @@ static int append_escaped(char **buf, size_t *len, size_t *cap, const char *s, i
 		*cap = need * 2;
 	}
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		size_t k = escape_byte(*p, quoted, tmp);
+		size_t k = escape_byte(*p, quoted ? LOG_ESC_QUOTES : 0, tmp);
 		memcpy(*buf + *len, tmp, k);
 		*len += k;
 	}

@@ -42,6 +42,14 @@ void log_write(enum log_level level, const char *msg, ...);
  */
 const char *log_printable(const char *in, char *out, size_t n);
 
+/* log_printable with more escaped: LOG_ESC_QUOTES adds \" and \\,
+ * LOG_ESC_BYTES writes every byte outside printable ASCII as \xNN (for
+ * names from an archive, which need not be UTF-8; \n is \x0a there).  Text whose escaped form is longer
+ * than n - 4 bytes is cut there and ends in "...". */
+#define LOG_ESC_QUOTES    1u
+#define LOG_ESC_BYTES 2u
+const char *log_escape(const char *in, char *out, size_t n, unsigned flags);
+
 #define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_write(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_write(LOG_WARN, __VA_ARGS__)

@@ -32,6 +32,7 @@
 
 #include "base/digest.h"
 #include "base/fs.h"
+#include "base/log.h"
 
 #define UNTAR_MAX_SYMLINK_HOPS 40      /* as the kernel's MAXSYMLINKS */
 #define UNTAR_PRINT_MAX        160     /* bytes of an entry name in messages */
@@ -51,42 +52,13 @@ void untar_limits_default(struct untar_limits *l)
 /*
  * Makes an archive-supplied string safe for a one-line message: control and
  * non-ASCII bytes become \xNN, quotes and backslashes are escaped, and the
- * result is cut at UNTAR_PRINT_MAX bytes with "..." appended.
+ * result is cut at UNTAR_PRINT_MAX bytes with "..." appended (log_escape).
  */
 static void printable(const char *s, char *out, size_t outlen)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t n = 0;
+	size_t n = outlen < UNTAR_PRINT_MAX + 4 ? outlen : UNTAR_PRINT_MAX + 4;
 
-	if (s == NULL)
-		s = "";
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-		char tmp[4];
-		size_t k = 0;
-
-		if (c < 0x20 || c >= 0x7f) {
-			tmp[k++] = '\\';
-			tmp[k++] = 'x';
-			tmp[k++] = hex[c >> 4];
-			tmp[k++] = hex[c & 15];
-		} else if (c == '"' || c == '\\') {
-			tmp[k++] = '\\';
-			tmp[k++] = (char)c;
-		} else {
-			tmp[k++] = (char)c;
-		}
-		if (n + k > UNTAR_PRINT_MAX || n + k + 4 > outlen) {
-			if (n + 4 <= outlen) {
-				memcpy(out + n, "...", 3);
-				n += 3;
-			}
-			break;
-		}
-		memcpy(out + n, tmp, k);
-		n += k;
-	}
-	out[n] = '\0';
+	log_escape(s, out, n, LOG_ESC_QUOTES | LOG_ESC_BYTES);
 }
 
 #define PRINTABLE_BUF (UNTAR_PRINT_MAX + 8)
