@@ -29,13 +29,20 @@ def _slow_blob(reg, repo, digest, data, release):
     reg.routes[f"/v2/{repo}/blobs/{digest}"] = route
 
 
-def test_concurrent_pulls_download_the_layer_once(pc_bin, fake_registry, tmp_path):
-    manifest, mdigest, blobs = small_artifact({"f.txt": os.urandom(200 << 10)})
+def _held_artifact(fake_registry, repo, size):
+    """A registry serving <repo>:v1 whose layer stops halfway until the
+    returned event is set: (registry, layer digest, event)."""
+    manifest, mdigest, blobs = small_artifact({"f.bin": os.urandom(size)})
     reg = fake_registry()
-    serve_artifact(reg, "s/app", "v1", manifest, mdigest, blobs)
+    serve_artifact(reg, repo, "v1", manifest, mdigest, blobs)
     layer = _layer(blobs)
     release = threading.Event()
-    _slow_blob(reg, "s/app", layer, blobs[layer], release)
+    _slow_blob(reg, repo, layer, blobs[layer], release)
+    return reg, layer, release
+
+
+def test_concurrent_pulls_download_the_layer_once(pc_bin, fake_registry, tmp_path):
+    reg, layer, release = _held_artifact(fake_registry, "s/app", 200 << 10)
     store = tmp_path / "store"
     procs = [subprocess.Popen([pc_bin, "pull", f"oci://{reg.host}/s/app:v1", "--store", str(store),
                                "--plain-http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -75,12 +82,7 @@ def test_lock_wait_is_cancelled_by_sigterm(pc_bin, fake_registry, tmp_path):
 
 @pytest.mark.parametrize("mode", ["out", "store"])
 def test_sigterm_mid_layer_leaves_no_staging(pc_bin, fake_registry, tmp_path, mode):
-    manifest, mdigest, blobs = small_artifact({"f.bin": os.urandom(300 << 10)})
-    reg = fake_registry()
-    serve_artifact(reg, "s/kill", "v1", manifest, mdigest, blobs)
-    layer = _layer(blobs)
-    release = threading.Event()
-    _slow_blob(reg, "s/kill", layer, blobs[layer], release)
+    reg, layer, release = _held_artifact(fake_registry, "s/kill", 300 << 10)
     store = tmp_path / "store"
     parent = tmp_path if mode == "out" else store / "artifacts" / "sha256"
     target = ["--out", str(tmp_path / "o")] if mode == "out" else ["--store", str(store)]
