@@ -180,6 +180,13 @@ int cmd_fetch(int argc, char **argv)
 		cmd_print_error("fetch: --digest", e.msg);
 		return EXIT_USAGE;
 	}
+	/* So is a URL (or --host-override) that cannot be parsed. */
+	char *parsed = flux_rewrite_url(argv[optind], o.host_override, &e);
+	if (parsed == NULL) {
+		cmd_print_error("fetch", e.msg);
+		return EXIT_USAGE;
+	}
+	free(parsed);
 	o.cancel = cmd_cancel_on_signals();
 	o.limits.cancel = o.cancel;
 	return cmd_exit(fetch_to(&o, argv[optind], digest, out, store));

@@ -260,6 +260,12 @@ def test_store_concurrent_requests_share_one_download(pc_bin, nginx, tmp_path):
 def test_usage_errors(run_pc, tmp_path):
     r = run_pc("fetch", "http://x/a.tar.gz", "--out", tmp_path / "o")
     assert r.returncode == 2
+    # A URL or --host-override that cannot be parsed is bad usage too.
+    r = run_pc("fetch", "http://[::1/a.tar.gz", "--digest", sha256(b"x"), "--out", tmp_path / "o")
+    assert r.returncode == 2 and "cannot be parsed" in r.stderr, r.stderr
+    r = run_pc("fetch", "http://x/a.tar.gz", "--digest", sha256(b"x"), "--out", tmp_path / "o",
+               "--host-override", "http://[bad")
+    assert r.returncode == 2 and "cannot be parsed" in r.stderr, r.stderr
     r = run_pc("fetch", "--help")
     assert r.returncode == 0 and "--digest" in r.stdout and "--max-size" in r.stdout
 
