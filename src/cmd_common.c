@@ -101,9 +101,10 @@ int cmd_exit(int rc)
 
 void cmd_print_error(const char *cmd, const char *msg)
 {
-	char line[ERR_MSG_MAX * 4];
+	char head[ERR_MSG_MAX], line[ERR_MSG_MAX * 4];
 
-	fprintf(stderr, "%s: %s\n", cmd, log_printable(msg, line, sizeof(line)));
+	/* The prefix may hold an operand too ("unpack <archive>"). */
+	fprintf(stderr, "%s: %s\n", log_printable(cmd, head, sizeof(head)), log_printable(msg, line, sizeof(line)));
 }
 
 void cmd_errorf(const char *fmt, ...)

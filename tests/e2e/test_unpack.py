@@ -335,3 +335,12 @@ def test_digest_with_newline_is_one_escaped_line(run_pc, tmp_path):
     r = run_pc("unpack", arch, "--out", tmp_path / "o", "--digest", "sha256:ab\nfake: second line")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_archive_path_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    arch = tmp_path / "a\nfake: line.tar"
+    arch.write_bytes(b"not an archive at all" * 50)
+    r = run_pc("unpack", arch, "--out", tmp_path / "o")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "a\\nfake" in r.stderr
