@@ -170,7 +170,10 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 	if (p->stream == NULL)
 		goto out;  /* the HTTP layer already retried and named the URL */
 
-	untar_failed = untar_into_dir(pull_read, p, staging, &o->limits, &stats, &untar_err) < 0;
+	struct untar_limits lim = o->limits;
+	if (lim.cancel == NULL)
+		lim.cancel = o->cancel;   /* one flag stops the transfer and the extraction */
+	untar_failed = untar_into_dir(pull_read, p, staging, &lim, &stats, &untar_err) < 0;
 	if (untar_failed && p->stream_failed) {
 		*e = p->stream_err;
 		*retry = e->code == ERR_NET || e->code == ERR_TIMEOUT;

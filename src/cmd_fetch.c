@@ -188,6 +188,5 @@ int cmd_fetch(int argc, char **argv)
 	}
 	free(parsed);
 	o.cancel = cmd_cancel_on_signals();
-	o.limits.cancel = o.cancel;
 	return cmd_exit(fetch_to(&o, argv[optind], digest, out, store));
 }
