@@ -17,6 +17,7 @@
  * Authorization headers on cross-host redirects).
  *
  * A client is used by one thread at a time (the caller serialises).
+ * Tag listing is in tags.c.
  */
 #include "oci/oci.h"
 
@@ -41,10 +42,6 @@
 /* Any other buffered registry response (upload sessions, PUT answers): a
  * registry has nothing large to say there. */
 #define RESPONSE_BODY_MAX (1 << 20)
-#define TAGS_PAGE_MAX (4 << 20)
-#define TAGS_MAX_PAGES 1000
-#define TAGS_MAX 100000
-#define TAGS_TOTAL_MAX (16 << 20)
 #define TOKEN_MARGIN_S 10
 #define TOKEN_DEFAULT_TTL_S 60
 
@@ -140,6 +137,11 @@ void oci_client_free(struct oci_client *c)
 	free(c);
 }
 
+const char *oci_client_registry(const struct oci_client *c)
+{
+	return c->registry;
+}
+
 const char *oci_client_base(const struct oci_client *c)
 {
 	return c->base;
@@ -158,8 +160,7 @@ void oci_client_progress(struct oci_client *c, const char *what, int64_t done, i
 
 /* ---------------- small helpers ---------------- */
 
-/* "scheme://authority" of url equals ours (case-insensitive). */
-static int same_origin(const struct oci_client *c, const char *url)
+int oci_same_origin(const struct oci_client *c, const char *url)
 {
 	size_t bl = strlen(c->base);
 
@@ -530,7 +531,7 @@ static int auth_for(struct oci_client *c, const char *scope, const char *url, ch
 	struct token *t;
 
 	*out = NULL;
-	if (!same_origin(c, url))
+	if (!oci_same_origin(c, url))
 		return 0;
 	switch (c->mode) {
 	case AUTH_BASIC:
@@ -609,7 +610,7 @@ int oci_request(struct oci_client *c, const char *scope, const struct http_opts 
 		secret_free(auth);
 		if (rc < 0)
 			return -1;
-		if (resp->status != 401 || attempt >= 2 || !same_origin(c, req->url))
+		if (resp->status != 401 || attempt >= 2 || !oci_same_origin(c, req->url))
 			return 0;
 		rc = handle_401(c, scope, resp, auth != NULL, e);
 		if (rc <= 0) {
@@ -641,7 +642,7 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		o.timeout_ms = timeout_ms;   /* big blobs: the caller's budget, not a request's */
 		o.max_bytes = -1;            /* the reader counts against the descriptor's size */
 		s = http_stream_open_resp(&o, &req, &refused, e);
-		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
+		if (s != NULL || refused.status != 401 || attempt >= 1 || !oci_same_origin(c, url)) {
 			secret_free(auth);
 			http_response_free(&refused);
 			return s;
@@ -771,135 +772,6 @@ out:
 	free(url);
 	free(scope);
 	http_response_free(&r);
-	return rc;
-}
-
-/* ---------------- tags ---------------- */
-
-void oci_tags_free(char **tags, size_t ntags)
-{
-	for (size_t i = 0; i < ntags; i++)
-		free(tags[i]);
-	free(tags);
-}
-
-/* Link: <url>; rel="next" -> absolute next URL (malloc'd) or NULL. */
-static char *next_link(const struct oci_client *c, const struct http_response *r)
-{
-	char *h = http_response_header(r, "Link"), *next = NULL;
-	char *lt, *gt;
-
-	if (h == NULL)
-		return NULL;
-	lt = strchr(h, '<');
-	gt = lt ? strchr(lt, '>') : NULL;
-	if (lt != NULL && gt != NULL && strstr(gt, "rel=\"next\"") != NULL) {
-		*gt = '\0';
-		if (lt[1] == '/')
-			oci_asprintf(&next, "%s%s", c->base, lt + 1);
-		else if (same_origin(c, lt + 1))
-			next = strdup(lt + 1);
-	}
-	free(h);
-	return next;
-}
-
-static int append_tags(const char *body, char ***tags, size_t *ntags, size_t *cap, struct err *e)
-{
-	cJSON *root = cJSON_Parse(body);
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tags"), *it;
-
-	if (!cJSON_IsObject(root) || (arr != NULL && !cJSON_IsArray(arr) && !cJSON_IsNull(arr))) {
-		cJSON_Delete(root);
-		return err_set(e, ERR_INVALID, "tag list is not {\"tags\": [...]}");
-	}
-	if (!cJSON_IsArray(arr))
-		arr = NULL;
-	cJSON_ArrayForEach(it, arr) {
-		/* A tag a registry cannot hold is junk (a hostile list, a newline
-		 * meant for our output): not something to select or print. */
-		if (!cJSON_IsString(it) || !oci_tag_valid(it->valuestring))
-			continue;
-		if (*ntags >= TAGS_MAX) {
-			cJSON_Delete(root);
-			return err_set(e, ERR_LIMIT, "more than %d tags", TAGS_MAX);
-		}
-		if (*ntags == *cap) {
-			size_t nc = *cap ? *cap * 2 : 64;
-			char **nt = realloc(*tags, nc * sizeof(*nt));
-			if (nt == NULL) {
-				cJSON_Delete(root);
-				return err_set(e, ERR_NOMEM, "out of memory");
-			}
-			*tags = nt;
-			*cap = nc;
-		}
-		(*tags)[*ntags] = strdup(it->valuestring);
-		if ((*tags)[*ntags] == NULL) {
-			cJSON_Delete(root);
-			return err_set(e, ERR_NOMEM, "out of memory");
-		}
-		(*ntags)++;
-	}
-	cJSON_Delete(root);
-	return 0;
-}
-
-int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *ntags, struct err *e)
-{
-	char *url = NULL, *scope = oci_scope(repo, "pull"), what[600];
-	size_t cap = 0, total = 0;
-	struct http_opts o = c->http;
-	int rc = -1;
-
-	*tags = NULL;
-	*ntags = 0;
-	snprintf(what, sizeof(what), "tags of %s/%s", c->registry, repo);
-	if (scope == NULL || oci_asprintf(&url, "%s/v2/%s/tags/list?n=1000", c->base, repo) < 0) {
-		free(scope);
-		return err_set(e, ERR_NOMEM, "out of memory");
-	}
-	o.max_bytes = TAGS_PAGE_MAX;
-	for (int page = 0; url != NULL; page++) {
-		struct http_response r;
-		struct http_request req = { .url = url };
-		if (page >= TAGS_MAX_PAGES) {
-			err_set(e, ERR_LIMIT, "%s: more than %d pages", what, TAGS_MAX_PAGES);
-			goto out;
-		}
-		if (oci_request(c, scope, &o, &req, &r, e) < 0) {
-			err_prefix(e, "%s", what);
-			goto out;
-		}
-		if (r.status != 200) {
-			oci_status_error(e, what, &r);
-			http_response_free(&r);
-			goto out;
-		}
-		total += r.body_len;
-		if (total > TAGS_TOTAL_MAX) {
-			err_set(e, ERR_LIMIT, "%s: more than %d bytes of tag lists", what, TAGS_TOTAL_MAX);
-			http_response_free(&r);
-			goto out;
-		}
-		if (append_tags(r.body, tags, ntags, &cap, e) < 0) {
-			err_prefix(e, "%s", what);
-			http_response_free(&r);
-			goto out;
-		}
-		free(url);
-		url = next_link(c, &r);
-		http_response_free(&r);
-	}
-	rc = 0;
-out:
-	free(url);
-	free(scope);
-	if (rc < 0) {
-		oci_tags_free(*tags, *ntags);
-		*tags = NULL;
-		*ntags = 0;
-	}
 	return rc;
 }
 

@@ -22,8 +22,13 @@ int oci_token_usable(const char *token);
 /* "repository:<repo>:<actions>", malloc'd (NULL on no memory). */
 char *oci_scope(const char *repo, const char *actions);
 
-/* "https://host:port" of the client. */
+/* "https://host:port" of the client, and its registry "host:port". */
 const char *oci_client_base(const struct oci_client *c);
+const char *oci_client_registry(const struct oci_client *c);
+
+/* 1 when url's "scheme://authority" is the client's (case-insensitive):
+ * only such URLs get the Authorization header. */
+int oci_same_origin(const struct oci_client *c, const char *url);
 const struct http_opts *oci_client_http(const struct oci_client *c);
 void oci_client_progress(struct oci_client *c, const char *what, int64_t done, int64_t total);
 
