@@ -180,9 +180,13 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 		goto out;
 	}
 	/* Hash the rest even after a refused archive: a digest mismatch is the
-	 * more fundamental report (corruption rather than hostility). */
-	if (pull_drain(p, untar_failed ? &untar_err : e) < 0) {
+	 * more fundamental report (corruption rather than hostility).  When the
+	 * rest cannot be had (broken, or too long to be padding), the refusal
+	 * is the report, as it was. */
+	struct err drain_err = { 0 };
+	if (pull_drain(p, &drain_err) < 0) {
 		if (!untar_failed) {
+			*e = drain_err;
 			*retry = e->code == ERR_NET || e->code == ERR_TIMEOUT;
 			if (e->code == ERR_LIMIT)
 				err_prefix(e, "artifact %s", safe);

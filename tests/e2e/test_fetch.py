@@ -478,3 +478,27 @@ def test_retry_after_cannot_stretch_the_timeout(run_pc, scripted_server, tmp_pat
     assert "HTTP 503" in r.stderr, r.stderr
     assert srv.connections == 1
     assert_clean(str(tmp_path / "o"))
+
+
+def test_refused_entry_is_the_report_when_much_follows(run_pc, nginx, tmp_path):
+    """A hostile entry early in a large artifact: the drain after it stops at
+    the trailing bound, and the message still names the refused entry."""
+    import gzip
+    import io
+    import tarfile
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        ti = tarfile.TarInfo("../evil.txt")
+        ti.size = 4
+        tar.addfile(ti, io.BytesIO(b"evil"))
+        big = os.urandom(3 << 20)
+        ti = tarfile.TarInfo("big.bin")
+        ti.size = len(big)
+        tar.addfile(ti, io.BytesIO(big))
+    data = gzip.compress(raw.getvalue(), compresslevel=1)
+    nginx.put("evil-big.tar.gz", data)
+    out = tmp_path / "o"
+    r = run_pc("fetch", nginx.url("artifacts/evil-big.tar.gz"), "--digest", sha256(data), "--out", out)
+    assert r.returncode == 1
+    assert "../evil.txt" in r.stderr, r.stderr
+    assert_clean(str(out))
