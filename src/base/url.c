@@ -47,6 +47,11 @@ static void cut_conservatively(const char *url, char *out)
 	const char *rest = url, *at;
 	size_t head = 0;
 
+	/* Only a real scheme ([A-Za-z][A-Za-z0-9+.-]*) is kept as the head;
+	 * "x#p://..." has none, and its '#' must not survive. */
+	if (sep != NULL && (sep == url || strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789+.-") != (size_t)(sep - url)))
+		sep = NULL;
 	if (sep != NULL) {
 		head = (size_t)(sep + 3 - url);
 		rest = sep + 3;

@@ -58,6 +58,9 @@ static void malformed_urls_are_cut_conservatively(void **state)
 	out = safe("http://host:notaport/x?sig=s3cr3t");
 	assert_null(strstr(out, "s3cr3t"));
 	assert_string_equal(safe(NULL), "(none)");
+	/* Found by fuzz_url: a "scheme" holding '#' kept the fragment mark. */
+	out = safe("x\377\377#p://thu:t:///u:pp?w\234@hKe");
+	assert_null(strpbrk(out, "?#"));
 }
 
 static void control_characters_are_escaped(void **state)
