@@ -1,6 +1,6 @@
 /*
  * fluxsource.c - fetch, verify and unpack Flux artifacts in one streaming
- * pass, and the on-disk artifact store (see fluxsource.h).
+ * pass (see fluxsource.h); the on-disk store is in store.c.
  */
 #include "fluxsource/fluxsource.h"
 
@@ -11,14 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/url.h"
 
 #define READ_CHUNK 65536
 
@@ -28,6 +27,7 @@ struct pull {
 	struct http_stream *stream;
 	struct digest_ctx *hash;
 	int64_t bytes;
+	int64_t archive_end;      /* bytes read when the extractor finished, or -1 */
 	int stream_failed;        /* the error came from the network, not the archive */
 	struct err stream_err;
 	unsigned char buf[READ_CHUNK];
@@ -47,17 +47,24 @@ static ssize_t pull_read(void *ud, const void **buf, struct err *e)
 		digest_ctx_update(p->hash, p->buf, (size_t)n);
 		p->bytes += n;
 	}
+	if (p->archive_end >= 0 && p->bytes - p->archive_end > FLUX_MAX_TRAILING_BYTES) {
+		p->stream_failed = 1;
+		return err_set(e, ERR_LIMIT, "more than %lld bytes after the end of the archive",
+		    (long long)FLUX_MAX_TRAILING_BYTES);
+	}
 	*buf = p->buf;
 	return n;
 }
 
 /* Reads and hashes whatever the extractor left unread (tar padding, the
- * gzip trailer, or everything after a refused entry). */
+ * gzip trailer, or everything after a refused entry), but not without end:
+ * FLUX_MAX_TRAILING_BYTES at most. */
 static int pull_drain(struct pull *p, struct err *e)
 {
 	const void *buf;
 	ssize_t n;
 
+	p->archive_end = p->bytes;
 	while ((n = pull_read(p, &buf, e)) > 0)
 		;
 	return n < 0 ? -1 : 0;
@@ -67,8 +74,10 @@ void flux_fetch_opts_default(struct flux_fetch_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	http_opts_default(&o->http);
+	o->http.max_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES;
 	untar_limits_default(&o->limits);
 	o->host_override = getenv("SOURCE_CONTROLLER_LOCALHOST");
+	o->timeout_ms = FLUX_DEFAULT_TIMEOUT_MS;
 }
 
 char *flux_rewrite_url(const char *url, const char *host_override, struct err *e)
@@ -81,7 +90,8 @@ char *flux_rewrite_url(const char *url, const char *host_override, struct err *e
 		return NULL;
 	}
 	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
-		err_set(e, ERR_INVALID, "artifact URL \"%.300s\" cannot be parsed", url);
+		char safe[URL_LOG_MAX];
+		err_set(e, ERR_INVALID, "artifact URL \"%.300s\" cannot be parsed", url_for_log(url, safe, sizeof(safe)));
 		goto done;
 	}
 	if (host_override == NULL || *host_override == '\0') {
@@ -94,7 +104,9 @@ char *flux_rewrite_url(const char *url, const char *host_override, struct err *e
 	ov = curl_url();
 	if (ov == NULL || curl_url_set(ov, CURLUPART_URL, host_override, CURLU_GUESS_SCHEME) != CURLUE_OK ||
 	    curl_url_get(ov, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
-		err_set(e, ERR_INVALID, "source-controller host override \"%.200s\" cannot be parsed", host_override);
+		char safe[URL_LOG_MAX];
+		err_set(e, ERR_INVALID, "source-controller host override \"%.200s\" cannot be parsed",
+		    url_for_log(host_override, safe, sizeof(safe)));
 		goto done;
 	}
 	curl_url_get(ov, CURLUPART_PORT, &port, 0);
@@ -116,47 +128,72 @@ done:
 	return out;
 }
 
+/* The time left of a budget ending at the monotonic deadline (0 = none):
+ * > 0 ms, or 0 when there is no deadline; -1 when it has passed. */
+static long remaining_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline == 0)
+		return 0;
+	left = deadline - clock_mono_ms();
+	return left > 0 ? (long)left : -1;
+}
+
 /*
  * One try: stream url into staging while hashing.  *retry is set when the
  * failure was the connection breaking mid-body, which a fresh try may fix.
+ * `http` is the caller's options with this attempt's timeout and cancel.
  */
-static int fetch_once(const struct flux_fetch_opts *o, const char *url, const struct digest *want,
-    const char *staging, int *retry, struct err *e)
+static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *http, const char *url,
+    const struct digest *want, const char *staging, int *retry, struct err *e)
 {
 	struct http_request req = { .method = "GET", .url = url };
 	struct pull *p = calloc(1, sizeof(*p));
 	struct untar_stats stats = { 0 };
 	struct digest got;
 	struct err untar_err = { 0 };
+	char safe[URL_LOG_MAX];
 	int rc = -1, untar_failed;
 
 	*retry = 0;
+	url_for_log(url, safe, sizeof(safe));
 	if (p == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory");
+	p->archive_end = -1;
 	p->hash = digest_ctx_new(want->algo);
 	if (p->hash == NULL) {
 		free(p);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
-	p->stream = http_stream_open(&o->http, &req, e);
+	p->stream = http_stream_open(http, &req, e);
 	if (p->stream == NULL)
 		goto out;  /* the HTTP layer already retried and named the URL */
 
-	untar_failed = untar_into_dir(pull_read, p, staging, &o->limits, &stats, &untar_err) < 0;
+	struct untar_limits lim = o->limits;
+	if (lim.cancel == NULL)
+		lim.cancel = o->cancel;   /* one flag stops the transfer and the extraction */
+	untar_failed = untar_into_dir(pull_read, p, staging, &lim, &stats, &untar_err) < 0;
 	if (untar_failed && p->stream_failed) {
 		*e = p->stream_err;
 		*retry = e->code == ERR_NET || e->code == ERR_TIMEOUT;
 		goto out;
 	}
 	/* Hash the rest even after a refused archive: a digest mismatch is the
-	 * more fundamental report (corruption rather than hostility). */
-	if (pull_drain(p, untar_failed ? &untar_err : e) < 0) {
+	 * more fundamental report (corruption rather than hostility).  When the
+	 * rest cannot be had (broken, or too long to be padding), the refusal
+	 * is the report, as it was. */
+	struct err drain_err = { 0 };
+	if (pull_drain(p, &drain_err) < 0) {
 		if (!untar_failed) {
+			*e = drain_err;
 			*retry = e->code == ERR_NET || e->code == ERR_TIMEOUT;
+			if (e->code == ERR_LIMIT)
+				err_prefix(e, "artifact %s", safe);
 			goto out;
 		}
 		*e = untar_err;
-		err_prefix(e, "artifact %s", url);
+		err_prefix(e, "artifact %s", safe);
 		goto out;
 	}
 	digest_ctx_final(p->hash, &got);
@@ -165,19 +202,19 @@ static int fetch_once(const struct flux_fetch_opts *o, const char *url, const st
 		digest_format(&got, gs, sizeof(gs));
 		digest_format(want, ws, sizeof(ws));
 		err_set(e, ERR_DIGEST, "artifact %s: digest mismatch: expected %s, computed %s over %lld bytes",
-		    url, ws, gs, (long long)p->bytes);
+		    safe, ws, gs, (long long)p->bytes);
 		goto out;
 	}
 	if (untar_failed) {
 		*e = untar_err;
-		err_prefix(e, "artifact %s", url);
+		err_prefix(e, "artifact %s", safe);
 		goto out;
 	}
 	if (log_enabled(LOG_DEBUG)) {
 		char b[32], f[32];
 		snprintf(b, sizeof(b), "%lld", (long long)p->bytes);
 		snprintf(f, sizeof(f), "%lld", (long long)stats.files);
-		log_debug("artifact downloaded", "url", url, "bytes", b, "files", f, NULL);
+		log_debug("artifact downloaded", "url", safe, "bytes", b, "files", f, NULL);
 	}
 	rc = 0;
 out:
@@ -187,38 +224,59 @@ out:
 	return rc;
 }
 
-static void sleep_ms(long ms)
+/* The options of one attempt: the caller's, with the cancel flag and the
+ * budget's deadline.  -1 when nothing is left of it. */
+static int attempt_opts(const struct flux_fetch_opts *o, int64_t deadline, struct http_opts *out)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	long left = remaining_ms(deadline);
 
-	while (nanosleep(&ts, &ts) != 0)
-		;
+	*out = o->http;
+	out->cancel = o->cancel;
+	out->deadline_ms = deadline;   /* the HTTP layer's retries stay inside it too */
+	return left < 0 ? -1 : 0;
 }
 
-int flux_fetch(const struct flux_fetch_opts *o, const char *url, const char *digest,
-    const char *dest, struct err *e)
+static int budget_spent(struct err *e, const struct flux_fetch_opts *o, const char *url)
 {
-	char staging[PATH_MAX];
+	char safe[URL_LOG_MAX];
+
+	return err_set(e, ERR_TIMEOUT, "artifact %s: not done within the timeout of %ld s",
+	    url_for_log(url, safe, sizeof(safe)), o->timeout_ms / 1000);
+}
+
+/* flux_fetch within a deadline already running (flux_store_get's). */
+static int fetch_until(const struct flux_fetch_opts *o, const char *url, const char *digest,
+    const char *dest, int64_t deadline, struct err *e)
+{
+	char staging[PATH_MAX], safe[URL_LOG_MAX];
 	struct digest want;
+	struct http_opts http;
 	struct err cleanup_err;
 	int retry = 0;
 
+	url_for_log(url, safe, sizeof(safe));
 	if (digest_parse(digest, &want, e) < 0) {
-		err_prefix(e, "artifact %s", url);
+		err_prefix(e, "artifact %s", safe);
 		return -1;
 	}
 	if (fs_exists(dest))
 		return err_set(e, ERR_INVALID, "output directory %s already exists", dest);
 	for (int attempt = 1;; attempt++) {
+		if (attempt_opts(o, deadline, &http) < 0)
+			return budget_spent(e, o, url);
 		if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
 			return -1;
-		if (fetch_once(o, url, &want, staging, &retry, e) == 0)
+		if (fetch_once(o, &http, url, &want, staging, &retry, e) == 0)
 			break;
 		fs_rm_rf(staging, &cleanup_err);
-		if (!retry || attempt > o->http.retries)
+		if (!retry || attempt > o->http.retries || remaining_ms(deadline) < 0)
 			return -1;
-		log_warn("artifact download interrupted; retrying", "url", url, "error", e->msg, NULL);
-		sleep_ms(http_backoff_ms(&o->http, attempt, 0, 0.5));
+		long pause = http_backoff_ms(&o->http, attempt, 0, 0.5), left = remaining_ms(deadline);
+		if (left > 0 && pause >= left)
+			return -1;   /* no time for another attempt: e says why the last one failed */
+		log_warn("artifact download interrupted; retrying", "url", safe, "error", e->msg, NULL);
+		if (clock_sleep_cancelable_ms(pause, o->cancel) < 0)
+			return err_set(e, ERR_CANCELED, "artifact %s: canceled", safe);
 	}
 	if (rename(staging, dest) < 0) {
 		int saved = errno;
@@ -228,61 +286,45 @@ int flux_fetch(const struct flux_fetch_opts *o, const char *url, const char *dig
 	return 0;
 }
 
-/* STORE/artifacts/<algo>/<hex> and its lock file. */
-static int store_paths(const char *root, const struct digest *d, char *dir, size_t dirlen,
-    char *lock, size_t locklen, char *algodir, size_t algolen, struct err *e)
+static int64_t flux_deadline(const struct flux_fetch_opts *o)
 {
-	char hex[DIGEST_MAX_RAW * 2 + 1];
-	int n1, n2, n3;
+	return o->timeout_ms > 0 ? clock_mono_ms() + o->timeout_ms : 0;
+}
 
-	digest_hex(d, hex, sizeof(hex));
-	n1 = snprintf(algodir, algolen, "%s/artifacts/%s", root, digest_algo_name(d->algo));
-	n2 = snprintf(dir, dirlen, "%s/%s", algodir, hex);
-	n3 = snprintf(lock, locklen, "%s/.%s.lock", algodir, hex);
-	if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n1 >= algolen || (size_t)n2 >= dirlen || (size_t)n3 >= locklen)
-		return err_set(e, ERR_INVALID, "artifact store path too long: %.200s", root);
-	return 0;
+int flux_fetch(const struct flux_fetch_opts *o, const char *url, const char *digest,
+    const char *dest, struct err *e)
+{
+	return fetch_until(o, url, digest, dest, flux_deadline(o), e);
 }
 
 int flux_store_get(const char *store_root, const struct flux_artifact *a,
     const struct flux_fetch_opts *o, char *path_out, size_t path_len, int *cached,
     struct err *e)
 {
-	char dir[PATH_MAX], lock[PATH_MAX], algodir[PATH_MAX];
-	struct digest d;
-	char *url = NULL;
-	int fd, rc = -1;
+	struct flux_store_entry en;
+	int64_t deadline = flux_deadline(o);
+	char *url = NULL, safe[URL_LOG_MAX];
+	int rc = -1;
 
 	if (cached != NULL)
 		*cached = 0;
 	if (a->url == NULL || *a->url == '\0')
 		return err_set(e, ERR_INVALID, "artifact has no URL");
-	if (digest_parse(a->digest, &d, e) < 0) {
-		err_prefix(e, "artifact %s", a->url);
+	if (flux_store_entry_init(store_root, a->digest, &en, e) < 0) {
+		err_prefix(e, "artifact %s", url_for_log(a->url, safe, sizeof(safe)));
 		return -1;
 	}
-	if (store_paths(store_root, &d, dir, sizeof(dir), lock, sizeof(lock), algodir, sizeof(algodir), e) < 0)
-		return -1;
-	if ((size_t)snprintf(path_out, path_len, "%s", dir) >= path_len)
-		return err_set(e, ERR_INVALID, "path buffer too small for %s", dir);
-	if (fs_is_dir(dir)) {
+	if ((size_t)snprintf(path_out, path_len, "%s", en.dir) >= path_len)
+		return err_set(e, ERR_INVALID, "path buffer too small for %s", en.dir);
+	if (fs_is_dir(en.dir)) {
 		if (cached != NULL)
 			*cached = 1;
 		return 0;
 	}
-	if (fs_mkdir_p(algodir, 0755, e) < 0)
+	if (flux_store_entry_lock(&en, deadline, o->cancel, e) < 0)
 		return -1;
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return err_set(e, ERR_IO, "open %s: %s", lock, strerror(errno));
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
-			err_set(e, ERR_IO, "lock %s: %s", lock, strerror(errno));
-			goto out;
-		}
-	}
 	/* Whoever held the lock before us may have just finished this digest. */
-	if (fs_is_dir(dir)) {
+	if (fs_is_dir(en.dir)) {
 		if (cached != NULL)
 			*cached = 1;
 		rc = 0;
@@ -291,14 +333,11 @@ int flux_store_get(const char *store_root, const struct flux_artifact *a,
 	url = flux_rewrite_url(a->url, o->host_override, e);
 	if (url == NULL)
 		goto out;
-	if (flux_fetch(o, url, a->digest, dir, e) < 0)
+	if (fetch_until(o, url, a->digest, en.dir, deadline, e) < 0)
 		goto out;
-	/* Safe while locked: every path re-checks the directory after locking,
-	 * and the directory only ever goes from absent to present. */
-	unlink(lock);
 	rc = 0;
 out:
 	free(url);
-	close(fd);
+	flux_store_entry_unlock(&en, rc == 0);
 	return rc;
 }

@@ -5,13 +5,17 @@
  *
  * The store is a directory:
  *
- *     STORE/artifacts/<algo>/<hex>/      one unpacked artifact, read-only by convention
- *     STORE/artifacts/<algo>/.<hex>.lock a lock file that serialises its download
+ *     STORE/artifacts/<algo>/<hex>/              one unpacked artifact, read-only by convention
+ *     STORE/artifacts/<algo>/.<hex>.lock         a lock file that serialises filling it
+ *     STORE/artifacts/<algo>/.<hex>.tmp-XXXXXX   staging of a fill in progress
  *
  * Entries are keyed by the digest of the compressed tarball (what Flux
- * publishes), so every Stack using one revision shares one download and one
- * tree, and an entry that exists is complete: it is only ever created by an
- * atomic rename of a verified staging directory.
+ * publishes; for an OCI layer, the layer digest), so every Stack using one
+ * revision shares one download and one tree, and an entry that exists is
+ * complete: it is only ever created by an atomic rename of a verified
+ * staging directory.  Flux artifacts (flux_store_get) and OCI layers
+ * (oci_store_pull in oci/oci.h) share the layout, the lock and the staging
+ * rules below.
  *
  * One streaming pass does the work: the HTTP body is pulled through a
  * digest context into the safe extractor; nothing is written to disk but the
@@ -19,15 +23,35 @@
  * the digest matched.  Concurrent requests for one digest (threads or
  * processes) serialise on the lock file; the second finds the entry present
  * and uses it without touching the network.
+ *
+ * Bounds.  A download is limited in size (FLUX_DEFAULT_MAX_ARTIFACT_BYTES
+ * unless the caller says otherwise), in the bytes it may carry after the
+ * archive's end (FLUX_MAX_TRAILING_BYTES), and in time: timeout_ms covers
+ * the lock wait, every attempt and the backoff between them.  A cancel flag
+ * ends any of these within about 100 ms, and the staging directory goes
+ * with it.  Staging that a killed process left behind is removed by
+ * flux_store_sweep, and by the next fill of the same entry.
  */
 #ifndef PC_FLUXSOURCE_H
 #define PC_FLUXSOURCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 #include "base/http.h"
 #include "base/untar.h"
+
+/* Default limit on one artifact's download (the compressed tarball):
+ * `fetch --max-artifact-size`, `run --max-artifact-size`. */
+#define FLUX_DEFAULT_MAX_ARTIFACT_BYTES (512LL << 20)
+
+/* Bytes accepted after the tar end-of-archive marker (record padding, the
+ * gzip trailer); anything longer is refused rather than hashed forever. */
+#define FLUX_MAX_TRAILING_BYTES (1LL << 20)
+
+/* Default budget of one fetch: lock wait, attempts and backoff (5 min). */
+#define FLUX_DEFAULT_TIMEOUT_MS 300000L
 
 /* What a Flux source reports in status.artifact.  Strings are borrowed. */
 struct flux_artifact {
@@ -37,16 +61,27 @@ struct flux_artifact {
 };
 
 struct flux_fetch_opts {
-	struct http_opts http;       /* http.max_bytes = max download size */
+	/* http.max_bytes is the download limit (default
+	 * FLUX_DEFAULT_MAX_ARTIFACT_BYTES; -1 = none).  http.timeout_ms caps one
+	 * attempt; http.cancel is set from `cancel` below. */
+	struct http_opts http;
 	struct untar_limits limits;
 	/* Replaces the host[:port] of artifact URLs, as kustomize-controller's
 	 * SOURCE_CONTROLLER_LOCALHOST does, for running outside the cluster.
 	 * NULL or "" leaves URLs alone. */
 	const char *host_override;
+	/* The whole call's budget: waiting for the store lock, every attempt
+	 * and the backoff between them (default FLUX_DEFAULT_TIMEOUT_MS;
+	 * 0 = none).  Past it: ERR_TIMEOUT. */
+	long timeout_ms;
+	/* When set, a non-zero value (written by another thread, or by a
+	 * signal handler into a volatile sig_atomic_t-sized int) cancels the
+	 * lock wait or the download: ERR_CANCELED, staging removed. */
+	const volatile int *cancel;
 };
 
-/* Defaults: http_opts_default, untar_limits_default, and the
- * SOURCE_CONTROLLER_LOCALHOST environment variable as host_override. */
+/* Defaults: http_opts_default with the limits above, untar_limits_default,
+ * and the SOURCE_CONTROLLER_LOCALHOST environment variable as host_override. */
 void flux_fetch_opts_default(struct flux_fetch_opts *o);
 
 /*
@@ -59,11 +94,12 @@ char *flux_rewrite_url(const char *url, const char *host_override, struct err *e
 
 /*
  * Downloads url, verifies it against digest and unpacks it to dest, which
- * must not exist.  On any failure nothing is left at dest and no staging
- * directory remains; the message names the URL and what went wrong
- * (HTTP status, digest mismatch, the archive entry refused, a limit).
- * A connection that breaks during the body is retried from the start, up to
- * http.retries times.
+ * must not exist.  On any failure (cancellation included) nothing is left
+ * at dest and no staging directory remains; the message names the URL
+ * (printed without userinfo or query) and what went wrong (HTTP status,
+ * digest mismatch, the archive entry refused, a limit).  A connection that
+ * breaks during the body is retried from the start, up to http.retries
+ * times, within timeout_ms.
  */
 int flux_fetch(const struct flux_fetch_opts *o, const char *url, const char *digest,
     const char *dest, struct err *e);
@@ -71,10 +107,50 @@ int flux_fetch(const struct flux_fetch_opts *o, const char *url, const char *dig
 /*
  * Makes sure the artifact is in the store under `store_root` and writes the
  * path of its tree into path_out.  *cached (may be NULL) says whether it
- * was there already (no network access at all in that case).
+ * was there already (no network access at all in that case).  Waits for
+ * another filler of the same digest within o->timeout_ms (ERR_TIMEOUT
+ * after it, naming the lock) and o->cancel (ERR_CANCELED).
  */
 int flux_store_get(const char *store_root, const struct flux_artifact *a,
     const struct flux_fetch_opts *o, char *path_out, size_t path_len, int *cached,
     struct err *e);
+
+/*
+ * Removes staging directories (STORE/artifacts/<algo>/.<hex>.tmp-*) that
+ * nobody is filling: their entry's lock is free, so the process that made
+ * them is gone (killed, crashed).  Staging of a fill in progress is left
+ * alone.  The controller calls it at start; it is cheap on a clean store.
+ * Returns how many were removed, or -1 with e set; a missing store is 0.
+ */
+int flux_store_sweep(const char *store_root, struct err *e);
+
+/* ---- the store's primitives, shared with the OCI store (oci/oci.h) ---- */
+
+/* One entry of the store, locked while it is filled. */
+struct flux_store_entry {
+	char dir[4096];     /* STORE/artifacts/<algo>/<hex> */
+	char lock[4096];    /* STORE/artifacts/<algo>/.<hex>.lock */
+	int fd;             /* the lock file while held, else -1 */
+};
+
+/* Fills the paths of digest's entry (no file is touched); ERR_INVALID on a
+ * malformed digest or a path too long. */
+int flux_store_entry_init(const char *store_root, const char *digest, struct flux_store_entry *en,
+    struct err *e);
+
+/*
+ * Takes the entry's lock, waiting until the monotonic deadline_ms
+ * (clock_mono_ms; 0 = no limit) or *cancel (may be NULL), then removes
+ * staging a dead filler left for this entry.  ERR_TIMEOUT or ERR_CANCELED
+ * when the wait ended first.  The caller checks whether the entry exists
+ * now (someone may have filled it meanwhile) before filling it through
+ * fs_staging_dir(en->dir) and a rename.
+ */
+int flux_store_entry_lock(struct flux_store_entry *en, int64_t deadline_ms,
+    const volatile int *cancel, struct err *e);
+
+/* Releases the lock; with `filled` (the entry now exists) the lock file
+ * is removed too, which is safe because every waiter re-checks the entry. */
+void flux_store_entry_unlock(struct flux_store_entry *en, int filled);
 
 #endif

@@ -11,14 +11,15 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/fs.h"
 #include "base/proc.h"
+#include "base/secret.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define DOCKER_HUB_KEY "https://index.docker.io/v1/"
@@ -202,25 +203,14 @@ int oci_challenge_parse(const char *header, struct oci_challenge *out, struct er
 
 /* ---------------- credentials ---------------- */
 
-static void free_secret(char *s)
-{
-	if (s == NULL)
-		return;
-	/* Scrub before freeing so secrets do not linger in freed heap. */
-	volatile char *v = s;
-	while (*v)
-		*v++ = '\0';
-	free(s);
-}
-
 void oci_creds_free(struct oci_creds *c)
 {
 	if (c == NULL)
 		return;
 	free(c->username);
-	free_secret(c->password);
-	free_secret(c->identity_token);
-	free_secret(c->registry_token);
+	secret_free(c->password);
+	secret_free(c->identity_token);
+	secret_free(c->registry_token);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -263,38 +253,27 @@ static int key_matches(const char *key, const char *registry)
 	return is_docker_hub(registry) && is_docker_hub(host);
 }
 
-/* Decodes base64 "user:pass" into the creds.  0 ok, -1 malformed. */
+/* Decodes base64 "user:pass" into the creds (base64.h's rules).  0 ok, -1
+ * malformed: not base64, no colon, or a NUL inside. */
 static int decode_auth(const char *b64, struct oci_creds *out)
 {
-	size_t n = strlen(b64);
 	unsigned char *buf;
-	int len;
+	size_t len;
+	struct err ignored;
+	char *colon;
 
-	if (n == 0 || n % 4 != 0 || n > 8192)
+	if (strlen(b64) > 8192 || base64_decode(b64, strlen(b64), &buf, &len, &ignored) < 0)
 		return -1;
-	buf = malloc(n + 1);
-	if (buf == NULL)
-		return -1;
-	len = EVP_DecodeBlock(buf, (const unsigned char *)b64, (int)n);
-	if (len < 0) {
-		free(buf);
-		return -1;
-	}
-	if (n >= 1 && b64[n - 1] == '=')
-		len--;
-	if (n >= 2 && b64[n - 2] == '=')
-		len--;
-	buf[len] = '\0';
-	char *colon = memchr(buf, ':', (size_t)len);
-	if (colon == NULL || memchr(buf, '\0', (size_t)len) != NULL) {
-		OPENSSL_cleanse(buf, n + 1);
+	colon = memchr(buf, ':', len);
+	if (colon == NULL || memchr(buf, '\0', len) != NULL) {
+		secret_wipe(buf, len);
 		free(buf);
 		return -1;
 	}
 	*colon = '\0';
 	out->username = strdup((char *)buf);
 	out->password = strdup(colon + 1);
-	OPENSSL_cleanse(buf, n + 1);
+	secret_wipe(buf, len);
 	free(buf);
 	return 0;
 }
@@ -433,7 +412,7 @@ static int run_helper(const char *prog, const char *input, char **output, int *e
 	rc = 0;
 out:
 	if (r.out != NULL)
-		OPENSSL_cleanse(r.out, r.out_len);
+		secret_wipe(r.out, r.out_len);
 	proc_result_free(&r);
 	return rc;
 }
@@ -455,7 +434,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 		return -1;
 	if (status != 0) {
 		int notfound = strstr(output, "credentials not found") != NULL;
-		OPENSSL_cleanse(output, strlen(output));
+		secret_wipe(output, strlen(output));
 		free(output);
 		if (notfound)
 			return 0;
@@ -463,7 +442,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 		    server, status);
 	}
 	root = cJSON_Parse(output);
-	OPENSSL_cleanse(output, strlen(output));
+	secret_wipe(output, strlen(output));
 	free(output);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
@@ -475,7 +454,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 	/* Scrub the parsed copy of the secret too. */
 	cJSON *parsed = cJSON_GetObjectItemCaseSensitive(root, "Secret");
 	if (cJSON_IsString(parsed))
-		OPENSSL_cleanse(parsed->valuestring, strlen(parsed->valuestring));
+		secret_wipe(parsed->valuestring, strlen(parsed->valuestring));
 	cJSON_Delete(root);
 	if (user != NULL && strcmp(user, "<token>") == 0) {
 		free(user);
@@ -515,7 +494,7 @@ int oci_docker_config_load(const char *path, const char *registry, struct oci_cr
 		return -1;
 	}
 	rc = oci_docker_config_parse(text, len, registry, out, &helper, e);
-	OPENSSL_cleanse(text, len);
+	secret_wipe(text, len);
 	free(text);
 	if (rc < 0) {
 		err_prefix(e, "%s", path);

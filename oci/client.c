@@ -17,27 +17,31 @@
  * Authorization headers on cross-host redirects).
  *
  * A client is used by one thread at a time (the caller serialises).
+ * Tag listing is in tags.c.
  */
 #include "oci/oci.h"
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <ctype.h>
 #include <stdarg.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/base64.h"
 #include "base/digest.h"
 #include "base/http.h"
 #include "base/log.h"
+#include "base/secret.h"
+#include "base/url.h"
 #include "oci/internal.h"
 
 #define TOKEN_BODY_MAX (1 << 20)
-#define TAGS_PAGE_MAX (4 << 20)
-#define TAGS_MAX_PAGES 1000
-#define TAGS_MAX 100000
+/* Any other buffered registry response (upload sessions, PUT answers): a
+ * registry has nothing large to say there. */
+#define RESPONSE_BODY_MAX (1 << 20)
 #define TOKEN_MARGIN_S 10
 #define TOKEN_DEFAULT_TTL_S 60
 
@@ -67,14 +71,6 @@ static char *xstrdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-static void free_secret(char *s)
-{
-	if (s != NULL) {
-		OPENSSL_cleanse(s, strlen(s));
-		free(s);
-	}
-}
-
 struct oci_client *oci_client_new(const char *registry, const struct oci_client_opts *o,
     struct err *e)
 {
@@ -84,8 +80,10 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	if (c == NULL)
 		goto nomem;
 	http_opts_default(&c->http);
+	c->http.max_bytes = RESPONSE_BODY_MAX;
 	c->http.ca_file = o->ca_file;
 	c->http.insecure_skip_tls_verify = o->insecure_skip_tls_verify;
+	c->http.cancel = o->cancel;
 	if (o->timeout_ms > 0) {
 		c->http.connect_timeout_ms = o->timeout_ms;
 		c->http.stall_timeout_ms = o->timeout_ms;
@@ -108,6 +106,12 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	    (o->creds.identity_token && !c->creds.identity_token) ||
 	    (o->creds.registry_token && !c->creds.registry_token))
 		goto nomem;
+	if (c->creds.registry_token != NULL && !oci_token_usable(c->creds.registry_token)) {
+		oci_client_free(c);
+		err_set(e, ERR_INVALID, "registry %s: the configured registry token has characters a header "
+		    "cannot carry (control characters or spaces); refused", registry);
+		return NULL;
+	}
 	/* A registry token is a bearer token given to us: no challenge needed. */
 	c->mode = c->creds.registry_token ? AUTH_BEARER : AUTH_UNKNOWN;
 	return c;
@@ -123,7 +127,7 @@ void oci_client_free(struct oci_client *c)
 		return;
 	for (size_t i = 0; i < c->ntokens; i++) {
 		free(c->tokens[i].scope);
-		free_secret(c->tokens[i].value);
+		secret_free(c->tokens[i].value);
 	}
 	free(c->tokens);
 	oci_challenge_free(&c->chal);
@@ -131,6 +135,11 @@ void oci_client_free(struct oci_client *c)
 	free(c->registry);
 	free(c->base);
 	free(c);
+}
+
+const char *oci_client_registry(const struct oci_client *c)
+{
+	return c->registry;
 }
 
 const char *oci_client_base(const struct oci_client *c)
@@ -151,50 +160,43 @@ void oci_client_progress(struct oci_client *c, const char *what, int64_t done, i
 
 /* ---------------- small helpers ---------------- */
 
-/* "scheme://authority" of url equals ours (case-insensitive). */
-static int same_origin(const struct oci_client *c, const char *url)
+int oci_same_origin(const struct oci_client *c, const char *url)
 {
 	size_t bl = strlen(c->base);
 
 	return strncasecmp(url, c->base, bl) == 0 && (url[bl] == '/' || url[bl] == '\0' || url[bl] == '?');
 }
 
-static void pct_encode(const char *s, char *out, size_t outlen)
+/* Percent-encodes s for a query or form value (RFC 3986 unreserved kept):
+ * curl_easy_escape, copied into a malloc'd string the caller frees (a
+ * secret when s was: scrub with secret_free).  NULL when out of memory. */
+static char *pct_encode(const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
+	char *esc = curl_easy_escape(NULL, s, 0), *out;
 
-	for (; *s && n + 4 < outlen; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			out[n++] = (char)ch;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[ch >> 4];
-			out[n++] = hex[ch & 15];
-		}
-	}
-	out[n] = '\0';
+	if (esc == NULL)
+		return NULL;
+	out = strdup(esc);
+	secret_wipe(esc, strlen(esc));
+	curl_free(esc);
+	return out;
 }
 
 static char *basic_header(const struct oci_creds *cr)
 {
-	size_t ul = strlen(cr->username ? cr->username : ""), pl = strlen(cr->password ? cr->password : "");
-	size_t rawlen = ul + pl + 1, b64len = 4 * ((rawlen + 2) / 3) + 1;
-	unsigned char *raw = malloc(rawlen + 1);
-	char *hdr = malloc(b64len + 32);
+	const char *user = cr->username ? cr->username : "", *pass = cr->password ? cr->password : "";
+	size_t rawlen = strlen(user) + strlen(pass) + 1;
+	char *raw = malloc(rawlen + 1), *b64 = NULL, *hdr = NULL;
 
-	if (raw == NULL || hdr == NULL) {
-		free(raw);
-		free(hdr);
+	if (raw == NULL)
 		return NULL;
-	}
-	snprintf((char *)raw, rawlen + 1, "%s:%s", cr->username ? cr->username : "",
-	    cr->password ? cr->password : "");
-	strcpy(hdr, "Authorization: Basic ");
-	EVP_EncodeBlock((unsigned char *)hdr + strlen(hdr), raw, (int)rawlen);
-	OPENSSL_cleanse(raw, rawlen);
+	snprintf(raw, rawlen + 1, "%s:%s", user, pass);
+	b64 = base64_encode(raw, rawlen);
+	secret_wipe(raw, rawlen);
 	free(raw);
+	if (b64 != NULL && oci_asprintf(&hdr, "Authorization: Basic %s", b64) < 0)
+		hdr = NULL;
+	secret_free(b64);
 	return hdr;
 }
 
@@ -246,6 +248,18 @@ int oci_status_error(struct err *e, const char *what, const struct http_response
 
 /* ---------------- tokens ---------------- */
 
+int oci_token_usable(const char *t)
+{
+	/* RFC 6750 b64token is narrower; visible ASCII is what a header line
+	 * can carry without the token adding headers (CR/LF) of its own. */
+	if (t == NULL || *t == '\0')
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return 0;
+	return 1;
+}
+
 static struct token *find_token(struct oci_client *c, const char *scope)
 {
 	time_t now = time(NULL);
@@ -262,7 +276,7 @@ static void drop_token(struct oci_client *c, const char *scope)
 		if (strcmp(c->tokens[i].scope, scope) != 0)
 			continue;
 		free(c->tokens[i].scope);
-		free_secret(c->tokens[i].value);
+		secret_free(c->tokens[i].value);
 		c->tokens[i] = c->tokens[--c->ntokens];
 		return;
 	}
@@ -275,14 +289,14 @@ static int store_token(struct oci_client *c, const char *scope, char *value, lon
 	drop_token(c, scope);
 	t = realloc(c->tokens, (c->ntokens + 1) * sizeof(*t));
 	if (t == NULL) {
-		free_secret(value);
+		secret_free(value);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	c->tokens = t;
 	t = &c->tokens[c->ntokens];
 	t->scope = strdup(scope);
 	if (t->scope == NULL) {
-		free_secret(value);
+		secret_free(value);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	t->value = value;
@@ -304,12 +318,21 @@ static int parse_token_body(const char *body, char **value, long *ttl, struct er
 		tok = cJSON_GetObjectItemCaseSensitive(root, "access_token");
 	if (!cJSON_IsString(tok) || tok->valuestring[0] == '\0') {
 		cJSON_Delete(root);
-		return err_set(e, ERR_AUTH, "token server %.300s: response has no token", realm);
+		char safe[URL_LOG_MAX];
+		return err_set(e, ERR_AUTH, "token server %s: response has no token",
+		    url_for_log(realm, safe, sizeof(safe)));
+	}
+	if (!oci_token_usable(tok->valuestring)) {
+		char safe[URL_LOG_MAX];
+		secret_wipe(tok->valuestring, strlen(tok->valuestring));
+		cJSON_Delete(root);
+		return err_set(e, ERR_AUTH, "token server %s: the token has characters a header cannot carry "
+		    "(control characters or spaces); refused", url_for_log(realm, safe, sizeof(safe)));
 	}
 	*value = strdup(tok->valuestring);
 	*ttl = cJSON_IsNumber(exp) && exp->valuedouble >= 1 && exp->valuedouble < 1e9 ?
 	    (long)exp->valuedouble : TOKEN_DEFAULT_TTL_S;
-	OPENSSL_cleanse(tok->valuestring, strlen(tok->valuestring));
+	secret_wipe(tok->valuestring, strlen(tok->valuestring));
 	cJSON_Delete(root);
 	return *value ? 0 : err_set(e, ERR_NOMEM, "out of memory");
 }
@@ -320,8 +343,10 @@ static int realm_allowed(const struct oci_client *c, const char *realm, struct e
 		return 0;
 	if (strncasecmp(realm, "http://", 7) == 0 && strncmp(c->base, "http://", 7) == 0)
 		return 0;
-	return err_set(e, ERR_AUTH, "registry %s: token realm \"%.300s\" is not an https URL "
-	    "(plain http only with --plain-http)", c->registry, realm);
+	char safe[URL_LOG_MAX];
+
+	return err_set(e, ERR_AUTH, "registry %s: token realm \"%s\" is not an https URL "
+	    "(plain http only with --plain-http)", c->registry, url_for_log(realm, safe, sizeof(safe)));
 }
 
 /* 1 when scope `have` ("repository:x:pull,push") grants every action of
@@ -347,43 +372,50 @@ static int scope_covers(const char *have, const char *want)
 	return 1;
 }
 
+/* The token request's URL (GET) or form body (POST), malloc'd; NULL when
+ * out of memory.  Every value is percent-encoded by libcurl. */
+static char *token_params(const struct oci_client *c, const char *scope, int oauth)
+{
+	const char *extra = c->chal.scope != NULL && !scope_covers(scope, c->chal.scope) ? c->chal.scope : NULL;
+	char *service = pct_encode(c->chal.service ? c->chal.service : "");
+	char *sc1 = pct_encode(scope), *sc2 = pct_encode(extra ? extra : "");
+	char *id = oauth ? pct_encode(c->creds.identity_token) : NULL, *out = NULL;
+	const char *realm = c->chal.realm;
+
+	if (service == NULL || sc1 == NULL || sc2 == NULL || (oauth && id == NULL))
+		goto out;
+	if (oauth) {
+		if (oci_asprintf(&out, "grant_type=refresh_token&refresh_token=%s&service=%s&scope=%s%s%s"
+		    "&client_id=pulumi-controller", id, service, sc1, extra ? "%20" : "", sc2) < 0)
+			out = NULL;
+	} else if (oci_asprintf(&out, "%s%cservice=%s&scope=%s%s%s", realm, strchr(realm, '?') ? '&' : '?',
+	    service, sc1, extra ? "&scope=" : "", sc2) < 0) {
+		out = NULL;
+	}
+out:
+	free(service);
+	free(sc1);
+	free(sc2);
+	secret_free(id);
+	return out;
+}
+
 static int token_request(struct oci_client *c, const char *scope, struct http_response *resp,
     int oauth, struct err *e)
 {
-	const char *realm = c->chal.realm;
-	char service[512] = "", sc1[1024] = "", sc2[1024] = "";
-	char *url = NULL, *auth = NULL, *body = NULL;
 	const char *hdrs[4] = { NULL };
-	size_t n = 0, ulen;
+	char *url, *auth = NULL, *body = NULL, *params = token_params(c, scope, oauth);
+	size_t n = 0;
 	int rc;
 
-	pct_encode(c->chal.service ? c->chal.service : "", service, sizeof(service));
-	pct_encode(scope, sc1, sizeof(sc1));
-	if (c->chal.scope != NULL && !scope_covers(scope, c->chal.scope))
-		pct_encode(c->chal.scope, sc2, sizeof(sc2));
+	if (params == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory");
 	if (oauth) {
-		const char *id = c->creds.identity_token;
-		size_t blen = strlen(id) * 3 + strlen(service) + strlen(sc1) + strlen(sc2) + 200;
-		char *idenc = malloc(strlen(id) * 3 + 1);
-		body = malloc(blen);
-		if (body == NULL || idenc == NULL) {
-			free(idenc);
-			free(body);
-			return err_set(e, ERR_NOMEM, "out of memory");
-		}
-		pct_encode(id, idenc, strlen(id) * 3 + 1);
-		snprintf(body, blen, "grant_type=refresh_token&refresh_token=%s&service=%s&scope=%s%s%s"
-		    "&client_id=pulumi-controller", idenc, service, sc1, sc2[0] ? "%20" : "", sc2);
-		OPENSSL_cleanse(idenc, strlen(idenc));
-		free(idenc);
+		body = params;
+		url = strdup(c->chal.realm);
 		hdrs[n++] = "Content-Type: application/x-www-form-urlencoded";
-		url = strdup(realm);
 	} else {
-		ulen = strlen(realm) + strlen(service) + strlen(sc1) + strlen(sc2) + 40;
-		url = malloc(ulen);
-		if (url != NULL)
-			snprintf(url, ulen, "%s%cservice=%s&scope=%s%s%s", realm, strchr(realm, '?') ? '&' : '?',
-			    service, sc1, sc2[0] ? "&scope=" : "", sc2);
+		url = params;
 		if (c->creds.username != NULL && c->creds.password != NULL) {
 			auth = basic_header(&c->creds);
 			if (auth == NULL) {
@@ -394,8 +426,7 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 		}
 	}
 	if (url == NULL) {
-		free(body);
-		free_secret(auth);
+		secret_free(body);
 		return err_set(e, ERR_NOMEM, "out of memory");
 	}
 	struct http_request req = { .method = oauth ? "POST" : "GET", .url = url, .headers = hdrs,
@@ -403,14 +434,18 @@ static int token_request(struct oci_client *c, const char *scope, struct http_re
 	struct http_opts ho = c->http;
 	ho.max_bytes = TOKEN_BODY_MAX;
 	rc = http_do(&ho, &req, resp, e);
-	if (rc < 0)
+	if (rc < 0 && e->code == ERR_LIMIT) {
+		/* ERR_AUTH, not ERR_LIMIT: a caller must not read it as the limit
+		 * of what it asked for (a manifest, a tag list) being hit. */
+		char safe[URL_LOG_MAX];
+		err_set(e, ERR_AUTH, "registry %s: token response from %s is larger than the limit of %d bytes",
+		    c->registry, url_for_log(c->chal.realm, safe, sizeof(safe)), TOKEN_BODY_MAX);
+	} else if (rc < 0) {
 		err_prefix(e, "registry %s: token request", c->registry);
-	free(url);
-	if (body != NULL) {
-		OPENSSL_cleanse(body, strlen(body));
-		free(body);
 	}
-	free_secret(auth);
+	free(url);
+	secret_free(body);
+	secret_free(auth);
 	return rc;
 }
 
@@ -434,14 +469,15 @@ static int fetch_token(struct oci_client *c, const char *scope, struct err *e)
 			return -1;
 	}
 	if (resp.status != 200) {
-		char what[600];
-		snprintf(what, sizeof(what), "registry %s: token request to %.300s", c->registry, c->chal.realm);
+		char what[600], safe[URL_LOG_MAX];
+		snprintf(what, sizeof(what), "registry %s: token request to %s", c->registry,
+		    url_for_log(c->chal.realm, safe, sizeof(safe)));
 		oci_status_error(e, what, &resp);
 		http_response_free(&resp);
 		return -1;
 	}
 	int rc = parse_token_body(resp.body, &value, &ttl, e, c->chal.realm);
-	OPENSSL_cleanse(resp.body, resp.body_len);
+	secret_wipe(resp.body, resp.body_len);
 	http_response_free(&resp);
 	if (rc < 0)
 		return -1;
@@ -487,7 +523,7 @@ static int learn_challenge(struct oci_client *c, const struct http_response *r, 
 
 /*
  * The Authorization header for a request to url under scope, or NULL when
- * none is to be sent.  *out is malloc'd (a secret: free with free_secret).
+ * none is to be sent.  *out is malloc'd (a secret: free with secret_free).
  */
 static int auth_for(struct oci_client *c, const char *scope, const char *url, char **out,
     struct err *e)
@@ -495,7 +531,7 @@ static int auth_for(struct oci_client *c, const char *scope, const char *url, ch
 	struct token *t;
 
 	*out = NULL;
-	if (!same_origin(c, url))
+	if (!oci_same_origin(c, url))
 		return 0;
 	switch (c->mode) {
 	case AUTH_BASIC:
@@ -571,10 +607,10 @@ int oci_request(struct oci_client *c, const char *scope, const struct http_opts 
 		req->headers = header_list(extra, auth, hdrs, sizeof(hdrs) / sizeof(hdrs[0]));
 		rc = http_do(opts ? opts : &c->http, req, resp, e);
 		req->headers = extra;
-		free_secret(auth);
+		secret_free(auth);
 		if (rc < 0)
 			return -1;
-		if (resp->status != 401 || attempt >= 2 || !same_origin(c, req->url))
+		if (resp->status != 401 || attempt >= 2 || !oci_same_origin(c, req->url))
 			return 0;
 		rc = handle_401(c, scope, resp, auth != NULL, e);
 		if (rc <= 0) {
@@ -587,7 +623,7 @@ int oci_request(struct oci_client *c, const char *scope, const struct http_opts 
 }
 
 struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, const char *url,
-    const char *const *extra, struct err *e)
+    const char *const *extra, long timeout_ms, struct err *e)
 {
 	const char *hdrs[16];
 
@@ -603,16 +639,17 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 		struct http_response refused = { 0 };
 		int rc;
 
-		o.timeout_ms = 0;   /* big blobs: only the stall timeout applies */
+		o.timeout_ms = timeout_ms;   /* big blobs: the caller's budget, not a request's */
+		o.max_bytes = -1;            /* the reader counts against the descriptor's size */
 		s = http_stream_open_resp(&o, &req, &refused, e);
-		if (s != NULL || refused.status != 401 || attempt >= 1 || !same_origin(c, url)) {
-			free_secret(auth);
+		if (s != NULL || refused.status != 401 || attempt >= 1 || !oci_same_origin(c, url)) {
+			secret_free(auth);
 			http_response_free(&refused);
 			return s;
 		}
 		/* The 401's challenge says how to authenticate, as for any request. */
 		rc = handle_401(c, scope, &refused, auth != NULL, e);
-		free_secret(auth);
+		secret_free(auth);
 		http_response_free(&refused);
 		if (rc <= 0)
 			return NULL;   /* e: the 401 itself, or why the challenge failed */
@@ -735,127 +772,6 @@ out:
 	free(url);
 	free(scope);
 	http_response_free(&r);
-	return rc;
-}
-
-/* ---------------- tags ---------------- */
-
-void oci_tags_free(char **tags, size_t ntags)
-{
-	for (size_t i = 0; i < ntags; i++)
-		free(tags[i]);
-	free(tags);
-}
-
-/* Link: <url>; rel="next" -> absolute next URL (malloc'd) or NULL. */
-static char *next_link(const struct oci_client *c, const struct http_response *r)
-{
-	char *h = http_response_header(r, "Link"), *next = NULL;
-	char *lt, *gt;
-
-	if (h == NULL)
-		return NULL;
-	lt = strchr(h, '<');
-	gt = lt ? strchr(lt, '>') : NULL;
-	if (lt != NULL && gt != NULL && strstr(gt, "rel=\"next\"") != NULL) {
-		*gt = '\0';
-		if (lt[1] == '/')
-			oci_asprintf(&next, "%s%s", c->base, lt + 1);
-		else if (same_origin(c, lt + 1))
-			next = strdup(lt + 1);
-	}
-	free(h);
-	return next;
-}
-
-static int append_tags(const char *body, char ***tags, size_t *ntags, size_t *cap, struct err *e)
-{
-	cJSON *root = cJSON_Parse(body);
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tags"), *it;
-
-	if (!cJSON_IsObject(root) || (arr != NULL && !cJSON_IsArray(arr) && !cJSON_IsNull(arr))) {
-		cJSON_Delete(root);
-		return err_set(e, ERR_INVALID, "tag list is not {\"tags\": [...]}");
-	}
-	if (!cJSON_IsArray(arr))
-		arr = NULL;
-	cJSON_ArrayForEach(it, arr) {
-		if (!cJSON_IsString(it))
-			continue;
-		if (*ntags >= TAGS_MAX) {
-			cJSON_Delete(root);
-			return err_set(e, ERR_LIMIT, "more than %d tags", TAGS_MAX);
-		}
-		if (*ntags == *cap) {
-			size_t nc = *cap ? *cap * 2 : 64;
-			char **nt = realloc(*tags, nc * sizeof(*nt));
-			if (nt == NULL) {
-				cJSON_Delete(root);
-				return err_set(e, ERR_NOMEM, "out of memory");
-			}
-			*tags = nt;
-			*cap = nc;
-		}
-		(*tags)[*ntags] = strdup(it->valuestring);
-		if ((*tags)[*ntags] == NULL) {
-			cJSON_Delete(root);
-			return err_set(e, ERR_NOMEM, "out of memory");
-		}
-		(*ntags)++;
-	}
-	cJSON_Delete(root);
-	return 0;
-}
-
-int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *ntags, struct err *e)
-{
-	char *url = NULL, *scope = oci_scope(repo, "pull"), what[600];
-	size_t cap = 0;
-	struct http_opts o = c->http;
-	int rc = -1;
-
-	*tags = NULL;
-	*ntags = 0;
-	snprintf(what, sizeof(what), "tags of %s/%s", c->registry, repo);
-	if (scope == NULL || oci_asprintf(&url, "%s/v2/%s/tags/list?n=1000", c->base, repo) < 0) {
-		free(scope);
-		return err_set(e, ERR_NOMEM, "out of memory");
-	}
-	o.max_bytes = TAGS_PAGE_MAX;
-	for (int page = 0; url != NULL; page++) {
-		struct http_response r;
-		struct http_request req = { .url = url };
-		if (page >= TAGS_MAX_PAGES) {
-			err_set(e, ERR_LIMIT, "%s: more than %d pages", what, TAGS_MAX_PAGES);
-			goto out;
-		}
-		if (oci_request(c, scope, &o, &req, &r, e) < 0) {
-			err_prefix(e, "%s", what);
-			goto out;
-		}
-		if (r.status != 200) {
-			oci_status_error(e, what, &r);
-			http_response_free(&r);
-			goto out;
-		}
-		if (append_tags(r.body, tags, ntags, &cap, e) < 0) {
-			err_prefix(e, "%s", what);
-			http_response_free(&r);
-			goto out;
-		}
-		free(url);
-		url = next_link(c, &r);
-		http_response_free(&r);
-	}
-	rc = 0;
-out:
-	free(url);
-	free(scope);
-	if (rc < 0) {
-		oci_tags_free(*tags, *ntags);
-		*tags = NULL;
-		*ntags = 0;
-	}
 	return rc;
 }
 

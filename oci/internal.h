@@ -14,11 +14,21 @@
 /* asprintf that returns -1 and leaves *out NULL on failure. */
 int oci_asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* 1 when a bearer token can go into an Authorization header as it is:
+ * visible ASCII only.  A token with CR/LF would add headers of its
+ * sender's choosing, so such tokens are refused, never cleaned up. */
+int oci_token_usable(const char *token);
+
 /* "repository:<repo>:<actions>", malloc'd (NULL on no memory). */
 char *oci_scope(const char *repo, const char *actions);
 
-/* "https://host:port" of the client. */
+/* "https://host:port" of the client, and its registry "host:port". */
 const char *oci_client_base(const struct oci_client *c);
+const char *oci_client_registry(const struct oci_client *c);
+
+/* 1 when url's "scheme://authority" is the client's (case-insensitive):
+ * only such URLs get the Authorization header. */
+int oci_same_origin(const struct oci_client *c, const char *url);
 const struct http_opts *oci_client_http(const struct oci_client *c);
 void oci_client_progress(struct oci_client *c, const char *what, int64_t done, int64_t total);
 
@@ -31,9 +41,10 @@ void oci_client_progress(struct oci_client *c, const char *what, int64_t done, i
 int oci_request(struct oci_client *c, const char *scope, const struct http_opts *opts,
     struct http_request *req, struct http_response *resp, struct err *e);
 
-/* A GET stream with the same auth handling (one retry after a 401). */
+/* A GET stream with the same auth handling (one retry after a 401).
+ * timeout_ms bounds the whole transfer (0: only the stall timeout). */
 struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, const char *url,
-    const char *const *extra_headers, struct err *e);
+    const char *const *extra_headers, long timeout_ms, struct err *e);
 
 /* Fills e from a non-2xx registry response: "<what>: HTTP 404: CODE: msg". */
 int oci_status_error(struct err *e, const char *what, const struct http_response *r);

@@ -61,6 +61,9 @@ struct oci_ref {
 int oci_ref_parse(const char *text, struct oci_ref *out, struct err *e);
 void oci_ref_free(struct oci_ref *r);
 
+/* 1 when t is a tag the distribution spec allows: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}. */
+int oci_tag_valid(const char *t);
+
 /* "host/repo[:tag][@digest]" (no scheme), malloc'd; NULL on no memory. */
 char *oci_ref_string(const struct oci_ref *r);
 
@@ -195,14 +198,20 @@ const struct oci_descriptor *oci_select_platform(const struct oci_manifest *idx,
 typedef void (*oci_progress_fn)(void *ud, const char *what, int64_t done, int64_t total);
 
 struct oci_client_opts {
-	int plain_http;               /* http:// instead of https:// */
+	/* Plain HTTP, no TLS at all: what `insecure: true` means on a Flux
+	 * OCIRepository (and on a Stack's ociSource).  Not the same as
+	 * insecure_skip_tls_verify, which keeps TLS but trusts any certificate. */
+	int plain_http;
 	const char *ca_file;          /* extra CA bundle, or NULL */
-	int insecure_skip_tls_verify;
+	int insecure_skip_tls_verify; /* https without certificate checks (never implied) */
 	struct oci_creds creds;       /* borrowed; may be all NULL (anonymous) */
 	long timeout_ms;              /* stall and per-request timeout; 0 = http defaults */
 	int retries;                  /* -1 = http default */
 	oci_progress_fn progress;     /* may be NULL */
 	void *progress_ud;
+	/* When set, a non-zero value (another thread, a signal handler) cancels
+	 * every request, the store lock wait and the extraction: ERR_CANCELED. */
+	const volatile int *cancel;
 };
 
 struct oci_client;
@@ -224,18 +233,36 @@ int oci_get_manifest(struct oci_client *c, const char *repo, const char *referen
     struct err *e);
 
 /* All tags of a repository, following Link pagination.  *tags is a malloc'd
- * array of malloc'd strings; free with oci_tags_free. */
+ * array of malloc'd strings; free with oci_tags_free.  Entries that are not
+ * valid tags (oci_tag_valid) are skipped; at most 100,000 tags, 1,000 pages
+ * and 16 MiB of tag-list bodies in all (ERR_LIMIT beyond). */
 int oci_list_tags(struct oci_client *c, const char *repo, char ***tags, size_t *ntags,
     struct err *e);
 void oci_tags_free(char **tags, size_t ntags);
 
 /* ---- pull ---- */
 
+/* Default limit on a layer's (compressed) size, as for Flux artifacts. */
+#define OCI_DEFAULT_MAX_LAYER_BYTES (512LL << 20)
+/* Bytes a layer may carry after its tar end-of-archive marker. */
+#define OCI_MAX_TRAILING_BYTES (1LL << 20)
+/* Default wait for another pull of the same layer into a store (5 min). */
+#define OCI_DEFAULT_LOCK_TIMEOUT_MS 300000L
+/* Default limit on one layer's download, start to end (5 min, as a Flux
+ * artifact fetch): a registry trickling bytes just above the stall
+ * threshold cannot hold a pull for days. */
+#define OCI_DEFAULT_LAYER_TIMEOUT_MS 300000L
+
 struct oci_pull_opts {
 	const char *media_type;       /* layer selector, or NULL */
 	const char *semver;           /* range: the tag is chosen from the tag list */
-	struct untar_limits limits;
-	int64_t max_layer_bytes;      /* compressed layer size limit; -1 (default) = none */
+	struct untar_limits limits;   /* limits.cancel defaults to the client's cancel */
+	int64_t max_layer_bytes;      /* compressed layer size limit; default
+	                               * OCI_DEFAULT_MAX_LAYER_BYTES, -1 = none */
+	long lock_timeout_ms;         /* oci_store_pull's lock wait; default
+	                               * OCI_DEFAULT_LOCK_TIMEOUT_MS, 0 = no limit */
+	long layer_timeout_ms;        /* the layer download, whole; default
+	                               * OCI_DEFAULT_LAYER_TIMEOUT_MS, 0 = no limit */
 };
 
 struct oci_pull_result {
@@ -275,6 +302,24 @@ int oci_resolve(struct oci_client *c, const struct oci_ref *ref, const struct oc
     struct oci_pull_result *res, struct err *e);
 int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pull_result *res,
     const struct oci_pull_opts *o, const char *dest, int content_addressed, struct err *e);
+
+/*
+ * The OCI side of the artifact store (fluxsource.h: the same layout, lock,
+ * staging and sweep as Flux artifacts): resolves ref (tag, digest, or
+ * o->semver) to a manifest and its layer, then makes sure the layer's tree
+ * is at STORE/artifacts/<algo>/<hex of the layer digest>/, pulling,
+ * verifying and unpacking it only when it is not there yet: once per
+ * digest, however many callers (threads or processes) ask at once; the
+ * others wait on the entry's lock up to o->lock_timeout_ms (ERR_TIMEOUT)
+ * or the client's cancel flag (ERR_CANCELED).  The manifest is always
+ * fetched (a tag moves).  res receives the revision and digests (free with
+ * oci_pull_result_free); path_out the tree; *cached (may be NULL) whether
+ * no layer download was needed.  On failure nothing is left in the store
+ * but what was there.
+ */
+int oci_store_pull(const char *store_root, struct oci_client *c, const struct oci_ref *ref,
+    const struct oci_pull_opts *o, struct oci_pull_result *res, char *path_out, size_t path_len,
+    int *cached, struct err *e);
 
 /* ---- packing and push ---- */
 

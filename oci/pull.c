@@ -33,7 +33,9 @@ void oci_pull_opts_default(struct oci_pull_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	untar_limits_default(&o->limits);
-	o->max_layer_bytes = -1;
+	o->max_layer_bytes = OCI_DEFAULT_MAX_LAYER_BYTES;
+	o->lock_timeout_ms = OCI_DEFAULT_LOCK_TIMEOUT_MS;
+	o->layer_timeout_ms = OCI_DEFAULT_LAYER_TIMEOUT_MS;
 }
 
 void oci_pull_result_free(struct oci_pull_result *r)
@@ -64,6 +66,7 @@ struct blob_reader {
 	const char *digest;        /* expected, for messages */
 	char what[120];            /* "layer sha256:0123456789ab" for progress */
 	int64_t expected, got;
+	int64_t archive_end;       /* bytes read when the extractor finished, or -1 */
 	int failed_stream;         /* the transport broke: do not try to drain */
 	char *buf;
 };
@@ -87,17 +90,24 @@ static ssize_t blob_read(void *ud, const void **out, struct err *e)
 	}
 	digest_ctx_update(br->hash, br->buf, (size_t)n);
 	br->got += n;
+	if (br->archive_end >= 0 && br->got - br->archive_end > OCI_MAX_TRAILING_BYTES) {
+		br->failed_stream = 1;
+		return err_set(e, ERR_LIMIT, "blob %s: more than %lld bytes after the end of the archive",
+		    br->digest, (long long)OCI_MAX_TRAILING_BYTES);
+	}
 	oci_client_progress(br->client, br->what, br->got, br->expected);
 	*out = br->buf;
 	return n;
 }
 
-/* Reads what the extractor left unread (padding after the end marker). */
+/* Reads what the extractor left unread (padding after the end marker),
+ * OCI_MAX_TRAILING_BYTES at most. */
 static int drain(struct blob_reader *br, struct err *e)
 {
 	const void *p;
 	ssize_t n;
 
+	br->archive_end = br->got;
 	while ((n = blob_read(br, &p, e)) > 0)
 		;
 	return n < 0 ? -1 : 0;
@@ -133,13 +143,17 @@ static enum digest_algo algo_of(const char *digest)
 
 /* Streams the layer into `staging` and verifies it. */
 static int fetch_and_unpack(struct oci_client *c, const char *repo, const struct oci_descriptor *layer,
-    const struct untar_limits *limits, const char *staging, struct err *e)
+    const struct untar_limits *limits, long timeout_ms, const char *staging, struct err *e)
 {
-	struct blob_reader br = { .client = c, .digest = layer->digest, .expected = layer->size };
+	struct blob_reader br = { .client = c, .digest = layer->digest, .expected = layer->size,
+	    .archive_end = -1 };
 	char *url = NULL, *scope = oci_scope(repo, "pull");
+	struct untar_limits lim = *limits;
 	struct untar_stats st;
 	int rc = -1;
 
+	if (lim.cancel == NULL)
+		lim.cancel = oci_client_http(c)->cancel;
 	snprintf(br.what, sizeof(br.what), "layer %.19s", layer->digest);
 	br.hash = digest_ctx_new(algo_of(layer->digest));
 	br.buf = malloc(READ_CHUNK);
@@ -148,7 +162,7 @@ static int fetch_and_unpack(struct oci_client *c, const char *repo, const struct
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	br.stream = oci_open_stream(c, scope, url, NULL, e);
+	br.stream = oci_open_stream(c, scope, url, NULL, timeout_ms, e);
 	if (br.stream == NULL) {
 		err_prefix(e, "blob %s", layer->digest);
 		goto out;
@@ -159,7 +173,7 @@ static int fetch_and_unpack(struct oci_client *c, const char *repo, const struct
 		    "registry announces %lld", layer->digest, (long long)layer->size, (long long)cl);
 		goto out;
 	}
-	if (untar_into_dir(blob_read, &br, staging, limits, &st, e) < 0) {
+	if (untar_into_dir(blob_read, &br, staging, &lim, &st, e) < 0) {
 		/* Corrupt bytes usually surface as an archive error first: when the
 		 * stream is intact, finish it and prefer the digest verdict. */
 		struct err de;
@@ -364,7 +378,7 @@ int oci_fetch_layer(struct oci_client *c, const char *repo, const struct oci_pul
 		    layer.digest, (long long)layer.size, (long long)o->max_layer_bytes);
 	if (fs_staging_dir(dest, staging, sizeof(staging), e) < 0)
 		return -1;
-	if (fetch_and_unpack(c, repo, &layer, &o->limits, staging, e) < 0)
+	if (fetch_and_unpack(c, repo, &layer, &o->limits, o->layer_timeout_ms, staging, e) < 0)
 		goto out;
 	if (rename(staging, dest) < 0) {
 		if (content_addressed && (errno == ENOTEMPTY || errno == EEXIST) && complete_entry_exists(dest)) {

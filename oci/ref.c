@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/digest.h"
+#include "base/log.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define REPO_MAX 255
@@ -86,7 +87,7 @@ static int repository_valid(const char *repo)
 }
 
 /* [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127} */
-static int tag_valid(const char *t)
+int oci_tag_valid(const char *t)
 {
 	size_t n = strlen(t);
 
@@ -137,9 +138,17 @@ static int looks_like_host(const char *s, size_t n)
 	    (n == 9 && strncmp(s, "localhost", 9) == 0);
 }
 
+/* The reference as echoed in messages: control characters escaped. */
+static const char *shown(const char *text, char *buf, size_t n)
+{
+	return log_printable(text, buf, n);
+}
+
 static int fail(struct err *e, const char *text, const char *why)
 {
-	return err_set(e, ERR_INVALID, "invalid OCI reference \"%.300s\": %s", text, why);
+	char b[320];
+
+	return err_set(e, ERR_INVALID, "invalid OCI reference \"%s\": %s", shown(text, b, sizeof(b)), why);
 }
 
 static int set_digest(struct oci_ref *out, const char *text, const char *dtext, struct err *e)
@@ -151,7 +160,7 @@ static int set_digest(struct oci_ref *out, const char *text, const char *dtext, 
 	if (strchr(dtext, ':') == NULL)
 		return fail(e, text, "digest must be \"<algorithm>:<hex>\"");
 	if (digest_parse(dtext, &d, &de) < 0)
-		return err_set(e, ERR_INVALID, "invalid OCI reference \"%.300s\": %s", text, de.msg);
+		return fail(e, text, de.msg);
 	digest_format(&d, buf, sizeof(buf));
 	out->digest = strdup(buf);
 	return out->digest ? 0 : err_set(e, ERR_NOMEM, "out of memory");
@@ -248,7 +257,7 @@ int oci_ref_parse(const char *text, struct oci_ref *out, struct err *e)
 		    "components joined by /)");
 		goto out;
 	}
-	if (tag != NULL && !tag_valid(tag)) {
+	if (tag != NULL && !oci_tag_valid(tag)) {
 		fail(e, text, "bad tag (letters, digits, _ . -; at most 128; not starting with . or -)");
 		goto out;
 	}

@@ -24,4 +24,25 @@ int cmd_setup_logging(const char *level, const char *format);
  * "-1" means unlimited.  -1 on bad input. */
 int cmd_parse_bytes(const char *s, long long *out);
 
+/*
+ * SIGTERM and SIGINT, for the one-shot commands (fetch, pull, unpack): the
+ * first one sets the flag cmd_cancel_flag() points to, which the command
+ * passes to the library as its cancel flag, so the download or extraction
+ * stops within ~100 ms and its staging directory is removed on the normal
+ * failure path.  cmd_exit(rc) then ends the process by that same signal
+ * (so the caller sees "killed by SIGTERM") instead of returning rc; when
+ * rc is 0 the work was done before the signal mattered, and rc stands.
+ * A second signal while cleaning up is left to its default action.
+ */
+const volatile int *cmd_cancel_on_signals(void);
+int cmd_exit(int rc);
+
+/* Prints "<cmd>: <msg>" as one line on stderr: control characters in
+ * the message (a hostile server's text, a value echoed back) are escaped. */
+void cmd_print_error(const char *cmd, const char *msg);
+
+/* printf-style, then the same escaping, for usage errors that echo a
+ * flag's value; the newline is added. */
+void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

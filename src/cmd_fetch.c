@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
+#include "base/duration.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "cmd.h"
 #include "fluxsource/fluxsource.h"
 
@@ -20,21 +23,25 @@ static void fetch_usage(FILE *out)
 	    "\n"
 	    "Downloads a Flux artifact (a tar.gz served by source-controller), verifies it\n"
 	    "against its digest while it streams, and unpacks it with the safe extractor.\n"
-	    "Nothing is left behind on failure.\n"
+	    "Nothing is left behind on failure, nor when stopped by SIGTERM or SIGINT.\n"
 	    "\n"
 	    "Flags:\n"
 	    "  --digest D               expected digest: sha256:<hex>, sha384:<hex>, sha512:<hex>\n"
 	    "                           or a bare sha256 hex value (required)\n"
 	    "  --out DIR                unpack into DIR, which must not exist\n"
 	    "  --store DIR              put the artifact into the store DIR/artifacts/<algo>/<hex>/\n"
-	    "                           (reused without network access when present) and print its path\n"
+	    "                           (reused without network access when present) and print its path;\n"
+	    "                           staging that a killed fetch or pull left in DIR is removed first\n"
 	    "  --max-size BYTES         limit on unpacked bytes (default 100Mi; -1 unlimited)\n"
-	    "  --max-download-size BYTES limit on downloaded bytes (default -1, unlimited)\n"
+	    "  --max-artifact-size BYTES limit on downloaded (compressed) bytes (default 512Mi;\n"
+	    "                           -1 unlimited); --max-download-size is the old name\n"
 	    "  --max-entries N          limit on archive entries (default 100000)\n"
 	    "  --ca-file F              trust the CA certificates in PEM file F\n"
 	    "  --insecure-skip-tls-verify  do not verify the server certificate\n"
 	    "  --retries N              retries on connection errors, 5xx and 429 (default 3)\n"
-	    "  --timeout S              limit on one attempt, in seconds (default 300)\n"
+	    "  --timeout S              limit on the whole fetch, in seconds: waiting for another\n"
+	    "                           download of the same artifact in the store, every attempt\n"
+	    "                           and the pauses between them (default 300)\n"
 	    "  --connect-timeout S      limit on connecting, in seconds (default 10)\n"
 	    "  --host-override HOST     replace the URL's host[:port] (default: $SOURCE_CONTROLLER_LOCALHOST)\n"
 	    "  --log-level L            debug, info, warn, error (default warn)\n"
@@ -44,14 +51,36 @@ static void fetch_usage(FILE *out)
 	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n");
 }
 
-static int parse_seconds(const char *s, long *ms)
+/* The fetch itself, once the flags are understood: 0 or 1. */
+static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char *digest,
+    const char *out, const char *store)
 {
-	char *end;
-	double v = strtod(s, &end);
+	char safe[URL_LOG_MAX];
+	struct err e = { 0 };
 
-	if (end == s || *end != '\0' || v < 0 || v > 86400)
-		return -1;
-	*ms = (long)(v * 1000);
+	if (store != NULL) {
+		struct flux_artifact a = { .url = url, .digest = digest };
+		char path[PATH_MAX];
+		int cached = 0;
+		/* Staging a killed fetch left behind goes first (see --help). */
+		if (flux_store_sweep(store, &e) < 0)
+			log_warn("could not sweep the artifact store", "store", store, "error", e.msg, NULL);
+		if (flux_store_get(store, &a, o, path, sizeof(path), &cached, &e) < 0) {
+			cmd_print_error("fetch", e.msg);
+			return 1;
+		}
+		log_info(cached ? "artifact already in store" : "artifact stored", "path", path, NULL);
+		printf("%s\n", path);
+		return 0;
+	}
+	char *real_url = flux_rewrite_url(url, o->host_override, &e);
+	if (real_url == NULL || flux_fetch(o, real_url, digest, out, &e) < 0) {
+		cmd_print_error("fetch", e.msg);
+		free(real_url);
+		return 1;
+	}
+	log_info("artifact unpacked", "url", url_for_log(real_url, safe, sizeof(safe)), "out", out, NULL);
+	free(real_url);
 	return 0;
 }
 
@@ -62,6 +91,7 @@ int cmd_fetch(int argc, char **argv)
 		{ "out", required_argument, NULL, 'o' },
 		{ "store", required_argument, NULL, 's' },
 		{ "max-size", required_argument, NULL, 'm' },
+		{ "max-artifact-size", required_argument, NULL, 'D' },
 		{ "max-download-size", required_argument, NULL, 'D' },
 		{ "max-entries", required_argument, NULL, 'E' },
 		{ "ca-file", required_argument, NULL, 'c' },
@@ -94,7 +124,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'D':
 		case 'E':
 			if (cmd_parse_bytes(optarg, &n) < 0) {
-				fprintf(stderr, "fetch: invalid number \"%s\"\n", optarg);
+				cmd_errorf("fetch: invalid number \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 'm')
@@ -109,18 +139,19 @@ int cmd_fetch(int argc, char **argv)
 		case 'r':
 			o.http.retries = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || o.http.retries < 0 || o.http.retries > 100) {
-				fprintf(stderr, "fetch: invalid --retries \"%s\"\n", optarg);
+				cmd_errorf("fetch: invalid --retries \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			break;
 		case 't':
 		case 'T': {
 			long ms;
-			if (parse_seconds(optarg, &ms) < 0) {
-				fprintf(stderr, "fetch: invalid duration \"%s\" (seconds)\n", optarg);
+			if (duration_parse_ms_or_seconds(optarg, &ms) < 0 || ms > 86400000) {
+				cmd_errorf("fetch: invalid duration \"%s\" (seconds, or 90s, 5m)", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 't') {
+				o.timeout_ms = ms;
 				o.http.timeout_ms = ms;
 				if (o.http.stall_timeout_ms > ms)
 					o.http.stall_timeout_ms = ms;
@@ -143,27 +174,19 @@ int cmd_fetch(int argc, char **argv)
 	}
 	if (cmd_setup_logging(level, format) < 0)
 		return EXIT_USAGE;
-
-	const char *url = argv[optind];
-	if (store != NULL) {
-		struct flux_artifact a = { .url = url, .digest = digest };
-		char path[PATH_MAX];
-		int cached = 0;
-		if (flux_store_get(store, &a, &o, path, sizeof(path), &cached, &e) < 0) {
-			fprintf(stderr, "fetch: %s\n", e.msg);
-			return 1;
-		}
-		log_info(cached ? "artifact already in store" : "artifact stored", "path", path, NULL);
-		printf("%s\n", path);
-		return 0;
+	/* A digest that cannot be one is a usage error, as in `unpack`. */
+	struct digest want;
+	if (digest_parse(digest, &want, &e) < 0) {
+		cmd_print_error("fetch: --digest", e.msg);
+		return EXIT_USAGE;
 	}
-	char *real_url = flux_rewrite_url(url, o.host_override, &e);
-	if (real_url == NULL || flux_fetch(&o, real_url, digest, out, &e) < 0) {
-		fprintf(stderr, "fetch: %s\n", e.msg);
-		free(real_url);
-		return 1;
+	/* So is a URL (or --host-override) that cannot be parsed. */
+	char *parsed = flux_rewrite_url(argv[optind], o.host_override, &e);
+	if (parsed == NULL) {
+		cmd_print_error("fetch", e.msg);
+		return EXIT_USAGE;
 	}
-	log_info("artifact unpacked", "url", real_url, "out", out, NULL);
-	free(real_url);
-	return 0;
+	free(parsed);
+	o.cancel = cmd_cancel_on_signals();
+	return cmd_exit(fetch_to(&o, argv[optind], digest, out, store));
 }

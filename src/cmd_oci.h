@@ -1,7 +1,7 @@
 /*
  * cmd_oci.h - what the `pull` and `push` commands share: the registry
  * auth and TLS flags, turning them into an oci_client, and the terminal
- * progress line.  Implemented in src/cmd_pull.c.
+ * progress line.  Implemented in src/cmd_oci.c.
  */
 #ifndef PC_CMD_OCI_H
 #define PC_CMD_OCI_H
@@ -14,6 +14,7 @@
 enum {
 	CMD_OCI_CREDS = 1000, CMD_OCI_PASSWORD_STDIN, CMD_OCI_DOCKER_CONFIG, CMD_OCI_CA_FILE,
 	CMD_OCI_PLAIN_HTTP, CMD_OCI_TIMEOUT, CMD_OCI_RETRIES, CMD_OCI_LOG_LEVEL, CMD_OCI_LOG_FORMAT,
+	CMD_OCI_INSECURE_SKIP_TLS_VERIFY,
 };
 
 #define CMD_OCI_LONG_OPTIONS \
@@ -22,6 +23,7 @@ enum {
 	{ "docker-config", required_argument, NULL, CMD_OCI_DOCKER_CONFIG }, \
 	{ "ca-file", required_argument, NULL, CMD_OCI_CA_FILE }, \
 	{ "plain-http", no_argument, NULL, CMD_OCI_PLAIN_HTTP }, \
+	{ "insecure-skip-tls-verify", no_argument, NULL, CMD_OCI_INSECURE_SKIP_TLS_VERIFY }, \
 	{ "timeout", required_argument, NULL, CMD_OCI_TIMEOUT }, \
 	{ "retries", required_argument, NULL, CMD_OCI_RETRIES }, \
 	{ "log-level", required_argument, NULL, CMD_OCI_LOG_LEVEL }, \
@@ -35,7 +37,10 @@ enum {
 	"  --docker-config FILE   docker config.json (auths, credHelpers, credsStore);\n" \
 	"                         default $DOCKER_CONFIG/config.json or ~/.docker/config.json\n" \
 	"  --ca-file FILE         extra CA bundle (PEM) for the registry's TLS certificate\n" \
-	"  --plain-http           talk plain HTTP (no TLS) to the registry\n" \
+	"  --plain-http           plain HTTP, no TLS at all: what `insecure: true` means\n" \
+	"                         on a Flux OCIRepository or a Stack's ociSource\n" \
+	"  --insecure-skip-tls-verify  TLS, but any certificate is accepted (not what\n" \
+	"                         Flux's insecure means; excludes --plain-http)\n" \
 	"  --timeout DURATION     connect and stall timeout per request (30s, 500ms, 2m)\n" \
 	"  --retries N            retries of failed requests (default 3)\n" \
 	"  --log-level LEVEL      debug, info, warn (default), error, off\n" \
@@ -47,6 +52,7 @@ struct cmd_oci_flags {
 	const char *docker_config;
 	const char *ca_file;
 	int plain_http;
+	int insecure_skip_tls_verify;
 	long timeout_ms;
 	int retries;
 	const char *log_level, *log_format;
@@ -60,8 +66,9 @@ void cmd_oci_flags_free(struct cmd_oci_flags *f);
 int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char *cmd);
 
 /* Logging, credentials and the client for ref's registry; NULL after
- * printing the error.  *usage is set when the mistake was in the flags. */
+ * printing the error.  *usage is set when the mistake was in the flags.
+ * cancel (may be NULL) becomes the client's cancel flag. */
 struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref *ref,
-    const char *cmd, int *usage);
+    const char *cmd, const volatile int *cancel, int *usage);
 
 #endif

@@ -82,7 +82,7 @@ int cmd_push(int argc, char **argv)
 		case PUSH_IGNORE: po.ignore = optarg; break;
 		case PUSH_ANNOTATION:
 			if (strchr(optarg, '=') == NULL || optarg[0] == '=') {
-				fprintf(stderr, "push: --annotation \"%s\" is not KEY=VALUE\n", optarg);
+				cmd_errorf("push: --annotation \"%s\" is not KEY=VALUE", optarg);
 				goto usage;
 			}
 			if (nann >= MAX_ANNOTATION_FLAGS) {
@@ -101,7 +101,7 @@ int cmd_push(int argc, char **argv)
 		goto usage;
 	}
 	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		fprintf(stderr, "push: %s\n", e.msg);
+		cmd_errorf("push: %s", e.msg);
 		goto usage;
 	}
 	if (ref.digest != NULL) {
@@ -109,7 +109,7 @@ int cmd_push(int argc, char **argv)
 		oci_ref_free(&ref);
 		goto usage;
 	}
-	client = cmd_oci_client(&f, &ref, "push", &usage);
+	client = cmd_oci_client(&f, &ref, "push", NULL, &usage);
 	cmd_oci_flags_free(&f);
 	if (client == NULL) {
 		oci_ref_free(&ref);
@@ -117,7 +117,7 @@ int cmd_push(int argc, char **argv)
 	}
 	rc = oci_push(client, &ref, &po, &res, &e);
 	if (rc < 0) {
-		fprintf(stderr, "push: %s\n", e.msg);
+		cmd_errorf("push: %s", e.msg);
 	} else {
 		printf("%s\n", res.manifest_digest);
 		log_info("pushed", "manifest", res.manifest_digest, "layer", res.layer_digest,

@@ -7,10 +7,13 @@
  * Output contract: exit 0 after DIR was created with the whole archive; on
  * any failure exit 1 (2 for bad usage), exactly one line on stderr naming
  * the archive and, for a refused entry, the entry and the rule; DIR is then
- * not created and no staging directory is left beside it.
+ * not created and no staging directory is left beside it.  SIGTERM/SIGINT
+ * stop the extraction, remove the staging and end the process by that
+ * signal.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +100,7 @@ int cmd_unpack(int argc, char **argv)
 		case OPT_MAX_SIZE:
 		case OPT_MAX_FILE:
 			if (cmd_parse_bytes(optarg, &v) < 0) {
-				fprintf(stderr, "unpack: invalid byte count \"%s\" for --%s\n", optarg,
+				cmd_errorf("unpack: invalid byte count \"%s\" for --%s", optarg,
 				    c == OPT_MAX_SIZE ? "max-size" : "max-file-size");
 				return EXIT_USAGE;
 			}
@@ -108,7 +111,7 @@ int cmd_unpack(int argc, char **argv)
 			break;
 		case OPT_MAX_ENTRIES:
 			if (parse_count(optarg, &v) < 0) {
-				fprintf(stderr, "unpack: invalid count \"%s\" for --max-entries\n", optarg);
+				cmd_errorf("unpack: invalid count \"%s\" for --max-entries", optarg);
 				return EXIT_USAGE;
 			}
 			lim.max_entries = v;
@@ -138,12 +141,15 @@ int cmd_unpack(int argc, char **argv)
 	if (cmd_setup_logging(level, format) < 0)
 		return EXIT_USAGE;
 	if (digest_text != NULL && digest_parse(digest_text, &want, &e) < 0) {
-		fprintf(stderr, "unpack: --digest: %s\n", e.msg);
+		cmd_print_error("unpack: --digest", e.msg);
 		return EXIT_USAGE;
 	}
+	lim.cancel = cmd_cancel_on_signals();
 	if (untar_file_verified(archive, out, digest_text != NULL ? &want : NULL, &lim, &st, &e) < 0) {
-		fprintf(stderr, "unpack %s: %s\n", archive, e.msg);
-		return 1;
+		char what[PATH_MAX + 16];
+		snprintf(what, sizeof(what), "unpack %s", archive);
+		cmd_print_error(what, e.msg);
+		return cmd_exit(1);
 	}
 	if (log_enabled(LOG_INFO)) {
 		char entries[32], files[32], bytes[32];

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
+
 struct algo_info {
 	const char *name;
 	size_t raw_len;
@@ -72,8 +74,12 @@ int digest_parse(const char *text, struct digest *out, struct err *e)
 	size_t namelen;
 	int found = -1;
 
+	char shown[160];
+
 	if (text == NULL || *text == '\0')
 		return err_set(e, ERR_INVALID, "empty digest");
+	/* The value is echoed: a newline in it must not split the message. */
+	log_printable(text, shown, sizeof(shown));
 	colon = strchr(text, ':');
 	if (colon == NULL) {
 		/* Flux's legacy form: a bare sha256 hex checksum. */
@@ -81,7 +87,7 @@ int digest_parse(const char *text, struct digest *out, struct err *e)
 		out->len = 32;
 		if (parse_hex(text, 32, out->raw) < 0)
 			return err_set(e, ERR_INVALID,
-			    "digest \"%.150s\": expected \"<algorithm>:<hex>\" or 64 hex characters", text);
+			    "digest \"%s\": expected \"<algorithm>:<hex>\" or 64 hex characters", shown);
 		return 0;
 	}
 	namelen = (size_t)(colon - text);
@@ -91,14 +97,13 @@ int digest_parse(const char *text, struct digest *out, struct err *e)
 	}
 	if (found < 0)
 		return err_set(e, ERR_UNSUPPORTED,
-		    "digest \"%.150s\": unsupported algorithm \"%.*s\" (supported: sha256, sha384, sha512)",
-		    text, (int)(namelen > 32 ? 32 : namelen), text);
+		    "digest \"%s\": unsupported algorithm (supported: sha256, sha384, sha512)", shown);
 	hex = colon + 1;
 	out->algo = (enum digest_algo)found;
 	out->len = algos[found].raw_len;
 	if (parse_hex(hex, out->len, out->raw) < 0)
-		return err_set(e, ERR_INVALID, "digest \"%.150s\": %s needs %zu hex characters",
-		    text, algos[found].name, out->len * 2);
+		return err_set(e, ERR_INVALID, "digest \"%s\": %s needs %zu hex characters",
+		    shown, algos[found].name, out->len * 2);
 	return 0;
 }
 

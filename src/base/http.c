@@ -6,7 +6,9 @@
  * one-handle curl multi so the caller can pull body bytes at its own pace:
  * http_stream_read() drives curl until its write callback has delivered
  * something.  curl hands the callback at most CURL_MAX_WRITE_SIZE bytes per
- * call, so the pending buffer stays small whatever the body size.
+ * call, so the pending buffer stays small whatever the body size.  The pure
+ * policy (retryable statuses, backoff, Retry-After, header lookup) is in
+ * http_policy.c.
  */
 #include "base/http.h"
 
@@ -18,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/url.h"
 
 /* State of one transfer attempt, shared by the callbacks. */
 struct xfer {
@@ -35,6 +40,8 @@ struct xfer {
 	int stream;                /* 1: pending buffer for a stream reader */
 	char *errbody;             /* start of a non-2xx body, NUL-terminated; owned */
 	size_t errbody_len;
+	int errbody_full;          /* an error body reached HTTP_ERROR_BODY_MAX: the
+	                            * transfer was stopped there on purpose */
 };
 
 struct http_stream {
@@ -114,40 +121,6 @@ void http_global_cleanup(void)
 	curl_global_cleanup();
 }
 
-int http_status_retryable(long status)
-{
-	return status == 429 || (status >= 500 && status <= 599 && status != 501);
-}
-
-long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s, double jitter)
-{
-	long wait = o->backoff_initial_ms;
-
-	for (int i = 1; i < attempt && wait < o->backoff_max_ms; i++)
-		wait *= 2;
-	if (wait > o->backoff_max_ms)
-		wait = o->backoff_max_ms;
-	wait += (long)((double)wait * 0.1 * jitter);
-	/* Compare in seconds: a hostile Retry-After must not overflow. */
-	if (retry_after_s > 0 && retry_after_s > wait / 1000)
-		wait = retry_after_s > o->backoff_max_ms / 1000 ? o->backoff_max_ms : retry_after_s * 1000;
-	if (wait > o->backoff_max_ms)
-		wait = o->backoff_max_ms;
-	return wait;
-}
-
-int http_method_idempotent(const char *method)
-{
-	static const char *const safe[] = { "GET", "HEAD", "PUT", "DELETE", "OPTIONS" };
-
-	if (method == NULL)
-		return 1;
-	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
-		if (strcmp(method, safe[i]) == 0)
-			return 1;
-	return 0;
-}
-
 static int request_idempotent(const struct http_request *req)
 {
 	return req->retry_unsafe || http_method_idempotent(req->method);
@@ -187,25 +160,29 @@ static int curl_code_retryable(const struct http_request *req, CURLcode c)
 	}
 }
 
-static void sleep_ms(long ms)
+/* Milliseconds left before the deadline (at least 1), or -1 without one. */
+static long left_ms(const struct http_opts *o)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	int64_t left;
 
-	while (nanosleep(&ts, &ts) != 0)
-		;
+	if (o->deadline_ms == 0)
+		return -1;
+	left = o->deadline_ms - clock_mono_ms();
+	return left > 1 ? (long)left : 1;
 }
 
-/* Sleeps before a retry; -1 as soon as the request is canceled. */
+enum { BACKOFF_DONE = 0, BACKOFF_CANCELED = -1, BACKOFF_PAST_DEADLINE = -2 };
+
+/* Sleeps before a retry: BACKOFF_CANCELED as soon as the request is
+ * canceled, BACKOFF_PAST_DEADLINE (without sleeping) when the wait would
+ * end after the deadline. */
 static int backoff_wait(const struct http_opts *o, long ms)
 {
-	while (ms > 0) {
-		long slice = ms < 50 ? ms : 50;
-		if (o->cancel != NULL && *o->cancel != 0)
-			return -1;
-		sleep_ms(slice);
-		ms -= slice;
-	}
-	return o->cancel != NULL && *o->cancel != 0 ? -1 : 0;
+	long left = left_ms(o);
+
+	if (left >= 0 && ms >= left)
+		return BACKOFF_PAST_DEADLINE;
+	return clock_sleep_cancelable_ms(ms, o->cancel) == 0 ? BACKOFF_DONE : BACKOFF_CANCELED;
 }
 
 static double jitter_value(void)
@@ -252,18 +229,24 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 	size_t len = size * n;
 
 	if (!is_2xx(x->status)) {
-		/* Keep only the start of an error body, for the message. */
+		/* Keep only the start of an error body, for the message, and stop
+		 * reading there: an error body that never ends must not hold the
+		 * request until its timeout (and again for every retry). */
 		size_t room = HTTP_ERROR_BODY_MAX - x->errbody_len;
 		size_t take = len < room ? len : room;
-		if (take == 0)
-			return len;
-		char *nb = realloc(x->errbody, x->errbody_len + take + 1);
-		if (nb == NULL)
+		if (take > 0) {
+			char *nb = realloc(x->errbody, x->errbody_len + take + 1);
+			if (nb == NULL)
+				return 0;
+			x->errbody = nb;
+			memcpy(x->errbody + x->errbody_len, data, take);
+			x->errbody_len += take;
+			x->errbody[x->errbody_len] = '\0';
+		}
+		if (take < len && x->status >= 400) {
+			x->errbody_full = 1;
 			return 0;
-		x->errbody = nb;
-		memcpy(x->errbody + x->errbody_len, data, take);
-		x->errbody_len += take;
-		x->errbody[x->errbody_len] = '\0';
+		}
 		return len;
 	}
 	if (x->opts->max_bytes >= 0 && x->received + (int64_t)len > x->opts->max_bytes) {
@@ -310,8 +293,10 @@ static int rewind_body(const struct http_request *req, struct err *e)
 {
 	if (req->body_read == NULL || req->body_rewind == NULL || req->body_rewind(req->body_ud) == 0)
 		return 0;
+	char safe[URL_LOG_MAX];
+
 	return err_set(e, ERR_IO, "%s %s: cannot restart the request body",
-	    req->method ? req->method : "PUT", req->url);
+	    req->method ? req->method : "PUT", url_for_log(req->url, safe, sizeof(safe)));
 }
 
 /* Cancellation: curl calls this about every 100 ms while it waits. */
@@ -357,8 +342,13 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+	long timeout = o->timeout_ms, connect = o->connect_timeout_ms, left = left_ms(o);
+	if (left >= 0 && (timeout == 0 || timeout > left))
+		timeout = left;
+	if (left >= 0 && connect > left)
+		connect = left;
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout);
 	if (o->stall_timeout_ms > 0) {
 		long secs = o->stall_timeout_ms / 1000;
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -440,37 +430,55 @@ static void xfer_reset(struct xfer *x)
 	x->stream = stream;
 }
 
-/* Retry-After in seconds, or 0 when absent or an HTTP date. */
-static long retry_after(const char *raw)
+/* The Retry-After of the response just received, in seconds (0 when absent
+ * or in the past): libcurl parses both forms, delay-seconds and HTTP-date. */
+static long retry_after(CURL *easy)
 {
-	struct http_response r = { .raw_headers = (char *)raw };
-	char *v = http_response_header(&r, "Retry-After");
-	long s = 0;
+	curl_off_t ra = 0;
 
-	if (v != NULL && isdigit((unsigned char)v[0]))
-		s = strtol(v, NULL, 10);
-	free(v);
-	return s;
+	if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK || ra < 0)
+		return 0;
+	return ra > 86400 ? 86400 : (long)ra;
 }
 
-/* Turns a failed transfer into an error naming method and URL. */
+/* "canceled" for the request, its URL printable. */
+static int canceled_error(struct err *e, const char *method, const char *url)
+{
+	char safe[URL_LOG_MAX];
+
+	return err_set(e, ERR_CANCELED, "%s %s: canceled", method ? method : "GET",
+	    url_for_log(url, safe, sizeof(safe)));
+}
+
+/* The transfer "failed" only because we stopped reading an error body that
+ * was long enough: the status is what counts. */
+static int stopped_on_error_body(const struct xfer *x, CURLcode rc)
+{
+	return rc == CURLE_WRITE_ERROR && x->errbody_full;
+}
+
+/* Turns a failed transfer into an error naming method and URL (printable:
+ * no userinfo, no query, so no presigned signature). */
 static int transfer_error(struct err *e, const struct http_request *req, const struct xfer *x,
     CURLcode rc, const char *curl_msg)
 {
 	const char *m = req->method ? req->method : "GET";
+	char u[URL_LOG_MAX], cm[CURL_ERROR_SIZE];
 
+	url_for_log(req->url, u, sizeof(u));
+	log_printable(curl_msg, cm, sizeof(cm));
 	if (x->limit_hit)
 		return err_set(e, ERR_LIMIT, "%s %s: response body larger than the limit of %lld bytes",
-		    m, req->url, (long long)x->opts->max_bytes);
+		    m, u, (long long)x->opts->max_bytes);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && canceled(x->opts))
-		return err_set(e, ERR_CANCELED, "%s %s: canceled", m, req->url);
+		return err_set(e, ERR_CANCELED, "%s %s: canceled", m, u);
 	if (rc == CURLE_OPERATION_TIMEDOUT)
-		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, req->url, curl_msg);
+		return err_set(e, ERR_TIMEOUT, "%s %s: timed out: %s", m, u, cm);
 	if (rc == CURLE_TOO_MANY_REDIRECTS)
-		return err_set(e, ERR_HTTP, "%s %s: more than %d redirects", m, req->url, x->opts->max_redirects);
+		return err_set(e, ERR_HTTP, "%s %s: more than %d redirects", m, u, x->opts->max_redirects);
 	if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
-		return err_set(e, ERR_NET, "%s %s: TLS verification failed: %s", m, req->url, curl_msg);
-	return err_set(e, ERR_NET, "%s %s: %s", m, req->url, curl_msg);
+		return err_set(e, ERR_NET, "%s %s: TLS verification failed: %s", m, u, cm);
+	return err_set(e, ERR_NET, "%s %s: %s", m, u, cm);
 }
 
 /* Message for a non-2xx final status, with the start of the error body. */
@@ -484,41 +492,12 @@ static int status_error(struct err *e, const struct http_request *req, long stat
 	for (const char *p = body; p && *p && n < sizeof(snippet) - 1; p++)
 		snippet[n++] = (isprint((unsigned char)*p) ? *p : ' ');
 	snippet[n] = '\0';
-	err_set(e, code, "%s %s: HTTP %ld%s%s", req->method ? req->method : "GET", req->url, status,
-	    n ? ": " : "", snippet);
+	char u[URL_LOG_MAX];
+
+	err_set(e, code, "%s %s: HTTP %ld%s%s", req->method ? req->method : "GET",
+	    url_for_log(req->url, u, sizeof(u)), status, n ? ": " : "", snippet);
 	e->http_status = (int)status;
 	return -1;
-}
-
-void http_response_free(struct http_response *r)
-{
-	if (r == NULL)
-		return;
-	free(r->body);
-	free(r->raw_headers);
-	free(r->effective_url);
-	memset(r, 0, sizeof(*r));
-}
-
-char *http_response_header(const struct http_response *r, const char *name)
-{
-	size_t nl = strlen(name);
-	const char *p = r->raw_headers;
-
-	while (p != NULL && *p != '\0') {
-		const char *eol = strchr(p, '\n');
-		size_t linelen = eol ? (size_t)(eol - p) : strlen(p);
-		if (linelen > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
-			const char *v = p + nl + 1, *end = p + linelen;
-			while (v < end && (*v == ' ' || *v == '\t'))
-				v++;
-			while (end > v && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-			return strndup(v, (size_t)(end - v));
-		}
-		p = eol ? eol + 1 : NULL;
-	}
-	return NULL;
 }
 
 /* --- buffered requests --- */
@@ -550,12 +529,12 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		curl_easy_setopt(x.easy, CURLOPT_ERRORBUFFER, curl_msg);
 		rc = curl_easy_perform(x.easy);
 		int last = attempt > o->retries;
-		if (rc != CURLE_OK) {
+		if (rc != CURLE_OK && !stopped_on_error_body(&x, rc)) {
 			if (!last && !x.limit_hit && curl_code_retryable(req, rc) && can_resend(req) &&
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
 			if (canceled(o)) {
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 				break;
 			}
 			transfer_error(e, req, &x, rc, curl_msg[0] ? curl_msg : curl_easy_strerror(rc));
@@ -563,11 +542,15 @@ int http_do(const struct http_opts *o, const struct http_request *req,
 		}
 		curl_easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &resp->status);
 		if (!last && http_should_retry_status(req, resp->status) && can_resend(req)) {
-			if (backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.raw_headers), jitter_value())) == 0)
+			int w = backoff_wait(o, http_backoff_ms(o, attempt, retry_after(x.easy), jitter_value()));
+			if (w == BACKOFF_DONE)
 				continue;
-			resp->status = 0;
-			err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
-			break;
+			if (w == BACKOFF_CANCELED) {
+				resp->status = 0;
+				canceled_error(e, req->method, req->url);
+				break;
+			}
+			/* Past the deadline: this response is the answer. */
 		}
 		char *eff = NULL;
 		curl_easy_getinfo(x.easy, CURLINFO_EFFECTIVE_URL, &eff);
@@ -670,13 +653,14 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			stream_pump(s);
 		/* Once a 2xx response has begun, a broken body is the reader's to
 		 * see: retrying here would depend on how much curl had buffered. */
-		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status))) {
+		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status)) &&
+		    !stopped_on_error_body(&s->x, s->result)) {
 			curl_multi_remove_handle(s->multi, s->x.easy);
 			if (!last && !s->x.limit_hit && curl_code_retryable(req, s->result) && can_resend(req) &&
 			    backoff_wait(o, http_backoff_ms(o, attempt, 0, jitter_value())) == 0)
 				continue;
 			if (canceled(o))
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 			else
 				transfer_error(e, req, &s->x, s->result, msg[0] ? msg : curl_easy_strerror(s->result));
 			http_stream_free(s);
@@ -688,10 +672,10 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 				stream_pump(s);
 			curl_multi_remove_handle(s->multi, s->x.easy);
 			if (!last && http_should_retry_status(req, s->x.status) && can_resend(req) &&
-			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.raw_headers), jitter_value())) == 0)
+			    backoff_wait(o, http_backoff_ms(o, attempt, retry_after(s->x.easy), jitter_value())) == 0)
 				continue;
 			if (canceled(o)) {
-				err_set(e, ERR_CANCELED, "%s %s: canceled", req->method ? req->method : "GET", req->url);
+				canceled_error(e, req->method, req->url);
 				http_stream_free(s);
 				return NULL;
 			}
@@ -734,7 +718,7 @@ ssize_t http_stream_read(struct http_stream *s, void *buf, size_t len, struct er
 		struct http_request req = { .method = s->method,
 		    .url = s->resp.effective_url ? s->resp.effective_url : "(unknown)" };
 		if (canceled(&s->opts))
-			return err_set(e, ERR_CANCELED, "%s %s: canceled", req.method, req.url);
+			return canceled_error(e, req.method, req.url);
 		return transfer_error(e, &req, &s->x, s->result,
 		    s->curl_msg[0] ? s->curl_msg : curl_easy_strerror(s->result));
 	}

@@ -18,8 +18,11 @@
  * ca_file adds a custom CA bundle.  Redirects are followed up to
  * max_redirects; curl does not send an Authorization header to another host.
  *
- * Error messages name the method and URL; header values are never put into
- * them (they may carry credentials).
+ * Error messages name the method and the URL as url_for_log (base/url.h)
+ * prints it: without userinfo, query or fragment, so neither a password in
+ * the URL nor the signature of a presigned redirect target reaches a
+ * message.  Header values are never put into them (they may carry
+ * credentials).
  */
 #ifndef PC_HTTP_H
 #define PC_HTTP_H
@@ -27,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "base/err.h"
 
@@ -53,6 +57,11 @@ struct http_opts {
 	/* TCP keepalive probes after this many idle seconds (0 = off), so a
 	 * long-lived watch notices a peer that vanished without a FIN. */
 	long tcp_keepalive_s;
+	/* A clock_mono_ms() time (base/clock.h) that bounds the whole call,
+	 * retries and their backoff (Retry-After included) too: each attempt's
+	 * timeout is cut to what is left, and no wait runs past it (the last
+	 * response or error is reported instead).  0 = none. */
+	int64_t deadline_ms;
 };
 
 void http_opts_default(struct http_opts *o);
@@ -87,14 +96,17 @@ struct http_request {
 
 /* What came back.  All strings are owned by the response; free with
  * http_response_free.  For a non-2xx response body holds at most the first
- * HTTP_ERROR_BODY_MAX bytes (enough for a Kubernetes Status with causes). */
+ * HTTP_ERROR_BODY_MAX bytes (enough for a Kubernetes Status with causes);
+ * the transfer of a 4xx/5xx body stops there, so an error body that never
+ * ends costs nothing more. */
 #define HTTP_ERROR_BODY_MAX 65536
 struct http_response {
 	long status;
 	char *body;                /* NUL-terminated; NULL for streams */
 	size_t body_len;
 	char *raw_headers;         /* header block of the final response */
-	char *effective_url;       /* after redirects */
+	char *effective_url;       /* after redirects; may hold a presigned query: print it
+	                            * only through url_for_log */
 	int attempts;              /* how many tries were made */
 };
 
@@ -157,6 +169,20 @@ int http_should_retry_status(const struct http_request *req, long status);
  * capped, plus up to 10% jitter from `jitter` in [0,1).  A Retry-After
  * value (seconds, >= 0) overrides it when larger, still capped. */
 long http_backoff_ms(const struct http_opts *o, int attempt, long retry_after_s, double jitter);
+
+/*
+ * Retry-After (RFC 9110 10.2.3) in seconds from now, for callers that make
+ * their own retry decisions (the kube client): value is delay-seconds or
+ * an HTTP-date (parsed by libcurl's curl_getdate), `now` the current
+ * wall-clock time.  Returns -1 when value is NULL or neither form, 0 for a
+ * date in the past; values are capped at one day.  The retries inside this
+ * module take the same number from libcurl (CURLINFO_RETRY_AFTER).
+ */
+long http_parse_retry_after(const char *value, time_t now);
+
+/* The response's Retry-After as http_parse_retry_after reads it; -1 when
+ * the header is absent or unreadable. */
+long http_response_retry_after(const struct http_response *r);
 
 /*
  * Global libcurl setup; call once from main before any thread starts.

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -90,7 +91,103 @@ static char *render_json(enum log_level level, const char *ts, const char *msg, 
 	return line;
 }
 
-/* Text: "2026-11-30T10:00:00.123Z INFO  message key=value key2=\"a b\"". */
+/*
+ * One byte of untrusted text in its escaped form: control characters as
+ * \n, \r, \t or \xNN; with LOG_ESC_QUOTES also \" and \\ (so a quoted
+ * value cannot end early); with LOG_ESC_BYTES every byte outside
+ * printable ASCII as \xNN, newline and bytes >= 0x80 included.
+ * Returns the bytes written to out (at most 4).
+ */
+static size_t escape_byte(unsigned char c, unsigned flags, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	switch (flags & LOG_ESC_BYTES ? 0 : c) {
+	case '\n': memcpy(out, "\\n", 2); return 2;
+	case '\r': memcpy(out, "\\r", 2); return 2;
+	case '\t': memcpy(out, "\\t", 2); return 2;
+	default: break;
+	}
+	if ((flags & LOG_ESC_QUOTES) && (c == '"' || c == '\\')) {
+		out[0] = '\\';
+		out[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f || (c >= 0x80 && (flags & LOG_ESC_BYTES))) {
+		out[0] = '\\';
+		out[1] = 'x';
+		out[2] = hex[c >> 4];
+		out[3] = hex[c & 15];
+		return 4;
+	}
+	out[0] = (char)c;
+	return 1;
+}
+
+const char *log_escape(const char *in, char *out, size_t n, unsigned flags)
+{
+	const unsigned char *s = (const unsigned char *)(in ? in : "");
+	size_t total = 0, len = 0, limit = n > 4 ? n - 4 : 0;
+	char buf[4];
+	int cut;
+
+	if (n == 0)
+		return out;
+	for (const unsigned char *p = s; *p; p++)
+		total += escape_byte(*p, flags, buf);
+	/* Longer than n - 4: cut there (never inside an escape) and mark it,
+	 * so a cut text always ends in "...". */
+	cut = total > limit;
+	for (const unsigned char *p = s; *p; p++) {
+		size_t k = escape_byte(*p, flags, buf);
+		if (cut && len + k > limit)
+			break;
+		memcpy(out + len, buf, k);
+		len += k;
+	}
+	if (cut && n >= 4) {
+		memcpy(out + len, "...", 3);
+		len += 3;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+const char *log_printable(const char *in, char *out, size_t n)
+{
+	return log_escape(in, out, n, 0);
+}
+
+/* Appends s to the growing line at *buf, escaped as escape_byte says. */
+static int append_escaped(char **buf, size_t *len, size_t *cap, const char *s, int quoted)
+{
+	size_t need = *len + strlen(s) * 4 + 8;
+	char tmp[4];
+
+	if (need > *cap) {
+		char *nb = realloc(*buf, need * 2);
+		if (nb == NULL)
+			return -1;
+		*buf = nb;
+		*cap = need * 2;
+	}
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		size_t k = escape_byte(*p, quoted ? LOG_ESC_QUOTES : 0, tmp);
+		memcpy(*buf + *len, tmp, k);
+		*len += k;
+	}
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+static int append_raw(char **buf, size_t *len, size_t *cap, const char *s)
+{
+	return append_escaped(buf, len, cap, s, 0);
+}
+
+/* Text: "2026-11-30T10:00:00.123Z INFO  message key=value key2=\"a b\"".
+ * Values are quoted when they hold a space, a quote, '=' or any character
+ * that is escaped, so every record stays one parseable line. */
 static char *render_text(enum log_level level, const char *ts, const char *msg, va_list ap)
 {
 	size_t cap = 256 + strlen(msg), len = 0;
@@ -98,7 +195,9 @@ static char *render_text(enum log_level level, const char *ts, const char *msg, 
 
 	if (s == NULL)
 		return NULL;
-	len = (size_t)snprintf(s, cap, "%s %-5s %s", ts, level_names[level], msg);
+	len = (size_t)snprintf(s, cap, "%s %-5s ", ts, level_names[level]);
+	if (append_raw(&s, &len, &cap, msg) < 0)
+		goto fail;
 	for (;;) {
 		const char *k = va_arg(ap, const char *);
 		if (k == NULL)
@@ -106,20 +205,19 @@ static char *render_text(enum log_level level, const char *ts, const char *msg, 
 		const char *v = va_arg(ap, const char *);
 		if (v == NULL)
 			v = "";
-		int quote = strpbrk(v, " \t\"=") != NULL || *v == '\0';
-		size_t need = len + strlen(k) + strlen(v) + 8;
-		if (need > cap) {
-			char *n = realloc(s, need * 2);
-			if (n == NULL) {
-				free(s);
-				return NULL;
-			}
-			s = n;
-			cap = need * 2;
-		}
-		len += (size_t)snprintf(s + len, cap - len, quote ? " %s=\"%s\"" : " %s=%s", k, v);
+		int quote = *v == '\0' || strpbrk(v, " \t\"=\\") != NULL;
+		for (const unsigned char *p = (const unsigned char *)v; *p && !quote; p++)
+			quote = *p < 0x20 || *p == 0x7f;
+		if (append_raw(&s, &len, &cap, " ") < 0 || append_raw(&s, &len, &cap, k) < 0 ||
+		    append_raw(&s, &len, &cap, quote ? "=\"" : "=") < 0 ||
+		    append_escaped(&s, &len, &cap, v, quote) < 0 ||
+		    (quote && append_raw(&s, &len, &cap, "\"") < 0))
+			goto fail;
 	}
 	return s;
+fail:
+	free(s);
+	return NULL;
 }
 
 void log_write(enum log_level level, const char *msg, ...)

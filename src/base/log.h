@@ -8,8 +8,10 @@
  *
  * writes {"level":"info","ts":"2026-11-30T10:00:00.123Z","msg":"artifact
  * stored","digest":"sha256:...","path":"..."}.  The pair list ends with NULL.
- * Callers must never pass secret values.  Thread-safe: records from several
- * threads never interleave.
+ * Callers must never pass secret values, and pass URLs through url_for_log
+ * (base/url.h).  Thread-safe: records from several threads never interleave.
+ * Each record is one line in both formats: the text format escapes control
+ * characters, quotes and backslashes in values (log_printable below).
  */
 #ifndef PC_LOG_H
 #define PC_LOG_H
@@ -29,6 +31,24 @@ int log_parse_format(const char *s, enum log_format *out);
 int log_enabled(enum log_level level);
 
 void log_write(enum log_level level, const char *msg, ...);
+
+/*
+ * Copies untrusted text (a server's message, a name from an archive, a
+ * command-line value echoed back) into out so that it stays on one line:
+ * control characters become \n, \r, \t or \xNN; other bytes, UTF-8
+ * included, are kept.  Text that does not fit is cut and ends in "...".
+ * out (n > 0 bytes) is always NUL-terminated; returns out.  The text log
+ * format applies the same escaping, plus \" and \\ inside quoted values.
+ */
+const char *log_printable(const char *in, char *out, size_t n);
+
+/* log_printable with more escaped: LOG_ESC_QUOTES adds \" and \\,
+ * LOG_ESC_BYTES writes every byte outside printable ASCII as \xNN (for
+ * names from an archive, which need not be UTF-8; \n is \x0a there).  Text whose escaped form is longer
+ * than n - 4 bytes is cut there and ends in "...". */
+#define LOG_ESC_QUOTES    1u
+#define LOG_ESC_BYTES 2u
+const char *log_escape(const char *in, char *out, size_t n, unsigned flags);
 
 #define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_write(LOG_INFO, __VA_ARGS__)

@@ -32,6 +32,7 @@
 
 #include "base/digest.h"
 #include "base/fs.h"
+#include "base/log.h"
 
 #define UNTAR_MAX_SYMLINK_HOPS 40      /* as the kernel's MAXSYMLINKS */
 #define UNTAR_PRINT_MAX        160     /* bytes of an entry name in messages */
@@ -43,6 +44,7 @@ void untar_limits_default(struct untar_limits *l)
 	l->max_total_bytes = UNTAR_DEFAULT_MAX_TOTAL;
 	l->max_entries = UNTAR_DEFAULT_MAX_ENTRIES;
 	l->max_file_bytes = -1;
+	l->cancel = NULL;
 }
 
 /* ---- printing names ------------------------------------------------------ */
@@ -50,42 +52,13 @@ void untar_limits_default(struct untar_limits *l)
 /*
  * Makes an archive-supplied string safe for a one-line message: control and
  * non-ASCII bytes become \xNN, quotes and backslashes are escaped, and the
- * result is cut at UNTAR_PRINT_MAX bytes with "..." appended.
+ * result is cut at UNTAR_PRINT_MAX bytes with "..." appended (log_escape).
  */
 static void printable(const char *s, char *out, size_t outlen)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t n = 0;
+	size_t n = outlen < UNTAR_PRINT_MAX + 4 ? outlen : UNTAR_PRINT_MAX + 4;
 
-	if (s == NULL)
-		s = "";
-	for (; *s != '\0'; s++) {
-		unsigned char c = (unsigned char)*s;
-		char tmp[4];
-		size_t k = 0;
-
-		if (c < 0x20 || c >= 0x7f) {
-			tmp[k++] = '\\';
-			tmp[k++] = 'x';
-			tmp[k++] = hex[c >> 4];
-			tmp[k++] = hex[c & 15];
-		} else if (c == '"' || c == '\\') {
-			tmp[k++] = '\\';
-			tmp[k++] = (char)c;
-		} else {
-			tmp[k++] = (char)c;
-		}
-		if (n + k > UNTAR_PRINT_MAX || n + k + 4 > outlen) {
-			if (n + 4 <= outlen) {
-				memcpy(out + n, "...", 3);
-				n += 3;
-			}
-			break;
-		}
-		memcpy(out + n, tmp, k);
-		n += k;
-	}
-	out[n] = '\0';
+	log_escape(s, out, n, LOG_ESC_QUOTES | LOG_ESC_BYTES);
 }
 
 #define PRINTABLE_BUF (UNTAR_PRINT_MAX + 8)
@@ -186,6 +159,7 @@ struct reader {
 	unsigned char head[16];      /* the first input bytes, to name foreign formats */
 	size_t head_len;
 	int64_t total_in;
+	const volatile int *cancel;  /* from the limits */
 };
 
 struct ctx {
@@ -745,8 +719,15 @@ static int extract_entry(struct ctx *c, struct archive_entry *ae, struct err *e)
 static la_ssize_t reader_cb(struct archive *a, void *ud, const void **buf)
 {
 	struct reader *r = ud;
-	ssize_t n = r->read(r->ud, buf, &r->err);
+	ssize_t n;
 
+	if (r->cancel != NULL && *r->cancel != 0) {
+		r->failed = 1;
+		err_set(&r->err, ERR_CANCELED, "extraction canceled");
+		archive_set_error(a, ECANCELED, "canceled");
+		return -1;
+	}
+	n = r->read(r->ud, buf, &r->err);
 	if (n < 0) {
 		r->failed = 1;
 		archive_set_error(a, EIO, "input read failed");
@@ -901,6 +882,7 @@ int untar_into_dir(untar_read_fn read, void *ud, const char *dir,
 		limits = &def;
 	}
 	c.lim = limits;
+	r.cancel = limits->cancel;
 	c.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c.root_fd < 0)
 		return err_set(e, ERR_IO, "open extraction directory %s: %s", dir, strerror(errno));
@@ -928,6 +910,7 @@ int untar_into_dir(untar_read_fn read, void *ud, const char *dir,
 
 struct file_src {
 	int fd;
+	const volatile int *cancel;
 	const char *path;
 	struct digest_ctx *hash;     /* NULL when no digest is checked */
 	unsigned char *buf;
@@ -938,9 +921,11 @@ static ssize_t file_read(void *ud, const void **buf, struct err *e)
 	struct file_src *s = ud;
 	ssize_t n;
 
-	do
+	do {
+		if (s->cancel != NULL && *s->cancel != 0)
+			return err_set(e, ERR_CANCELED, "read %s: canceled", s->path);
 		n = read(s->fd, s->buf, UNTAR_FILE_READ_CHUNK);
-	while (n < 0 && errno == EINTR);
+	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return err_set(e, ERR_IO, "read %s: %s", s->path, strerror(errno));
 	if (s->hash != NULL && n > 0)
@@ -1002,7 +987,7 @@ static int parent_exists(const char *dest, struct err *e)
 int untar_file_verified(const char *path, const char *dest, const struct digest *want,
     const struct untar_limits *limits, struct untar_stats *stats, struct err *e)
 {
-	struct file_src s = { .fd = -1, .path = path };
+	struct file_src s = { .fd = -1, .path = path, .cancel = limits != NULL ? limits->cancel : NULL };
 	char staging[PATH_MAX];
 	struct err ignored;
 	int rc = -1, staged = 0;

@@ -45,6 +45,10 @@ struct untar_limits {
 	int64_t max_total_bytes;   /* sum of bytes written; default 100 MiB */
 	int64_t max_entries;       /* entries of any type; default 100,000 */
 	int64_t max_file_bytes;    /* one file; default -1 (only the total applies) */
+	/* Not a limit but a stop: when set, a non-zero value (from another
+	 * thread or a signal handler) ends the extraction at the next input
+	 * chunk with ERR_CANCELED.  Default NULL. */
+	const volatile int *cancel;
 };
 
 void untar_limits_default(struct untar_limits *l);

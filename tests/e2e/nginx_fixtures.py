@@ -13,6 +13,10 @@ Locations:
 
 The access log records "STATUS URI" per request, so tests count downloads.
 A TLS listener with a CA made at fixture time serves the same locations.
+
+``scripted_server(handler)`` is a raw loopback server for what nginx will not
+do: handler(conn, request_bytes, n) answers the n-th connection (0-based)
+any way it likes (redirects to presigned URLs, endless bodies, garbage).
 """
 import os
 import pathlib
@@ -185,53 +189,112 @@ def nginx():
     shutil.rmtree(base, ignore_errors=True)
 
 
-class BrokenServer:
-    """A raw TCP server that misbehaves in one scripted way per connection:
-    'short' promises Content-Length N and closes after N/2 bytes."""
+class ScriptedServer:
+    """A loopback HTTP server whose every connection is answered by
+    handler(conn, request_bytes, n); it keeps the request lines it saw."""
 
-    def __init__(self, body):
-        self.body = body
+    def __init__(self, handler):
+        self.handler = handler
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
+        self.requests = []
         self.connections = 0
-        self._stop = False
+        self.accepted = threading.Event()
+        self._stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self):
-        while not self._stop:
+        n = 0
+        while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
             self.connections += 1
-            with conn:
-                try:
-                    conn.recv(65536)
-                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(self.body)}\r\n"
-                            "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")
-                    conn.sendall(head.encode() + self.body[: len(self.body) // 2])
-                except OSError:
-                    pass
+            threading.Thread(target=self._one, args=(conn, n), daemon=True).start()
+            n += 1
 
-    def url(self, name="artifact.tar.gz"):
-        return f"http://127.0.0.1:{self.port}/{name}"
+    def _one(self, conn, n):
+        with conn:
+            try:
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    req += chunk
+                self.requests.append(req.split(b"\r\n", 1)[0].decode("latin-1"))
+                self.accepted.set()
+                self.handler(conn, req, n)
+            except OSError:
+                pass
+
+    def url(self, path="artifact.tar.gz"):
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def stopped(self):
+        return self._stop.is_set()
 
     def close(self):
-        self._stop = True
+        self._stop.set()
         self.sock.close()
 
 
 @pytest.fixture
-def broken_server():
+def scripted_server():
     servers = []
 
-    def make(body):
-        s = BrokenServer(body)
+    def make(handler):
+        s = ScriptedServer(handler)
         servers.append(s)
         return s
     yield make
     for s in servers:
         s.close()
+
+
+@pytest.fixture
+def broken_server(scripted_server):
+    """A server that promises Content-Length N and closes after N/2 bytes;
+    .connections counts the attempts."""
+    def make(body):
+        def handler(conn, req, n):
+            head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n"
+                    "Content-Type: application/gzip\r\nConnection: close\r\n\r\n")
+            conn.sendall(head.encode() + body[: len(body) // 2])
+        return scripted_server(handler)
+    return make
+
+
+# ---- helpers for tests that stop a transfer midway (fetch, pull, unpack) ----
+
+def wait_until(cond, what, deadline_s=30.0):
+    """Polls cond() until it holds; TimeoutError(what) after deadline_s."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(what)
+
+
+def staging_names(parent):
+    """The staging directories (".NAME.tmp-XXXXXX") in parent."""
+    parent = str(parent)
+    return [n for n in os.listdir(parent) if ".tmp-" in n] if os.path.isdir(parent) else []
+
+
+def partial_staging(parent):
+    """True once a staging directory in parent has something in it."""
+    return any(os.listdir(os.path.join(str(parent), n)) for n in staging_names(parent))
+
+
+def holds_open(pid, path):
+    """True when process pid has path open (it is waiting on that lock)."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False

@@ -245,7 +245,9 @@ class FakeRegistry:
     redirect blobs to another host, send an oversized manifest, stall.
 
     ``routes`` maps a path to a function(handler) -> (status, headers, body),
-    or to the string "stall" (accept and never answer).  Every request is
+    or to the string "stall" (accept and never answer).  body is bytes, or an
+    iterable of byte chunks written as they come (then headers must carry
+    any Content-Length).  Every request is
     recorded as (method, path, headers dict).
     """
 
@@ -280,10 +282,21 @@ class FakeRegistry:
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if self.command != "HEAD":
+                if self.command == "HEAD":
+                    return
+                if isinstance(body, bytes):
                     self.wfile.write(body)
+                    return
+                # An iterable of chunks (headers carry Content-Length): a
+                # body that trickles, stalls or never ends.
+                for chunk in body:
+                    if fake.stop_event.is_set():
+                        return
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
 
             do_GET = do_HEAD = do_PUT = do_POST = handle_any
 

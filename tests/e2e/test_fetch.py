@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from artifacts import flux_tarball, sha256, tree
+from nginx_fixtures import holds_open, partial_staging, staging_names, wait_until
 
 FILES = {
     "Pulumi.yaml": (b"name: demo\nruntime: yaml\n", 0o600),
@@ -103,8 +104,10 @@ def test_bad_digest_syntax(run_pc, nginx, artifact, tmp_path):
     name, _ = artifact
     out = tmp_path / "out"
     r = run_pc("fetch", nginx.url("artifacts/" + name), "--digest", "md5:abcd", "--out", out)
-    assert r.returncode == 1
+    # A malformed --digest is bad usage (2), as in `unpack` and as documented.
+    assert r.returncode == 2
     assert "unsupported algorithm" in r.stderr
+    assert nginx.requests("/" + name) == []
     assert_clean(str(out))
 
 
@@ -257,5 +260,245 @@ def test_store_concurrent_requests_share_one_download(pc_bin, nginx, tmp_path):
 def test_usage_errors(run_pc, tmp_path):
     r = run_pc("fetch", "http://x/a.tar.gz", "--out", tmp_path / "o")
     assert r.returncode == 2
+    # A URL or --host-override that cannot be parsed is bad usage too.
+    r = run_pc("fetch", "http://[::1/a.tar.gz", "--digest", sha256(b"x"), "--out", tmp_path / "o")
+    assert r.returncode == 2 and "cannot be parsed" in r.stderr, r.stderr
+    r = run_pc("fetch", "http://x/a.tar.gz", "--digest", sha256(b"x"), "--out", tmp_path / "o",
+               "--host-override", "http://[bad")
+    assert r.returncode == 2 and "cannot be parsed" in r.stderr, r.stderr
     r = run_pc("fetch", "--help")
     assert r.returncode == 0 and "--digest" in r.stdout and "--max-size" in r.stdout
+
+
+def test_url_credentials_never_printed(run_pc, nginx, artifact, tmp_path):
+    """userinfo and query strings stay out of errors and of info/debug lines."""
+    name, data = artifact
+    base = f"http://alice:hunter2@127.0.0.1:{nginx.port}"
+    r = run_pc("fetch", f"{base}/artifacts/missing.tar.gz?token=s3cr3t", "--digest", sha256(b"x"),
+               "--out", tmp_path / "a", "--log-level", "debug")
+    assert r.returncode == 1
+    assert "404" in r.stderr
+    r2 = run_pc("fetch", f"{base}/artifacts/{name}?token=s3cr3t#frag", "--digest", sha256(data),
+                "--out", tmp_path / "b", "--log-level", "debug")
+    assert r2.returncode == 0, r2.stderr
+    r3 = run_pc("fetch", f"{base}/artifacts/{name}?token=s3cr3t", "--digest", sha256(data),
+                "--store", tmp_path / "store", "--log-level", "debug", "--log-format", "json")
+    assert r3.returncode == 0, r3.stderr
+    for out in (r.stderr, r2.stderr, r3.stderr, r3.stdout):
+        assert "hunter2" not in out and "alice" not in out and "s3cr3t" not in out, out
+    assert f"127.0.0.1:{nginx.port}/artifacts/missing.tar.gz" in r.stderr
+
+
+def test_presigned_redirect_target_not_printed(run_pc, scripted_server, tmp_path):
+    """A redirect to object storage carries a signature in its query; the
+    error about its broken body names the storage URL without it."""
+    data = flux_tarball(FILES)
+
+    def handler(conn, req, n):
+        if b"/blob" not in req.split(b"\r\n", 1)[0]:
+            conn.sendall(b"HTTP/1.1 302 Found\r\nContent-Length: 0\r\nConnection: close\r\n"
+                         b"Location: /blob?X-Amz-Credential=AKIDEXAMPLE&X-Amz-Signature=SIGSECRET\r\n\r\n")
+            return
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+                     + data[: len(data) // 2])
+
+    srv = scripted_server(handler)
+    r = run_pc("fetch", srv.url("artifact.tar.gz"), "--digest", sha256(data), "--out", tmp_path / "o",
+               "--retries", "0", "--log-level", "debug")
+    assert r.returncode == 1
+    assert "SIGSECRET" not in r.stderr and "AKIDEXAMPLE" not in r.stderr, r.stderr
+    assert f"127.0.0.1:{srv.port}/blob" in r.stderr
+    assert_clean(str(tmp_path / "o"))
+
+
+def _endless_after(data):
+    """A handler that sends data, then zeros without end (no Content-Length)."""
+    def handler(conn, req, n):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + data)
+        chunk = b"\0" * 65536
+        for _ in range(100000):  # ~6.5 GB: "forever" for a test
+            conn.sendall(chunk)
+    return handler
+
+
+def test_bytes_after_the_archive_are_bounded(run_pc, scripted_server, tmp_path):
+    """A body that goes on after the tar end marker is refused after 1 MiB
+    instead of being hashed until the timeout (and then retried)."""
+    data = flux_tarball(FILES)
+    srv = scripted_server(_endless_after(data))
+    out = tmp_path / "o"
+    r = run_pc("fetch", srv.url(), "--digest", sha256(data), "--out", out, timeout=60)
+    assert r.returncode == 1
+    assert "after the end of the archive" in r.stderr, r.stderr
+    assert len(srv.requests) == 1  # a limit is not retried
+    assert_clean(str(out))
+
+
+def test_trailing_padding_within_the_bound_is_fine(run_pc, nginx, tmp_path):
+    data = flux_tarball(FILES) + b"\0" * 10240
+    nginx.put("padded.tar.gz", data)
+    r = run_pc("fetch", nginx.url("artifacts/padded.tar.gz"), "--digest", sha256(data), "--out", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert_extracted(tmp_path / "o")
+
+
+def test_max_artifact_size_flag_and_default(run_pc, nginx, tmp_path):
+    data = flux_tarball({"big.bin": os.urandom(1 << 20)})
+    nginx.put("big3.tar.gz", data)
+    r = run_pc("fetch", nginx.url("artifacts/big3.tar.gz"), "--digest", sha256(data), "--out", tmp_path / "o",
+               "--max-artifact-size", "64Ki")
+    assert r.returncode == 1
+    assert "limit of 65536 bytes" in r.stderr
+    assert_clean(str(tmp_path / "o"))
+    h = run_pc("fetch", "--help")
+    assert "--max-artifact-size" in h.stdout and "default 512Mi" in h.stdout
+
+
+def _hold_lock(store, data):
+    """Takes the store lock of data's entry as a stalled fetch would."""
+    import fcntl
+    d = store / "artifacts" / "sha256"
+    d.mkdir(parents=True, exist_ok=True)
+    f = open(d / f".{sha256(data)[7:]}.lock", "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def test_lock_wait_honours_timeout(run_pc, nginx, artifact, tmp_path):
+    name, data = artifact
+    store = tmp_path / "store"
+    held = _hold_lock(store, data)
+    try:
+        r = run_pc("fetch", nginx.url("artifacts/" + name), "--digest", sha256(data), "--store", store,
+                   "--timeout", "1", timeout=60)
+    finally:
+        held.close()
+    assert r.returncode == 1
+    assert "still holds" in r.stderr and ".lock" in r.stderr, r.stderr
+    assert nginx.requests("/" + name) == []
+
+
+def test_lock_wait_is_cancelled_by_sigterm(pc_bin, nginx, artifact, tmp_path):
+    import signal
+    name, data = artifact
+    store = tmp_path / "store"
+    held = _hold_lock(store, data)
+    try:
+        p = subprocess.Popen([pc_bin, "fetch", nginx.url("artifacts/" + name), "--digest", sha256(data),
+                              "--store", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lock = store / "artifacts" / "sha256" / f".{sha256(data)[7:]}.lock"
+        wait_until(lambda: holds_open(p.pid, lock), "fetch never opened the lock")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+    finally:
+        held.close()
+    assert p.returncode == -signal.SIGTERM, err
+    assert "canceled" in err
+
+
+def _trickle(data):
+    """Half the body, then one byte a second: a transfer to kill midway."""
+    import time
+
+    def handler(conn, req, n):
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+                     + data[: len(data) // 2])
+        for b in data[len(data) // 2:]:
+            time.sleep(1)
+            conn.sendall(bytes([b]))
+    return handler
+
+
+@pytest.mark.parametrize("mode", ["out", "store"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_killed_mid_transfer_leaves_no_staging(pc_bin, scripted_server, tmp_path, mode, sig):
+    import signal
+    data = flux_tarball({"blob.bin": os.urandom(256 << 10)}, level=0)
+    srv = scripted_server(_trickle(data))
+    out = tmp_path / "o"
+    store = tmp_path / "store"
+    parent = tmp_path if mode == "out" else store / "artifacts" / "sha256"
+    target = ["--out", str(out)] if mode == "out" else ["--store", str(store)]
+    p = subprocess.Popen([pc_bin, "fetch", srv.url(), "--digest", sha256(data), *target],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: partial_staging(parent), "no partial staging appeared")
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == -getattr(signal, sig), err
+    assert staging_names(parent) == []
+    assert not out.exists()
+
+
+def test_store_sweeps_stale_staging_but_not_live_one(run_pc, nginx, artifact, tmp_path):
+    name, data = artifact
+    store = tmp_path / "store"
+    d = store / "artifacts" / "sha256"
+    d.mkdir(parents=True)
+    other = sha256(b"another artifact")[7:]
+    busy = sha256(b"being downloaded")[7:]
+    for hexd in (sha256(data)[7:], other, busy):
+        (d / f".{hexd}.tmp-abc123").mkdir()
+        (d / f".{hexd}.tmp-abc123" / "partial").write_bytes(b"x")
+    held = _hold_lock(store, b"being downloaded")
+    try:
+        r = run_pc("fetch", nginx.url("artifacts/" + name), "--digest", sha256(data), "--store", store)
+    finally:
+        held.close()
+    assert r.returncode == 0, r.stderr
+    assert sorted(staging_names(d)) == [f".{busy}.tmp-abc123"]
+    assert_extracted(d / sha256(data)[7:])
+
+
+def test_endless_error_body_is_not_read_to_the_end(run_pc, scripted_server, tmp_path):
+    """A 500 whose body never ends: judged on its status after the first
+    64 KiB, and retried, instead of being read until the timeout each time."""
+    def handler(conn, req, n):
+        conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\nbroken ")
+        for _ in range(1000000):
+            conn.sendall(b"x" * 65536)
+    srv = scripted_server(handler)
+    r = run_pc("fetch", srv.url(), "--digest", sha256(b"x"), "--out", tmp_path / "o", "--retries", "1",
+               timeout=60)
+    assert r.returncode == 1
+    assert "HTTP 500" in r.stderr and "broken" in r.stderr, r.stderr
+    assert srv.connections == 2
+    assert_clean(str(tmp_path / "o"))
+
+
+def test_retry_after_cannot_stretch_the_timeout(run_pc, scripted_server, tmp_path):
+    """503 with Retry-After: 20 on every attempt: --timeout 2 ends the fetch
+    (with the 503 as the reason) instead of three 20 s waits."""
+    def handler(conn, req, n):
+        conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 20\r\nContent-Length: 4\r\n"
+                     b"Connection: close\r\n\r\nbusy")
+    srv = scripted_server(handler)
+    r = run_pc("fetch", srv.url(), "--digest", sha256(b"x"), "--out", tmp_path / "o", "--timeout", "2",
+               timeout=30)
+    assert r.returncode == 1
+    assert "HTTP 503" in r.stderr, r.stderr
+    assert srv.connections == 1
+    assert_clean(str(tmp_path / "o"))
+
+
+def test_refused_entry_is_the_report_when_much_follows(run_pc, nginx, tmp_path):
+    """A hostile entry early in a large artifact: the drain after it stops at
+    the trailing bound, and the message still names the refused entry."""
+    import gzip
+    import io
+    import tarfile
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        ti = tarfile.TarInfo("../evil.txt")
+        ti.size = 4
+        tar.addfile(ti, io.BytesIO(b"evil"))
+        big = os.urandom(3 << 20)
+        ti = tarfile.TarInfo("big.bin")
+        ti.size = len(big)
+        tar.addfile(ti, io.BytesIO(big))
+    data = gzip.compress(raw.getvalue(), compresslevel=1)
+    nginx.put("evil-big.tar.gz", data)
+    out = tmp_path / "o"
+    r = run_pc("fetch", nginx.url("artifacts/evil-big.tar.gz"), "--digest", sha256(data), "--out", out)
+    assert r.returncode == 1
+    assert "../evil.txt" in r.stderr, r.stderr
+    assert_clean(str(out))

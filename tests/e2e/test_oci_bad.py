@@ -258,3 +258,133 @@ def test_limits(run_pc, registry_plain, tmp_path):
     assert "limit" in err
     err = pull_fails(run_pc, registry_plain.ref("bad/limits", "v1"), tmp_path / "o3", "--max-entries", "2")
     assert "limit" in err or "entries" in err
+
+
+def _challenge_registry(fake_registry, realm_path="/token", realm=None):
+    """A registry that answers every /v2/ request with a Bearer challenge."""
+    reg = fake_registry()
+    realm = realm or f"http://{reg.host}{realm_path}"
+    challenge = f'Bearer realm="{realm}",service="s",scope="repository:t/app:pull"'
+    for path in ("/v2/", "/v2/t/app/manifests/v1"):
+        reg.routes[path] = lambda h: (401, {"WWW-Authenticate": challenge}, b"")
+    return reg
+
+
+def test_oversized_token_response_is_named_as_such(run_pc, fake_registry, tmp_path):
+    reg = _challenge_registry(fake_registry)
+    reg.routes["/token"] = lambda h: (200, {"Content-Type": "application/json"},
+                                      b'{"token":"' + b"x" * (2 << 20) + b'"}')
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/app:v1", tmp_path / "out")
+    assert "token response" in err and "1048576" in err, err
+    assert "4194304" not in err  # not the manifest's limit
+
+
+def test_token_with_crlf_is_refused_not_sent(run_pc, fake_registry, tmp_path):
+    """A token service cannot add request headers through its token."""
+    reg = _challenge_registry(fake_registry)
+    reg.routes["/token"] = lambda h: (200, {"Content-Type": "application/json"},
+                                      json.dumps({"token": "abc\r\nX-Injected: yes"}).encode())
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/app:v1", tmp_path / "out")
+    assert "token" in err and "refused" in err, err
+    assert not any("X-Injected" in h for (_, _, h) in reg.requests)
+
+
+def test_registry_token_with_control_characters_is_refused(run_pc, fake_registry, tmp_path):
+    reg = _challenge_registry(fake_registry)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"auths": {reg.host: {"registrytoken": "t\nX-Injected: yes"}}}))
+    r = run_pc("pull", f"oci://{reg.host}/t/app:v1", "--out", tmp_path / "out", "--plain-http",
+               "--docker-config", cfg)
+    assert r.returncode == 1 and "registry token" in r.stderr, r.stderr
+    assert reg.requests == []
+
+
+def test_token_realm_credentials_never_printed(run_pc, fake_registry, tmp_path):
+    reg = fake_registry()
+    realm = f"http://alice:hunter2@{reg.host}/token?key=s3cr3t"
+    reg.routes["/v2/"] = reg.routes["/v2/t/app/manifests/v1"] = lambda h: (
+        401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="s"'}, b"")
+    reg.routes["/token"] = lambda h: (500, {}, b"down")
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/app:v1", tmp_path / "out", "--log-level", "debug")
+    assert "hunter2" not in err and "s3cr3t" not in err and "alice" not in err, err
+    assert f"{reg.host}/token" in err
+
+
+def test_reference_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    r = run_pc("pull", "oci://example.com/repo:v1\nINJECTED line", "--out", tmp_path / "o")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "\\n" in r.stderr
+
+
+def test_digest_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    r = run_pc("pull", "oci://example.com/repo@sha256:" + "a" * 10 + "\nfake: line", "--out", tmp_path / "o")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_bad_semver_range_is_usage(run_pc, fake_registry, tmp_path):
+    reg = fake_registry()
+    r = run_pc("pull", f"oci://{reg.host}/t/app", "--semver", ">=1.0.0 <<2", "--out", tmp_path / "o",
+               "--plain-http")
+    assert r.returncode == 2, r.stderr
+    assert reg.requests == []  # refused before asking the registry anything
+
+
+def test_bytes_after_the_layer_archive_are_bounded(run_pc, fake_registry, tmp_path):
+    """A layer whose declared size includes megabytes after the tar end is
+    refused after 1 MiB instead of being hashed to the end."""
+    manifest, mdigest, blobs = small_artifact()
+    layer_digest = [d for d, b in blobs.items() if b[:2] == b"\x1f\x8b"][0]
+    padded = blobs[layer_digest] + b"\0" * (3 << 20)
+    d = "sha256:" + hashlib.sha256(padded).hexdigest()
+    m = json.loads(manifest)
+    m["layers"][0].update(digest=d, size=len(padded))
+    manifest = json.dumps(m).encode()
+    mdigest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    blobs = {d: padded}
+    reg = fake_registry()
+    serve_artifact(reg, "t/pad", "v1", manifest, mdigest, blobs)
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/pad:v1", tmp_path / "out")
+    assert "after the end of the archive" in err, err
+
+
+def test_plain_http_and_skip_verify_are_distinct_flags(run_pc, tmp_path):
+    h = run_pc("pull", "--help").stdout
+    assert "--plain-http" in h and "--insecure-skip-tls-verify" in h
+    assert "insecure: true" in h  # says which one Flux's insecure is
+    r = run_pc("pull", "oci://example.com/r:v1", "--out", tmp_path / "o", "--plain-http",
+               "--insecure-skip-tls-verify")
+    assert r.returncode == 2 and "exclude each other" in r.stderr
+
+
+def test_endless_tag_lists_are_bounded_in_bytes(run_pc, fake_registry, tmp_path):
+    """Pages of huge junk "tags" with a next link forever: refused after
+    16 MiB in all, not read for 1,000 pages (gigabytes kept in memory)."""
+    reg = fake_registry()
+    junk = json.dumps({"name": "t/app", "tags": ["1.0.0", "x" * (2 << 20)]}).encode()
+
+    def page(h):
+        return 200, {"Content-Type": "application/json",
+                     "Link": '</v2/t/app/tags/list?n=1000&last=x>; rel="next"'}, junk
+    reg.routes["/v2/t/app/tags/list"] = page
+    err = pull_fails(run_pc, f"oci://{reg.host}/t/app", tmp_path / "out", "--semver", "*")
+    assert "bytes of tag lists" in err, err
+    assert len([p for (_, p, _) in reg.requests if "/tags/list" in p]) <= 9
+
+
+
+def test_endless_upload_session_body_is_bounded(run_pc, fake_registry, tmp_path):
+    """A registry answering the upload POST with a 202 whose body never ends
+    is refused after 1 MiB instead of being buffered until the timeout."""
+    reg = fake_registry()
+    reg.routes["/v2/"] = lambda h: (200, {}, b"{}")
+    reg.routes["/v2/t/push/blobs/uploads/"] = lambda h: (
+        202, {"Location": "/v2/t/push/blobs/uploads/u1"}, iter([b"x" * 65536] * 100000))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Pulumi.yaml").write_text("name: x\nruntime: yaml\n")
+    r = run_pc("push", f"oci://{reg.host}/t/push:v1", "--path", src, "--plain-http", "--retries", "0",
+               timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "larger than the limit" in r.stderr, r.stderr

@@ -293,3 +293,54 @@ def test_archive_from_a_pipe(tmp_path, pc_bin):
                        input=case.data, capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert tree_of(out) == case.tree
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_signal_mid_extraction_leaves_no_staging(pc_bin, tmp_path, sig):
+    """Reading from a pipe that stalls halfway: the signal ends the
+    extraction, the staging directory goes, the process dies by the signal."""
+    import gzip
+    import io
+    import signal
+    import subprocess
+    import tarfile
+    from nginx_fixtures import partial_staging, staging_names, wait_until
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for i in range(4):
+            data = os.urandom(64 << 10)
+            ti = tarfile.TarInfo(f"f{i}.bin")
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    archive = gzip.compress(raw.getvalue(), compresslevel=0)
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    p = subprocess.Popen([pc_bin, "unpack", str(fifo), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(fifo, "wb") as w:
+        w.write(archive[: len(archive) // 2])
+        w.flush()
+        wait_until(lambda: partial_staging(tmp_path), "no partial staging appeared")
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=20)
+    assert p.returncode == -getattr(signal, sig), err
+    assert staging_names(tmp_path) == []
+    assert not out.exists()
+
+
+def test_digest_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    arch = tmp_path / "a.tar"
+    arch.write_bytes(b"\0" * 1024)
+    r = run_pc("unpack", arch, "--out", tmp_path / "o", "--digest", "sha256:ab\nfake: second line")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_archive_path_with_newline_is_one_escaped_line(run_pc, tmp_path):
+    arch = tmp_path / "a\nfake: line.tar"
+    arch.write_bytes(b"not an archive at all" * 50)
+    r = run_pc("unpack", arch, "--out", tmp_path / "o")
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "a\\nfake" in r.stderr

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "base/http.h"
@@ -141,6 +142,27 @@ static void defaults_are_safe(void **state)
 	assert_true(o.retries >= 1);
 }
 
+/* Both forms of RFC 9110's Retry-After, the HTTP-date one included. */
+static void retry_after_parses_seconds_and_dates(void **state)
+{
+	/* Sun, 06 Nov 1994 08:49:37 GMT */
+	time_t now = 784111777;
+	struct http_response r = { .raw_headers = "HTTP/1.1 503 x\r\nRetry-After: 120\r\n\r\n" };
+	(void)state;
+
+	assert_int_equal(http_parse_retry_after("7", now), 7);
+	assert_int_equal(http_parse_retry_after(" 30 ", now), 30);
+	assert_int_equal(http_parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", now), 60);
+	assert_int_equal(http_parse_retry_after("Sun, 06 Nov 1994 08:40:00 GMT", now), 0);
+	assert_int_equal(http_parse_retry_after("99999999999", now), 86400);
+	assert_int_equal(http_parse_retry_after("soon", now), -1);
+	assert_int_equal(http_parse_retry_after("5s", now), -1);
+	assert_int_equal(http_parse_retry_after(NULL, now), -1);
+	assert_int_equal(http_response_retry_after(&r), 120);
+	r.raw_headers = "HTTP/1.1 503 x\r\n\r\n";
+	assert_int_equal(http_response_retry_after(&r), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +174,7 @@ int main(void)
 		cmocka_unit_test(header_lookup),
 		cmocka_unit_test(retries_follow_the_method),
 		cmocka_unit_test(defaults_are_safe),
+		cmocka_unit_test(retry_after_parses_seconds_and_dates),
 	};
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
 }

@@ -1,0 +1,41 @@
+/*
+ * clock.c - monotonic time and sleeps (see clock.h).
+ */
+#include "base/clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+#define CANCEL_SLICE_MS 50
+
+int64_t clock_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void clock_sleep_ms(long ms)
+{
+	struct timespec ts;
+
+	if (ms <= 0)
+		return;
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int clock_sleep_cancelable_ms(long ms, const volatile int *cancel)
+{
+	while (ms > 0) {
+		long slice = ms < CANCEL_SLICE_MS ? ms : CANCEL_SLICE_MS;
+		if (cancel != NULL && *cancel != 0)
+			return -1;
+		clock_sleep_ms(slice);
+		ms -= slice;
+	}
+	return cancel != NULL && *cancel != 0 ? -1 : 0;
+}

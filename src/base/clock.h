@@ -1,0 +1,29 @@
+/*
+ * clock.h - the monotonic clock and sleeping, for timeouts, deadlines and
+ * backoff.  Waits are measured on CLOCK_MONOTONIC so a wall-clock step
+ * (NTP, a VM resumed) neither shortens nor lengthens them.
+ *
+ * Meant to be the one copy of these helpers in the program: http, the
+ * artifact store and the OCI client use them; the kube and pulumi modules
+ * can drop their own now_ms/sleep_ms for these.
+ */
+#ifndef PC_CLOCK_H
+#define PC_CLOCK_H
+
+#include <stdint.h>
+
+/* Milliseconds on CLOCK_MONOTONIC (an arbitrary origin; only differences
+ * mean anything). */
+int64_t clock_mono_ms(void);
+
+/* Sleeps ms milliseconds (<= 0 returns at once), resuming after signals. */
+void clock_sleep_ms(long ms);
+
+/*
+ * Sleeps up to ms milliseconds in slices of at most 50 ms, returning early
+ * with -1 as soon as *cancel (may be NULL) is non-zero; 0 after the full
+ * sleep.  For waits another thread or a signal handler must be able to cut.
+ */
+int clock_sleep_cancelable_ms(long ms, const volatile int *cancel);
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * cmd_oci.c - what `pull` and `push` share (src/cmd_oci.h): the registry
+ * flags, credentials from flags or a docker config, the client, and the
+ * terminal progress line.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/duration.h"
+#include "base/log.h"
+#include "base/secret.h"
+#include "cmd.h"
+#include "cmd_oci.h"
+
+void cmd_oci_flags_init(struct cmd_oci_flags *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->retries = -1;
+	f->log_level = "warn";
+	f->log_format = "text";
+}
+
+void cmd_oci_flags_free(struct cmd_oci_flags *f)
+{
+	secret_free(f->creds);
+	f->creds = NULL;
+}
+
+int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char *cmd)
+{
+	char *end;
+
+	switch (code) {
+	case CMD_OCI_CREDS:
+		cmd_oci_flags_free(f);
+		f->creds = strdup(arg);
+		/* Blank the argv copy so the password does not linger in ps. */
+		memset((char *)arg, 'x', strlen(arg));
+		return f->creds ? 0 : -1;
+	case CMD_OCI_PASSWORD_STDIN: f->password_stdin = 1; return 0;
+	case CMD_OCI_DOCKER_CONFIG: f->docker_config = arg; return 0;
+	case CMD_OCI_CA_FILE: f->ca_file = arg; return 0;
+	case CMD_OCI_PLAIN_HTTP: f->plain_http = 1; return 0;
+	case CMD_OCI_INSECURE_SKIP_TLS_VERIFY: f->insecure_skip_tls_verify = 1; return 0;
+	case CMD_OCI_TIMEOUT:
+		if (duration_parse_ms_or_seconds(arg, &f->timeout_ms) < 0 || f->timeout_ms < 1 ||
+		    f->timeout_ms > 86400000) {
+			cmd_errorf("%s: invalid --timeout \"%s\" (e.g. 30s, 500ms, 2m)", cmd, arg);
+			return -1;
+		}
+		return 0;
+	case CMD_OCI_RETRIES:
+		f->retries = (int)strtol(arg, &end, 10);
+		if (*arg == '\0' || *end != '\0' || f->retries < 0 || f->retries > 100) {
+			cmd_errorf("%s: invalid --retries \"%s\"", cmd, arg);
+			return -1;
+		}
+		return 0;
+	case CMD_OCI_LOG_LEVEL: f->log_level = arg; return 0;
+	case CMD_OCI_LOG_FORMAT: f->log_format = arg; return 0;
+	default:
+		return 1;
+	}
+}
+
+/* Reads one line (the password) from stdin. */
+static char *read_password_stdin(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n = getline(&line, &cap, stdin);
+
+	if (n < 0) {
+		free(line);
+		return NULL;
+	}
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = '\0';
+	return line;
+}
+
+static int creds_from_flags(struct cmd_oci_flags *f, struct oci_creds *out, const char *cmd)
+{
+	char *colon;
+
+	memset(out, 0, sizeof(*out));
+	colon = strchr(f->creds, ':');
+	if (colon == f->creds) {
+		cmd_errorf("%s: --creds needs a user name (USER[:PASS])", cmd);
+		return -1;
+	}
+	if (colon != NULL && f->password_stdin) {
+		cmd_errorf("%s: --creds USER:PASS and --password-stdin exclude each other", cmd);
+		return -1;
+	}
+	out->username = colon ? strndup(f->creds, (size_t)(colon - f->creds)) : strdup(f->creds);
+	if (colon != NULL) {
+		out->password = strdup(colon + 1);
+	} else if (f->password_stdin) {
+		out->password = read_password_stdin();
+		if (out->password == NULL) {
+			cmd_errorf("%s: --password-stdin: nothing to read on standard input", cmd);
+			oci_creds_free(out);
+			return -1;
+		}
+	} else {
+		out->password = strdup("");
+	}
+	return 0;
+}
+
+/* ---- the progress line (only on a terminal) ---- */
+
+struct progress {
+	struct timespec start, last;
+	int active;
+};
+
+static double secs_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static void show_progress(void *ud, const char *what, int64_t done, int64_t total)
+{
+	struct progress *p = ud;
+	double mib = 1024.0 * 1024.0, el;
+
+	if (!p->active || done == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &p->start);
+		p->last = p->start;
+		p->active = 1;
+	}
+	if (done != total && secs_since(&p->last) < 0.1)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &p->last);
+	el = secs_since(&p->start);
+	fprintf(stderr, "\r\033[K%s  %.1f / %.1f MiB  %.1f MiB/s", what, (double)done / mib,
+	    total >= 0 ? (double)total / mib : 0.0, el > 0 ? (double)done / mib / el : 0.0);
+	if (done == total) {
+		fputc('\n', stderr);
+		p->active = 0;
+	}
+	fflush(stderr);
+}
+
+static struct progress progress_state;
+
+struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref *ref,
+    const char *cmd, const volatile int *cancel, int *usage)
+{
+	struct oci_client_opts o = { .retries = -1 };
+	struct oci_creds creds = { 0 };
+	struct oci_client *c;
+	struct err e = { 0 };
+
+	*usage = 0;
+	if (cmd_setup_logging(f->log_level, f->log_format) < 0) {
+		*usage = 1;
+		return NULL;
+	}
+	if (f->password_stdin && f->creds == NULL) {
+		cmd_errorf("%s: --password-stdin needs --creds USER", cmd);
+		*usage = 1;
+		return NULL;
+	}
+	if (f->plain_http && f->insecure_skip_tls_verify) {
+		cmd_errorf("%s: --plain-http (no TLS) and --insecure-skip-tls-verify (TLS without "
+		    "verification) exclude each other", cmd);
+		*usage = 1;
+		return NULL;
+	}
+	if (f->creds != NULL && f->docker_config != NULL) {
+		cmd_errorf("%s: --creds and --docker-config exclude each other", cmd);
+		*usage = 1;
+		return NULL;
+	}
+	if (f->creds != NULL) {
+		if (creds_from_flags(f, &creds, cmd) < 0) {
+			*usage = 1;
+			return NULL;
+		}
+	} else if (oci_docker_config_load(f->docker_config, ref->registry, &creds, &e) < 0) {
+		cmd_errorf("%s: %s", cmd, e.msg);
+		return NULL;
+	}
+	o.plain_http = f->plain_http;
+	o.insecure_skip_tls_verify = f->insecure_skip_tls_verify;
+	o.cancel = cancel;
+	o.ca_file = f->ca_file;
+	o.creds = creds;
+	o.timeout_ms = f->timeout_ms;
+	o.retries = f->retries;
+	if (isatty(STDERR_FILENO)) {
+		o.progress = show_progress;
+		o.progress_ud = &progress_state;
+	}
+	c = oci_client_new(ref->registry, &o, &e);
+	oci_creds_free(&creds);
+	if (c == NULL)
+		cmd_errorf("%s: %s", cmd, e.msg);
+	return c;
+}

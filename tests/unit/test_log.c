@@ -1,0 +1,82 @@
+/*
+ * test_log.c - every log record is one line: text-format values with
+ * newlines, quotes or backslashes are escaped (server messages go there).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/log.h"
+
+/* Renders one info record in `format` and returns it (static buffer). */
+static const char *record(enum log_format format, const char *msg, const char *value)
+{
+	static char out[4096];
+	FILE *f = fmemopen(out, sizeof(out), "w");
+
+	assert_non_null(f);
+	log_setup(LOG_INFO, format, f);
+	log_info(msg, "error", value, NULL);
+	fclose(f);
+	log_setup(LOG_INFO, LOG_JSON, stderr);
+	return out;
+}
+
+static size_t lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void text_values_stay_on_one_line(void **state)
+{
+	const char *r = record(LOG_TEXT, "sync failed", "line one\nfake=\"record\"\r\\end");
+	(void)state;
+
+	assert_int_equal(lines(r), 1);
+	assert_non_null(strstr(r, "error=\"line one\\nfake=\\\"record\\\"\\r\\\\end\""));
+}
+
+static void text_messages_are_escaped_too(void **state)
+{
+	const char *r = record(LOG_TEXT, "from the server:\nlevel=error", "x");
+	(void)state;
+
+	assert_int_equal(lines(r), 1);
+	assert_non_null(strstr(r, "from the server:\\nlevel=error"));
+}
+
+static void plain_values_stay_unquoted(void **state)
+{
+	const char *r = record(LOG_TEXT, "ok", "sha256:abc");
+	(void)state;
+
+	assert_non_null(strstr(r, " error=sha256:abc\n"));
+}
+
+static void json_records_are_one_line(void **state)
+{
+	const char *r = record(LOG_JSON, "m", "a\nb\"c");
+	(void)state;
+
+	assert_int_equal(lines(r), 1);
+	assert_non_null(strstr(r, "\"error\":\"a\\nb\\\"c\""));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(text_values_stay_on_one_line),
+		cmocka_unit_test(text_messages_are_escaped_too),
+		cmocka_unit_test(plain_values_stay_unquoted),
+		cmocka_unit_test(json_records_are_one_line),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
