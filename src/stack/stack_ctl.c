@@ -20,6 +20,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "fluxsource/fluxsource.h"
 #include "stack/stack_internal.h"
 
 static const struct stack_kind stack_kind_init = {
@@ -44,7 +45,7 @@ void stack_opts_default(struct stack_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->storage_path = "/var/lib/pulumi-controller";
 	o->update_timeout_ms = 30L * 60 * 1000;
-	o->max_artifact_bytes = 512LL << 20;
+	o->max_artifact_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES;
 	o->requeue_dependency_ms = 30000;
 	o->max_failures = 5;
 	o->watch_idle_timeout_s = 120;
@@ -373,6 +374,10 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 		stack_ctl_free(sc);
 		return NULL;
 	}
+	/* Staging a killed predecessor left behind (its lock is free). */
+	if (flux_store_sweep(o->storage_path, e) < 0)
+		log_warn("cannot sweep the artifact store", "path", o->storage_path, "error", e->msg, NULL);
+	err_clear(e);
 	return sc;
 }
 
@@ -547,6 +552,7 @@ void stack_ctl_interrupt(struct stack_ctl *sc)
 
 	pthread_mutex_lock(&sc->lock);
 	sc->interrupted = 1;
+	sc->cancel = 1;
 	for (struct stack_running *r = sc->running; r; r = r->next, n++)
 		pl_interrupt(r->pl);
 	pthread_mutex_unlock(&sc->lock);

@@ -15,8 +15,8 @@
 
 #include <openssl/evp.h>
 
+#include "base/base64.h"
 #include "base/log.h"
-#include "kube/kube_priv.h"   /* kube_b64_decode, until base64 moves to src/base/ */
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
@@ -77,8 +77,9 @@ static char *object_value(const cJSON *obj, enum stack_value_kind kind, const ch
 {
 	const cJSON *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(data, key);
-	char *out = NULL;
+	unsigned char *out = NULL;
 	size_t n;
+	struct err e;
 
 	if (kind == STACK_VAL_CONFIGMAP && cJSON_IsString(v))
 		return strdup(v->valuestring);
@@ -86,14 +87,14 @@ static char *object_value(const cJSON *obj, enum stack_value_kind kind, const ch
 		v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "binaryData"), key);
 	if (!cJSON_IsString(v))
 		return NULL;
-	if (kube_b64_decode(v->valuestring, strlen(v->valuestring), &out, &n) < 0)
+	if (base64_decode(v->valuestring, strlen(v->valuestring), &out, &n, &e) < 0)
 		return NULL;
-	if (strlen(out) != n) {   /* a NUL inside: not a value a CLI can take */
+	if (strlen((char *)out) != n) {   /* a NUL inside: not a value a CLI can take */
 		explicit_bzero(out, n);
 		free(out);
 		return NULL;
 	}
-	return out;
+	return (char *)out;
 }
 
 static int add_ref(struct stack_inputs *in, const char *kind, const cJSON *obj)

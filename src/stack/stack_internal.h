@@ -66,6 +66,7 @@ struct stack_ctl {
 	pthread_mutex_t lock;             /* guards running and interrupted */
 	struct stack_running *running;
 	int interrupted;
+	volatile int cancel;              /* set with interrupted: stops downloads too */
 
 	struct stack_oci_poll *oci_polls; /* guarded by lock; stack_source.c */
 

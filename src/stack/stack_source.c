@@ -26,7 +26,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "fluxsource/fluxsource.h"
-#include "kube/kube_priv.h"   /* kube_b64_decode, until base64 moves to src/base/ */
+#include "base/base64.h"
 #include "oci/oci.h"
 #include "stack/stack_internal.h"
 
@@ -217,6 +217,7 @@ static int fetch_flux(struct stack_pass *p)
 
 	flux_fetch_opts_default(&fo);
 	fo.http.max_bytes = p->sc->o.max_artifact_bytes;
+	fo.cancel = &p->sc->cancel;
 	if (flux_store_get(p->sc->o.storage_path, &a, &fo, p->tree, sizeof(p->tree), &cached, &e) < 0) {
 		fetch_failed(p, "artifact", &e);
 		return 1;
@@ -260,17 +261,18 @@ static char *secret_value(struct stack_pass *p, const char *name, const char *ke
 {
 	cJSON *s = kube_get(p->sc->client, &secret_res, p->ns, name, NULL, e);
 	const cJSON *v;
-	char *out = NULL;
+	unsigned char *out = NULL;
+	struct err ig;
 
 	if (s == NULL)
 		return NULL;
 	v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "data"), key);
-	if (!cJSON_IsString(v) || kube_b64_decode(v->valuestring, strlen(v->valuestring), &out, len) < 0) {
+	if (!cJSON_IsString(v) || base64_decode(v->valuestring, strlen(v->valuestring), &out, len, &ig) < 0) {
 		err_set(e, ERR_NOTFOUND, "Secret %s/%s has no key \"%s\"", p->ns, name, key);
 		out = NULL;
 	}
 	cJSON_Delete(s);
-	return out;
+	return (char *)out;
 }
 
 static void wipe_free(char *s, size_t n)
@@ -291,8 +293,9 @@ static struct oci_client *oci_client_for(struct stack_pass *p, const struct oci_
 
 	memset(&co, 0, sizeof(co));
 	memset(&creds, 0, sizeof(creds));
-	co.plain_http = p->spec.oci_insecure;
+	co.plain_http = p->spec.oci_insecure;   /* Flux's `insecure`: plain HTTP */
 	co.retries = -1;
+	co.cancel = &p->sc->cancel;
 	if (p->spec.oci_secret) {
 		size_t len = 0;
 		char *cfg = secret_value(p, p->spec.oci_secret, ".dockerconfigjson", &len, e), *helper = NULL;

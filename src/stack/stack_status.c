@@ -17,8 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
+#include "base/base64.h"
 #include "base/log.h"
 #include "stack/stack_internal.h"
 
@@ -389,16 +388,6 @@ static void secret_key(const char *name, char *out, size_t n)
 	out[i] = '\0';
 }
 
-static char *b64(const char *s)
-{
-	size_t n = strlen(s);
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
-
-	if (out)
-		EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
-	return out;
-}
-
 static int add_output(cJSON *data, cJSON *secrets, const cJSON *plain, const cJSON *masked)
 {
 	char key[254];
@@ -407,7 +396,7 @@ static int add_output(cJSON *data, cJSON *secrets, const cJSON *plain, const cJS
 
 	if (text == NULL)
 		return -1;
-	enc = b64(text);
+	enc = base64_encode(text, strlen(text));
 	explicit_bzero(text, strlen(text));
 	free(text);
 	if (enc == NULL)
