@@ -1,0 +1,835 @@
+/*
+ * test_stack_status.c - what the reconciler writes back (stack_status.c)
+ * and the fingerprint it compares (stack_inputs.c):
+ *
+ *   - stack_verdict and the small readers of the cached status;
+ *   - stack_status_write / stack_status_write_running against a scripted
+ *     API server on 127.0.0.1 (libmicrohttpd) that records the PUT and
+ *     answers with it: kstatus conditions for each verdict (Reconciling and
+ *     Stalled only while True, never both), transition times that move
+ *     only with the status, other owners' conditions kept, lastUpdate,
+ *     history (newest first, at most 10), fingerprints, outputs masked, no
+ *     write when nothing changed, and a 409 handed back to the worker;
+ *   - stack_fingerprint: a hex digest that changes with the generation,
+ *     revision, digest and every referenced object's resourceVersion, and
+ *     with nothing else.
+ */
+#include <microhttpd.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kube/kube.h"
+#include "stack/stack_internal.h"
+
+/* ------------------------------------------------------------ the fake API server */
+
+struct fake {
+	struct MHD_Daemon *d;
+	int port;
+	pthread_mutex_t lock;
+	unsigned status;            /* the answer to the next requests */
+	int nrequests;
+	char method[16], url[512];
+	char *body;                 /* the last request's body (owned) */
+};
+
+static struct fake F;
+
+struct upload {
+	char *buf;
+	size_t len;
+};
+
+#define CONFLICT "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\"," \
+	"\"message\":\"Operation cannot be fulfilled on stacks.pulumi.com \\\"web\\\": the object has been " \
+	"modified\",\"reason\":\"Conflict\",\"code\":409}"
+
+/* The server's answer to a PUT: the object as written, with a new
+ * resourceVersion, as the API server does. */
+static char *echo(const char *body)
+{
+	cJSON *o = cJSON_Parse(body), *md;
+	char *out;
+
+	if (o == NULL)
+		return strdup("{}");
+	md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+	cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
+	cJSON_AddStringToObject(md, "resourceVersion", "next");
+	out = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return out;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+    const char *method, const char *version, const char *data, size_t *data_len, void **st)
+{
+	struct upload *u = *st;
+	struct MHD_Response *r;
+	char *answer;
+	unsigned status;
+	enum MHD_Result rc;
+	(void)cls;
+	(void)version;
+
+	if (u == NULL) {
+		*st = calloc(1, sizeof(struct upload));
+		return *st ? MHD_YES : MHD_NO;
+	}
+	if (*data_len > 0) {
+		char *b = realloc(u->buf, u->len + *data_len + 1);
+		if (b == NULL)
+			return MHD_NO;
+		memcpy(b + u->len, data, *data_len);
+		u->buf = b;
+		u->len += *data_len;
+		u->buf[u->len] = '\0';
+		*data_len = 0;
+		return MHD_YES;
+	}
+	pthread_mutex_lock(&F.lock);
+	F.nrequests++;
+	snprintf(F.method, sizeof(F.method), "%s", method);
+	snprintf(F.url, sizeof(F.url), "%s", url);
+	free(F.body);
+	F.body = strdup(u->buf ? u->buf : "");
+	status = F.status;
+	pthread_mutex_unlock(&F.lock);
+	answer = status == 200 ? echo(u->buf ? u->buf : "{}") : strdup(CONFLICT);
+	r = MHD_create_response_from_buffer(strlen(answer), answer, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	rc = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **st, enum MHD_RequestTerminationCode t)
+{
+	struct upload *u = *st;
+	(void)cls;
+	(void)c;
+	(void)t;
+	if (u)
+		free(u->buf);
+	free(u);
+	*st = NULL;
+}
+
+static const struct kube_resource stacks_res = { "pulumi.com", "v1", "stacks", "Stack", 1 };
+static struct stack_ctl sc;
+static struct stack_opts opts;
+
+static int setup(void **state)
+{
+	const union MHD_DaemonInfo *info;
+	struct kube_config *cfg;
+	char url[64];
+	struct err e;
+	(void)state;
+
+	memset(&F, 0, sizeof(F));
+	pthread_mutex_init(&F.lock, NULL);
+	F.status = 200;
+	F.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, NULL,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+	if (F.d == NULL)
+		return -1;
+	info = MHD_get_daemon_info(F.d, MHD_DAEMON_INFO_BIND_PORT);
+	F.port = info->port;
+
+	cfg = calloc(1, sizeof(*cfg));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", F.port);
+	cfg->server = strdup(url);
+	cfg->namespace = strdup("default");
+	cfg->source = strdup("test");
+	memset(&sc, 0, sizeof(sc));
+	stack_opts_default(&opts);
+	sc.o = opts;
+	sc.client = kube_client_new(cfg, &e);
+	if (sc.client == NULL)
+		return -1;
+	kube_client_set_retries(sc.client, 1);
+	sc.stacks.served = &stacks_res;
+	snprintf(sc.identity, sizeof(sc.identity), "controller-a");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	kube_client_free(sc.client);
+	MHD_stop_daemon(F.d);
+	free(F.body);
+	pthread_mutex_destroy(&F.lock);
+	return 0;
+}
+
+static void answer_with(unsigned status)
+{
+	pthread_mutex_lock(&F.lock);
+	F.status = status;
+	F.nrequests = 0;
+	pthread_mutex_unlock(&F.lock);
+}
+
+static int requests(void)
+{
+	int n;
+
+	pthread_mutex_lock(&F.lock);
+	n = F.nrequests;
+	pthread_mutex_unlock(&F.lock);
+	return n;
+}
+
+/* The status of the last PUT (caller frees), checking it went to the
+ * status subresource of apps/web. */
+static cJSON *written_status(void)
+{
+	cJSON *body, *st;
+
+	pthread_mutex_lock(&F.lock);
+	assert_string_equal(F.method, "PUT");
+	assert_string_equal(F.url, "/apis/pulumi.com/v1/namespaces/apps/stacks/web/status");
+	body = cJSON_Parse(F.body);
+	pthread_mutex_unlock(&F.lock);
+	assert_non_null(body);
+	assert_string_equal(kube_obj_str(body, "metadata.resourceVersion"), "41");
+	st = cJSON_DetachItemFromObjectCaseSensitive(body, "status");
+	cJSON_Delete(body);
+	assert_non_null(st);
+	return st;
+}
+
+static int contains_written(const char *needle)
+{
+	int found;
+
+	pthread_mutex_lock(&F.lock);
+	found = F.body != NULL && strstr(F.body, needle) != NULL;
+	pthread_mutex_unlock(&F.lock);
+	return found;
+}
+
+/* ------------------------------------------------------------ passes */
+
+/* A pass over apps/web at generation 3 with the given status JSON (or
+ * NULL); pass_free. */
+static struct stack_pass *pass_new(const char *status_json)
+{
+	struct stack_pass *p = calloc(1, sizeof(*p));
+	char text[16384];
+
+	assert_non_null(p);
+	snprintf(text, sizeof(text), "{\"apiVersion\": \"pulumi.com/v1\", \"kind\": \"Stack\", \"metadata\": "
+	    "{\"name\": \"web\", \"namespace\": \"apps\", \"generation\": 3, \"resourceVersion\": \"41\", "
+	    "\"uid\": \"u-1\"}, \"spec\": {\"stack\": \"dev\"}%s%s}", status_json ? ", \"status\": " : "",
+	    status_json ? status_json : "");
+	p->obj = cJSON_Parse(text);
+	assert_non_null(p->obj);
+	p->status = cJSON_GetObjectItemCaseSensitive(p->obj, "status");
+	p->sc = &sc;
+	snprintf(p->ns, sizeof(p->ns), "apps");
+	snprintf(p->name, sizeof(p->name), "web");
+	p->generation = 3;
+	return p;
+}
+
+static void pass_free(struct stack_pass *p)
+{
+	cJSON_Delete(p->obj);
+	stack_artifact_free(&p->art);
+	cJSON_Delete(p->out.changes);
+	cJSON_Delete(p->out.outputs);
+	cJSON_Delete(p->out.outputs_plain);
+	for (size_t i = 0; i < p->in.n_refs; i++)
+		free(p->in.refs[i]);
+	free(p->in.refs);
+	free(p);
+}
+
+static void set_resource_version(struct stack_pass *p, const char *rv)
+{
+	cJSON *md = cJSON_GetObjectItemCaseSensitive(p->obj, "metadata");
+
+	cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
+	cJSON_AddStringToObject(md, "resourceVersion", rv);
+}
+
+static void set_artifact(struct stack_pass *p, const char *rev, const char *digest)
+{
+	stack_artifact_free(&p->art);
+	p->art.revision = strdup(rev);
+	p->art.digest = strdup(digest);
+}
+
+/* An up/preview/destroy that ran. */
+static void set_outcome(struct stack_pass *p, const char *type, int ok)
+{
+	p->out.ran = 1;
+	p->out.type = type;
+	p->out.ok = ok;
+	snprintf(p->out.message, sizeof(p->out.message), "%s", ok ? "update succeeded" : "exit status 255");
+	p->out.start_us = 1700000000LL * 1000000;
+	p->out.end_us = 1700000060LL * 1000000;
+	cJSON_Delete(p->out.changes);
+	p->out.changes = cJSON_Parse("{\"create\": 1, \"same\": 2}");
+}
+
+static const cJSON *condition(const cJSON *st, const char *type)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(st, "conditions"))
+		if (strcmp(kube_obj_str(c, "type"), type) == 0)
+			return c;
+	return NULL;
+}
+
+static void assert_condition(const cJSON *st, const char *type, const char *status, const char *reason)
+{
+	const cJSON *c = condition(st, type);
+
+	if (c == NULL)
+		fail_msg("no %s condition", type);
+	assert_string_equal(kube_obj_str(c, "status"), status);
+	assert_string_equal(kube_obj_str(c, "reason"), reason);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(c, "observedGeneration")->valuedouble, 3);
+	assert_non_null(kube_obj_str(c, "lastTransitionTime"));
+	assert_non_null(kube_obj_str(c, "message"));
+}
+
+static int n_conditions(const cJSON *st)
+{
+	return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "conditions"));
+}
+
+/* Writes p's status and returns what was PUT. */
+static cJSON *write_status(struct stack_pass *p)
+{
+	struct err e;
+
+	answer_with(200);
+	if (stack_status_write(p, &e) != 0)
+		fail_msg("status write: %s", e.msg);
+	assert_int_equal(requests(), 1);
+	return written_status();
+}
+
+/* ------------------------------------------------------------ verdicts and readers */
+
+static void verdict_fills_the_pass(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char big[3000];
+	(void)state;
+
+	stack_verdict(p, STACK_WAITING, "SourceNotFound", 30000, "GitRepository %s/%s not found", "apps", "infra");
+	assert_int_equal(p->v.set, 1);
+	assert_int_equal(p->v.state, STACK_WAITING);
+	assert_string_equal(p->v.reason, "SourceNotFound");
+	assert_int_equal(p->v.requeue_ms, 30000);
+	assert_string_equal(p->v.message, "GitRepository apps/infra not found");
+
+	/* A message longer than the condition's buffer is cut, not overflowed. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "%s", big);
+	assert_int_equal(p->v.state, STACK_STALLED);
+	assert_int_equal(strlen(p->v.message), sizeof(p->v.message) - 1);
+	assert_int_equal(p->v.requeue_ms, 0);
+	pass_free(p);
+}
+
+static void status_readers(void **state)
+{
+	struct stack_pass *p = pass_new("{\"lastUpdate\": {\"failures\": 2, \"lastSuccessfulCommit\": \"main@sha1:aa\","
+	    " \"type\": 5}, \"observedGeneration\": 2, \"fingerprint\": \"ab\"}");
+	struct stack_pass *none = pass_new(NULL);
+	cJSON *fin;
+	(void)state;
+
+	assert_string_equal(stack_status_str(p, "fingerprint"), "ab");
+	assert_string_equal(stack_status_str(p, "lastUpdate.lastSuccessfulCommit"), "main@sha1:aa");
+	assert_null(stack_status_str(p, "lastUpdate.type"));            /* not a string */
+	assert_null(stack_status_str(p, "lastUpdate.missing"));
+	assert_null(stack_status_str(none, "fingerprint"));
+	assert_int_equal(stack_status_int(p, "lastUpdate.failures", -1), 2);
+	assert_int_equal(stack_status_int(p, "observedGeneration", -1), 2);
+	assert_int_equal(stack_status_int(p, "fingerprint", -1), -1);    /* not a number */
+	assert_int_equal(stack_status_int(p, "no.such.path", 9), 9);
+	assert_int_equal(stack_status_int(none, "lastUpdate.failures", 7), 7);
+
+	assert_int_equal(stack_has_finalizer(p->obj), 0);
+	fin = cJSON_Parse("{\"metadata\": {\"finalizers\": [\"other.io/x\", 5, \"finalizer.stack.pulumi.com\"]}}");
+	assert_int_equal(stack_has_finalizer(fin), 1);
+	cJSON_Delete(fin);
+	fin = cJSON_Parse("{\"metadata\": {\"finalizers\": \"finalizer.stack.pulumi.com\"}}");
+	assert_int_equal(stack_has_finalizer(fin), 0);
+	cJSON_Delete(fin);
+
+	assert_true(stack_parse_time_us("2024-01-02T03:04:05Z") == 1704164645LL * 1000000);
+	assert_true(stack_parse_time_us("not a time") == 0);
+	assert_true(stack_parse_time_us(NULL) == 0);
+	pass_free(none);
+	pass_free(p);
+}
+
+/* ------------------------------------------------------------ conditions */
+
+static void conditions_follow_kstatus(void **state)
+{
+	static const struct { enum stack_state st; const char *reason; } cases[] = {
+		{ STACK_READY, "Succeeded" }, { STACK_WAITING, "ArtifactNotReady" }, { STACK_STALLED, "SpecInvalid" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < 3; i++) {
+		struct stack_pass *p = pass_new(NULL);
+		cJSON *st;
+		stack_verdict(p, cases[i].st, cases[i].reason, 0, "because %zu", i);
+		st = write_status(p);
+		assert_int_equal(cJSON_GetObjectItemCaseSensitive(st, "observedGeneration")->valuedouble, 3);
+		assert_condition(st, "Ready", cases[i].st == STACK_READY ? "True" : "False", cases[i].reason);
+		assert_string_equal(kube_obj_str(condition(st, "Ready"), "message"), cases[i].st == STACK_READY ?
+		    "because 0" : cases[i].st == STACK_WAITING ? "because 1" : "because 2");
+		if (cases[i].st == STACK_WAITING)
+			assert_condition(st, "Reconciling", "True", cases[i].reason);
+		else
+			assert_null(condition(st, "Reconciling"));
+		if (cases[i].st == STACK_STALLED)
+			assert_condition(st, "Stalled", "True", cases[i].reason);
+		else
+			assert_null(condition(st, "Stalled"));
+		assert_int_equal(n_conditions(st), cases[i].st == STACK_READY ? 1 : 2);
+		/* The pass now holds the server's answer for its next write. */
+		assert_string_equal(kube_obj_str(p->obj, "metadata.resourceVersion"), "next");
+		assert_non_null(condition(p->status, "Ready"));
+		cJSON_Delete(st);
+		pass_free(p);
+	}
+}
+
+#define OLD_TIME "2020-01-01T00:00:00Z"
+#define OLD_CONDITIONS "\"conditions\": [" \
+	"{\"type\": \"Ready\", \"status\": \"False\", \"reason\": \"Progressing\", \"message\": \"m\", " \
+	"\"lastTransitionTime\": \"" OLD_TIME "\", \"observedGeneration\": 2}, " \
+	"{\"type\": \"Reconciling\", \"status\": \"True\", \"reason\": \"Progressing\", \"message\": \"m\", " \
+	"\"lastTransitionTime\": \"" OLD_TIME "\", \"observedGeneration\": 2}, " \
+	"{\"type\": \"Healthy\", \"status\": \"True\", \"reason\": \"Probe\", \"message\": \"someone else's\", " \
+	"\"lastTransitionTime\": \"" OLD_TIME "\"}]"
+
+static void transition_time_moves_only_with_the_status(void **state)
+{
+	struct stack_pass *p = pass_new("{" OLD_CONDITIONS "}");
+	cJSON *st;
+	(void)state;
+
+	/* Still not ready, for another reason: Ready keeps its time. */
+	stack_verdict(p, STACK_WAITING, "UpdateFailed", 10000, "exit status 1");
+	st = write_status(p);
+	assert_condition(st, "Ready", "False", "UpdateFailed");
+	assert_string_equal(kube_obj_str(condition(st, "Ready"), "lastTransitionTime"), OLD_TIME);
+	assert_string_equal(kube_obj_str(condition(st, "Reconciling"), "lastTransitionTime"), OLD_TIME);
+	/* Conditions other controllers own are kept as they were. */
+	assert_non_null(condition(st, "Healthy"));
+	assert_string_equal(kube_obj_str(condition(st, "Healthy"), "message"), "someone else's");
+	cJSON_Delete(st);
+	pass_free(p);
+
+	/* Ready flips to True: its time moves; Reconciling goes. */
+	p = pass_new("{" OLD_CONDITIONS "}");
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "up to date");
+	st = write_status(p);
+	assert_condition(st, "Ready", "True", "Succeeded");
+	assert_string_not_equal(kube_obj_str(condition(st, "Ready"), "lastTransitionTime"), OLD_TIME);
+	assert_null(condition(st, "Reconciling"));
+	assert_non_null(condition(st, "Healthy"));
+	assert_int_equal(n_conditions(st), 2);
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+static void note_and_reconcile_requests(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	cJSON *st;
+	(void)state;
+
+	snprintf(p->note, sizeof(p->note), "spec.cloud \"secretsmanager\" is not a backend URL and was ignored");
+	p->requested = "2024-05-01T10:00:00Z";
+	p->request = "req-7";
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied main@sha1:aa");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(condition(st, "Ready"), "message"),
+	    "applied main@sha1:aa; spec.cloud \"secretsmanager\" is not a backend URL and was ignored");
+	assert_string_equal(kube_obj_str(st, "lastHandledReconcileAt"), "2024-05-01T10:00:00Z");
+	assert_string_equal(kube_obj_str(st, "observedReconcileRequest"), "req-7");
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+/* ------------------------------------------------------------ updates */
+
+static void successful_up(void **state)
+{
+	struct stack_pass *p = pass_new("{\"currentUpdate\": {\"startTime\": \"" OLD_TIME "\", \"controller\": \"x\"}}");
+	const cJSON *lu, *h;
+	cJSON *st;
+	(void)state;
+
+	set_artifact(p, "main@sha1:bbbb", "sha256:1111");
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "%064d", 7);
+	set_outcome(p, "up", 1);
+	p->out.outputs = cJSON_Parse("{\"url\": \"https://web\", \"password\": \"[secret]\"}");
+	p->out.outputs_plain = cJSON_Parse("{\"url\": \"https://web\", \"password\": \"hunter2-plain\"}");
+	p->request = "req-1";
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	st = write_status(p);
+
+	assert_null(cJSON_GetObjectItemCaseSensitive(st, "currentUpdate"));
+	assert_string_equal(kube_obj_str(st, "artifact.revision"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(st, "artifact.digest"), "sha256:1111");
+	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(st, "lastAttemptedRevision"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(st, "fingerprint"), p->fingerprint);
+	assert_string_equal(kube_obj_str(st, "lastAttemptedFingerprint"), p->fingerprint);
+	assert_string_equal(kube_obj_str(st, "outputsSecretName"), "web-outputs");
+	assert_string_equal(kube_obj_str(st, "outputs.password"), "[secret]");
+	/* The plain value of a secret output is written nowhere in status. */
+	assert_false(contains_written("hunter2-plain"));
+
+	lu = cJSON_GetObjectItemCaseSensitive(st, "lastUpdate");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(lu, "generation")->valuedouble, 3);
+	assert_string_equal(kube_obj_str(lu, "type"), "up");
+	assert_string_equal(kube_obj_str(lu, "state"), "succeeded");
+	assert_string_equal(kube_obj_str(lu, "message"), "update succeeded");
+	assert_string_equal(kube_obj_str(lu, "lastAttemptedCommit"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(lu, "lastSuccessfulCommit"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(lu, "startTime"), "2023-11-14T22:13:20Z");
+	assert_string_equal(kube_obj_str(lu, "endTime"), "2023-11-14T22:14:20Z");
+	assert_string_equal(kube_obj_str(lu, "lastResyncTime"), "2023-11-14T22:14:20Z");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(lu, "failures")->valuedouble, 0);
+	assert_string_equal(kube_obj_str(lu, "reconcileRequest"), "req-1");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(lu, "resourceChanges"), "same")->valuedouble, 2);
+
+	h = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "history"), 0);
+	assert_non_null(h);
+	assert_string_equal(kube_obj_str(h, "revision"), "main@sha1:bbbb");
+	assert_string_equal(kube_obj_str(h, "digest"), "sha256:1111");
+	assert_string_equal(kube_obj_str(h, "type"), "up");
+	assert_string_equal(kube_obj_str(h, "result"), "succeeded");
+	assert_null(cJSON_GetObjectItemCaseSensitive(h, "message"));
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+static void failed_up_keeps_what_was_applied(void **state)
+{
+	struct stack_pass *p = pass_new("{\"lastAppliedRevision\": \"main@sha1:aaaa\", \"fingerprint\": \"old-fp\", "
+	    "\"outputsSecretName\": \"web-outputs\", \"lastUpdate\": {\"lastSuccessfulCommit\": \"main@sha1:aaaa\"}}");
+	const cJSON *lu;
+	cJSON *st;
+	(void)state;
+
+	set_artifact(p, "main@sha1:cccc", "sha256:2222");
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "new-fp");
+	set_outcome(p, "up", 0);
+	p->failures = 2;
+	stack_verdict(p, STACK_WAITING, "UpdateFailed", 30000, "exit status 255");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:aaaa");
+	assert_string_equal(kube_obj_str(st, "fingerprint"), "old-fp");
+	assert_string_equal(kube_obj_str(st, "lastAttemptedRevision"), "main@sha1:cccc");
+	assert_string_equal(kube_obj_str(st, "lastAttemptedFingerprint"), "new-fp");
+	lu = cJSON_GetObjectItemCaseSensitive(st, "lastUpdate");
+	assert_string_equal(kube_obj_str(lu, "state"), "failed");
+	assert_string_equal(kube_obj_str(lu, "lastAttemptedCommit"), "main@sha1:cccc");
+	assert_string_equal(kube_obj_str(lu, "lastSuccessfulCommit"), "main@sha1:aaaa");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(lu, "failures")->valuedouble, 2);
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "history"), 0),
+	    "result"), "failed");
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+static void preview_and_destroy(void **state)
+{
+	struct stack_pass *p = pass_new("{\"lastAppliedRevision\": \"main@sha1:aaaa\", \"fingerprint\": \"old-fp\"}");
+	cJSON *st;
+	(void)state;
+
+	/* A successful preview is what a preview-only Stack applies. */
+	set_artifact(p, "main@sha1:dddd", "sha256:3333");
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "preview-fp");
+	set_outcome(p, "preview", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "previewed");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "fingerprint"), "preview-fp");
+	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:aaaa");
+	assert_string_equal(kube_obj_str(st, "lastUpdate.type"), "preview");
+	cJSON_Delete(st);
+	pass_free(p);
+
+	/* A destroy is history, not an attempt at the current revision. */
+	p = pass_new("{\"lastAttemptedRevision\": \"main@sha1:aaaa\", \"fingerprint\": \"old-fp\"}");
+	set_artifact(p, "main@sha1:eeee", "sha256:4444");
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "destroy-fp");
+	set_outcome(p, "destroy", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "destroyed");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "lastUpdate.type"), "destroy");
+	assert_string_equal(kube_obj_str(st, "lastAttemptedRevision"), "main@sha1:aaaa");
+	assert_string_equal(kube_obj_str(st, "fingerprint"), "old-fp");
+	assert_null(kube_obj_str(st, "lastAttemptedFingerprint"));
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st, "history"), 0),
+	    "type"), "destroy");
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+static void history_is_newest_first_and_bounded(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char rev[64];
+	cJSON *st, *h;
+	(void)state;
+
+	/* Twelve updates, each on the status the previous one wrote (the
+	 * pass holds the server's answer; the fake checks resourceVersion 41). */
+	for (int i = 0; i < 12; i++) {
+		set_resource_version(p, "41");
+		snprintf(rev, sizeof(rev), "main@sha1:%02d", i);
+		set_artifact(p, rev, "sha256:x");
+		set_outcome(p, "up", 1);
+		stack_verdict(p, STACK_READY, "Succeeded", 0, "applied %s", rev);
+		st = write_status(p);
+		cJSON_Delete(st);
+	}
+	st = written_status();
+	h = cJSON_GetObjectItemCaseSensitive(st, "history");
+	assert_int_equal(cJSON_GetArraySize(h), STACK_HISTORY_MAX);
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(h, 0), "revision"), "main@sha1:11");
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(h, 1), "revision"), "main@sha1:10");
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(h, 9), "revision"), "main@sha1:02");
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+/* ------------------------------------------------------------ writes */
+
+/* A pass that learned nothing new costs no API write. */
+static void unchanged_status_is_not_written(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	cJSON *st;
+	struct err e;
+	(void)state;
+
+	set_artifact(p, "main@sha1:ffff", "sha256:5555");
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "up to date");
+	st = write_status(p);
+	cJSON_Delete(st);
+	/* The same pass on the answer: same verdict, same artifact. */
+	answer_with(200);
+	assert_int_equal(stack_status_write(p, &e), 0);
+	assert_int_equal(requests(), 0);
+	/* A different message is a change. */
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "up to date at last");
+	assert_int_equal(stack_status_write(p, &e), 0);
+	assert_int_equal(requests(), 1);
+	pass_free(p);
+}
+
+static void conflict_goes_back_to_the_worker(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	struct err e;
+	(void)state;
+
+	stack_verdict(p, STACK_WAITING, "Progressing", 0, "working");
+	answer_with(409);
+	assert_int_equal(stack_status_write(p, &e), -1);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	/* The pass keeps the object it read. */
+	assert_string_equal(kube_obj_str(p->obj, "metadata.resourceVersion"), "41");
+	answer_with(409);
+	assert_int_equal(stack_status_write_running(p, &e), -1);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	answer_with(200);
+	pass_free(p);
+}
+
+static void running_status(void **state)
+{
+	struct stack_pass *p = pass_new("{\"conditions\": [{\"type\": \"Ready\", \"status\": \"False\", "
+	    "\"reason\": \"UpdateFailed\", \"message\": \"m\", \"lastTransitionTime\": \"" OLD_TIME "\"}, "
+	    "{\"type\": \"Stalled\", \"status\": \"True\", \"reason\": \"UpdateFailed\", \"message\": \"m\", "
+	    "\"lastTransitionTime\": \"" OLD_TIME "\"}], \"lastAppliedRevision\": \"main@sha1:aaaa\"}");
+	const cJSON *cur;
+	cJSON *st;
+	struct err e;
+	(void)state;
+
+	set_artifact(p, "main@sha1:9999", "sha256:6666");
+	p->why = "a new revision";
+	answer_with(200);
+	assert_int_equal(stack_status_write_running(p, &e), 0);
+	assert_int_equal(requests(), 1);
+	st = written_status();
+	cur = cJSON_GetObjectItemCaseSensitive(st, "currentUpdate");
+	assert_non_null(cur);
+	assert_string_equal(kube_obj_str(cur, "controller"), "controller-a");
+	assert_string_equal(kube_obj_str(cur, "revision"), "main@sha1:9999");
+	assert_non_null(kube_obj_str(cur, "startTime"));
+	assert_condition(st, "Ready", "False", "Progressing");
+	assert_condition(st, "Reconciling", "True", "Progressing");
+	assert_null(condition(st, "Stalled"));             /* never both */
+	assert_string_equal(kube_obj_str(condition(st, "Ready"), "lastTransitionTime"), OLD_TIME);
+	assert_non_null(strstr(kube_obj_str(condition(st, "Ready"), "message"), "main@sha1:9999"));
+	assert_non_null(strstr(kube_obj_str(condition(st, "Ready"), "message"), "a new revision"));
+	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:aaaa");
+	assert_string_equal(kube_obj_str(st, "artifact.revision"), "main@sha1:9999");
+	cJSON_Delete(st);
+
+	/* The final write of the same pass clears currentUpdate. */
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	set_resource_version(p, "41");
+	st = write_status(p);
+	assert_null(cJSON_GetObjectItemCaseSensitive(st, "currentUpdate"));
+	cJSON_Delete(st);
+	pass_free(p);
+}
+
+/* ------------------------------------------------------------ fingerprint */
+
+static void fingerprint_of(struct stack_pass *p, char out[65])
+{
+	stack_fingerprint(p, out);
+	assert_int_equal(strlen(out), 64);
+	for (const char *c = out; *c; c++)
+		assert_non_null(strchr("0123456789abcdef", *c));
+}
+
+static void add_ref(struct stack_pass *p, const char *ref)
+{
+	p->in.refs = realloc(p->in.refs, (p->in.n_refs + 1) * sizeof(char *));
+	assert_non_null(p->in.refs);
+	p->in.refs[p->in.n_refs++] = strdup(ref);
+}
+
+static void fingerprint_changes_with_each_input(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char base[65], again[65], fp[65];
+	(void)state;
+
+	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
+	add_ref(p, "ConfigMap/settings@100");
+	add_ref(p, "Secret/creds@200");
+	fingerprint_of(p, base);
+	fingerprint_of(p, again);
+	assert_string_equal(base, again);
+
+	/* What is not an input leaves it alone: verdicts, notes, outcomes,
+	 * annotations, and the status a pass read. */
+	stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "x");
+	snprintf(p->note, sizeof(p->note), "note");
+	set_outcome(p, "up", 0);
+	p->failures = 4;
+	p->request = "req";
+	fingerprint_of(p, fp);
+	assert_string_equal(fp, base);
+
+	p->generation = 4;
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	p->generation = 3;
+
+	set_artifact(p, "main@sha1:bbbb", "sha256:1111");
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	set_artifact(p, "main@sha1:aaaa", "sha256:2222");
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
+	fingerprint_of(p, fp);
+	assert_string_equal(fp, base);
+
+	/* Each reference's resourceVersion, and the set of references. */
+	free(p->in.refs[1]);
+	p->in.refs[1] = strdup("Secret/creds@201");
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	free(p->in.refs[1]);
+	p->in.refs[1] = strdup("Secret/creds@200");
+	free(p->in.refs[0]);
+	p->in.refs[0] = strdup("ConfigMap/settings@101");
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	free(p->in.refs[0]);
+	p->in.refs[0] = strdup("ConfigMap/settings@100");
+	add_ref(p, "Secret/extra@1");
+	fingerprint_of(p, fp);
+	assert_string_not_equal(fp, base);
+	free(p->in.refs[--p->in.n_refs]);
+	fingerprint_of(p, fp);
+	assert_string_equal(fp, base);
+	pass_free(p);
+}
+
+/* Values are never part of it, and it shows nothing of what went in. */
+static void fingerprint_holds_no_value(void **state)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char fp[65], fp2[65];
+	(void)state;
+
+	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
+	add_ref(p, "Secret/creds@200");
+	fingerprint_of(p, fp);
+	/* Resolved values differ; the fingerprint does not. */
+	p->in.config = calloc(1, sizeof(*p->in.config));
+	p->in.n_config = 1;
+	fingerprint_of(p, fp2);
+	assert_string_equal(fp, fp2);
+	free(p->in.config);
+	p->in.config = NULL;
+	p->in.n_config = 0;
+	assert_null(strstr(fp, "creds"));
+	assert_null(strstr(fp, "main"));
+
+	/* No artifact yet: still a digest, and not that of an artifact. */
+	stack_artifact_free(&p->art);
+	fingerprint_of(p, fp2);
+	assert_string_not_equal(fp, fp2);
+	pass_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(verdict_fills_the_pass),
+		cmocka_unit_test(status_readers),
+		cmocka_unit_test(conditions_follow_kstatus),
+		cmocka_unit_test(transition_time_moves_only_with_the_status),
+		cmocka_unit_test(note_and_reconcile_requests),
+		cmocka_unit_test(successful_up),
+		cmocka_unit_test(failed_up_keeps_what_was_applied),
+		cmocka_unit_test(preview_and_destroy),
+		cmocka_unit_test(history_is_newest_first_and_bounded),
+		cmocka_unit_test(unchanged_status_is_not_written),
+		cmocka_unit_test(conflict_goes_back_to_the_worker),
+		cmocka_unit_test(running_status),
+		cmocka_unit_test(fingerprint_changes_with_each_input),
+		cmocka_unit_test(fingerprint_holds_no_value),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
