@@ -322,6 +322,22 @@ static cJSON *write_status(struct stack_pass *p)
 	return written_status();
 }
 
+/* A successful or failed update of type at rev/digest that wrote
+ * fingerprint fp, and its status write; returns what was PUT. */
+static cJSON *write_after_update(struct stack_pass *p, const char *type, int ok, const char *rev,
+    const char *digest, const char *fp)
+{
+	set_resource_version(p, "41");
+	set_artifact(p, rev, digest);
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "%s", fp);
+	set_outcome(p, type, ok);
+	if (ok)
+		stack_verdict(p, STACK_READY, "Succeeded", 0, "%s of %s succeeded", type, rev);
+	else
+		stack_verdict(p, STACK_WAITING, "UpdateFailed", 30000, "%s of %s failed", type, rev);
+	return write_status(p);
+}
+
 /* ------------------------------------------------------------ verdicts and readers */
 
 static void verdict_fills_the_pass(void **state)
@@ -539,12 +555,8 @@ static void failed_up_keeps_what_was_applied(void **state)
 	cJSON *st;
 	(void)state;
 
-	set_artifact(p, "main@sha1:cccc", "sha256:2222");
-	snprintf(p->fingerprint, sizeof(p->fingerprint), "new-fp");
-	set_outcome(p, "up", 0);
 	p->failures = 2;
-	stack_verdict(p, STACK_WAITING, "UpdateFailed", 30000, "exit status 255");
-	st = write_status(p);
+	st = write_after_update(p, "up", 0, "main@sha1:cccc", "sha256:2222", "new-fp");
 	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:aaaa");
 	assert_string_equal(kube_obj_str(st, "fingerprint"), "old-fp");
 	assert_string_equal(kube_obj_str(st, "lastAttemptedRevision"), "main@sha1:cccc");
@@ -567,11 +579,7 @@ static void preview_and_destroy(void **state)
 	(void)state;
 
 	/* A successful preview is what a preview-only Stack applies. */
-	set_artifact(p, "main@sha1:dddd", "sha256:3333");
-	snprintf(p->fingerprint, sizeof(p->fingerprint), "preview-fp");
-	set_outcome(p, "preview", 1);
-	stack_verdict(p, STACK_READY, "Succeeded", 0, "previewed");
-	st = write_status(p);
+	st = write_after_update(p, "preview", 1, "main@sha1:dddd", "sha256:3333", "preview-fp");
 	assert_string_equal(kube_obj_str(st, "fingerprint"), "preview-fp");
 	assert_string_equal(kube_obj_str(st, "lastAppliedRevision"), "main@sha1:aaaa");
 	assert_string_equal(kube_obj_str(st, "lastUpdate.type"), "preview");
@@ -580,11 +588,7 @@ static void preview_and_destroy(void **state)
 
 	/* A destroy is history, not an attempt at the current revision. */
 	p = pass_new("{\"lastAttemptedRevision\": \"main@sha1:aaaa\", \"fingerprint\": \"old-fp\"}");
-	set_artifact(p, "main@sha1:eeee", "sha256:4444");
-	snprintf(p->fingerprint, sizeof(p->fingerprint), "destroy-fp");
-	set_outcome(p, "destroy", 1);
-	stack_verdict(p, STACK_READY, "Succeeded", 0, "destroyed");
-	st = write_status(p);
+	st = write_after_update(p, "destroy", 1, "main@sha1:eeee", "sha256:4444", "destroy-fp");
 	assert_string_equal(kube_obj_str(st, "lastUpdate.type"), "destroy");
 	assert_string_equal(kube_obj_str(st, "lastAttemptedRevision"), "main@sha1:aaaa");
 	assert_string_equal(kube_obj_str(st, "fingerprint"), "old-fp");
@@ -605,13 +609,8 @@ static void history_is_newest_first_and_bounded(void **state)
 	/* Twelve updates, each on the status the previous one wrote (the
 	 * pass holds the server's answer; the fake checks resourceVersion 41). */
 	for (int i = 0; i < 12; i++) {
-		set_resource_version(p, "41");
 		snprintf(rev, sizeof(rev), "main@sha1:%02d", i);
-		set_artifact(p, rev, "sha256:x");
-		set_outcome(p, "up", 1);
-		stack_verdict(p, STACK_READY, "Succeeded", 0, "applied %s", rev);
-		st = write_status(p);
-		cJSON_Delete(st);
+		cJSON_Delete(write_after_update(p, "up", 1, rev, "sha256:x", "fp"));
 	}
 	st = written_status();
 	h = cJSON_GetObjectItemCaseSensitive(st, "history");
