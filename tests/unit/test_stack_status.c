@@ -1,21 +1,15 @@
 /*
- * test_stack_status.c - what the reconciler writes back (stack_status.c)
- * and the fingerprint it compares (stack_inputs.c):
+ * test_stack_status.c - what the reconciler writes back (stack_status.c):
  *
  *   - stack_verdict and the small readers of the cached status;
- *   - stack_status_write / stack_status_write_running against a scripted
- *     API server on 127.0.0.1 (libmicrohttpd) that records the PUT and
- *     answers with it: kstatus conditions for each verdict (Reconciling and
- *     Stalled only while True, never both), transition times that move
- *     only with the status, other owners' conditions kept, lastUpdate,
- *     history (newest first, at most 10), fingerprints, outputs masked, no
- *     write when nothing changed, and a 409 handed back to the worker;
- *   - stack_fingerprint: a hex digest that changes with the generation,
- *     revision, digest and every referenced object's resourceVersion, and
- *     with nothing else.
+ *   - stack_status_write / stack_status_write_running against the scripted
+ *     API server of stack_fake_api.h, which records the PUT and answers
+ *     with it: kstatus conditions for each verdict (Reconciling and Stalled
+ *     only while True, never both), transition times that move only with
+ *     the status, other owners' conditions kept, lastUpdate, history
+ *     (newest first, at most 10), fingerprints, outputs masked, no write
+ *     when nothing changed, and a 409 handed back to the worker.
  */
-#include <microhttpd.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,195 +20,21 @@
 
 #include "kube/kube.h"
 #include "stack/stack_internal.h"
-
-/* ------------------------------------------------------------ the fake API server */
-
-struct fake {
-	struct MHD_Daemon *d;
-	int port;
-	pthread_mutex_t lock;
-	unsigned status;            /* the answer to the next requests */
-	int nrequests;
-	char method[16], url[512];
-	char *body;                 /* the last request's body (owned) */
-};
-
-static struct fake F;
-
-struct upload {
-	char *buf;
-	size_t len;
-};
-
-#define CONFLICT "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\"," \
-	"\"message\":\"Operation cannot be fulfilled on stacks.pulumi.com \\\"web\\\": the object has been " \
-	"modified\",\"reason\":\"Conflict\",\"code\":409}"
-
-/* The server's answer to a PUT: the object as written, with a new
- * resourceVersion, as the API server does. */
-static char *echo(const char *body)
-{
-	cJSON *o = cJSON_Parse(body), *md;
-	char *out;
-
-	if (o == NULL)
-		return strdup("{}");
-	md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
-	cJSON_DeleteItemFromObjectCaseSensitive(md, "resourceVersion");
-	cJSON_AddStringToObject(md, "resourceVersion", "next");
-	out = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	return out;
-}
-
-static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
-    const char *method, const char *version, const char *data, size_t *data_len, void **st)
-{
-	struct upload *u = *st;
-	struct MHD_Response *r;
-	char *answer;
-	unsigned status;
-	enum MHD_Result rc;
-	(void)cls;
-	(void)version;
-
-	if (u == NULL) {
-		*st = calloc(1, sizeof(struct upload));
-		return *st ? MHD_YES : MHD_NO;
-	}
-	if (*data_len > 0) {
-		char *b = realloc(u->buf, u->len + *data_len + 1);
-		if (b == NULL)
-			return MHD_NO;
-		memcpy(b + u->len, data, *data_len);
-		u->buf = b;
-		u->len += *data_len;
-		u->buf[u->len] = '\0';
-		*data_len = 0;
-		return MHD_YES;
-	}
-	pthread_mutex_lock(&F.lock);
-	F.nrequests++;
-	snprintf(F.method, sizeof(F.method), "%s", method);
-	snprintf(F.url, sizeof(F.url), "%s", url);
-	free(F.body);
-	F.body = strdup(u->buf ? u->buf : "");
-	status = F.status;
-	pthread_mutex_unlock(&F.lock);
-	answer = status == 200 ? echo(u->buf ? u->buf : "{}") : strdup(CONFLICT);
-	r = MHD_create_response_from_buffer(strlen(answer), answer, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	rc = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return rc;
-}
-
-static void completed(void *cls, struct MHD_Connection *c, void **st, enum MHD_RequestTerminationCode t)
-{
-	struct upload *u = *st;
-	(void)cls;
-	(void)c;
-	(void)t;
-	if (u)
-		free(u->buf);
-	free(u);
-	*st = NULL;
-}
-
-static const struct kube_resource stacks_res = { "pulumi.com", "v1", "stacks", "Stack", 1 };
-static struct stack_ctl sc;
-static struct stack_opts opts;
-
-static int setup(void **state)
-{
-	const union MHD_DaemonInfo *info;
-	struct kube_config *cfg;
-	char url[64];
-	struct err e;
-	(void)state;
-
-	memset(&F, 0, sizeof(F));
-	pthread_mutex_init(&F.lock, NULL);
-	F.status = 200;
-	F.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, NULL,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
-	if (F.d == NULL)
-		return -1;
-	info = MHD_get_daemon_info(F.d, MHD_DAEMON_INFO_BIND_PORT);
-	F.port = info->port;
-
-	cfg = calloc(1, sizeof(*cfg));
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d", F.port);
-	cfg->server = strdup(url);
-	cfg->namespace = strdup("default");
-	cfg->source = strdup("test");
-	memset(&sc, 0, sizeof(sc));
-	stack_opts_default(&opts);
-	sc.o = opts;
-	sc.client = kube_client_new(cfg, &e);
-	if (sc.client == NULL)
-		return -1;
-	kube_client_set_retries(sc.client, 1);
-	sc.stacks.served = &stacks_res;
-	snprintf(sc.identity, sizeof(sc.identity), "controller-a");
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	kube_client_free(sc.client);
-	MHD_stop_daemon(F.d);
-	free(F.body);
-	pthread_mutex_destroy(&F.lock);
-	return 0;
-}
-
-static void answer_with(unsigned status)
-{
-	pthread_mutex_lock(&F.lock);
-	F.status = status;
-	F.nrequests = 0;
-	pthread_mutex_unlock(&F.lock);
-}
-
-static int requests(void)
-{
-	int n;
-
-	pthread_mutex_lock(&F.lock);
-	n = F.nrequests;
-	pthread_mutex_unlock(&F.lock);
-	return n;
-}
+#include "stack_fake_api.h"
 
 /* The status of the last PUT (caller frees), checking it went to the
- * status subresource of apps/web. */
+ * status subresource of apps/web with the resourceVersion the pass read. */
 static cJSON *written_status(void)
 {
-	cJSON *body, *st;
+	cJSON *body = fake_put_json(), *st;
 
-	pthread_mutex_lock(&F.lock);
-	assert_string_equal(F.method, "PUT");
-	assert_string_equal(F.url, "/apis/pulumi.com/v1/namespaces/apps/stacks/web/status");
-	body = cJSON_Parse(F.body);
-	pthread_mutex_unlock(&F.lock);
 	assert_non_null(body);
+	assert_int_equal(fake_count("PUT", "/apis/pulumi.com/v1/namespaces/apps/stacks/web/status"), 1);
 	assert_string_equal(kube_obj_str(body, "metadata.resourceVersion"), "41");
 	st = cJSON_DetachItemFromObjectCaseSensitive(body, "status");
 	cJSON_Delete(body);
 	assert_non_null(st);
 	return st;
-}
-
-static int contains_written(const char *needle)
-{
-	int found;
-
-	pthread_mutex_lock(&F.lock);
-	found = F.body != NULL && strstr(F.body, needle) != NULL;
-	pthread_mutex_unlock(&F.lock);
-	return found;
 }
 
 /* ------------------------------------------------------------ passes */
@@ -315,10 +135,10 @@ static cJSON *write_status(struct stack_pass *p)
 {
 	struct err e;
 
-	answer_with(200);
+	fake_put_answer(200);
 	if (stack_status_write(p, &e) != 0)
 		fail_msg("status write: %s", e.msg);
-	assert_int_equal(requests(), 1);
+	assert_int_equal(fake_count(NULL, NULL), 1);
 	return written_status();
 }
 
@@ -519,7 +339,7 @@ static void successful_up(void **state)
 	assert_string_equal(kube_obj_str(st, "outputsSecretName"), "web-outputs");
 	assert_string_equal(kube_obj_str(st, "outputs.password"), "[secret]");
 	/* The plain value of a secret output is written nowhere in status. */
-	assert_false(contains_written("hunter2-plain"));
+	assert_false(fake_put_contains("hunter2-plain"));
 
 	lu = cJSON_GetObjectItemCaseSensitive(st, "lastUpdate");
 	assert_int_equal(cJSON_GetObjectItemCaseSensitive(lu, "generation")->valuedouble, 3);
@@ -637,13 +457,13 @@ static void unchanged_status_is_not_written(void **state)
 	st = write_status(p);
 	cJSON_Delete(st);
 	/* The same pass on the answer: same verdict, same artifact. */
-	answer_with(200);
+	fake_put_answer(200);
 	assert_int_equal(stack_status_write(p, &e), 0);
-	assert_int_equal(requests(), 0);
+	assert_int_equal(fake_count(NULL, NULL), 0);
 	/* A different message is a change. */
 	stack_verdict(p, STACK_READY, "Succeeded", 0, "up to date at last");
 	assert_int_equal(stack_status_write(p, &e), 0);
-	assert_int_equal(requests(), 1);
+	assert_int_equal(fake_count(NULL, NULL), 1);
 	pass_free(p);
 }
 
@@ -654,15 +474,15 @@ static void conflict_goes_back_to_the_worker(void **state)
 	(void)state;
 
 	stack_verdict(p, STACK_WAITING, "Progressing", 0, "working");
-	answer_with(409);
+	fake_put_answer(409);
 	assert_int_equal(stack_status_write(p, &e), -1);
 	assert_int_equal(e.code, ERR_CONFLICT);
 	/* The pass keeps the object it read. */
 	assert_string_equal(kube_obj_str(p->obj, "metadata.resourceVersion"), "41");
-	answer_with(409);
+	fake_put_answer(409);
 	assert_int_equal(stack_status_write_running(p, &e), -1);
 	assert_int_equal(e.code, ERR_CONFLICT);
-	answer_with(200);
+	fake_put_answer(200);
 	pass_free(p);
 }
 
@@ -679,9 +499,9 @@ static void running_status(void **state)
 
 	set_artifact(p, "main@sha1:9999", "sha256:6666");
 	p->why = "a new revision";
-	answer_with(200);
+	fake_put_answer(200);
 	assert_int_equal(stack_status_write_running(p, &e), 0);
-	assert_int_equal(requests(), 1);
+	assert_int_equal(fake_count(NULL, NULL), 1);
 	st = written_status();
 	cur = cJSON_GetObjectItemCaseSensitive(st, "currentUpdate");
 	assert_non_null(cur);
@@ -707,111 +527,6 @@ static void running_status(void **state)
 	pass_free(p);
 }
 
-/* ------------------------------------------------------------ fingerprint */
-
-static void fingerprint_of(struct stack_pass *p, char out[65])
-{
-	stack_fingerprint(p, out);
-	assert_int_equal(strlen(out), 64);
-	for (const char *c = out; *c; c++)
-		assert_non_null(strchr("0123456789abcdef", *c));
-}
-
-static void add_ref(struct stack_pass *p, const char *ref)
-{
-	p->in.refs = realloc(p->in.refs, (p->in.n_refs + 1) * sizeof(char *));
-	assert_non_null(p->in.refs);
-	p->in.refs[p->in.n_refs++] = strdup(ref);
-}
-
-static void fingerprint_changes_with_each_input(void **state)
-{
-	struct stack_pass *p = pass_new(NULL);
-	char base[65], again[65], fp[65];
-	(void)state;
-
-	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
-	add_ref(p, "ConfigMap/settings@100");
-	add_ref(p, "Secret/creds@200");
-	fingerprint_of(p, base);
-	fingerprint_of(p, again);
-	assert_string_equal(base, again);
-
-	/* What is not an input leaves it alone: verdicts, notes, outcomes,
-	 * annotations, and the status a pass read. */
-	stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "x");
-	snprintf(p->note, sizeof(p->note), "note");
-	set_outcome(p, "up", 0);
-	p->failures = 4;
-	p->request = "req";
-	fingerprint_of(p, fp);
-	assert_string_equal(fp, base);
-
-	p->generation = 4;
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	p->generation = 3;
-
-	set_artifact(p, "main@sha1:bbbb", "sha256:1111");
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	set_artifact(p, "main@sha1:aaaa", "sha256:2222");
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
-	fingerprint_of(p, fp);
-	assert_string_equal(fp, base);
-
-	/* Each reference's resourceVersion, and the set of references. */
-	free(p->in.refs[1]);
-	p->in.refs[1] = strdup("Secret/creds@201");
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	free(p->in.refs[1]);
-	p->in.refs[1] = strdup("Secret/creds@200");
-	free(p->in.refs[0]);
-	p->in.refs[0] = strdup("ConfigMap/settings@101");
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	free(p->in.refs[0]);
-	p->in.refs[0] = strdup("ConfigMap/settings@100");
-	add_ref(p, "Secret/extra@1");
-	fingerprint_of(p, fp);
-	assert_string_not_equal(fp, base);
-	free(p->in.refs[--p->in.n_refs]);
-	fingerprint_of(p, fp);
-	assert_string_equal(fp, base);
-	pass_free(p);
-}
-
-/* Values are never part of it, and it shows nothing of what went in. */
-static void fingerprint_holds_no_value(void **state)
-{
-	struct stack_pass *p = pass_new(NULL);
-	char fp[65], fp2[65];
-	(void)state;
-
-	set_artifact(p, "main@sha1:aaaa", "sha256:1111");
-	add_ref(p, "Secret/creds@200");
-	fingerprint_of(p, fp);
-	/* Resolved values differ; the fingerprint does not. */
-	p->in.config = calloc(1, sizeof(*p->in.config));
-	p->in.n_config = 1;
-	fingerprint_of(p, fp2);
-	assert_string_equal(fp, fp2);
-	free(p->in.config);
-	p->in.config = NULL;
-	p->in.n_config = 0;
-	assert_null(strstr(fp, "creds"));
-	assert_null(strstr(fp, "main"));
-
-	/* No artifact yet: still a digest, and not that of an artifact. */
-	stack_artifact_free(&p->art);
-	fingerprint_of(p, fp2);
-	assert_string_not_equal(fp, fp2);
-	pass_free(p);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -827,8 +542,6 @@ int main(void)
 		cmocka_unit_test(unchanged_status_is_not_written),
 		cmocka_unit_test(conflict_goes_back_to_the_worker),
 		cmocka_unit_test(running_status),
-		cmocka_unit_test(fingerprint_changes_with_each_input),
-		cmocka_unit_test(fingerprint_holds_no_value),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }
