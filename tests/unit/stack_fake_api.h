@@ -5,10 +5,12 @@
  * so the definitions are static here).
  *
  * GET answers from routes the test sets (fake_route: a path and the JSON
- * to answer with), anything else is a NotFound Status.  PUT answers with
- * the body it was sent and a new resourceVersion "next", as the API server
- * does, or with a 409 Conflict after fake_put_answer(409).  Every request
- * is counted by method and path, and the last PUT's body is kept.
+ * to answer with), anything else is a NotFound Status.  A write (PUT,
+ * POST, PATCH) is kept (method, path, content type, body) and answered,
+ * unless fake_put_answer set another status (409: a Conflict), with the
+ * body it was sent and a new resourceVersion "next", as the API server
+ * does; a PATCH of a routed path answers with the route's body instead.
+ * Every request is counted by method and path.
  *
  * fake_start also builds the stack_ctl the passes use: a kube_client on
  * the fake, the Stack resource as served, identity "controller-a".
@@ -46,7 +48,8 @@ struct fake {
 	int nroutes;
 	char log[FAKE_LOG][300];     /* "METHOD path" */
 	int nlog;
-	char *put_body;              /* the last PUT's body (owned) */
+	char write_method[8], write_path[256], write_ctype[64];
+	char *put_body;              /* the last write's body (owned) */
 };
 
 static struct fake F;
@@ -74,21 +77,38 @@ static char *fake_echo(const char *body)
 	return out;
 }
 
-/* What to answer (malloc'd) and with which status; F.lock held. */
-static char *fake_answer(const char *method, const char *url, const char *body, unsigned *status)
+static const struct fake_route *fake_route_of(const char *url)
 {
-	if (strcmp(method, "PUT") == 0) {
+	for (int i = 0; i < F.nroutes; i++)
+		if (strcmp(F.routes[i].path, url) == 0)
+			return &F.routes[i];
+	return NULL;
+}
+
+/* What to answer (malloc'd) and with which status; F.lock held. */
+static char *fake_answer(const char *method, const char *url, const char *ctype, const char *body,
+    unsigned *status)
+{
+	const struct fake_route *r = fake_route_of(url);
+
+	if (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0) {
+		snprintf(F.write_method, sizeof(F.write_method), "%s", method);
+		snprintf(F.write_path, sizeof(F.write_path), "%s", url);
+		snprintf(F.write_ctype, sizeof(F.write_ctype), "%s", ctype ? ctype : "");
 		free(F.put_body);
 		F.put_body = strdup(body);
 		*status = F.put_status;
-		return *status == 200 ? fake_echo(body) : strdup(FAKE_STATUS(409, "Conflict",
-		    "Operation cannot be fulfilled: the object has been modified"));
+		if (*status != 200)
+			return strdup(FAKE_STATUS(409, "Conflict",
+			    "Operation cannot be fulfilled: the object has been modified"));
+		if (strcmp(method, "POST") == 0)
+			*status = 201;
+		return strcmp(method, "PATCH") == 0 && r ? strdup(r->body) : fake_echo(body);
 	}
-	for (int i = 0; i < F.nroutes; i++)
-		if (strcmp(F.routes[i].path, url) == 0) {
-			*status = F.routes[i].status;
-			return strdup(F.routes[i].body);
-		}
+	if (r != NULL) {
+		*status = r->status;
+		return strdup(r->body);
+	}
 	*status = 404;
 	return strdup(FAKE_STATUS(404, "NotFound", "not found"));
 }
@@ -122,7 +142,8 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *c, const c
 	pthread_mutex_lock(&F.lock);
 	if (F.nlog < FAKE_LOG)
 		snprintf(F.log[F.nlog++], sizeof(F.log[0]), "%s %s", method, url);
-	answer = fake_answer(method, url, u->buf ? u->buf : "", &status);
+	answer = fake_answer(method, url, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+	    u->buf ? u->buf : "", &status);
 	pthread_mutex_unlock(&F.lock);
 	r = MHD_create_response_from_buffer(strlen(answer), answer, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", "application/json");
@@ -211,6 +232,9 @@ FAKE_API void fake_reset(void)
 	F.nroutes = 0;
 	F.nlog = 0;
 	F.put_status = 200;
+	F.write_method[0] = F.write_path[0] = '\0';
+	free(F.put_body);
+	F.put_body = NULL;
 	pthread_mutex_unlock(&F.lock);
 }
 
@@ -255,7 +279,18 @@ FAKE_API int fake_count(const char *method, const char *path)
 	return n;
 }
 
-/* 1 when the last PUT's body contains needle. */
+/* The last write was method to path with content type ctype (NULL: any). */
+FAKE_API void fake_assert_write(const char *method, const char *path, const char *ctype)
+{
+	pthread_mutex_lock(&F.lock);
+	assert_string_equal(F.write_method, method);
+	assert_string_equal(F.write_path, path);
+	if (ctype)
+		assert_string_equal(F.write_ctype, ctype);
+	pthread_mutex_unlock(&F.lock);
+}
+
+/* 1 when the last write's body contains needle. */
 FAKE_API int fake_put_contains(const char *needle)
 {
 	int found;
@@ -266,7 +301,7 @@ FAKE_API int fake_put_contains(const char *needle)
 	return found;
 }
 
-/* The last PUT's body, parsed; caller frees. */
+/* The last write's body, parsed; caller frees. */
 FAKE_API cJSON *fake_put_json(void)
 {
 	cJSON *body;
