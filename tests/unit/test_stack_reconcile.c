@@ -1,0 +1,319 @@
+/*
+ * test_stack_reconcile.c - stack_reconcile_pass, the state machine, on the
+ * paths that end before a source is read (stack_reconcile.c), against the
+ * scripted API server of stack_fake_api.h with no informers running (so
+ * every Flux kind is "not served"):
+ *
+ *   - a suspended Stack: nothing is read or written;
+ *   - an invalid spec: Stalled SpecInvalid, one Warning Event, and a second
+ *     pass on the written object writes nothing at all;
+ *   - the finalizer: added for destroyOnFinalize, removed for preview;
+ *   - deletion: without our finalizer nothing happens; with it and nothing
+ *     to destroy (invalid spec, no destroyOnFinalize, never deployed) the
+ *     finalizer is released and the workspace removed; with something
+ *     deployed and no program, DestroyFailed keeps the finalizer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/fs.h"
+#include "kube/kube.h"
+#include "stack/stack_internal.h"
+#include "stack_fake_api.h"
+
+#define STACK_PATH "/apis/pulumi.com/v1/namespaces/apps/stacks/web"
+#define STATUS_PATH STACK_PATH "/status"
+#define EVENTS_PATH "/api/v1/namespaces/apps/events"
+#define FLUX "'fluxSource': {'sourceRef': {'kind': 'GitRepository', 'name': 'infra'}}"
+
+static char tmp[256];
+
+static int setup(void **state)
+{
+	if (fake_setup(state) < 0)
+		return -1;
+	snprintf(tmp, sizeof(tmp), "/tmp/test_stack_reconcile.XXXXXX");
+	if (mkdtemp(tmp) == NULL)
+		return -1;
+	sc.o.storage_path = tmp;
+	sc.recorder = kube_recorder_new(sc.client, "pulumi-controller", "test");
+	return sc.recorder ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct err e;
+
+	kube_recorder_free(sc.recorder);
+	fs_rm_rf(tmp, &e);
+	return fake_teardown(state);
+}
+
+/* The Stack apps/web: spec and extra metadata / status members as
+ * single-quoted JSON; pass_free. */
+static struct stack_pass *pass_new(const char *spec, const char *metadata, const char *status)
+{
+	struct stack_pass *p = calloc(1, sizeof(*p));
+	char text[4096];
+
+	assert_non_null(p);
+	snprintf(text, sizeof(text), "{'apiVersion': 'pulumi.com/v1', 'kind': 'Stack', 'metadata': {'name': 'web', "
+	    "'namespace': 'apps', 'uid': 'u-1', 'generation': 2, 'resourceVersion': '41'%s%s}, 'spec': %s%s%s}",
+	    metadata ? ", " : "", metadata ? metadata : "", spec, status ? ", 'status': " : "", status ? status : "");
+	for (char *c = text; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	p->obj = cJSON_Parse(text);
+	if (p->obj == NULL)
+		fail_msg("not JSON: %s", text);
+	p->status = cJSON_GetObjectItemCaseSensitive(p->obj, "status");
+	p->sc = &sc;
+	snprintf(p->ns, sizeof(p->ns), "apps");
+	snprintf(p->name, sizeof(p->name), "web");
+	snprintf(p->id, sizeof(p->id), "test");
+	p->generation = 2;
+	p->deleting = kube_obj_str(p->obj, "metadata.deletionTimestamp") != NULL;
+	return p;
+}
+
+static void pass_free(struct stack_pass *p)
+{
+	stack_spec_free(&p->spec);
+	stack_artifact_free(&p->art);
+	stack_inputs_free(&p->in);
+	cJSON_Delete(p->out.changes);
+	cJSON_Delete(p->out.outputs);
+	cJSON_Delete(p->out.outputs_plain);
+	cJSON_Delete(p->obj);
+	free(p);
+}
+
+/* Runs one pass, which must not fail; returns its requeue delay. */
+static int run(struct stack_pass *p)
+{
+	struct err e;
+	int rc = stack_reconcile_pass(p, &e);
+
+	if (rc < 0)
+		fail_msg("pass failed: %s", e.msg);
+	return rc;
+}
+
+static const cJSON *written_condition(const cJSON *body, const char *type)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "status"),
+	    "conditions"))
+		if (strcmp(kube_obj_str(c, "type"), type) == 0)
+			return c;
+	return NULL;
+}
+
+/* The last write was a status PUT stalling the Stack for reason. */
+static void assert_stalled_written(const char *reason)
+{
+	cJSON *body = fake_put_json();
+	const cJSON *ready, *stalled;
+
+	fake_assert_write("PUT", STATUS_PATH, NULL);
+	assert_non_null(body);
+	ready = written_condition(body, "Ready");
+	stalled = written_condition(body, "Stalled");
+	assert_non_null(ready);
+	assert_non_null(stalled);
+	assert_string_equal(kube_obj_str(ready, "status"), "False");
+	assert_string_equal(kube_obj_str(ready, "reason"), reason);
+	assert_string_equal(kube_obj_str(stalled, "reason"), reason);
+	assert_null(written_condition(body, "Reconciling"));
+	cJSON_Delete(body);
+}
+
+static void suspended_reads_and_writes_nothing(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', 'suspend': true}", NULL,
+	    "{'conditions': [{'type': 'Ready', 'status': 'True', 'reason': 'Succeeded', 'message': 'm'}]}");
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(run(p), 0);
+	assert_int_equal(p->suspended, 1);
+	assert_int_equal(fake_count(NULL, NULL), 0);
+	pass_free(p);
+}
+
+static void invalid_spec_stalls_once(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/x.git'}", NULL, NULL);
+	cJSON *answer;
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(run(p), 0);                      /* no requeue: a person must act */
+	assert_stalled_written("SpecInvalid");
+	assert_true(fake_put_contains("spec.projectRepo"));
+	assert_int_equal(fake_count("PUT", STATUS_PATH), 1);
+	assert_int_equal(fake_count("POST", EVENTS_PATH), 1);
+
+	/* The next pass, on the object as written: the same verdict is no
+	 * news, so neither status nor an Event is written. */
+	answer = p->obj;
+	p->obj = NULL;
+	pass_free(p);
+	p = pass_new("{'stack': 'dev'}", NULL, NULL);
+	cJSON_Delete(p->obj);
+	p->obj = answer;
+	p->status = cJSON_GetObjectItemCaseSensitive(answer, "status");
+	fake_reset();
+	assert_int_equal(run(p), 0);
+	assert_int_equal(fake_count(NULL, NULL), 0);
+	pass_free(p);
+}
+
+/* No informer is running here, so the Flux kind is not served. */
+static void source_kind_not_served(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(run(p), 0);
+	assert_stalled_written("SourceKindNotServed");
+	pass_free(p);
+}
+
+static void finalizer_follows_the_spec(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", NULL, NULL);
+	(void)state;
+
+	/* destroyOnFinalize: the finalizer is added before anything else happens. */
+	fake_reset();
+	fake_route(STACK_PATH, 200, "{'metadata': {'name': 'web', 'namespace': 'apps', 'uid': 'u-1', "
+	    "'resourceVersion': '42', 'generation': 2, 'finalizers': ['finalizer.stack.pulumi.com']}, "
+	    "'spec': {'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}}");
+	run(p);
+	assert_int_equal(fake_count("PATCH", STACK_PATH), 1);
+	assert_int_equal(fake_count("PUT", STATUS_PATH), 1);
+	assert_true(stack_has_finalizer(p->obj));
+	pass_free(p);
+
+	/* A preview never destroys: its finalizer goes. */
+	p = pass_new("{'stack': 'dev', 'destroyOnDelete': true, 'preview': true, " FLUX "}",
+	    "'finalizers': ['finalizer.stack.pulumi.com', 'other.io/keep']", NULL);
+	fake_reset();
+	fake_route(STACK_PATH, 200, "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': '42', "
+	    "'finalizers': ['other.io/keep']}, 'spec': {'stack': 'dev'}}");
+	run(p);
+	assert_int_equal(fake_count("PATCH", STACK_PATH), 1);
+	assert_false(stack_has_finalizer(p->obj));
+	pass_free(p);
+
+	/* Already as it should be: no patch. */
+	p = pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
+	fake_reset();
+	run(p);
+	assert_int_equal(fake_count("PATCH", STACK_PATH), 0);
+	pass_free(p);
+}
+
+#define DELETING "'deletionTimestamp': '2024-01-01T00:00:00Z'"
+#define OURS DELETING ", 'finalizers': ['finalizer.stack.pulumi.com']"
+#define RELEASED "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': '42', " \
+	"'deletionTimestamp': '2024-01-01T00:00:00Z', 'finalizers': []}, 'spec': {'stack': 'dev'}}"
+
+static void deleting_without_our_finalizer_is_left_alone(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', " FLUX "}", DELETING ", 'finalizers': ['other.io/x']", NULL);
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(run(p), 0);
+	assert_int_equal(p->gone, 1);
+	assert_int_equal(fake_count(NULL, NULL), 0);
+	pass_free(p);
+}
+
+/* What must be true after a release: the finalizer patched away, the
+ * workspace gone, no status written (the Stack is going). */
+static void assert_released(struct stack_pass *p, const char *root)
+{
+	cJSON *patch;
+
+	assert_int_equal(p->gone, 1);
+	assert_int_equal(fake_count("PATCH", STACK_PATH), 1);
+	assert_int_equal(fake_count("PUT", STATUS_PATH), 0);
+	patch = fake_put_json();
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(patch, "metadata"), "finalizers")), 0);
+	cJSON_Delete(patch);
+	assert_false(fs_exists(root));
+}
+
+static void deleting_with_nothing_to_destroy_releases(void **state)
+{
+	static const char *specs[] = {
+	    "{'stack': 'dev'}",                                          /* invalid: still deletable */
+	    "{'stack': 'dev', " FLUX "}",                                /* no destroyOnFinalize */
+	    "{'stack': 'dev', 'destroyOnFinalize': true, 'preview': true, " FLUX "}",
+	    "{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}",     /* never deployed, no program */
+	};
+	char root[PATH_MAX];
+	(void)state;
+
+	stack_workspace_paths(&sc, "apps", "web", root, sizeof(root));
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		struct stack_pass *p = pass_new(specs[i], OURS, NULL);
+		assert_int_equal(fs_mkdir_p(root, 0700, &(struct err){0}), 0);
+		fake_reset();
+		fake_route(STACK_PATH, 200, RELEASED);
+		assert_int_equal(run(p), 0);
+		assert_released(p, root);
+		pass_free(p);
+	}
+}
+
+/* Something was deployed but no program is left to destroy it with: the
+ * finalizer stays, and the Stack says why. */
+static void deployed_without_a_program_keeps_the_finalizer(void **state)
+{
+	struct stack_pass *p = pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", OURS,
+	    "{'lastAppliedRevision': 'main@sha1:aaaa'}");
+	cJSON *body;
+	const cJSON *ready;
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(run(p), (int)sc.o.requeue_dependency_ms);
+	assert_int_equal(p->gone, 0);
+	assert_int_equal(fake_count("PATCH", STACK_PATH), 0);
+	assert_int_equal(fake_count("POST", EVENTS_PATH), 1);
+	body = fake_put_json();
+	fake_assert_write("PUT", STATUS_PATH, NULL);
+	ready = written_condition(body, "Ready");
+	assert_string_equal(kube_obj_str(ready, "reason"), "DestroyFailed");
+	assert_non_null(written_condition(body, "Reconciling"));
+	assert_null(written_condition(body, "Stalled"));
+	assert_non_null(strstr(kube_obj_str(ready, "message"), "program is not available"));
+	cJSON_Delete(body);
+	pass_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(suspended_reads_and_writes_nothing),
+		cmocka_unit_test(invalid_spec_stalls_once),
+		cmocka_unit_test(source_kind_not_served),
+		cmocka_unit_test(finalizer_follows_the_spec),
+		cmocka_unit_test(deleting_without_our_finalizer_is_left_alone),
+		cmocka_unit_test(deleting_with_nothing_to_destroy_releases),
+		cmocka_unit_test(deployed_without_a_program_keeps_the_finalizer),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
