@@ -9,7 +9,7 @@
  * POST, PATCH) is kept (method, path, content type, body) and answered,
  * unless fake_put_answer set another status (409: a Conflict), with the
  * body it was sent and a new resourceVersion "next", as the API server
- * does; a PATCH of a routed path answers with the route's body instead.
+ * does; a PATCH of a routed path answers with the route (status, body).
  * Every request is counted by method and path.
  *
  * fake_start also builds the stack_ctl the passes use: a kube_client on
@@ -101,9 +101,13 @@ static char *fake_answer(const char *method, const char *url, const char *ctype,
 		if (*status != 200)
 			return strdup(FAKE_STATUS(409, "Conflict",
 			    "Operation cannot be fulfilled: the object has been modified"));
+		if (strcmp(method, "PATCH") == 0 && r) {
+			*status = r->status;
+			return strdup(r->body);
+		}
 		if (strcmp(method, "POST") == 0)
 			*status = 201;
-		return strcmp(method, "PATCH") == 0 && r ? strdup(r->body) : fake_echo(body);
+		return fake_echo(body);
 	}
 	if (r != NULL) {
 		*status = r->status;

@@ -8,6 +8,9 @@
  *   - an invalid spec: Stalled SpecInvalid, one Warning Event, and a second
  *     pass on the written object writes nothing at all;
  *   - the finalizer: added for destroyOnFinalize, removed for preview;
+ *   - programRef: the GitRepository <name>-program applied server-side
+ *     (url, ref mapping, interval, owner), then SourceNotFound until the
+ *     (here never started) informer has it;
  *   - deletion: without our finalizer nothing happens; with it and nothing
  *     to destroy (invalid spec, no destroyOnFinalize, never deployed) the
  *     finalizer is released and the workspace removed; with something
@@ -304,6 +307,108 @@ static void deployed_without_a_program_keeps_the_finalizer(void **state)
 	pass_free(p);
 }
 
+/* ------------------------------------------------------------ programRef */
+
+#define GITREPO_PATH "/apis/source.toolkit.fluxcd.io/v1/namespaces/apps/gitrepositories/web-program"
+
+/* GitRepository served, with an informer that never lists: its cache is
+ * empty, as before the first list of a new object. */
+static void serve_git_repositories(int on)
+{
+	static const struct kube_resource git = { "source.toolkit.fluxcd.io", "v1", "gitrepositories",
+	    "GitRepository", 1 };
+	struct stack_kind *k = &sc.sources[0];
+
+	if (on) {
+		struct kube_informer_opts o = { 0 };
+		k->res[0] = git;
+		k->nres = 1;
+		k->served = &k->res[0];
+		k->inf = kube_informer_new(sc.client, k->served, &o);
+		assert_non_null(k->inf);
+	} else {
+		kube_informer_free(k->inf);
+		memset(k, 0, sizeof(*k));
+	}
+}
+
+/* The GitRepository spec.ref the last apply asked for, as "key=value". */
+static void applied_ref(char *out, size_t n)
+{
+	cJSON *doc = fake_put_json();
+	const cJSON *ref = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "spec"), "ref");
+
+	assert_non_null(ref);
+	assert_int_equal(cJSON_GetArraySize(ref), 1);
+	snprintf(out, n, "%s=%s", ref->child->string, ref->child->valuestring);
+	cJSON_Delete(doc);
+}
+
+static void program_ref_applies_its_git_repository(void **state)
+{
+	static const struct { const char *ref, *want; } refs[] = {
+		{ "refs/tags/v2.1.0", "tag=v2.1.0" },
+		{ "refs/heads/release/1.x", "branch=release/1.x" },
+		{ "0123456789abcdef0123456789abcdef01234567", "commit=0123456789abcdef0123456789abcdef01234567" },
+		{ "refs/pull/42/head", "name=refs/pull/42/head" },
+	};
+	char spec[400], have[200];
+	(void)state;
+
+	serve_git_repositories(1);
+	for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+		struct stack_pass *p;
+		cJSON *doc;
+		const cJSON *owner;
+
+		snprintf(spec, sizeof(spec), "{'programRef': {'repo': 'https://github.com/acme/net.git', "
+		    "'ref': '%s'}, 'resyncFrequencySeconds': 300}", refs[i].ref);
+		p = pass_new(spec, NULL, NULL);
+		fake_reset();
+		fake_route(GITREPO_PATH, 200, "{'kind': 'GitRepository', 'metadata': {'name': 'web-program'}}");
+		assert_int_equal(run(p), (int)sc.o.requeue_dependency_ms);
+		fake_assert_write("PUT", STATUS_PATH, NULL);
+		assert_true(fake_put_contains("SourceNotFound"));
+		assert_true(fake_put_contains("GitRepository apps/web-program not found"));
+		assert_int_equal(fake_count("PATCH", GITREPO_PATH), 1);
+
+		/* Re-run the apply alone to look at what was sent. */
+		fake_reset();
+		fake_route(GITREPO_PATH, 200, "{'kind': 'GitRepository', 'metadata': {'name': 'web-program'}}");
+		memset(&p->v, 0, sizeof(p->v));
+		assert_int_equal(stack_source_resolve(p), 1);
+		fake_assert_write("PATCH", GITREPO_PATH, "application/apply-patch+yaml");
+		applied_ref(have, sizeof(have));
+		assert_string_equal(have, refs[i].want);
+		doc = fake_put_json();
+		assert_string_equal(kube_obj_str(doc, "apiVersion"), "source.toolkit.fluxcd.io/v1");
+		assert_string_equal(kube_obj_str(doc, "spec.url"), "https://github.com/acme/net.git");
+		assert_string_equal(kube_obj_str(doc, "spec.interval"), "300s");
+		assert_string_equal(kube_obj_str(doc, "metadata.namespace"), "apps");
+		owner = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(doc, "metadata"), "ownerReferences"), 0);
+		assert_string_equal(kube_obj_str(owner, "kind"), "Stack");
+		assert_string_equal(kube_obj_str(owner, "uid"), "u-1");
+		assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner, "controller")));
+		cJSON_Delete(doc);
+		pass_free(p);
+	}
+
+	/* The apply refused (RBAC): the Stack waits and says why. */
+	{
+		struct stack_pass *p = pass_new("{'programRef': {'repo': 'https://github.com/acme/net.git'}}", NULL, NULL);
+		fake_reset();
+		fake_route(GITREPO_PATH, 403, FAKE_STATUS(403, "Forbidden", "gitrepositories is forbidden"));
+		assert_int_equal(run(p), (int)sc.o.requeue_dependency_ms);
+		assert_int_equal(p->v.state, STACK_WAITING);
+		assert_string_equal(p->v.reason, "SourceNotFound");
+		assert_non_null(strstr(p->v.message, "cannot create or update GitRepository apps/web-program"));
+		assert_non_null(strstr(p->v.message, "forbidden"));
+		pass_free(p);
+	}
+	serve_git_repositories(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +419,7 @@ int main(void)
 		cmocka_unit_test(deleting_without_our_finalizer_is_left_alone),
 		cmocka_unit_test(deleting_with_nothing_to_destroy_releases),
 		cmocka_unit_test(deployed_without_a_program_keeps_the_finalizer),
+		cmocka_unit_test(program_ref_applies_its_git_repository),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

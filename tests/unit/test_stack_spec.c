@@ -216,7 +216,7 @@ static void program_ref_makes_its_git_repository(void **state)
 	assert_string_equal(s.dir, "infra");
 	stack_spec_free(&s);
 
-	/* No ref: the repository's default branch (the GitRepository decides). */
+	/* No ref: left unset here (stack_source.c chooses the GitRepository's ref). */
 	accepted("{'programRef': {'repo': 'https://github.com/acme/net.git'}}", &s);
 	assert_null(s.prog_ref);
 	assert_string_equal(s.stack, "web");
