@@ -10,10 +10,13 @@
  * unless fake_put_answer set another status (409: a Conflict), with the
  * body it was sent and a new resourceVersion "next", as the API server
  * does; a PATCH of a routed path answers with the route (status, body).
- * Every request is counted by method and path.
+ * A watch (GET ?watch=1) ends at once with no event, logged as "WATCH
+ * path", so an informer on the fake lists once and then waits out its
+ * backoff.  Every request is counted by method and path.
  *
  * fake_start also builds the stack_ctl the passes use: a kube_client on
- * the fake, the Stack resource as served, identity "controller-a".
+ * the fake, the Stack resource as served, identity "controller-a";
+ * fake_pass_new builds a pass over a Stack on it.
  */
 #ifndef TEST_STACK_FAKE_API_H
 #define TEST_STACK_FAKE_API_H
@@ -144,10 +147,17 @@ static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *c, const c
 		return MHD_YES;
 	}
 	pthread_mutex_lock(&F.lock);
-	if (F.nlog < FAKE_LOG)
-		snprintf(F.log[F.nlog++], sizeof(F.log[0]), "%s %s", method, url);
-	answer = fake_answer(method, url, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
-	    u->buf ? u->buf : "", &status);
+	if (MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch") != NULL) {
+		if (F.nlog < FAKE_LOG)
+			snprintf(F.log[F.nlog++], sizeof(F.log[0]), "WATCH %s", url);
+		answer = strdup("");
+		status = 200;
+	} else {
+		if (F.nlog < FAKE_LOG)
+			snprintf(F.log[F.nlog++], sizeof(F.log[0]), "%s %s", method, url);
+		answer = fake_answer(method, url, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+		    u->buf ? u->buf : "", &status);
+	}
 	pthread_mutex_unlock(&F.lock);
 	r = MHD_create_response_from_buffer(strlen(answer), answer, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", "application/json");
@@ -314,6 +324,55 @@ FAKE_API cJSON *fake_put_json(void)
 	body = F.put_body ? cJSON_Parse(F.put_body) : NULL;
 	pthread_mutex_unlock(&F.lock);
 	return body;
+}
+
+/* ------------------------------------------------------------ passes */
+
+/* A pass over apps/web (uid u-1, generation 2, resourceVersion 41) as the
+ * controller's worker builds it: spec (single-quoted JSON), extra metadata
+ * members and status (NULL: none); deleting from a deletionTimestamp,
+ * requested/request from the annotations.  fake_pass_free. */
+FAKE_API struct stack_pass *fake_pass_new(const char *spec, const char *metadata, const char *status)
+{
+	struct stack_pass *p = calloc(1, sizeof(*p));
+	const cJSON *ann;
+	char text[8192];
+
+	assert_non_null(p);
+	snprintf(text, sizeof(text), "{'apiVersion': 'pulumi.com/v1', 'kind': 'Stack', 'metadata': {'name': 'web', "
+	    "'namespace': 'apps', 'uid': 'u-1', 'generation': 2, 'resourceVersion': '41'%s%s}, 'spec': %s%s%s}",
+	    metadata ? ", " : "", metadata ? metadata : "", spec, status ? ", 'status': " : "", status ? status : "");
+	for (char *c = text; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	p->obj = cJSON_Parse(text);
+	if (p->obj == NULL)
+		fail_msg("not JSON: %s", text);
+	p->status = cJSON_GetObjectItemCaseSensitive(p->obj, "status");
+	p->sc = &sc;
+	snprintf(p->ns, sizeof(p->ns), "apps");
+	snprintf(p->name, sizeof(p->name), "web");
+	snprintf(p->id, sizeof(p->id), "test");
+	p->generation = 2;
+	p->deleting = kube_obj_str(p->obj, "metadata.deletionTimestamp") != NULL;
+	ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->obj, "metadata"), "annotations");
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ann, STACK_ANN_REQUESTED)))
+		p->requested = cJSON_GetObjectItemCaseSensitive(ann, STACK_ANN_REQUESTED)->valuestring;
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ann, STACK_ANN_REQUEST)))
+		p->request = cJSON_GetObjectItemCaseSensitive(ann, STACK_ANN_REQUEST)->valuestring;
+	return p;
+}
+
+FAKE_API void fake_pass_free(struct stack_pass *p)
+{
+	stack_spec_free(&p->spec);
+	stack_artifact_free(&p->art);
+	stack_inputs_free(&p->in);
+	cJSON_Delete(p->out.changes);
+	cJSON_Delete(p->out.outputs);
+	cJSON_Delete(p->out.outputs_plain);
+	cJSON_Delete(p->obj);
+	free(p);
 }
 
 #endif

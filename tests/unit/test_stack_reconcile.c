@@ -57,45 +57,6 @@ static int teardown(void **state)
 	return fake_teardown(state);
 }
 
-/* The Stack apps/web: spec and extra metadata / status members as
- * single-quoted JSON; pass_free. */
-static struct stack_pass *pass_new(const char *spec, const char *metadata, const char *status)
-{
-	struct stack_pass *p = calloc(1, sizeof(*p));
-	char text[4096];
-
-	assert_non_null(p);
-	snprintf(text, sizeof(text), "{'apiVersion': 'pulumi.com/v1', 'kind': 'Stack', 'metadata': {'name': 'web', "
-	    "'namespace': 'apps', 'uid': 'u-1', 'generation': 2, 'resourceVersion': '41'%s%s}, 'spec': %s%s%s}",
-	    metadata ? ", " : "", metadata ? metadata : "", spec, status ? ", 'status': " : "", status ? status : "");
-	for (char *c = text; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	p->obj = cJSON_Parse(text);
-	if (p->obj == NULL)
-		fail_msg("not JSON: %s", text);
-	p->status = cJSON_GetObjectItemCaseSensitive(p->obj, "status");
-	p->sc = &sc;
-	snprintf(p->ns, sizeof(p->ns), "apps");
-	snprintf(p->name, sizeof(p->name), "web");
-	snprintf(p->id, sizeof(p->id), "test");
-	p->generation = 2;
-	p->deleting = kube_obj_str(p->obj, "metadata.deletionTimestamp") != NULL;
-	return p;
-}
-
-static void pass_free(struct stack_pass *p)
-{
-	stack_spec_free(&p->spec);
-	stack_artifact_free(&p->art);
-	stack_inputs_free(&p->in);
-	cJSON_Delete(p->out.changes);
-	cJSON_Delete(p->out.outputs);
-	cJSON_Delete(p->out.outputs_plain);
-	cJSON_Delete(p->obj);
-	free(p);
-}
-
 /* Runs one pass, which must not fail; returns its requeue delay. */
 static int run(struct stack_pass *p)
 {
@@ -139,7 +100,7 @@ static void assert_stalled_written(const char *reason)
 
 static void suspended_reads_and_writes_nothing(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', 'suspend': true}", NULL,
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', 'suspend': true}", NULL,
 	    "{'conditions': [{'type': 'Ready', 'status': 'True', 'reason': 'Succeeded', 'message': 'm'}]}");
 	(void)state;
 
@@ -147,12 +108,12 @@ static void suspended_reads_and_writes_nothing(void **state)
 	assert_int_equal(run(p), 0);
 	assert_int_equal(p->suspended, 1);
 	assert_int_equal(fake_count(NULL, NULL), 0);
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 static void invalid_spec_stalls_once(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/x.git'}", NULL, NULL);
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/x.git'}", NULL, NULL);
 	cJSON *answer;
 	(void)state;
 
@@ -167,32 +128,32 @@ static void invalid_spec_stalls_once(void **state)
 	 * news, so neither status nor an Event is written. */
 	answer = p->obj;
 	p->obj = NULL;
-	pass_free(p);
-	p = pass_new("{'stack': 'dev'}", NULL, NULL);
+	fake_pass_free(p);
+	p = fake_pass_new("{'stack': 'dev'}", NULL, NULL);
 	cJSON_Delete(p->obj);
 	p->obj = answer;
 	p->status = cJSON_GetObjectItemCaseSensitive(answer, "status");
 	fake_reset();
 	assert_int_equal(run(p), 0);
 	assert_int_equal(fake_count(NULL, NULL), 0);
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 /* No informer is running here, so the Flux kind is not served. */
 static void source_kind_not_served(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
 	(void)state;
 
 	fake_reset();
 	assert_int_equal(run(p), 0);
 	assert_stalled_written("SourceKindNotServed");
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 static void finalizer_follows_the_spec(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", NULL, NULL);
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", NULL, NULL);
 	(void)state;
 
 	/* destroyOnFinalize: the finalizer is added before anything else happens. */
@@ -204,10 +165,10 @@ static void finalizer_follows_the_spec(void **state)
 	assert_int_equal(fake_count("PATCH", STACK_PATH), 1);
 	assert_int_equal(fake_count("PUT", STATUS_PATH), 1);
 	assert_true(stack_has_finalizer(p->obj));
-	pass_free(p);
+	fake_pass_free(p);
 
 	/* A preview never destroys: its finalizer goes. */
-	p = pass_new("{'stack': 'dev', 'destroyOnDelete': true, 'preview': true, " FLUX "}",
+	p = fake_pass_new("{'stack': 'dev', 'destroyOnDelete': true, 'preview': true, " FLUX "}",
 	    "'finalizers': ['finalizer.stack.pulumi.com', 'other.io/keep']", NULL);
 	fake_reset();
 	fake_route(STACK_PATH, 200, "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': '42', "
@@ -215,14 +176,14 @@ static void finalizer_follows_the_spec(void **state)
 	run(p);
 	assert_int_equal(fake_count("PATCH", STACK_PATH), 1);
 	assert_false(stack_has_finalizer(p->obj));
-	pass_free(p);
+	fake_pass_free(p);
 
 	/* Already as it should be: no patch. */
-	p = pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
+	p = fake_pass_new("{'stack': 'dev', " FLUX "}", NULL, NULL);
 	fake_reset();
 	run(p);
 	assert_int_equal(fake_count("PATCH", STACK_PATH), 0);
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 #define DELETING "'deletionTimestamp': '2024-01-01T00:00:00Z'"
@@ -232,14 +193,14 @@ static void finalizer_follows_the_spec(void **state)
 
 static void deleting_without_our_finalizer_is_left_alone(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', " FLUX "}", DELETING ", 'finalizers': ['other.io/x']", NULL);
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', " FLUX "}", DELETING ", 'finalizers': ['other.io/x']", NULL);
 	(void)state;
 
 	fake_reset();
 	assert_int_equal(run(p), 0);
 	assert_int_equal(p->gone, 1);
 	assert_int_equal(fake_count(NULL, NULL), 0);
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 /* What must be true after a release: the finalizer patched away, the
@@ -271,13 +232,13 @@ static void deleting_with_nothing_to_destroy_releases(void **state)
 
 	stack_workspace_paths(&sc, "apps", "web", root, sizeof(root));
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
-		struct stack_pass *p = pass_new(specs[i], OURS, NULL);
+		struct stack_pass *p = fake_pass_new(specs[i], OURS, NULL);
 		assert_int_equal(fs_mkdir_p(root, 0700, &(struct err){0}), 0);
 		fake_reset();
 		fake_route(STACK_PATH, 200, RELEASED);
 		assert_int_equal(run(p), 0);
 		assert_released(p, root);
-		pass_free(p);
+		fake_pass_free(p);
 	}
 }
 
@@ -285,7 +246,7 @@ static void deleting_with_nothing_to_destroy_releases(void **state)
  * finalizer stays, and the Stack says why. */
 static void deployed_without_a_program_keeps_the_finalizer(void **state)
 {
-	struct stack_pass *p = pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", OURS,
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", OURS,
 	    "{'lastAppliedRevision': 'main@sha1:aaaa'}");
 	cJSON *body;
 	const cJSON *ready;
@@ -304,7 +265,7 @@ static void deployed_without_a_program_keeps_the_finalizer(void **state)
 	assert_null(written_condition(body, "Stalled"));
 	assert_non_null(strstr(kube_obj_str(ready, "message"), "program is not available"));
 	cJSON_Delete(body);
-	pass_free(p);
+	fake_pass_free(p);
 }
 
 /* ------------------------------------------------------------ programRef */
@@ -363,7 +324,7 @@ static void program_ref_applies_its_git_repository(void **state)
 
 		snprintf(spec, sizeof(spec), "{'programRef': {'repo': 'https://github.com/acme/net.git', "
 		    "'ref': '%s'}, 'resyncFrequencySeconds': 300}", refs[i].ref);
-		p = pass_new(spec, NULL, NULL);
+		p = fake_pass_new(spec, NULL, NULL);
 		fake_reset();
 		fake_route(GITREPO_PATH, 200, "{'kind': 'GitRepository', 'metadata': {'name': 'web-program'}}");
 		assert_int_equal(run(p), (int)sc.o.requeue_dependency_ms);
@@ -391,12 +352,12 @@ static void program_ref_applies_its_git_repository(void **state)
 		assert_string_equal(kube_obj_str(owner, "uid"), "u-1");
 		assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner, "controller")));
 		cJSON_Delete(doc);
-		pass_free(p);
+		fake_pass_free(p);
 	}
 
 	/* The apply refused (RBAC): the Stack waits and says why. */
 	{
-		struct stack_pass *p = pass_new("{'programRef': {'repo': 'https://github.com/acme/net.git'}}", NULL, NULL);
+		struct stack_pass *p = fake_pass_new("{'programRef': {'repo': 'https://github.com/acme/net.git'}}", NULL, NULL);
 		fake_reset();
 		fake_route(GITREPO_PATH, 403, FAKE_STATUS(403, "Forbidden", "gitrepositories is forbidden"));
 		assert_int_equal(run(p), (int)sc.o.requeue_dependency_ms);
@@ -404,7 +365,7 @@ static void program_ref_applies_its_git_repository(void **state)
 		assert_string_equal(p->v.reason, "SourceNotFound");
 		assert_non_null(strstr(p->v.message, "cannot create or update GitRepository apps/web-program"));
 		assert_non_null(strstr(p->v.message, "forbidden"));
-		pass_free(p);
+		fake_pass_free(p);
 	}
 	serve_git_repositories(0);
 }
