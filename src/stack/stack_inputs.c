@@ -240,30 +240,39 @@ void stack_inputs_free(struct stack_inputs *in)
 	memset(in, 0, sizeof(*in));
 }
 
+/* One field, length-prefixed so that no two different field lists hash
+ * alike (a newline inside a revision cannot shift the fields). */
+static void hash_field(EVP_MD_CTX *ctx, const char *name, const char *value)
+{
+	char head[96];
+
+	value = value ? value : "";
+	snprintf(head, sizeof(head), "%s %zu:", name, strlen(value));
+	EVP_DigestUpdate(ctx, head, strlen(head));
+	EVP_DigestUpdate(ctx, value, strlen(value));
+}
+
 /* sha256 over the generation, the artifact, the dir and the references'
- * resourceVersions, one field per line. */
+ * resourceVersions. */
 void stack_fingerprint(const struct stack_pass *p, char out[65])
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	unsigned char md[32];
 	unsigned int mdlen = 0;
-	char line[64];
+	char gen[32];
 
 	out[0] = '\0';
 	if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
 		EVP_MD_CTX_free(ctx);
 		return;
 	}
-	snprintf(line, sizeof(line), "generation %lld\n", p->generation);
-	EVP_DigestUpdate(ctx, line, strlen(line));
-	EVP_DigestUpdate(ctx, p->art.revision ? p->art.revision : "", p->art.revision ? strlen(p->art.revision) : 0);
-	EVP_DigestUpdate(ctx, "\n", 1);
-	EVP_DigestUpdate(ctx, p->art.digest ? p->art.digest : "", p->art.digest ? strlen(p->art.digest) : 0);
-	EVP_DigestUpdate(ctx, "\n", 1);
-	for (size_t i = 0; i < p->in.n_refs; i++) {
-		EVP_DigestUpdate(ctx, p->in.refs[i], strlen(p->in.refs[i]));
-		EVP_DigestUpdate(ctx, "\n", 1);
-	}
+	snprintf(gen, sizeof(gen), "%lld", p->generation);
+	hash_field(ctx, "generation", gen);
+	hash_field(ctx, "revision", p->art.revision);
+	hash_field(ctx, "digest", p->art.digest);
+	hash_field(ctx, "dir", p->spec.dir ? p->spec.dir : ".");
+	for (size_t i = 0; i < p->in.n_refs; i++)
+		hash_field(ctx, "ref", p->in.refs[i]);
 	EVP_DigestFinal_ex(ctx, md, &mdlen);
 	EVP_MD_CTX_free(ctx);
 	for (unsigned int i = 0; i < mdlen && i < 32; i++)

@@ -107,10 +107,12 @@ static int step_spec(struct stack_pass *p)
 		return 0;
 	}
 	p->spec_ok = 1;
-	if (p->spec.cloud_ignored) {
+	if (p->spec.cloud_ignored && p->spec.cloud_shadowed)
+		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" was ignored: spec.backend is set too",
+		    p->spec.cloud_ignored);
+	else if (p->spec.cloud_ignored)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" is not a backend URL and was ignored; "
 		    "set spec.backend (and spec.secretsProvider for a secrets manager)", p->spec.cloud_ignored);
-	}
 	return 0;
 }
 

@@ -23,6 +23,7 @@
 #define RESYNC_MIN_MS 60000L
 #define RETRY_MAX_DEFAULT_MS (86400L * 1000)
 #define OCI_INTERVAL_DEFAULT_MS (5L * 60 * 1000)
+#define OCI_INTERVAL_MIN_MS 10000L
 
 static const cJSON *item(const cJSON *o, const char *k)
 {
@@ -41,6 +42,22 @@ static int get_str(const cJSON *o, const char *k, const char *field, char **out,
 		return err_set(e, ERR_INVALID, "%s: must be a string", field), -1;
 	if ((*out = strdup(v->valuestring)) == NULL)
 		return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
+	return 0;
+}
+
+/* An object field: 0 with *out (NULL when absent or null); -1 when it is
+ * something else, which must not be read as "absent" (a string secretRef
+ * would otherwise pull anonymously). */
+static int get_obj(const cJSON *o, const char *k, const char *field, const cJSON **out, struct err *e)
+{
+	const cJSON *v = item(o, k);
+
+	*out = NULL;
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsObject(v))
+		return err_set(e, ERR_INVALID, "%s: must be an object", field), -1;
+	*out = v;
 	return 0;
 }
 
@@ -176,6 +193,9 @@ static int grow(void **arr, size_t n, size_t size, struct err *e)
 
 static int add_config(struct stack_spec *s, const char *key, struct err *e)
 {
+	/* The driver passes plaintext config as KEY=VALUE. */
+	if (key[0] == '\0' || strchr(key, '=') != NULL)
+		return err_set(e, ERR_INVALID, "config key \"%s\": must be non-empty and without '='", key), -1;
 	if (grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
 		return -1;
 	if ((s->config[s->n_config].key = strdup(key)) == NULL)
@@ -184,14 +204,15 @@ static int add_config(struct stack_spec *s, const char *key, struct err *e)
 	return 0;
 }
 
-static int add_env(struct stack_spec *s, const char *name, struct err *e)
+static int add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
 {
 	if (name[0] == '\0' || strchr(name, '=') != NULL)
-		return err_set(e, ERR_INVALID, "spec.envRefs: \"%s\" is not an environment variable name",
+		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
 		    name), -1;
 	for (size_t i = 0; i < s->n_env; i++)
 		if (strcmp(s->env[i].name, name) == 0)
-			return err_set(e, ERR_INVALID, "spec.envs and spec.envRefs both set %s", name), -1;
+			return err_set(e, ERR_INVALID, "%s.%s: %s is set twice (spec.envs and spec.envRefs)",
+			    field, name, name), -1;
 	if (grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
 		return -1;
 	if ((s->env[s->n_env].name = strdup(name)) == NULL)
@@ -244,8 +265,10 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 				return -1;
 			c = &s->config[s->n_config - 1];
 			snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
-			if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0 ||
-			    get_bool(it, "json", f, &json, e) < 0)
+			if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
+				return -1;
+			strncat(f, ".json", sizeof(f) - strlen(f) - 1);
+			if (get_bool(it, "json", f, &json, e) < 0)
 				return -1;
 			c->v.structured = json;
 		}
@@ -280,7 +303,7 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 		if (!cJSON_IsObject(refs))
 			return err_set(e, ERR_INVALID, "spec.envRefs: must be a map"), -1;
 		cJSON_ArrayForEach(it, refs) {
-			if (add_env(s, it->string, e) < 0)
+			if (add_env(s, "spec.envRefs", it->string, e) < 0)
 				return -1;
 			snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
 			if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
@@ -297,7 +320,7 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 	cJSON_ArrayForEach(it, envs) {
 		const cJSON *from = item(it, "valueFrom");
 		struct stack_value *v;
-		if (add_env(s, it->string, e) < 0)
+		if (add_env(s, "spec.envs", it->string, e) < 0)
 			return -1;
 		v = &s->env[s->n_env - 1].v;
 		snprintf(f, sizeof(f), "spec.envs.%s", it->string);
@@ -348,23 +371,41 @@ static int parse_flux_source(const cJSON *fs, struct stack_spec *s, struct err *
 
 static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e)
 {
-	const cJSON *ref = item(os, "ref"), *sel = item(os, "layerSelector");
+	const cJSON *ref, *sel, *sec, *cert;
+	char *op = NULL;
 	int nref;
 
 	s->source = STACK_SRC_OCI;
 	s->oci_interval_ms = OCI_INTERVAL_DEFAULT_MS;
+	if (get_obj(os, "ref", "spec.ociSource.ref", &ref, e) < 0 ||
+	    get_obj(os, "layerSelector", "spec.ociSource.layerSelector", &sel, e) < 0 ||
+	    get_obj(os, "secretRef", "spec.ociSource.secretRef", &sec, e) < 0 ||
+	    get_obj(os, "certSecretRef", "spec.ociSource.certSecretRef", &cert, e) < 0 ||
+	    get_str(sel, "operation", "spec.ociSource.layerSelector.operation", &op, e) < 0)
+		return -1;
+	if (op != NULL && strcmp(op, "extract") != 0) {
+		err_set(e, ERR_INVALID, "spec.ociSource.layerSelector.operation: \"%s\" is not supported; a "
+		    "program is always extracted (extract)", op);
+		free(op);
+		return -1;
+	}
+	free(op);
 	if (get_str(os, "url", "spec.ociSource.url", &s->oci_url, e) < 0 ||
 	    get_str(os, "dir", "spec.ociSource.dir", &s->dir, e) < 0 ||
 	    get_str(ref, "tag", "spec.ociSource.ref.tag", &s->oci_tag, e) < 0 ||
 	    get_str(ref, "digest", "spec.ociSource.ref.digest", &s->oci_digest, e) < 0 ||
 	    get_str(ref, "semver", "spec.ociSource.ref.semver", &s->oci_semver, e) < 0 ||
 	    get_str(sel, "mediaType", "spec.ociSource.layerSelector.mediaType", &s->oci_media_type, e) < 0 ||
-	    get_str(item(os, "secretRef"), "name", "spec.ociSource.secretRef.name", &s->oci_secret, e) < 0 ||
-	    get_str(item(os, "certSecretRef"), "name", "spec.ociSource.certSecretRef.name",
+	    get_str(sec, "name", "spec.ociSource.secretRef.name", &s->oci_secret, e) < 0 ||
+	    get_str(cert, "name", "spec.ociSource.certSecretRef.name",
 	        &s->oci_cert_secret, e) < 0 ||
 	    get_bool(os, "insecure", "spec.ociSource.insecure", &s->oci_insecure, e) < 0 ||
 	    get_duration(os, "interval", "spec.ociSource.interval", &s->oci_interval_ms, e) < 0)
 		return -1;
+	/* Each poll is a registry request; Flux's OCIRepository is not polled
+	 * more often either in practice. */
+	if (s->oci_interval_ms < OCI_INTERVAL_MIN_MS)
+		return err_set(e, ERR_INVALID, "spec.ociSource.interval: must be at least 10s"), -1;
 	if (s->oci_url == NULL || strncmp(s->oci_url, "oci://", 6) != 0 || s->oci_url[6] == '\0')
 		return err_set(e, ERR_INVALID, "spec.ociSource.url: must be oci://host/repository"), -1;
 	nref = (s->oci_tag != NULL) + (s->oci_digest != NULL) + (s->oci_semver != NULL);
@@ -402,9 +443,12 @@ static int parse_source(const cJSON *spec, const char *name, struct stack_spec *
 	const cJSON *pr = item(spec, "programRef");
 	int n = cJSON_IsObject(fs) + cJSON_IsObject(os) + cJSON_IsObject(pr);
 
-	if (cJSON_IsString(item(spec, "projectRepo")))
-		return err_set(e, ERR_INVALID, "spec.projectRepo: the controller never clones Git; use a "
-		    "Flux GitRepository in spec.fluxSource (or the classic spec.programRef.repo)"), -1;
+	static const char *git_fields[] = { "projectRepo", "commit", "branch", "repoDir" };
+
+	for (size_t i = 0; i < sizeof(git_fields) / sizeof(git_fields[0]); i++)
+		if (item(spec, git_fields[i]) != NULL && !cJSON_IsNull(item(spec, git_fields[i])))
+			return err_set(e, ERR_INVALID, "spec.%s: the controller never clones Git; use a Flux "
+			    "GitRepository in spec.fluxSource (or the classic spec.programRef.repo)", git_fields[i]), -1;
 	if (n != 1)
 		return err_set(e, ERR_INVALID, "spec: set exactly one of fluxSource, ociSource and programRef "
 		    "(found %d)", n), -1;
@@ -433,9 +477,24 @@ static int parse_backend(const cJSON *spec, struct stack_spec *s, struct err *e)
 				s->backend = cloud;
 				return 0;
 			}
+			s->cloud_shadowed = 1;
 			break;
 		}
 	s->cloud_ignored = cloud;
+	return 0;
+}
+
+/* Is ".." one of path's components? */
+static int has_dotdot(const char *path)
+{
+	for (const char *p = path; *p; ) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return 1;
+		p += n;
+		while (*p == '/')
+			p++;
+	}
 	return 0;
 }
 
@@ -493,7 +552,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 			return err_set(e, ERR_INVALID, "spec.maxUpdateFailures: must be 1..1000"), -1;
 		s->max_failures = (int)mf->valuedouble;
 	}
-	if (s->dir != NULL && (s->dir[0] == '/' || strstr(s->dir, "..") != NULL))
+	if (s->dir != NULL && (s->dir[0] == '/' || has_dotdot(s->dir)))
 		return err_set(e, ERR_INVALID, "dir \"%s\": must be a relative path inside the artifact "
 		    "without \"..\"", s->dir), -1;
 	return 0;

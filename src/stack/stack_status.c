@@ -152,6 +152,18 @@ static void add_condition(cJSON *out, const cJSON *old, const char *type, const 
 	cJSON_AddItemToArray(out, c);
 }
 
+/* Conditions other owners (or later features) wrote are kept as they are. */
+static void keep_other_conditions(cJSON *out, const cJSON *old)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, old) {
+		const char *t = kube_obj_str(c, "type");
+		if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled"))
+			cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
+	}
+}
+
 static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
 {
 	cJSON *out = cJSON_CreateArray();
@@ -165,15 +177,7 @@ static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
 		add_condition(out, old, "Reconciling", "True", v->reason, msg, p->generation);
 	if (v->state == STACK_STALLED)
 		add_condition(out, old, "Stalled", "True", v->reason, msg, p->generation);
-	/* Conditions other controllers or later features own are kept. */
-	{
-		const cJSON *c;
-		cJSON_ArrayForEach(c, old) {
-			const char *t = kube_obj_str(c, "type");
-			if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled"))
-				cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
-		}
-	}
+	keep_other_conditions(out, old);
 	return out;
 }
 
@@ -335,6 +339,7 @@ int stack_status_write_running(struct stack_pass *p, struct err *e)
 	    "Progressing", msg, p->generation);
 	add_condition(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"), "Reconciling",
 	    "True", "Progressing", msg, p->generation);
+	keep_other_conditions(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"));
 	replace(st, "conditions", conds);
 	return put_status(p, st, e);
 }
@@ -402,11 +407,39 @@ static int add_output(cJSON *data, cJSON *secrets, const cJSON *plain, const cJS
 	if (enc == NULL)
 		return -1;
 	secret_key(plain->string, key, sizeof(key));
+	if (cJSON_GetObjectItemCaseSensitive(data, key) != NULL) {
+		/* "a b" and "a_b" are one Secret key: the first output keeps it. */
+		log_warn("two outputs map to one Secret key; the later is left out", "key", key,
+		    "output", plain->string, NULL);
+		free(enc);
+		return 0;
+	}
 	cJSON_AddItemToObject(data, key, cJSON_CreateString(enc));
 	free(enc);
 	if (cJSON_IsString(masked) && strcmp(masked->valuestring, "[secret]") == 0)
 		cJSON_AddItemToArray(secrets, cJSON_CreateString(key));
 	return 0;
+}
+
+static int cmp_items(const void *a, const void *b)
+{
+	return strcmp((*(cJSON *const *)a)->valuestring, (*(cJSON *const *)b)->valuestring);
+}
+
+/* Sorts an array of strings in place. */
+static void sort_strings(cJSON *arr)
+{
+	int n = cJSON_GetArraySize(arr);
+	cJSON **v = n > 0 ? malloc((size_t)n * sizeof(*v)) : NULL;
+
+	if (v == NULL)
+		return;
+	for (int i = 0; i < n; i++)
+		v[i] = cJSON_DetachItemFromArray(arr, 0);
+	qsort(v, (size_t)n, sizeof(*v), cmp_items);
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(arr, v[i]);
+	free(v);
 }
 
 /* Is the existing Secret this Stack's (its controller ownerReference)? */
@@ -457,6 +490,7 @@ static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 			cJSON_Delete(s);
 			return NULL;
 		}
+	sort_strings(secrets);
 	list = cJSON_PrintUnformatted(secrets);
 	cJSON_Delete(secrets);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "annotations"), STACK_ANN_SECRETS, list ? list : "[]");

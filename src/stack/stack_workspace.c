@@ -163,9 +163,39 @@ static int rebuild(const struct stack_pass *p, const char *root, const char *lin
 	return 0;
 }
 
+/* Is path a directory (links followed) that resolves inside root/tree? */
+static int dir_inside(const char *root, const char *path)
+{
+	char tree[PATH_MAX + 8], real_tree[PATH_MAX], real[PATH_MAX];
+	size_t n;
+	struct stat st;
+
+	snprintf(tree, sizeof(tree), "%s/tree", root);
+	if (realpath(tree, real_tree) == NULL || realpath(path, real) == NULL || stat(real, &st) != 0 ||
+	    !S_ISDIR(st.st_mode))
+		return 0;
+	n = strlen(real_tree);
+	return strncmp(real, real_tree, n) == 0 && (real[n] == '\0' || real[n] == '/');
+}
+
+/* A regular file named Pulumi.yaml (or .yml) in dir. */
+static int has_project_file(const char *dir)
+{
+	static const char *names[] = { "Pulumi.yaml", "Pulumi.yml" };
+	char path[PATH_MAX + 16];
+	struct stat st;
+
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			return 1;
+	}
+	return 0;
+}
+
 int stack_workspace_prepare(struct stack_pass *p)
 {
-	char root[PATH_MAX], line[PATH_MAX], yaml[PATH_MAX + 16];
+	char root[PATH_MAX], line[PATH_MAX];
 	struct err e;
 
 	stack_workspace_paths(p->sc, p->ns, p->name, root, sizeof(root));
@@ -177,19 +207,15 @@ int stack_workspace_prepare(struct stack_pass *p)
 	}
 	snprintf(p->workdir, sizeof(p->workdir), "%s/tree%s%s", root, p->spec.dir ? "/" : "",
 	    p->spec.dir ? p->spec.dir : "");
-	if (!fs_is_dir(p->workdir)) {
+	if (!dir_inside(root, p->workdir)) {
 		stack_verdict(p, STACK_STALLED, "ProgramNotFound", 0, "dir \"%s\" is not a directory in the "
 		    "artifact at revision %s", p->spec.dir ? p->spec.dir : ".", p->art.revision);
 		return 1;
 	}
-	snprintf(yaml, sizeof(yaml), "%s/Pulumi.yaml", p->workdir);
-	if (!fs_exists(yaml)) {
-		snprintf(yaml, sizeof(yaml), "%s/Pulumi.yml", p->workdir);
-		if (!fs_exists(yaml)) {
-			stack_verdict(p, STACK_STALLED, "ProgramNotFound", 0, "no Pulumi.yaml in dir \"%s\" of the "
-			    "artifact at revision %s", p->spec.dir ? p->spec.dir : ".", p->art.revision);
-			return 1;
-		}
+	if (!has_project_file(p->workdir)) {
+		stack_verdict(p, STACK_STALLED, "ProgramNotFound", 0, "no Pulumi.yaml in dir \"%s\" of the "
+		    "artifact at revision %s", p->spec.dir ? p->spec.dir : ".", p->art.revision);
+		return 1;
 	}
 	return 0;
 }
