@@ -123,9 +123,8 @@ struct stack_spec {
 	long oci_interval_ms;
 	char *prog_repo, *prog_ref;       /* PROGRAM */
 	char *backend, *secrets_provider;
-	char *cloud_ignored;              /* a `cloud` value that is no backend URL, or one
-	                                   * backend overrides (cloud_shadowed) */
-	int cloud_shadowed;
+	char *cloud_ignored;              /* a `cloud` value that is no backend URL */
+	char *cloud_shadowed;             /* a `cloud` URL that spec.backend overrides */
 	struct stack_config *config;
 	size_t n_config;
 	struct stack_envvar *env;

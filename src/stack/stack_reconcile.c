@@ -107,9 +107,9 @@ static int step_spec(struct stack_pass *p)
 		return 0;
 	}
 	p->spec_ok = 1;
-	if (p->spec.cloud_ignored && p->spec.cloud_shadowed)
+	if (p->spec.cloud_shadowed)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" was ignored: spec.backend is set too",
-		    p->spec.cloud_ignored);
+		    p->spec.cloud_shadowed);
 	else if (p->spec.cloud_ignored)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" is not a backend URL and was ignored; "
 		    "set spec.backend (and spec.secretsProvider for a secrets manager)", p->spec.cloud_ignored);
@@ -354,7 +354,7 @@ static int step_update(struct stack_pass *p)
 	    "reconcileID", p->id, "reason", p->why, NULL);
 	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
 	    "update", p->art.revision, p->why);
-	if (p->spec.cloud_ignored)
+	if (p->spec.cloud_ignored || p->spec.cloud_shadowed)
 		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);
 	stack_update_run(p);
 	judge_update(p);

@@ -191,11 +191,12 @@ static int grow(void **arr, size_t n, size_t size, struct err *e)
 	return 0;
 }
 
-static int add_config(struct stack_spec *s, const char *key, struct err *e)
+static int add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
 {
 	/* The driver passes plaintext config as KEY=VALUE. */
 	if (key[0] == '\0' || strchr(key, '=') != NULL)
-		return err_set(e, ERR_INVALID, "config key \"%s\": must be non-empty and without '='", key), -1;
+		return err_set(e, ERR_INVALID, "%s: key \"%s\" must be non-empty and without '='", field,
+		    key), -1;
 	if (grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
 		return -1;
 	if ((s->config[s->n_config].key = strdup(key)) == NULL)
@@ -211,8 +212,7 @@ static int add_env(struct stack_spec *s, const char *field, const char *name, st
 		    name), -1;
 	for (size_t i = 0; i < s->n_env; i++)
 		if (strcmp(s->env[i].name, name) == 0)
-			return err_set(e, ERR_INVALID, "%s.%s: %s is set twice (spec.envs and spec.envRefs)",
-			    field, name, name), -1;
+			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;
 	if (grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
 		return -1;
 	if ((s->env[s->n_env].name = strdup(name)) == NULL)
@@ -232,7 +232,7 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 		return err_set(e, ERR_INVALID, "spec.config: must be a map of keys to values"), -1;
 	cJSON_ArrayForEach(it, cfg) {
 		struct stack_config *c;
-		if (add_config(s, it->string, e) < 0)
+		if (add_config(s, "spec.config", it->string, e) < 0)
 			return -1;
 		c = &s->config[s->n_config - 1];
 		c->v.kind = STACK_VAL_LITERAL;
@@ -261,7 +261,7 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 		cJSON_ArrayForEach(it, refs) {
 			struct stack_config *c;
 			int json = 0;
-			if (add_config(s, it->string, e) < 0)
+			if (add_config(s, "spec.configRef", it->string, e) < 0)
 				return -1;
 			c = &s->config[s->n_config - 1];
 			snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
@@ -277,7 +277,7 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 		if (!cJSON_IsObject(sec))
 			return err_set(e, ERR_INVALID, "spec.secretsRef: must be a map"), -1;
 		cJSON_ArrayForEach(it, sec) {
-			if (add_config(s, it->string, e) < 0)
+			if (add_config(s, "spec.secretsRef", it->string, e) < 0)
 				return -1;
 			s->config[s->n_config - 1].secret = 1;
 			snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
@@ -477,8 +477,8 @@ static int parse_backend(const cJSON *spec, struct stack_spec *s, struct err *e)
 				s->backend = cloud;
 				return 0;
 			}
-			s->cloud_shadowed = 1;
-			break;
+			s->cloud_shadowed = cloud;
+			return 0;
 		}
 	s->cloud_ignored = cloud;
 	return 0;
@@ -592,6 +592,7 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->backend);
 	free(s->secrets_provider);
 	free(s->cloud_ignored);
+	free(s->cloud_shadowed);
 	for (size_t i = 0; i < s->n_config; i++) {
 		free(s->config[i].key);
 		value_free(&s->config[i].v);
