@@ -1,8 +1,8 @@
 /*
- * test_stack_regressions.c - NOT COMMITTED, not built by the Makefile: each test
- * here fails on the current src/stack/ and states the expected behaviour
- * (CONTRACT.md / docs/stack-api.md).  After `make sanitize`, run.sh beside
- * it builds and runs it against build/asan's objects.
+ * test_stack_regressions.c - defects the first unit tests of src/stack/ found
+ * (each failed on the reconciler's first commit): refusals of fields that
+ * were silently taken as absent, messages naming the wrong field, dir rules,
+ * the fingerprint's fields, outputs Secret keys, conditions of other owners.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 
 #include "base/fs.h"
 #include "stack/stack_internal.h"
-#include "../stack_fake_api.h"
+#include "stack_fake_api.h"
 
 #define FLUX "'fluxSource': {'sourceRef': {'kind': 'GitRepository', 'name': 'infra'}}"
 
