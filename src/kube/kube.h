@@ -360,27 +360,50 @@ long kube_queue_when(struct kube_queue *q, const char *key);
 
 /*
  * The seam between the runtime and a controller's logic: the Stack
- * reconciler (src/stack/, a later issue) implements this.  reconcile is
- * called by one worker for one key ("namespace/name"), never for the same
- * key on two workers at once.  It returns 0 when done (set
- * *requeue_after_ms > 0 to be called again later, e.g. for a resync or a
- * drift check) or -1 with e set to be retried with per-key backoff.
+ * reconciler (src/stack/) implements this.  reconcile is called by one
+ * worker for one key ("namespace/name"), never for the same key on two
+ * workers at once.  It returns 0 when done (set *requeue_after_ms > 0 to be
+ * called again later, e.g. for a resync or a drift check) or -1 with e set
+ * to be retried with per-key backoff.
+ *
+ * interrupt (optional, may be NULL) asks every running reconcile to give
+ * up now (for pulumi: pl_interrupt, so the CLI cancels cleanly and leaves no
+ * lock).  It may be called from any thread, at any time, more than once,
+ * also when nothing runs; it must not block.  The workers call it when the
+ * grace period of kube_workers_stop runs out; kube_workers_interrupt calls
+ * it at once (a lost Lease: another replica may start the same work).
  */
 struct kube_reconciler {
 	int (*reconcile)(void *ud, const char *key, long *requeue_after_ms, struct err *e);
+	void (*interrupt)(void *ud);
 	void *ud;
 };
 
 struct kube_workers;
 
-/* Starts n threads taking keys from q.  q and r must outlive the workers. */
+/* Starts n threads taking keys from q.  q and r must outlive the workers
+ * (until kube_workers_free). */
 struct kube_workers *kube_workers_start(struct kube_queue *q, int n,
     const struct kube_reconciler *r, struct err *e);
-/* Shuts the queue down, waits up to grace_ms for running reconciles to
- * return, then joins.  Returns -1 (and does not join or free) when the
- * grace period ran out; the caller should then exit. */
-int kube_workers_stop(struct kube_workers *w, long grace_ms);
-/* Keys reconciled so far, and how many failed. */
+/*
+ * Shuts the queue down and waits up to grace_ms for running reconciles to
+ * return; then calls r->interrupt (when set) and waits up to cancel_ms
+ * more; then joins the threads.  Returns 0 when every thread was joined,
+ * -1 when work was still running (nothing joined; the caller should exit
+ * without releasing what the work uses, the Lease included).  Frees
+ * nothing: kube_workers_counts stays valid until kube_workers_free.  A
+ * second call after 0 returns 0 at once; after -1 it waits again.
+ */
+int kube_workers_stop(struct kube_workers *w, long grace_ms, long cancel_ms);
+/* Calls r->interrupt now (no-op without one, or for NULL).  Thread-safe;
+ * the workers keep taking keys (stop them with kube_workers_stop). */
+void kube_workers_interrupt(struct kube_workers *w);
+/* Frees w after kube_workers_stop returned 0, once no other thread reads
+ * it (stop the metrics server first).  Does nothing when threads still
+ * run (stop returned -1): they use w until the process exits.  NULL ok. */
+void kube_workers_free(struct kube_workers *w);
+/* Keys reconciled so far, and how many failed; any thread, any time
+ * between start and free (w may be NULL: zeros). */
 void kube_workers_counts(struct kube_workers *w, uint64_t *done, uint64_t *failed);
 
 /* ------------------------------------------------------------------ leader */

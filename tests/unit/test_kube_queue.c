@@ -225,7 +225,7 @@ static void workers_handle_results(void **state)
 {
 	(void)state;
 	struct recon r = { 0 };
-	struct kube_reconciler rec = { reconcile, &r };
+	struct kube_reconciler rec = { reconcile, NULL, &r };
 	struct kube_queue *q = kube_queue_new(NULL);
 	struct err e;
 	struct kube_workers *w = kube_workers_start(q, 3, &rec, &e);
@@ -246,8 +246,140 @@ static void workers_handle_results(void **state)
 	assert_int_equal(kube_queue_requeues(q, "fail"), 0);   /* forgotten on success */
 	kube_workers_counts(w, &done, &failed);
 	assert_int_equal(failed, 2);
-	assert_int_equal(kube_workers_stop(w, 5000), 0);
+	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);
+	/* Stopped, not freed: a metrics scrape may still read the counters. */
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(failed, 2);
+	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);   /* idempotent */
+	kube_workers_free(w);
 	kube_queue_free(q);
+}
+
+/* A reconcile that runs until interrupted (or released by the test). */
+struct blocker {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int running, released, interrupts;
+	int interrupt_releases;    /* does interrupt() end the reconcile? */
+};
+
+static int blocking_reconcile(void *ud, const char *key, long *requeue, struct err *e)
+{
+	struct blocker *b = ud;
+	(void)key; (void)requeue; (void)e;
+
+	pthread_mutex_lock(&b->lock);
+	b->running = 1;
+	pthread_cond_broadcast(&b->cond);
+	while (!b->released)
+		pthread_cond_wait(&b->cond, &b->lock);
+	b->running = 0;
+	pthread_mutex_unlock(&b->lock);
+	return 0;
+}
+
+static void blocking_interrupt(void *ud)
+{
+	struct blocker *b = ud;
+
+	pthread_mutex_lock(&b->lock);
+	b->interrupts++;
+	if (b->interrupt_releases)
+		b->released = 1;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void release_blocker(struct blocker *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->released = 1;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void wait_running(struct blocker *b)
+{
+	pthread_mutex_lock(&b->lock);
+	while (!b->running)
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void stop_interrupts_work_that_outlives_the_grace(void **state)
+{
+	(void)state;
+	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 1 };
+	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
+	struct kube_queue *q = kube_queue_new(NULL);
+	struct err e;
+	struct kube_workers *w = kube_workers_start(q, 2, &rec, &e);
+	uint64_t done, failed;
+
+	assert_non_null(w);
+	kube_queue_add(q, "slow");
+	wait_running(&b);
+	/* The grace period runs out, interrupt ends the work, stop joins. */
+	assert_int_equal(kube_workers_stop(w, 20, 60000), 0);
+	assert_int_equal(b.interrupts, 1);
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(done, 1);
+	kube_workers_free(w);
+	kube_queue_free(q);
+}
+
+static void stop_gives_up_when_interrupt_does_not_help(void **state)
+{
+	(void)state;
+	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0 };
+	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
+	struct kube_queue *q = kube_queue_new(NULL);
+	struct err e;
+	struct kube_workers *w = kube_workers_start(q, 1, &rec, &e);
+	uint64_t done, failed;
+
+	assert_non_null(w);
+	kube_queue_add(q, "stuck");
+	wait_running(&b);
+	assert_int_equal(kube_workers_stop(w, 10, 10), -1);
+	assert_int_equal(b.interrupts, 1);
+	kube_workers_free(w);   /* refused: the thread still runs */
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(done, 0);
+	release_blocker(&b);
+	assert_int_equal(kube_workers_stop(w, 60000, 0), 0);
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(done, 1);
+	kube_workers_free(w);
+	kube_queue_free(q);
+}
+
+static void interrupt_now_for_a_lost_lease(void **state)
+{
+	(void)state;
+	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 1 };
+	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
+	struct kube_reconciler plain = { blocking_reconcile, NULL, &b };
+	struct kube_queue *q = kube_queue_new(NULL), *q2 = kube_queue_new(NULL);
+	struct err e;
+	struct kube_workers *w = kube_workers_start(q, 1, &rec, &e), *w2;
+
+	assert_non_null(w);
+	kube_queue_add(q, "k");
+	wait_running(&b);
+	kube_workers_interrupt(w);   /* at once, no stop needed */
+	assert_int_equal(b.interrupts, 1);
+	assert_int_equal(kube_workers_stop(w, 60000, 0), 0);
+	kube_workers_free(w);
+	/* Without an interrupt member it is a no-op; so is a NULL pool. */
+	w2 = kube_workers_start(q2, 1, &plain, &e);
+	kube_workers_interrupt(w2);
+	kube_workers_interrupt(NULL);
+	assert_int_equal(b.interrupts, 1);
+	assert_int_equal(kube_workers_stop(w2, 60000, 0), 0);
+	kube_workers_free(w2);
+	kube_queue_free(q);
+	kube_queue_free(q2);
 }
 
 static void backoff_grows_caps_and_resets(void **state)
@@ -313,6 +445,9 @@ int main(void)
 		cmocka_unit_test(shutdown_and_drain),
 		cmocka_unit_test(one_worker_per_key),
 		cmocka_unit_test(workers_handle_results),
+		cmocka_unit_test(stop_interrupts_work_that_outlives_the_grace),
+		cmocka_unit_test(stop_gives_up_when_interrupt_does_not_help),
+		cmocka_unit_test(interrupt_now_for_a_lost_lease),
 		cmocka_unit_test(backoff_grows_caps_and_resets),
 		cmocka_unit_test(durations),
 		cmocka_unit_test(microtime),
