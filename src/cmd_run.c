@@ -74,7 +74,7 @@ static int log_only_reconcile(void *ud, const char *key, long *requeue_after_ms,
 	return 0;
 }
 
-static const struct kube_reconciler default_reconciler = { log_only_reconcile, NULL };
+static const struct kube_reconciler default_reconciler = { log_only_reconcile, NULL, NULL };
 static const struct kube_reconciler *reconciler = &default_reconciler;
 
 /* ------------------------------------------------------------ wiring */
@@ -642,17 +642,18 @@ int cmd_run(int argc, char **argv)
 			}
 		}
 	}
-	if (kube_workers_stop(rt.workers, f.grace_ms) < 0) {
+	if (kube_workers_stop(rt.workers, f.grace_ms, 0) < 0) {
 		/* Do not release the Lease: work is still running in this process. */
 		log_error("running work did not stop within the grace period; exiting", NULL);
 		return 1;
 	}
-	rt.workers = NULL;
-	stop_all(&rt, probes);
+	stop_all(&rt, probes);   /* the probes first: /metrics reads the workers */
+	kube_workers_free(rt.workers);
 	return exit_code;
 fail:
 	log_error("cannot start", "error", e.msg, NULL);
-	kube_workers_stop(rt.workers, f.grace_ms);
+	kube_workers_stop(rt.workers, f.grace_ms, 0);
 	stop_all(&rt, probes);
+	kube_workers_free(rt.workers);
 	return 1;
 }
