@@ -280,6 +280,11 @@ struct kube_informer_opts {
 	 * by the nearest hop.  kube-apiserver sends a BOOKMARK on a quiet watch
 	 * about every minute, so the default, 120 s, is two missed bookmarks. */
 	long watch_idle_timeout_s;
+	/* Lists and watches ask for PartialObjectMetadata (as controller-
+	 * runtime's metadata informers do): the cache holds apiVersion
+	 * meta.k8s.io/v1, kind PartialObjectMetadata and metadata only, so a
+	 * Secret's data is never received.  Read the object with a GET. */
+	int metadata_only;
 };
 
 /* Neither c nor r is copied: both must outlive the informer. */
@@ -413,8 +418,16 @@ struct kube_leader_opts {
 	const char *name;          /* Lease name */
 	const char *identity;      /* default hostname_<random> */
 	long lease_ms, renew_ms, retry_ms;  /* default 15 s / 10 s / 2 s */
+	/* on_started and on_new_leader run on a callback thread of the
+	 * elector's own, one at a time, never on the thread that renews: they
+	 * may make API calls or block without costing a renewal (a later
+	 * new-leader identity replaces one not yet reported).  on_stopped
+	 * (leadership lost: the renew deadline passed, counted from the start of
+	 * the last successful renewal; not called on release) runs on the
+	 * election thread at once, possibly while on_started still runs: stop
+	 * the work there (kube_workers_interrupt), quickly. */
 	void (*on_started)(void *ud);
-	void (*on_stopped)(void *ud);       /* leadership lost (not on release) */
+	void (*on_stopped)(void *ud);
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 };
@@ -427,7 +440,9 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 int kube_leader_start(struct kube_leader *l, struct err *e);
 int kube_leader_is_leader(struct kube_leader *l);
 const char *kube_leader_identity(const struct kube_leader *l);
-/* Stops the loop and, if leading, releases the Lease (holder "", 1 s). */
+/* Stops the loop and, if leading, releases the Lease (holder "", 1 s);
+ * then waits for a callback still running to return (a pending one is
+ * dropped). */
 void kube_leader_stop(struct kube_leader *l);
 void kube_leader_free(struct kube_leader *l);
 
