@@ -285,12 +285,20 @@ struct kube_informer_opts {
 	 * meta.k8s.io/v1, kind PartialObjectMetadata and metadata only, so a
 	 * Secret's data is never received.  Read the object with a GET. */
 	int metadata_only;
+	/* Pages one list may take before it counts as failed (a continue chain
+	 * that never ends); default 10,000.  A page is asked for with limit
+	 * page_size and its reply may not exceed 16 MiB: a larger one is asked
+	 * for again with half the limit, down to one object, and beyond that the
+	 * list fails (ERR_LIMIT, "does the server ignore limit?").  A failed
+	 * list is retried after the backoff. */
+	long max_list_pages;
 };
 
 /* Neither c nor r is copied: both must outlive the informer. */
 struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     const struct kube_informer_opts *o);
-void kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud);
+/* At most 8 handlers, added before start: -1 beyond (or after start). */
+int kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud);
 /* Index functions must be added before start. */
 int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn);
 int kube_informer_start(struct kube_informer *inf, struct err *e);

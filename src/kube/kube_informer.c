@@ -47,6 +47,21 @@
  * 40 at 200, 38 at 100 in bench/watch-scale). */
 #define KUBE_DEFAULT_PAGE 100
 #define KUBE_DEFAULT_WATCH_IDLE_S 120L
+/* One list reply is bounded far below what a server ignoring `limit`
+ * could send: 100 typical objects are well under 1 MiB, and a page of big
+ * ones is asked for again with a smaller limit (kube.h). */
+#define LIST_REPLY_MAX (16LL << 20)
+/* Pages per list: a million objects at the default page size. */
+#define KUBE_DEFAULT_MAX_LIST_PAGES 10000L
+/* A line the loop repeats (list failed, watch expired or failed) is logged
+ * freely up to LOG_BURST times, then once per LOG_REPEAT_MS with the count
+ * of those held back. */
+#define LOG_BURST 5
+#define LOG_REPEAT_MS 10000
+
+#define ACCEPT_JSON "Accept: application/json"
+#define ACCEPT_META_LIST "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+#define ACCEPT_META "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 struct item {
 	char *json;                /* stripped object, compact JSON */
@@ -66,11 +81,22 @@ struct handler {
 	void *ud;
 };
 
+/* Rate limit of one repeating log line: a token bucket. */
+struct log_gate {
+	int started;
+	double tokens;
+	int64_t at_ms;             /* when tokens was last brought up to date */
+	unsigned long held;        /* lines not logged since the last one */
+};
+
 struct kube_informer {
 	struct kube_client *c;
 	const struct kube_resource *r;
 	char *ns, *selector;
 	long page_size, watch_timeout_s, watch_idle_s, backoff_initial_ms, backoff_max_ms;
+	long max_pages;
+	int metadata_only;
+	struct log_gate gate_list, gate_expired, gate_watch;   /* the loop's thread only */
 
 	pthread_t thread;
 	int started;
@@ -106,16 +132,20 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	    KUBE_DEFAULT_WATCH_IDLE_S;
 	inf->backoff_initial_ms = o && o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 800;
 	inf->backoff_max_ms = o && o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000;
+	inf->max_pages = o && o->max_list_pages > 0 ? o->max_list_pages : KUBE_DEFAULT_MAX_LIST_PAGES;
+	inf->metadata_only = o ? o->metadata_only : 0;
 	pthread_mutex_init(&inf->lock, NULL);
 	pthread_cond_init(&inf->cond, NULL);
 	kmap_init(&inf->store);
 	return inf;
 }
 
-void kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud)
+int kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud)
 {
-	if (inf->nhandlers < MAX_HANDLERS)
-		inf->handlers[inf->nhandlers++] = (struct handler){ fn, ud };
+	if (inf->nhandlers >= MAX_HANDLERS || inf->started)
+		return -1;
+	inf->handlers[inf->nhandlers++] = (struct handler){ fn, ud };
+	return 0;
 }
 
 int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn)
@@ -234,6 +264,24 @@ static void call_handlers(struct kube_informer *inf, enum kube_change ch, const 
 	cJSON_Delete(old);
 }
 
+/* What the cache keeps of an object: no managedFields or last-applied
+ * annotation, and for a metadata-only informer nothing but apiVersion, kind
+ * and metadata, whatever the server sent. */
+static void trim_object(const struct kube_informer *inf, cJSON *obj)
+{
+	cJSON *f, *next;
+
+	kube_strip_object(obj);
+	if (!inf->metadata_only)
+		return;
+	for (f = obj->child; f != NULL; f = next) {
+		next = f->next;
+		if (strcmp(f->string, "apiVersion") != 0 && strcmp(f->string, "kind") != 0 &&
+		    strcmp(f->string, "metadata") != 0)
+			cJSON_Delete(cJSON_DetachItemViaPointer(obj, f));
+	}
+}
+
 /* Adds or replaces obj (consumed).  Handlers run after the lock is dropped. */
 static void store_upsert(struct kube_informer *inf, cJSON *obj)
 {
@@ -245,7 +293,7 @@ static void store_upsert(struct kube_informer *inf, cJSON *obj)
 		cJSON_Delete(obj);
 		return;
 	}
-	kube_strip_object(obj);
+	trim_object(inf, obj);
 	json = cJSON_PrintUnformatted(obj);
 	if (json == NULL) {
 		free(key);
@@ -293,7 +341,7 @@ static void store_delete_key(struct kube_informer *inf, const char *key, cJSON *
 	if (obj == NULL)
 		obj = cJSON_Parse(it->json);
 	if (obj != NULL && inf->nhandlers > 0) {
-		kube_strip_object(obj);
+		trim_object(inf, obj);
 		for (int i = 0; i < inf->nhandlers; i++)
 			inf->handlers[i].fn(inf->handlers[i].ud, inf, KUBE_CHANGE_DELETE, NULL, obj);
 	}
@@ -469,12 +517,77 @@ static void find_stale(void *ud, const char *key, void *value)
 	s->kl.keys[s->kl.n++] = kx_strdup(key);
 }
 
-/* Lists every page into the cache; 0 ok, 1 expired (410), -1 error. */
-static int do_list(struct kube_informer *inf, struct err *e)
+static char *list_path(const struct kube_informer *inf, const char *cont, long limit)
 {
-	struct kube_list_opts lo = { inf->selector, NULL, inf->page_size, NULL, NULL };
+	char *base = kube_path(inf->r, inf->ns, NULL, NULL);
+	struct sb s;
+
+	sb_init(&s);
+	sb_printf(&s, "%s?limit=%ld", base, limit);
+	free(base);
+	if (inf->selector) {
+		sb_add(&s, "&labelSelector=");
+		sb_add_query_value(&s, inf->selector);
+	}
+	if (cont) {
+		sb_add(&s, "&continue=");
+		sb_add_query_value(&s, cont);
+	}
+	return sb_take(&s);
+}
+
+/* One page; a reply over LIST_REPLY_MAX is asked for again with half the
+ * limit, down to one object. */
+static cJSON *fetch_page(struct kube_informer *inf, const char *cont, long *limit,
+    long *retry_after_s, struct err *e)
+{
+	for (;;) {
+		char *path = list_path(inf, cont, *limit);
+		cJSON *page = kube_list_page(inf->c, path,
+		    inf->metadata_only ? ACCEPT_META_LIST : ACCEPT_JSON, LIST_REPLY_MAX, retry_after_s, e);
+		free(path);
+		if (page != NULL || e->code != ERR_LIMIT || atomic_load(&inf->stop))
+			return page;
+		if (*limit <= 1) {
+			err_set(e, ERR_LIMIT, "list %s: a reply is larger than %lld MiB even with limit=1 "
+			    "(does the server ignore limit?)", inf->r->resource, LIST_REPLY_MAX >> 20);
+			return NULL;
+		}
+		*limit /= 2;
+	}
+}
+
+/* Takes the page's continue token (NULL at the end); -1 with e set when the
+ * chain goes round in circles or will not end. */
+static int next_continue(struct kube_informer *inf, const cJSON *page, char **cont, long pages,
+    struct err *e)
+{
+	const char *next = kube_obj_str(page, "metadata.continue");
+
+	if (next == NULL || *next == '\0') {
+		free(*cont);
+		*cont = NULL;
+		return 0;
+	}
+	if (*cont != NULL && strcmp(*cont, next) == 0)
+		return err_set(e, ERR_INVALID, "list %s: the server sent the same continue token twice",
+		    inf->r->resource);
+	if (pages >= inf->max_pages)
+		return err_set(e, ERR_LIMIT, "list %s: still not complete after %ld pages "
+		    "(metadata.continue never ends)", inf->r->resource, pages);
+	free(*cont);
+	*cont = kx_strdup(next);
+	return 0;
+}
+
+/* Lists every page into the cache; 0 ok, -1 with e set (a 410 when a
+ * continue token expired; *retry_after_s when the server asked for a
+ * pause). */
+static int do_list(struct kube_informer *inf, long *retry_after_s, struct err *e)
+{
 	char *cont = NULL, *list_rv = NULL;
 	struct stale_ctx stale = { 0 };
+	long limit = inf->page_size, pages = 0;
 	cJSON *page;
 
 	pthread_mutex_lock(&inf->lock);
@@ -484,21 +597,18 @@ static int do_list(struct kube_informer *inf, struct err *e)
 	pthread_mutex_unlock(&inf->lock);
 	do {
 		cJSON *items, *it;
-		const char *c2, *rv;
-		lo.continue_token = cont;
-		page = kube_list(inf->c, inf->r, inf->ns, &lo, e);
-		free(cont);
-		cont = NULL;
-		if (page == NULL) {
+		const char *rv;
+		page = fetch_page(inf, cont, &limit, retry_after_s, e);
+		pages++;
+		if (page == NULL || next_continue(inf, page, &cont, pages, e) < 0) {
+			cJSON_Delete(page);
+			free(cont);
 			free(list_rv);
-			return e->http_status == 410 ? 1 : -1;
+			return -1;
 		}
 		rv = kube_obj_str(page, "metadata.resourceVersion");
 		if (list_rv == NULL && rv != NULL)
 			list_rv = kx_strdup(rv);
-		c2 = kube_obj_str(page, "metadata.continue");
-		if (c2 != NULL && *c2)
-			cont = kx_strdup(c2);
 		items = cJSON_GetObjectItemCaseSensitive(page, "items");
 		/* Detach one item at a time so the page shrinks as we go. */
 		while ((it = cJSON_DetachItemViaPointer(items, items ? items->child : NULL)) != NULL) {
@@ -514,6 +624,7 @@ static int do_list(struct kube_informer *inf, struct err *e)
 		 * as the process's high-water mark. */
 		malloc_trim(0);
 	} while (cont != NULL && !atomic_load(&inf->stop));
+	free(cont);
 	if (atomic_load(&inf->stop)) {
 		free(list_rv);
 		return -1;
@@ -548,7 +659,7 @@ enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
 
 struct watch_ctx {
 	struct kube_informer *inf;
-	unsigned long events;
+	unsigned long events;      /* ADDED, MODIFIED, DELETED and BOOKMARK: progress */
 	int bad_event;             /* an ERROR event or a line that is not an event */
 	int expired;               /* an ERROR event said our resourceVersion is gone */
 };
@@ -563,10 +674,12 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 		w->bad_event = 1;
 		return -1;
 	}
-	w->events++;
 	pthread_mutex_lock(&inf->lock);
 	inf->stats.events++;
 	pthread_mutex_unlock(&inf->lock);
+	/* An ERROR is no progress: it must not reset the backoff. */
+	if (ev.type != KUBE_ERROR)
+		w->events++;
 	switch (ev.type) {
 	case KUBE_ERROR:
 		if (ev.status.code == 410 || strcmp(ev.status.reason, "Expired") == 0 ||
@@ -645,7 +758,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 {
 	long timeout_s = inf->watch_timeout_s > 0 ? inf->watch_timeout_s :
 	    300 + (long)(kube_rand01() * 300);
-	const char *hdrs[3] = { "Accept: application/json", NULL, NULL };
+	const char *hdrs[3] = { inf->metadata_only ? ACCEPT_META : ACCEPT_JSON, NULL, NULL };
 	struct http_request req = { .headers = hdrs };
 	struct watch_ctx w = { inf, 0, 0, 0 };
 	struct http_response refused;
@@ -709,6 +822,63 @@ static void count_error(struct kube_informer *inf, int relist)
 	pthread_mutex_unlock(&inf->lock);
 }
 
+/* 1 when a line the loop repeats may be logged now; *held is how many
+ * were held back since the last one. */
+static int gate_pass(struct log_gate *g, unsigned long *held)
+{
+	int64_t now = kube_mono_ms();
+
+	if (!g->started) {
+		g->started = 1;
+		g->tokens = LOG_BURST;
+	} else {
+		g->tokens += (double)(now - g->at_ms) / LOG_REPEAT_MS;
+		if (g->tokens > LOG_BURST)
+			g->tokens = LOG_BURST;
+	}
+	g->at_ms = now;
+	if (g->tokens < 1) {
+		g->held++;
+		return 0;
+	}
+	g->tokens -= 1;
+	*held = g->held;
+	g->held = 0;
+	return 1;
+}
+
+static void log_repeating(struct kube_informer *inf, struct log_gate *g, enum log_level level,
+    const char *msg, const struct err *e)
+{
+	unsigned long held;
+	char n[32];
+
+	if (!gate_pass(g, &held))
+		return;
+	snprintf(n, sizeof(n), "%lu", held);
+	/* "suppressed" only when lines were held back (NULL ends the pairs). */
+	log_write(level, msg, "resource", inf->r->resource, "error", e->msg,
+	    held ? "suppressed" : NULL, n, NULL);
+}
+
+/* The next pause of the loop: the backoff, or longer when the server asked. */
+static long next_pause(struct kube_backoff *bo, long retry_after_s)
+{
+	long wait = kube_backoff_next(bo);
+
+	if (retry_after_s * 1000 > wait)
+		wait = retry_after_s * 1000;
+	return wait;
+}
+
+/*
+ * The reflector loop.  Every failure pauses with the backoff before the
+ * next request, a 410 included: a server that answers every watch with 410
+ * would otherwise be relisted as fast as it answers.  The backoff is reset
+ * only by progress (a watch event other than ERROR, or a watch that ran its
+ * course), never by a successful list, since a list followed by a failing
+ * watch is exactly that storm.
+ */
 static void *informer_main(void *arg)
 {
 	struct kube_informer *inf = arg;
@@ -719,59 +889,48 @@ static void *informer_main(void *arg)
 	kube_backoff_init(&bo, inf->backoff_initial_ms, inf->backoff_max_ms, 2.0, 1.0);
 	kube_request_cancel_on(&inf->stop);
 	while (!atomic_load(&inf->stop)) {
+		unsigned long events;
+		long retry_after_s = -1;
+		int64_t started;
+		enum watch_end end;
 		if (need_list) {
-			int rc;
 			err_clear(&e);
-			rc = do_list(inf, &e);
-			if (atomic_load(&inf->stop))
-				break;
-			if (rc != 0) {
-				long d = kube_backoff_next(&bo);
+			if (do_list(inf, &retry_after_s, &e) < 0) {
+				if (atomic_load(&inf->stop))
+					break;
 				count_error(inf, 0);
-				log_warn("list failed; retrying", "resource", inf->r->resource, "error", e.msg, NULL);
-				if (pause_ms(inf, d))
+				log_repeating(inf, &inf->gate_list, LOG_WARN, "list failed; retrying", &e);
+				if (pause_ms(inf, next_pause(&bo, retry_after_s)))
 					break;
 				continue;
 			}
 			need_list = 0;
 			log_debug("listed", "resource", inf->r->resource, NULL);
 		}
-		{
-			unsigned long events;
-			long retry_after_s = -1, wait;
-			int64_t started = kube_mono_ms();
-			enum watch_end end;
-			err_clear(&e);
-			end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
-			force_auth = 0;
-			if (end == WATCH_STOPPED)
-				break;
-			if (end == WATCH_EXPIRED) {
-				count_error(inf, 1);
-				log_info("watch expired; relisting", "resource", inf->r->resource,
-				    "error", e.msg, NULL);
-				need_list = 1;
-				continue;
-			}
-			if (end == WATCH_EOF && (events > 0 || kube_mono_ms() - started > 1000)) {
-				kube_backoff_reset(&bo);
-				continue;   /* a normal end: watch again from the last RV */
-			}
-			if (end == WATCH_FAILED) {
-				count_error(inf, 0);
-				if (e.http_status == 401)
-					force_auth = 1;
-				log_warn("watch failed; reconnecting", "resource", inf->r->resource,
-				    "error", e.msg, NULL);
-			}
-			if (events > 0)
-				kube_backoff_reset(&bo);
-			wait = kube_backoff_next(&bo);
-			if (retry_after_s * 1000 > wait)
-				wait = retry_after_s * 1000;   /* the server asked for at least this */
-			if (pause_ms(inf, wait))
-				break;
+		err_clear(&e);
+		started = kube_mono_ms();
+		end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
+		force_auth = 0;
+		if (end == WATCH_STOPPED)
+			break;
+		if (end == WATCH_EOF && (events > 0 || kube_mono_ms() - started > 1000)) {
+			kube_backoff_reset(&bo);
+			continue;   /* a normal end: watch again from the last RV */
 		}
+		if (end == WATCH_EXPIRED) {
+			count_error(inf, 1);
+			log_repeating(inf, &inf->gate_expired, LOG_INFO, "watch expired; relisting", &e);
+			need_list = 1;
+		} else if (end == WATCH_FAILED) {
+			count_error(inf, 0);
+			if (e.http_status == 401)
+				force_auth = 1;
+			log_repeating(inf, &inf->gate_watch, LOG_WARN, "watch failed; reconnecting", &e);
+		}
+		if (events > 0)
+			kube_backoff_reset(&bo);
+		if (pause_ms(inf, next_pause(&bo, retry_after_s)))
+			break;
 	}
 	kube_request_cancel_on(NULL);
 	return NULL;

@@ -120,6 +120,18 @@ void kube_transport_free(struct kube_transport *t);
 int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
     kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
 
+/*
+ * One list page for an informer (kube_stream.c): GET path (with its query)
+ * sending `accept` ("Accept: ..." header line), the reply bounded by
+ * max_bytes (ERR_LIMIT beyond, before more is buffered), one attempt plus
+ * one with fresh credentials after a 401: the informer's loop is the retry
+ * policy.  Returns the page (caller frees), or NULL with e set; for a
+ * non-2xx reply e carries the Status and e->http_status, and
+ * *retry_after_s the server's Retry-After (else -1).
+ */
+cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accept,
+    int64_t max_bytes, long *retry_after_s, struct err *e);
+
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);
 const char *kube_client_server(const struct kube_client *c);

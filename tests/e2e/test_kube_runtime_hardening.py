@@ -7,11 +7,14 @@ The driver is tests/tools/kube_rt_tool.c; hostile servers are plain-HTTP loopbac
 servers started by the test itself (a kubeconfig with an http:// server carries no
 credentials, so nothing secret is sent to them).
 """
+import base64
+import itertools
 import json
 import os
 import subprocess
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -96,3 +99,279 @@ def test_slow_on_started_does_not_stop_renewals(kubeapi, rt_tool, tmp_path):
     rest = t.close()
     assert "lost" not in rest.split()
     assert "stopped" in rest.split()
+
+
+# -- metadata-only informers --------------------------------------------------------
+
+
+def secret(name, namespace, value):
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"rt": "meta"}},
+            "data": {"password": base64.b64encode(value.encode()).decode()}}
+
+
+def in_namespace(objs, ns):
+    return {o["metadata"]["name"]: o for o in objs if o["metadata"].get("namespace") == ns}
+
+
+def test_metadata_only_informer_never_receives_secret_data(any_kubeapi, rt_tool, tmp_path):
+    api = any_kubeapi
+    ns = api.namespace
+    value = "s3cr3t-" + os.urandom(6).hex()
+    api.client.create(secret("listed", ns, value), "secrets")
+    kc = api.write_kubeconfig(tmp_path / "kubeconfig")
+    t = rt_tool("informer", kc, "core", "v1", "secrets", "Secret", 1, "metadata-only")
+    assert t.ask("wait-synced 30000") == "synced"
+    api.client.create(secret("watched", ns, value), "secrets")   # arrives by the watch
+
+    def both():
+        text = t.ask("dump")
+        objs = in_namespace(json.loads(text), ns)
+        return (text, objs) if {"listed", "watched"} <= set(objs) else None
+    text, objs = wait_for(both, 30, what="both Secrets in the cache")
+    encoded = base64.b64encode(value.encode()).decode()
+    assert value not in text and encoded not in text
+    for name in ("listed", "watched"):
+        o = objs[name]
+        assert set(o) == {"apiVersion", "kind", "metadata"}, o
+        assert o["apiVersion"] == "meta.k8s.io/v1"
+        assert o["kind"] == "PartialObjectMetadata"
+        assert o["metadata"]["labels"] == {"rt": "meta"}
+        assert o["metadata"]["resourceVersion"]
+    if api.kind == "emulator":
+        sent = {(bool(r["query"].get("watch")), r["accept"]) for r in api.requests()
+                if r["path"] == "/api/v1/secrets"}
+        assert sent == {
+            (False, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            (True, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")}, sent
+    t.close()
+
+
+# -- hostile servers ----------------------------------------------------------------
+
+
+class Hostile:
+    """A plain-HTTP API server on loopback whose answers the test writes:
+    answer(handler, path, query) sends the reply.  Every request is recorded."""
+
+    def __init__(self, answer):
+        self.requests = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                path, _, q = self.path.partition("?")
+                query = dict(urllib.parse.parse_qsl(q, keep_blank_values=True))
+                with outer.lock:
+                    outer.requests.append({"path": path, "query": query,
+                                           "time": time.monotonic()})
+                try:
+                    answer(self, path, query)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def kubeconfig(self, path):
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "h",
+            "clusters": [{"name": "h", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "h", "context": {"cluster": "h", "user": "u"}}]}))
+        return path
+
+    def seen(self, watch=None):
+        with self.lock:
+            return [r for r in self.requests
+                    if watch is None or bool(r["query"].get("watch")) == watch]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile():
+    servers = []
+
+    def start(answer):
+        s = Hostile(answer)
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        s.close()
+
+
+def send_json(h, code, doc):
+    body = json.dumps(doc).encode() if not isinstance(doc, bytes) else doc
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+EXPIRED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": "too old resource version: 1 (2)", "reason": "Expired", "code": 410}
+
+
+def empty_list(rv="5", cont=None):
+    meta = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return {"kind": "SecretList", "apiVersion": "v1", "metadata": meta, "items": []}
+
+
+def secrets_informer(rt_tool, server, tmp_path, *flags):
+    kc = server.kubeconfig(tmp_path / "hostile-kubeconfig")
+    return rt_tool("informer", kc, "core", "v1", "secrets", "Secret", 1, *flags)
+
+
+WINDOW_S = 6.0
+
+
+def in_window(server, tool):
+    """What the informer sent in the WINDOW_S seconds after its first request (an
+    upper bound on requests cannot fail on a slow machine; it fails on a storm)."""
+    wait_for(lambda: server.seen(), 30, what="the informer's first request")
+    start = server.seen()[0]["time"]
+    time.sleep(WINDOW_S)
+    return [r for r in server.seen() if r["time"] - start <= WINDOW_S]
+
+
+@pytest.mark.parametrize("form", ["http", "event"])
+def test_watch_answering_410_is_relisted_with_backoff(hostile, rt_tool, tmp_path, form):
+    """client-go backs off 0.8 s doubling to 30 s; the old informer relisted at once,
+    every time (about 1,750 list+watch requests in 10 s over four informers)."""
+    def answer(h, path, query):
+        if not query.get("watch"):
+            return send_json(h, 200, empty_list())
+        if form == "http":
+            return send_json(h, 410, EXPIRED)
+        send_json(h, 200, json.dumps({"type": "ERROR", "object": EXPIRED}).encode() + b"\n")
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path)
+    window = in_window(server, t)
+    lists = [r for r in window if not r["query"].get("watch")]
+    watches = [r for r in window if r["query"].get("watch")]
+    # 0.8-1.6 s, then 1.6-3.2 s, then 3.2-6.4 s between cycles: at most 4 cycles
+    assert 2 <= len(lists) <= 5, window
+    assert len(watches) <= 5, window
+    t.close()
+    relists = [r for r in t.log() if r["msg"] == "watch expired; relisting"]
+    assert 2 <= len(relists) <= 6
+    assert all("410 Expired" in r["error"] for r in relists)
+
+
+def test_endless_continue_chain_is_bounded_and_backs_off(hostile, rt_tool, tmp_path):
+    count = itertools.count()
+
+    def answer(h, path, query):
+        if query.get("watch"):
+            return send_json(h, 500, b"{}")
+        send_json(h, 200, empty_list(cont=f"page-{next(count)}"))   # never the last page
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path, "max-pages=20")
+    window = in_window(server, t)
+    assert not [r for r in window if r["query"].get("watch")]
+    # at most 4 lists of 20 pages in the window (the old informer: ~88 pages a second)
+    assert 20 <= len(window) <= 80, len(window)
+    assert t.ask("wait-synced 10") == "not-synced"
+    t.close()
+    failed = [r for r in t.log() if r["msg"] == "list failed; retrying"]
+    assert failed and all("still not complete after 20 pages (metadata.continue never ends)"
+                          in r["error"] for r in failed), failed
+
+
+def test_repeated_continue_token_fails_the_list(hostile, rt_tool, tmp_path):
+    def answer(h, path, query):
+        if query.get("watch"):
+            return send_json(h, 500, b"{}")
+        send_json(h, 200, empty_list(cont="same-again"))
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path)
+    wait_for(lambda: [r for r in t_log(t) if r["msg"] == "list failed; retrying"], 30,
+             what="the list to fail")
+    first = [r for r in server.seen()]
+    assert first[0]["query"].get("continue") is None
+    assert first[1]["query"].get("continue") == "same-again"
+    t.close()
+    failed = [r for r in t.log() if r["msg"] == "list failed; retrying"]
+    assert "the server sent the same continue token twice" in failed[0]["error"]
+
+
+def t_log(tool):
+    try:
+        return tool.log()
+    except ValueError:       # a line being written
+        return []
+
+
+def big_secret(i, size):
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": f"big-{i}", "namespace": "default", "resourceVersion": "5",
+                         "annotations": {"filler": "x" * size}}}
+
+
+def test_list_reply_ignoring_limit_is_bounded(hostile, rt_tool, tmp_path):
+    """A server that ignores `limit` and sends 24 MiB: refused at 16 MiB, asked again
+    with half the limit down to 1, then a clear error; nothing more is buffered."""
+    body = json.dumps({"kind": "SecretList", "apiVersion": "v1",
+                       "metadata": {"resourceVersion": "5"},
+                       "items": [big_secret(i, 1 << 20) for i in range(24)]}).encode()
+
+    def answer(h, path, query):
+        if query.get("watch"):
+            return send_json(h, 500, b"{}")
+        send_json(h, 200, body)
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path)
+    wait_for(lambda: [r for r in t_log(t) if r["msg"] == "list failed; retrying"], 60,
+             what="the list to fail")
+    limits = [r["query"]["limit"] for r in server.seen()][:7]
+    assert limits == ["100", "50", "25", "12", "6", "3", "1"], limits
+    assert t.ask("wait-synced 10") == "not-synced"
+    t.close()
+    failed = [r for r in t.log() if r["msg"] == "list failed; retrying"]
+    assert "a reply is larger than 16 MiB even with limit=1" in failed[0]["error"], failed
+
+
+def test_big_objects_are_listed_with_a_smaller_limit(hostile, rt_tool, tmp_path):
+    """A server that honours `limit`, with objects so big that 100 of them exceed the
+    bound: the informer asks for fewer at once and syncs."""
+    items = [big_secret(i, 6 << 20) for i in range(3)]
+
+    def answer(h, path, query):
+        if query.get("watch"):
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        start = int(query.get("continue") or 0)
+        limit = int(query["limit"])
+        page = items[start:start + limit]
+        cont = str(start + limit) if start + limit < len(items) else None
+        doc = empty_list(cont=cont)
+        doc["items"] = page
+        send_json(h, 200, doc)
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path)
+    assert t.ask("wait-synced 60000") == "synced"
+    names = sorted(o["metadata"]["name"] for o in json.loads(t.ask("dump")))
+    assert names == ["big-0", "big-1", "big-2"]
+    t.close()

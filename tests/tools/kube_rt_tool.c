@@ -10,7 +10,8 @@
  *       and prints "callback-returned"; "lost" when the Lease is lost.
  *       Runs until stdin ends, then stops (releasing the Lease).
  *   kube_rt_tool informer KUBECONFIG GROUP VERSION RESOURCE KIND NAMESPACED [FLAGS]
- *       one informer on all namespaces; FLAGS: metadata-only, page=N.
+ *       one informer on all namespaces; FLAGS: metadata-only, page=N,
+ *       max-pages=N.
  *       Commands on stdin, one answer line each on stdout:
  *         wait-synced MS   "synced" or "not-synced"
  *         dump             the cache as one JSON array
@@ -149,6 +150,8 @@ static int informer(struct kube_client *c, int argc, char **argv)
 			o.metadata_only = 1;
 		else if (strncmp(argv[i], "page=", 5) == 0)
 			o.page_size = atol(argv[i] + 5);
+		else if (strncmp(argv[i], "max-pages=", 10) == 0)
+			o.max_list_pages = atol(argv[i] + 10);
 	}
 	inf = kube_informer_new(c, &r, &o);
 	if (kube_informer_start(inf, &e) < 0) {
