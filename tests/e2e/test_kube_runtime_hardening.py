@@ -147,6 +147,31 @@ def test_metadata_only_informer_never_receives_secret_data(any_kubeapi, rt_tool,
     t.close()
 
 
+META = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def test_metadata_only_media_type_mismatches(any_kubeapi):
+    """The wrong one of the two partial kinds is a 406 naming the Go type; a GET asked
+    for PartialObjectMetadata is the object's metadata."""
+    api = any_kubeapi
+    ns = api.namespace
+    api.client.create(secret("mismatch", ns, "x"), "secrets")
+    base = f"/api/v1/namespaces/{ns}/secrets"
+    code, _, body = api.client.raw("GET", base, params={"limit": "1"}, headers={"Accept": META})
+    assert (code, body["reason"]) == (406, "NotAcceptable")
+    assert body["message"] == ("you requested PartialObjectMetadata, but the requested object "
+                               "is a list (*core.SecretList)")
+    code, _, body = api.client.raw("GET", base + "/mismatch", headers={"Accept": META_LIST})
+    assert (code, body["reason"]) == (406, "NotAcceptable")
+    assert body["message"] == ("you requested PartialObjectMetadataList, but the requested "
+                               "object is not a list (*core.Secret)")
+    code, _, body = api.client.raw("GET", base + "/mismatch", headers={"Accept": META})
+    assert code == 200
+    assert set(body) == {"apiVersion", "kind", "metadata"}
+    assert (body["apiVersion"], body["kind"]) == ("meta.k8s.io/v1", "PartialObjectMetadata")
+
+
 # -- hostile servers ----------------------------------------------------------------
 
 

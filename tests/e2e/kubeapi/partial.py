@@ -29,14 +29,23 @@ def not_acceptable(message):
     return E.ApiError(406, "NotAcceptable", message)
 
 
-def check(want, listing):
+def go_type(rtype, listing):
+    """The Go type kube-apiserver names in its message: the internal type of a
+    built-in kind (*core.SecretList), unstructured for a custom resource."""
+    if rtype.crd:
+        return "*unstructured.UnstructuredList" if listing else "*unstructured.Unstructured"
+    group = rtype.group.split(".")[0] if rtype.group else "core"
+    return f"*{group}.{rtype.kind}{'List' if listing else ''}"
+
+
+def check(want, rtype, listing):
     """Refuses a kind that does not fit the response, as the server does."""
     if want == "PartialObjectMetadata" and listing:
         raise not_acceptable("you requested PartialObjectMetadata, but the requested "
-                             "object is a list (*unstructured.UnstructuredList)")
+                             f"object is a list ({go_type(rtype, True)})")
     if want == "PartialObjectMetadataList" and not listing:
         raise not_acceptable("you requested PartialObjectMetadataList, but the requested "
-                             "object is not a list (*unstructured.Unstructured)")
+                             f"object is not a list ({go_type(rtype, False)})")
 
 
 def partial(obj):
