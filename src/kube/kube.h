@@ -349,9 +349,15 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o);
 void kube_queue_free(struct kube_queue *q);
 /* Queued once however often added; re-run after done if added meanwhile. */
 void kube_queue_add(struct kube_queue *q, const char *key);
+/* Any delay is fine: now + delay saturates instead of wrapping around. */
 void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms);
-/* Delay from max(per-key exponential backoff, overall token bucket). */
+/* Delay from max(per-key exponential backoff, overall token bucket); no
+ * delay exceeds a year. */
 void kube_queue_add_rate_limited(struct kube_queue *q, const char *key);
+/* The same with this key's backoff capped at max_ms (e.g. a Stack's
+ * retryMaxBackoffDurationSeconds; <= 0: the queue's max_delay_ms).  The
+ * overall bucket still applies. */
+void kube_queue_add_rate_limited_max(struct kube_queue *q, const char *key, long max_ms);
 /* Clears the key's failure count. */
 void kube_queue_forget(struct kube_queue *q, const char *key);
 int kube_queue_requeues(struct kube_queue *q, const char *key);
@@ -368,6 +374,8 @@ int kube_queue_drain(struct kube_queue *q, long timeout_ms);
 /* The rate limiter's next delay for key; counts as one failure (this is
  * what add_rate_limited uses). */
 long kube_queue_when(struct kube_queue *q, const char *key);
+/* kube_queue_when with the key's backoff capped at max_ms. */
+long kube_queue_when_max(struct kube_queue *q, const char *key, long max_ms);
 
 /* ------------------------------------------------------------------ workers */
 

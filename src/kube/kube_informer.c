@@ -135,7 +135,7 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	inf->max_pages = o && o->max_list_pages > 0 ? o->max_list_pages : KUBE_DEFAULT_MAX_LIST_PAGES;
 	inf->metadata_only = o ? o->metadata_only : 0;
 	pthread_mutex_init(&inf->lock, NULL);
-	pthread_cond_init(&inf->cond, NULL);
+	kube_mono_cond_init(&inf->cond);
 	kmap_init(&inf->store);
 	return inf;
 }
@@ -477,12 +477,12 @@ int kube_informer_synced(struct kube_informer *inf)
 
 int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 {
-	int64_t deadline = kube_mono_ms() + timeout_ms;
+	int64_t deadline = kube_mono_deadline(timeout_ms);
 	int rc;
 
 	pthread_mutex_lock(&inf->lock);
 	while (!inf->synced && !atomic_load(&inf->stop) &&
-	    kube_cond_wait_until(&inf->cond, &inf->lock, deadline) == 0)
+	    kube_mono_cond_wait(&inf->cond, &inf->lock, deadline) == 0)
 		;
 	rc = inf->synced ? 0 : -1;
 	pthread_mutex_unlock(&inf->lock);
@@ -492,7 +492,7 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 /* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int pause_ms(struct kube_informer *inf, long ms)
 {
-	return kube_sleep_unless_stopped(&inf->lock, &inf->cond, &inf->stop, ms);
+	return kube_mono_sleep_unless(&inf->lock, &inf->cond, &inf->stop, ms);
 }
 
 /* ------------------------------------------------------------ list */

@@ -97,8 +97,8 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 	l->on_new_leader = o->on_new_leader;
 	l->ud = o->ud;
 	pthread_mutex_init(&l->lock, NULL);
-	pthread_cond_init(&l->cond, NULL);
-	pthread_cond_init(&l->cb_cond, NULL);
+	kube_mono_cond_init(&l->cond);
+	kube_mono_cond_init(&l->cb_cond);
 	return l;
 }
 
@@ -309,7 +309,7 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 /* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int wait_ms(struct kube_leader *l, long ms)
 {
-	return kube_sleep_unless_stopped(&l->lock, &l->cond, &l->stop, ms);
+	return kube_mono_sleep_unless(&l->lock, &l->cond, &l->stop, ms);
 }
 
 /* Keeps renewing until stopped (0) or until a renewal could not be had

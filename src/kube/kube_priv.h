@@ -84,6 +84,21 @@ int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t de
 int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
     long ms);
 
+/*
+ * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
+ * kube_mono_cond_init makes a condition variable whose timeouts follow the
+ * monotonic clock (kube_mono_condattr_init sets up its attributes), and
+ * kube_mono_cond_wait waits on one until a kube_mono_ms() deadline (0 after
+ * waiting, woken or not; -1 without waiting once it has passed).
+ * kube_mono_sleep_unless is kube_sleep_unless_stopped for such a condition
+ * variable.  kube_mono_deadline is now + delay_ms, saturated (never wraps).
+ */
+int kube_mono_condattr_init(pthread_condattr_t *attr);
+void kube_mono_cond_init(pthread_cond_t *cond);
+int kube_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
+int kube_mono_sleep_unless(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop, long ms);
+int64_t kube_mono_deadline(long delay_ms);
+
 /* Reads a small file (token, namespace), trimming trailing whitespace. */
 int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <limits.h>
 
 #include "kube/kube.h"
 
@@ -111,6 +112,56 @@ static void per_key_backoff_and_forget(void **state)
 	assert_int_equal(kube_queue_requeues(q, "a"), 0);
 	assert_int_equal(kube_queue_when(q, "a"), 5);
 	kube_queue_free(q);
+}
+
+static void per_key_backoff_cap(void **state)
+{
+	(void)state;
+	struct kube_queue_opts o = { 5, 1000000, 1000, 1000 };
+	struct kube_queue *q = kube_queue_new(&o);
+
+	for (int i = 0; i < 30; i++)
+		kube_queue_when(q, "a");
+	assert_int_equal(kube_queue_when(q, "a"), 1000000);
+	/* One key's own bound, below the queue's */
+	assert_int_equal(kube_queue_when_max(q, "a", 60000), 60000);
+	assert_int_equal(kube_queue_when_max(q, "b", 60000), 5);   /* still exponential below it */
+	assert_int_equal(kube_queue_when_max(q, "b", 60000), 10);
+	assert_int_equal(kube_queue_when_max(q, "a", 0), 1000000);   /* 0: the queue's cap */
+	assert_int_equal(kube_queue_requeues(q, "a"), 33);
+	kube_queue_add_rate_limited_max(q, "c", 1);
+	kube_queue_add_rate_limited_max(q, "c", 1);
+	{
+		char *k = kube_queue_get(q);   /* due within a millisecond or two */
+		assert_string_equal(k, "c");
+		kube_queue_done(q, k);
+		free(k);
+	}
+	kube_queue_free(q);
+}
+
+static void huge_delays_saturate(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	/* A bucket so slow its debt would overflow a long in milliseconds. */
+	struct kube_queue_opts slow = { 1, 1000, 1e-300, 1 };
+	struct kube_queue *q2 = kube_queue_new(&slow);
+	char *k;
+
+	/* now + LONG_MAX used to wrap to a time long past: due at once. */
+	kube_queue_add_after(q, "never", LONG_MAX);
+	kube_queue_add_after(q, "soon", 20);
+	k = kube_queue_get(q);
+	assert_string_equal(k, "soon");
+	kube_queue_done(q, k);
+	free(k);
+	assert_int_equal(kube_queue_len(q), 0);
+	kube_queue_when(q2, "x");
+	assert_true(kube_queue_when(q2, "y") > 0);
+	assert_true(kube_queue_when(q2, "z") <= 366L * 86400 * 1000);
+	kube_queue_free(q);
+	kube_queue_free(q2);
 }
 
 static void overall_bucket_limits_bursts(void **state)
@@ -441,6 +492,8 @@ int main(void)
 		cmocka_unit_test(readded_while_processing_runs_again_after_done),
 		cmocka_unit_test(delayed_adds),
 		cmocka_unit_test(per_key_backoff_and_forget),
+		cmocka_unit_test(per_key_backoff_cap),
+		cmocka_unit_test(huge_delays_saturate),
 		cmocka_unit_test(overall_bucket_limits_bursts),
 		cmocka_unit_test(shutdown_and_drain),
 		cmocka_unit_test(one_worker_per_key),
