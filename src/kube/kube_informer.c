@@ -81,13 +81,6 @@ struct handler {
 	void *ud;
 };
 
-/* Rate limit of one repeating log line: a token bucket. */
-struct log_gate {
-	int started;
-	double tokens;
-	int64_t at_ms;             /* when tokens was last brought up to date */
-	unsigned long held;        /* lines not logged since the last one */
-};
 
 struct kube_informer {
 	struct kube_client *c;
@@ -96,7 +89,7 @@ struct kube_informer {
 	long page_size, watch_timeout_s, watch_idle_s, backoff_initial_ms, backoff_max_ms;
 	long max_pages;
 	int metadata_only;
-	struct log_gate gate_list, gate_expired, gate_watch;   /* the loop's thread only */
+	struct kube_rate_gate gate_list, gate_expired, gate_watch;   /* the loop's thread only */
 
 	pthread_t thread;
 	int started;
@@ -822,38 +815,13 @@ static void count_error(struct kube_informer *inf, int relist)
 	pthread_mutex_unlock(&inf->lock);
 }
 
-/* 1 when a line the loop repeats may be logged now; *held is how many
- * were held back since the last one. */
-static int gate_pass(struct log_gate *g, unsigned long *held)
-{
-	int64_t now = kube_mono_ms();
-
-	if (!g->started) {
-		g->started = 1;
-		g->tokens = LOG_BURST;
-	} else {
-		g->tokens += (double)(now - g->at_ms) / LOG_REPEAT_MS;
-		if (g->tokens > LOG_BURST)
-			g->tokens = LOG_BURST;
-	}
-	g->at_ms = now;
-	if (g->tokens < 1) {
-		g->held++;
-		return 0;
-	}
-	g->tokens -= 1;
-	*held = g->held;
-	g->held = 0;
-	return 1;
-}
-
-static void log_repeating(struct kube_informer *inf, struct log_gate *g, enum log_level level,
-    const char *msg, const struct err *e)
+static void log_repeating(struct kube_informer *inf, struct kube_rate_gate *g,
+    enum log_level level, const char *msg, const struct err *e)
 {
 	unsigned long held;
 	char n[32];
 
-	if (!gate_pass(g, &held))
+	if (!kube_rate_gate_pass(g, LOG_BURST, LOG_REPEAT_MS, &held))
 		return;
 	snprintf(n, sizeof(n), "%lu", held);
 	/* "suppressed" only when lines were held back (NULL ends the pairs). */

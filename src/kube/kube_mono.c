@@ -6,7 +6,7 @@
  * requeue delays; these condition variables are made with CLOCK_MONOTONIC
  * and every deadline is a kube_mono_ms() time.  A condition variable made
  * by kube_mono_cond_init must only be waited on with these functions (or
- * untimed).
+ * untimed).  Also the token bucket that rate-limits a repeating log line.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -70,4 +70,27 @@ int64_t kube_mono_deadline(long delay_ms)
 	if ((int64_t)delay_ms > INT64_MAX / 2 - now)
 		return INT64_MAX / 2;
 	return now + delay_ms;
+}
+
+int kube_rate_gate_pass(struct kube_rate_gate *g, int burst, long interval_ms, unsigned long *held)
+{
+	int64_t now = kube_mono_ms();
+
+	if (!g->started) {
+		g->started = 1;
+		g->tokens = burst;
+	} else {
+		g->tokens += (double)(now - g->at_ms) / (double)interval_ms;
+		if (g->tokens > burst)
+			g->tokens = burst;
+	}
+	g->at_ms = now;
+	if (g->tokens < 1) {
+		g->held++;
+		return 0;
+	}
+	g->tokens -= 1;
+	*held = g->held;
+	g->held = 0;
+	return 1;
 }

@@ -99,6 +99,20 @@ int kube_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t dea
 int kube_mono_sleep_unless(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop, long ms);
 int64_t kube_mono_deadline(long delay_ms);
 
+/* A token bucket for a log line that may repeat without end (a failing
+ * loop, a client sending garbage): `burst` lines at once, then one per
+ * interval_ms.  Zero-initialise; not thread-safe (one thread, or a lock). */
+struct kube_rate_gate {
+	int started;
+	double tokens;
+	int64_t at_ms;             /* when tokens was last brought up to date */
+	unsigned long held;        /* lines not logged since the last one */
+};
+
+/* 1 when the line may be logged now, with *held the count held back since
+ * the last one logged; 0 when it is to be dropped (counted). */
+int kube_rate_gate_pass(struct kube_rate_gate *g, int burst, long interval_ms, unsigned long *held);
+
 /* Reads a small file (token, namespace), trimming trailing whitespace. */
 int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e);
 

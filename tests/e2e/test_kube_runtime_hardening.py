@@ -11,6 +11,7 @@ import base64
 import itertools
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -400,3 +401,31 @@ def test_big_objects_are_listed_with_a_smaller_limit(hostile, rt_tool, tmp_path)
     names = sorted(o["metadata"]["name"] for o in json.loads(t.ask("dump")))
     assert names == ["big-0", "big-1", "big-2"]
     t.close()
+
+
+# -- the probe server ---------------------------------------------------------------
+
+
+def test_malformed_requests_to_the_probe_server_leave_stderr_json(rt_tool):
+    """libmicrohttpd's own complaints went raw to stderr, between the JSON lines; now
+    they go through the logger, rate-limited (a client can provoke them at will)."""
+    t = rt_tool("serve")
+    port = int(t.line().split()[1])
+    bad = [b"GET /healthz HTTP/1.1\r\nBad Header Line\r\n\r\n",
+           b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+           b"GET /healthz HTTP/9.9\r\n\r\n"]
+    answers = []
+    for req in bad * 10:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(req)
+            answers.append(s.recv(64).split(b"\r\n")[0])
+    assert set(answers) == {b"HTTP/1.1 400 Bad Request",
+                            b"HTTP/1.1 505 HTTP Version Not Supported"}
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.1 200")
+    t.close()
+    records = t.log()                  # every line JSON, or this raises
+    complaints = [r for r in records if r["msg"] == "probe server"]
+    assert 1 <= len(complaints) <= 6, complaints
+    assert any("Content-Length" in r["error"] for r in complaints)

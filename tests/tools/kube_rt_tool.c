@@ -17,6 +17,9 @@
  *         dump             the cache as one JSON array
  *         stats            {"lists":..,"watches":..,"events":..,"relists_410":..,"errors":..}
  *       Stops at the end of stdin.
+ *   kube_rt_tool serve
+ *       the health and metrics server on 127.0.0.1, a free port (printed as
+ *       "port N"), until stdin ends.
  *
  * Log lines (JSON) go to stderr, so a test can check what was logged.
  */
@@ -173,6 +176,29 @@ static int informer(struct kube_client *c, int argc, char **argv)
 	return 0;
 }
 
+static void metrics(void *ud, FILE *out)
+{
+	(void)ud;
+	fputs("# TYPE up gauge\nup 1\n", out);
+}
+
+static int serve(void)
+{
+	struct err e;
+	struct kube_serve *s = kube_serve_start("127.0.0.1:0", NULL, metrics, NULL, &e);
+	char line[64];
+
+	if (s == NULL) {
+		fprintf(stderr, "FAIL serve: %s\n", e.msg);
+		return 1;
+	}
+	snprintf(line, sizeof(line), "port %d", kube_serve_port(s));
+	say(line);
+	wait_stdin_end();
+	kube_serve_stop(s);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kube_config *cfg;
@@ -181,8 +207,10 @@ int main(int argc, char **argv)
 	int rc = 2;
 
 	log_setup(LOG_DEBUG, LOG_JSON, stderr);
+	if (argc == 2 && strcmp(argv[1], "serve") == 0)
+		return serve();
 	if (argc < 3) {
-		fprintf(stderr, "usage: kube_rt_tool leader|informer KUBECONFIG ...\n");
+		fprintf(stderr, "usage: kube_rt_tool leader|informer KUBECONFIG ... | serve\n");
 		return 2;
 	}
 	if (http_global_init(&e) < 0 || kube_config_kubeconfig(argv[2], NULL, &cfg, &e) < 0) {
