@@ -357,80 +357,92 @@ static void wait_running(struct blocker *b)
 	pthread_mutex_unlock(&b->lock);
 }
 
+/* A pool whose one key is running blocking_reconcile when this returns. */
+struct blocked_pool {
+	struct blocker b;
+	struct kube_reconciler rec;
+	struct kube_queue *q;
+	struct kube_workers *w;
+};
+
+static void start_blocked(struct blocked_pool *p, int nworkers, int with_interrupt,
+    int interrupt_releases)
+{
+	struct err e;
+
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->b.lock, NULL);
+	pthread_cond_init(&p->b.cond, NULL);
+	p->b.interrupt_releases = interrupt_releases;
+	p->rec = (struct kube_reconciler){ blocking_reconcile,
+	    with_interrupt ? blocking_interrupt : NULL, &p->b };
+	p->q = kube_queue_new(NULL);
+	p->w = kube_workers_start(p->q, nworkers, &p->rec, &e);
+	assert_non_null(p->w);
+	kube_queue_add(p->q, "blocked");
+	wait_running(&p->b);
+}
+
+static void free_blocked(struct blocked_pool *p)
+{
+	kube_workers_free(p->w);
+	kube_queue_free(p->q);
+	pthread_mutex_destroy(&p->b.lock);
+	pthread_cond_destroy(&p->b.cond);
+}
+
 static void stop_interrupts_work_that_outlives_the_grace(void **state)
 {
 	(void)state;
-	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 1 };
-	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
-	struct kube_queue *q = kube_queue_new(NULL);
-	struct err e;
-	struct kube_workers *w = kube_workers_start(q, 2, &rec, &e);
+	struct blocked_pool p;
 	uint64_t done, failed;
 
-	assert_non_null(w);
-	kube_queue_add(q, "slow");
-	wait_running(&b);
+	start_blocked(&p, 2, 1, 1);
 	/* The grace period runs out, interrupt ends the work, stop joins. */
-	assert_int_equal(kube_workers_stop(w, 20, 60000), 0);
-	assert_int_equal(b.interrupts, 1);
-	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(kube_workers_stop(p.w, 20, 60000), 0);
+	assert_int_equal(p.b.interrupts, 1);
+	kube_workers_counts(p.w, &done, &failed);
 	assert_int_equal(done, 1);
-	kube_workers_free(w);
-	kube_queue_free(q);
+	free_blocked(&p);
 }
 
 static void stop_gives_up_when_interrupt_does_not_help(void **state)
 {
 	(void)state;
-	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0 };
-	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
-	struct kube_queue *q = kube_queue_new(NULL);
-	struct err e;
-	struct kube_workers *w = kube_workers_start(q, 1, &rec, &e);
+	struct blocked_pool p;
 	uint64_t done, failed;
 
-	assert_non_null(w);
-	kube_queue_add(q, "stuck");
-	wait_running(&b);
-	assert_int_equal(kube_workers_stop(w, 10, 10), -1);
-	assert_int_equal(b.interrupts, 1);
-	kube_workers_free(w);   /* refused: the thread still runs */
-	kube_workers_counts(w, &done, &failed);
+	start_blocked(&p, 1, 1, 0);
+	assert_int_equal(kube_workers_stop(p.w, 10, 10), -1);
+	assert_int_equal(p.b.interrupts, 1);
+	kube_workers_free(p.w);   /* refused: the thread still runs */
+	kube_workers_counts(p.w, &done, &failed);
 	assert_int_equal(done, 0);
-	release_blocker(&b);
-	assert_int_equal(kube_workers_stop(w, 60000, 0), 0);
-	kube_workers_counts(w, &done, &failed);
+	release_blocker(&p.b);
+	assert_int_equal(kube_workers_stop(p.w, 60000, 0), 0);
+	kube_workers_counts(p.w, &done, &failed);
 	assert_int_equal(done, 1);
-	kube_workers_free(w);
-	kube_queue_free(q);
+	free_blocked(&p);
 }
 
 static void interrupt_now_for_a_lost_lease(void **state)
 {
 	(void)state;
-	struct blocker b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 1 };
-	struct kube_reconciler rec = { blocking_reconcile, blocking_interrupt, &b };
-	struct kube_reconciler plain = { blocking_reconcile, NULL, &b };
-	struct kube_queue *q = kube_queue_new(NULL), *q2 = kube_queue_new(NULL);
-	struct err e;
-	struct kube_workers *w = kube_workers_start(q, 1, &rec, &e), *w2;
+	struct blocked_pool p, plain;
 
-	assert_non_null(w);
-	kube_queue_add(q, "k");
-	wait_running(&b);
-	kube_workers_interrupt(w);   /* at once, no stop needed */
-	assert_int_equal(b.interrupts, 1);
-	assert_int_equal(kube_workers_stop(w, 60000, 0), 0);
-	kube_workers_free(w);
+	start_blocked(&p, 1, 1, 1);
+	kube_workers_interrupt(p.w);   /* at once, no stop needed */
+	assert_int_equal(p.b.interrupts, 1);
+	assert_int_equal(kube_workers_stop(p.w, 60000, 0), 0);
+	free_blocked(&p);
 	/* Without an interrupt member it is a no-op; so is a NULL pool. */
-	w2 = kube_workers_start(q2, 1, &plain, &e);
-	kube_workers_interrupt(w2);
+	start_blocked(&plain, 1, 0, 0);
+	kube_workers_interrupt(plain.w);
 	kube_workers_interrupt(NULL);
-	assert_int_equal(b.interrupts, 1);
-	assert_int_equal(kube_workers_stop(w2, 60000, 0), 0);
-	kube_workers_free(w2);
-	kube_queue_free(q);
-	kube_queue_free(q2);
+	assert_int_equal(plain.b.interrupts, 0);
+	release_blocker(&plain.b);
+	assert_int_equal(kube_workers_stop(plain.w, 60000, 0), 0);
+	free_blocked(&plain);
 }
 
 static void backoff_grows_caps_and_resets(void **state)
