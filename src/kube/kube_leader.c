@@ -243,7 +243,8 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	cJSON *lease, *spec, *out;
 	const char *holder, *renew, *rv;
 	const cJSON *dur, *trans;
-	char now[64], observed[512];
+	char now[64];
+	struct sb observed;
 	int64_t now_ms = kube_mono_ms();
 	long dur_ms;
 	int ours;
@@ -275,12 +276,16 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	/* Another holder's duration comes from the server: bound it before casting. */
 	dur_ms = cJSON_IsNumber(dur) && dur->valuedouble >= 0 && dur->valuedouble <= 86400 ?
 	    (long)dur->valuedouble * 1000 : l->lease_ms;
-	snprintf(observed, sizeof(observed), "%s|%s|%s", holder ? holder : "", renew ? renew : "",
-	    rv ? rv : "");
-	if (l->observed == NULL || strcmp(l->observed, observed) != 0) {
+	/* Whole, however long the holder's identity: a record cut short could
+	 * hide a renewal, and a renewed Lease taken as stale makes two leaders. */
+	sb_init(&observed);
+	sb_printf(&observed, "%s|%s|%s", holder ? holder : "", renew ? renew : "", rv ? rv : "");
+	if (l->observed == NULL || strcmp(l->observed, observed.buf) != 0) {
 		free(l->observed);
-		l->observed = kx_strdup(observed);
+		l->observed = sb_take(&observed);
 		l->observed_ms = now_ms;
+	} else {
+		sb_free(&observed);
 	}
 	note_holder(l, holder);
 	ours = holder != NULL && strcmp(holder, l->id) == 0;

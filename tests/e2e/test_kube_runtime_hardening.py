@@ -102,6 +102,58 @@ def test_slow_on_started_does_not_stop_renewals(kubeapi, rt_tool, tmp_path):
     assert "stopped" in rest.split()
 
 
+def micro_now():
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def test_renewed_lease_with_a_long_holder_identity_is_not_taken(kubeapi, rt_tool, tmp_path):
+    """The candidate compared a record cut to 511 bytes: behind a 600-byte holder
+    identity every renewal looked the same, so it took a Lease that was being
+    renewed (two leaders)."""
+    holder = "other-controller_" + "x" * 600
+    kubeapi.client.create({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "long-holder", "namespace": "default"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 2,
+                 "acquireTime": micro_now(), "renewTime": micro_now()}}, "leases")
+    stop, failures = threading.Event(), []
+
+    def renew():
+        while not stop.wait(0.3):
+            try:
+                lease = kubeapi.client.get("coordination.k8s.io/v1", "leases", "long-holder",
+                                           "default")
+                if lease["spec"]["holderIdentity"] != holder:
+                    return
+                lease["spec"]["renewTime"] = micro_now()
+                kubeapi.client.update(lease, "leases")
+            except Exception as exc:       # noqa: BLE001 - reported below
+                failures.append(repr(exc))
+                return
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        since = last_seq(kubeapi)
+        kc = kubeapi.write_kubeconfig(tmp_path / "kubeconfig")
+        t = rt_tool("leader", kc, "default", "long-holder", 2000, 1500, 500, 0)
+
+        def reads():
+            return [r for r in kubeapi.requests(since) if r["method"] == "GET"
+                    and r["path"].endswith("/leases/long-holder")
+                    and r["userAgent"].startswith("pulumi-controller")]
+        # 6 reads 0.5 to 1.1 s apart: more than the 2 s lease went by, renewed throughout
+        wait_for(lambda: len(reads()) >= 6, 30, what="the candidate to read the Lease 6 times")
+        lease = kubeapi.client.get("coordination.k8s.io/v1", "leases", "long-holder", "default")
+        assert lease["spec"]["holderIdentity"] == holder
+        assert not failures, failures
+    finally:
+        stop.set()
+        renewer.join()
+    assert t.line() == "started"       # once the renewals stop, it takes over
+    t.close()
+
+
 # -- metadata-only informers --------------------------------------------------------
 
 
