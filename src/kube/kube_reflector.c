@@ -43,6 +43,9 @@
  * freely up to LOG_BURST times, then once per LOG_REPEAT_MS with the count
  * of those held back. */
 #define LOG_BURST 5
+/* A watch shorter than this is no sign of health (client-go's "very short
+ * watch" is under a second). */
+#define WATCH_MIN_MS 1000
 #define LOG_REPEAT_MS 10000
 
 #define ACCEPT_JSON "Accept: application/json"
@@ -179,7 +182,7 @@ enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
 
 struct watch_ctx {
 	struct kube_informer *inf;
-	unsigned long events;      /* ADDED, MODIFIED, DELETED and BOOKMARK: progress */
+	unsigned long events;      /* ADDED, MODIFIED, DELETED: progress */
 	int bad_event;             /* an ERROR event or a line that is not an event */
 	int expired;               /* an ERROR event said our resourceVersion is gone */
 };
@@ -197,8 +200,9 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 	pthread_mutex_lock(&inf->lock);
 	inf->stats.events++;
 	pthread_mutex_unlock(&inf->lock);
-	/* An ERROR is no progress: it must not reset the backoff. */
-	if (ev.type != KUBE_ERROR)
+	/* An ERROR or a BOOKMARK is no progress: it must not reset the backoff
+	 * (a server may end every watch after one). */
+	if (ev.type != KUBE_ERROR && ev.type != KUBE_BOOKMARK)
 		w->events++;
 	switch (ev.type) {
 	case KUBE_ERROR:
@@ -370,9 +374,10 @@ static long next_pause(struct kube_backoff *bo, long retry_after_s)
  * The reflector loop.  Every failure pauses with the backoff before the
  * next request, a 410 included: a server that answers every watch with 410
  * would otherwise be relisted as fast as it answers.  The backoff is reset
- * only by progress (a watch event other than ERROR, or a watch that ran its
- * course), never by a successful list, since a list followed by a failing
- * watch is exactly that storm.
+ * only by progress (a watch that delivered changes, or lasted WATCH_MIN_MS),
+ * never by a successful list, since a list followed by a failing watch is
+ * exactly that storm; and a watch that ends sooner without a change, even
+ * cleanly and with a BOOKMARK, pauses as a failure does.
  */
 void *kube_reflector_main(void *arg)
 {
@@ -387,6 +392,7 @@ void *kube_reflector_main(void *arg)
 		unsigned long events;
 		long retry_after_s = -1;
 		int64_t started;
+		int lasted;
 		enum watch_end end;
 		if (need_list) {
 			err_clear(&e);
@@ -408,7 +414,8 @@ void *kube_reflector_main(void *arg)
 		force_auth = 0;
 		if (end == WATCH_STOPPED)
 			break;
-		if (end == WATCH_EOF && (events > 0 || kube_mono_ms() - started > 1000)) {
+		lasted = kube_mono_ms() - started >= WATCH_MIN_MS;
+		if (end == WATCH_EOF && (events > 0 || lasted)) {
 			kube_backoff_reset(&bo);
 			continue;   /* a normal end: watch again from the last RV */
 		}
@@ -422,7 +429,7 @@ void *kube_reflector_main(void *arg)
 				force_auth = 1;
 			log_repeating(inf, &inf->gate_watch, LOG_WARN, "watch failed; reconnecting", &e);
 		}
-		if (events > 0)
+		if (events > 0 || lasted)
 			kube_backoff_reset(&bo);
 		if (pause_ms(inf, next_pause(&bo, retry_after_s)))
 			break;

@@ -355,6 +355,26 @@ def test_watch_answering_410_is_relisted_with_backoff(hostile, rt_tool, tmp_path
     assert all("410 Expired" in r["error"] for r in relists)
 
 
+def test_watch_ended_after_one_bookmark_is_not_reopened_at_once(hostile, rt_tool, tmp_path):
+    """A server that ends every watch cleanly right after one BOOKMARK: the old
+    informer counted the bookmark as health and reconnected without a pause."""
+    bookmark = json.dumps({"type": "BOOKMARK", "object": {
+        "kind": "Secret", "apiVersion": "v1", "metadata": {"resourceVersion": "5"}}}).encode()
+
+    def answer(h, path, query):
+        if not query.get("watch"):
+            return send_json(h, 200, empty_list())
+        send_json(h, 200, bookmark + b"\n")
+    server = hostile(answer)
+    t = secrets_informer(rt_tool, server, tmp_path)
+    window = in_window(server, t)
+    lists = [r for r in window if not r["query"].get("watch")]
+    watches = [r for r in window if r["query"].get("watch")]
+    assert len(lists) == 1, window
+    assert 2 <= len(watches) <= 5, len(watches)
+    t.close()
+
+
 def test_endless_continue_chain_is_bounded_and_backs_off(hostile, rt_tool, tmp_path):
     count = itertools.count()
 
