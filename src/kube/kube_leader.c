@@ -222,7 +222,7 @@ static int lease_written(struct kube_leader *l, cJSON *out, const struct err *e,
     int64_t now_ms)
 {
 	if (out == NULL) {
-		if (e->http_status != 409) {
+		if (e->http_status != 409 && e->code != ERR_CANCELED) {
 			char msg[64];
 			snprintf(msg, sizeof(msg), "leader election: cannot %s the Lease", verb);
 			log_warn(msg, "error", e->msg, NULL);
@@ -254,7 +254,8 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	lease = kube_get(l->c, &lease_res, l->ns, l->name, NULL, &e);
 	if (lease == NULL) {
 		if (e.code != ERR_NOTFOUND) {
-			log_warn("leader election: cannot read the Lease", "error", e.msg, NULL);
+			if (e.code != ERR_CANCELED)   /* stopping */
+				log_warn("leader election: cannot read the Lease", "error", e.msg, NULL);
 			return 0;
 		}
 		if (!bound_request(deadline_ms))
@@ -350,9 +351,9 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 	return 0;
 }
 
-static void *leader_main(void *arg)
+/* Campaigns, then renews until stopped or lost. */
+static void elect(struct kube_leader *l)
 {
-	struct kube_leader *l = arg;
 	int64_t acquired_ms = 0;
 
 	/* acquire */
@@ -365,10 +366,10 @@ static void *leader_main(void *arg)
 			break;
 		}
 		if (wait_ms(l, l->retry_ms + (long)(kube_rand01() * 1.2 * (double)l->retry_ms)))
-			return NULL;
+			return;
 	}
 	if (atomic_load(&l->stop))
-		return NULL;
+		return;
 	atomic_store(&l->leader, 1);
 	log_info("leader election: became leader", "identity", l->id, "lease", l->name, NULL);
 	post_callback(l, 1, NULL);
@@ -380,6 +381,17 @@ static void *leader_main(void *arg)
 		if (l->on_stopped)
 			l->on_stopped(l->ud);
 	}
+}
+
+static void *leader_main(void *arg)
+{
+	struct kube_leader *l = arg;
+
+	/* A stop aborts a request under way instead of waiting it out (up to
+	 * the renew deadline); the release is made by the stopping thread. */
+	kube_request_cancel_on(&l->stop);
+	elect(l);
+	kube_request_cancel_on(NULL);
 	return NULL;
 }
 

@@ -154,6 +154,25 @@ def test_renewed_lease_with_a_long_holder_identity_is_not_taken(kubeapi, rt_tool
     t.close()
 
 
+def test_stopping_a_candidate_aborts_its_request(hostile, rt_tool, tmp_path):
+    """A stop used to wait for the Lease request under way to time out (up to the renew
+    deadline, 30 s here) before the process could go on shutting down."""
+    held = threading.Event()
+
+    def answer(h, path, query):
+        held.set()
+        time.sleep(120)                 # a server that never answers
+    server = hostile(answer)
+    kc = server.kubeconfig(tmp_path / "hostile-kubeconfig")
+    t = rt_tool("leader", kc, "default", "hung", 40000, 30000, 2000, 0)
+    assert held.wait(30)
+    t.proc.stdin.close()
+    assert t.proc.wait(15) == 0        # not the 30 s the request may take
+    assert t.proc.stdout.read().split() == ["stopped"]
+    t.err.close()
+    assert not [r for r in t.log() if r["level"] == "warn"], t.log()
+
+
 # -- metadata-only informers --------------------------------------------------------
 
 
