@@ -21,6 +21,11 @@
  * every 10 s. */
 #define MHD_LOG_BURST 5
 #define MHD_LOG_INTERVAL_MS 10000L
+/* Probes and scrapes use a connection or two each; a client holding more
+ * (idle, each for the 10 s timeout) would otherwise take every descriptor
+ * the process has, API connections included. */
+#define CONNECTIONS_PER_IP 16
+#define CONNECTIONS_MAX 128
 
 struct kube_serve {
 	struct MHD_Daemon *d;
@@ -144,7 +149,9 @@ struct kube_serve *kube_serve_start(const char *addr, kube_ready_fn ready,
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 	    handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,   /* first, or it misses some */
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_PER_IP,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX, MHD_OPTION_END);
 	if (s->d == NULL) {
 		free(s);
 		err_set(e, ERR_IO, "listen on %s: cannot start the HTTP server (address in use?)", addr);

@@ -520,3 +520,30 @@ def test_malformed_requests_to_the_probe_server_leave_stderr_json(rt_tool):
     complaints = [r for r in records if r["msg"] == "probe server"]
     assert 1 <= len(complaints) <= 6, complaints
     assert any("Content-Length" in r["error"] for r in complaints)
+
+
+def test_one_client_cannot_hold_every_connection_of_the_probe_server(rt_tool):
+    """Idle connections from one address are bounded (16), so a client cannot take the
+    process's descriptors; another address is still answered meanwhile."""
+    t = rt_tool("serve")
+    port = int(t.line().split()[1])
+    fds = f"/proc/{t.proc.pid}/fd"
+    before = len(os.listdir(fds))
+    held = []
+    try:
+        for _ in range(60):
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+
+        def settled():
+            n = len(os.listdir(fds))
+            return n if n - before <= 16 else None
+        wait_for(settled, 10, what="the server to refuse connections over the bound")
+        # another client address (127.0.0.2 is loopback too) is served meanwhile
+        with socket.create_connection(("127.0.0.1", port), timeout=10,
+                                      source_address=("127.0.0.2", 0)) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert s.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in held:
+            s.close()
+    t.close()
