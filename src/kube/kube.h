@@ -441,7 +441,8 @@ struct kube_leader_opts {
 	 * (leadership lost: the renew deadline passed, counted from the start of
 	 * the last successful renewal; not called on release) runs on the
 	 * election thread at once, possibly while on_started still runs: stop
-	 * the work there (kube_workers_interrupt), quickly. */
+	 * the work there (kube_workers_interrupt), quickly.  An on_started not
+	 * yet begun when the Lease is lost is dropped. */
 	void (*on_started)(void *ud);
 	void (*on_stopped)(void *ud);
 	void (*on_new_leader)(void *ud, const char *identity);

@@ -182,7 +182,9 @@ static void *callback_main(void *arg)
 		} else {
 			l->cb_started = 0;
 			pthread_mutex_unlock(&l->lock);
-			if (l->on_started)
+			/* Lost meanwhile (on_stopped ran): starting now would start
+			 * work after the caller was told to stop it. */
+			if (l->on_started && atomic_load(&l->leader))
 				l->on_started(l->ud);
 		}
 		pthread_mutex_lock(&l->lock);

@@ -102,6 +102,20 @@ def test_slow_on_started_does_not_stop_renewals(kubeapi, rt_tool, tmp_path):
     assert "stopped" in rest.split()
 
 
+def test_on_started_not_run_after_the_lease_was_lost(kubeapi, rt_tool, tmp_path):
+    """on_started waits behind a slow on_new_leader; the Lease is lost meanwhile and
+    on_stopped runs.  Starting the work after that would start it with no Lease."""
+    kc = kubeapi.write_kubeconfig(tmp_path / "kubeconfig")
+    t = rt_tool("leader", kc, "default", "lost-early", 3000, 2000, 500, 0, 8000)
+    assert t.line() == "new-leader"
+    kubeapi.fail_next(100000, code=500, path="/leases/lost-early")   # no more renewals
+    assert t.line() == "lost"
+    assert t.line() == "new-leader-returned"
+    kubeapi.clear_faults()
+    rest = t.close().split()
+    assert "started" not in rest, rest
+
+
 def micro_now():
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"

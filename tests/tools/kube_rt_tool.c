@@ -4,10 +4,12 @@
  * kube-apiserver or a hostile server a test runs on loopback
  * (tests/e2e/test_kube_runtime_hardening.py):
  *
- *   kube_rt_tool leader KUBECONFIG NAMESPACE LEASE LEASE_MS RENEW_MS RETRY_MS BLOCK_MS
+ *   kube_rt_tool leader KUBECONFIG NAMESPACE LEASE LEASE_MS RENEW_MS RETRY_MS BLOCK_MS [NEW_MS]
  *       campaigns for the Lease; on_started prints "started", then blocks
  *       for BLOCK_MS (a slow callback, as an API call to a slow server is)
  *       and prints "callback-returned"; "lost" when the Lease is lost.
+ *       With NEW_MS, on_new_leader prints "new-leader", blocks NEW_MS and
+ *       prints "new-leader-returned".
  *       Runs until stdin ends, then stops (releasing the Lease).
  *   kube_rt_tool informer KUBECONFIG GROUP VERSION RESOURCE KIND NAMESPACED [FLAGS]
  *       one informer on all namespaces; FLAGS: metadata-only, page=N,
@@ -32,7 +34,7 @@
 #include "base/log.h"
 #include "kube/kube.h"
 
-static long block_ms;
+static long block_ms, new_leader_ms;
 
 static void say(const char *line)
 {
@@ -46,6 +48,16 @@ static void on_started(void *ud)
 	say("started");
 	usleep((useconds_t)block_ms * 1000);
 	say("callback-returned");
+}
+
+static void on_new_leader(void *ud, const char *id)
+{
+	(void)ud; (void)id;
+	if (new_leader_ms <= 0)
+		return;
+	say("new-leader");
+	usleep((useconds_t)new_leader_ms * 1000);
+	say("new-leader-returned");
 }
 
 static void on_stopped(void *ud)
@@ -74,7 +86,9 @@ static int leader(struct kube_client *c, char **argv)
 	o.renew_ms = atol(argv[3]);
 	o.retry_ms = atol(argv[4]);
 	block_ms = atol(argv[5]);
+	new_leader_ms = argv[6] ? atol(argv[6]) : 0;
 	o.on_started = on_started;
+	o.on_new_leader = on_new_leader;
 	o.on_stopped = on_stopped;
 	l = kube_leader_new(c, &o, &e);
 	if (l == NULL || kube_leader_start(l, &e) < 0) {
@@ -222,7 +236,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL client: %s\n", e.msg);
 		return 1;
 	}
-	if (strcmp(argv[1], "leader") == 0 && argc == 9)
+	if (strcmp(argv[1], "leader") == 0 && (argc == 9 || argc == 10))
 		rc = leader(c, argv + 3);
 	else if (strcmp(argv[1], "informer") == 0 && argc >= 8)
 		rc = informer(c, argc - 3, argv + 3);
