@@ -161,6 +161,9 @@ int kube_stream_lines(const struct http_opts *o, const struct http_request *req,
 cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accept,
     int64_t max_bytes, long *retry_after_s, struct err *e);
 
+/* malloc_trim(0), serialized (kube_reflector.c says why). */
+void kube_heap_trim(void);
+
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);
 const char *kube_client_server(const struct kube_client *c);

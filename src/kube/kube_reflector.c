@@ -52,6 +52,19 @@
 #define ACCEPT_META_LIST "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 #define ACCEPT_META "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
+static pthread_mutex_t trim_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One thread at a time: glibc sets its allocator up on first use, and when
+ * that first use is malloc_trim on several informer threads at once (a
+ * sanitizer build, where malloc is the sanitizer's) they set it up together
+ * and crash in mtrim (about one start in twelve with 16 threads). */
+void kube_heap_trim(void)
+{
+	pthread_mutex_lock(&trim_lock);
+	malloc_trim(0);
+	pthread_mutex_unlock(&trim_lock);
+}
+
 /* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int pause_ms(struct kube_informer *inf, long ms)
 {
@@ -160,7 +173,7 @@ static int do_list(struct kube_informer *inf, long *retry_after_s, struct err *e
 		/* Give the page's memory back now: it lies in holes between the
 		 * cached strings just allocated, and would otherwise stay counted
 		 * as the process's high-water mark. */
-		malloc_trim(0);
+		kube_heap_trim();
 	} while (cont != NULL && !atomic_load(&inf->stop));
 	free(cont);
 	if (atomic_load(&inf->stop)) {
