@@ -29,6 +29,9 @@
 #include "kube/kube.h"
 #include "stack/stack.h"
 
+/* How long cancelled updates may take to end after the shutdown grace. */
+#define STOP_CANCEL_MS 35000L
+
 struct run {
 	struct kube_client *client;
 	struct kube_queue *queue;
@@ -115,9 +118,15 @@ static void on_started_leading(void *ud)
 	atomic_store(&rt->became_leader, 1);
 }
 
+/* Another replica may take over at once: every running pulumi operation
+ * of ours is interrupted now, not after the main loop notices. */
 static void on_stopped_leading(void *ud)
 {
-	atomic_store(&((struct run *)ud)->lost_lease, 1);
+	struct run *rt = ud;
+
+	atomic_store(&rt->lost_lease, 1);
+	if (rt->stacks != NULL)
+		stack_ctl_interrupt(rt->stacks);
 }
 
 static void on_new_leader(void *ud, const char *id)
@@ -428,16 +437,21 @@ static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, 
  * the informers, and the rest.  No thread of ours runs after this. */
 static int stop_all(struct run *rt, struct kube_serve *probes[2], long grace_ms)
 {
-	struct kube_workers *w = atomic_exchange(&rt->workers, NULL);
+	struct kube_workers *w = atomic_load(&rt->workers);
 
-	if (w != NULL && kube_workers_stop(w, grace_ms) < 0) {
-		stack_ctl_interrupt(rt->stacks);
+	/* After the grace, the workers interrupt running updates (SIGINT, so
+	 * the CLI releases its lock) and wait this much longer: the driver's
+	 * SIGINT, SIGTERM, SIGKILL spacing. */
+	if (w != NULL && kube_workers_stop(w, grace_ms, STOP_CANCEL_MS) < 0) {
 		/* Do not release the Lease: work is still running in this process. */
-		log_error("running work did not stop within the grace period; exiting", NULL);
+		log_error("running work did not stop after it was cancelled; exiting", NULL);
 		return -1;
 	}
+	/* The probe servers read the workers' counters: they go first. */
 	kube_serve_stop(probes[0]);
 	kube_serve_stop(probes[1]);
+	atomic_store(&rt->workers, NULL);
+	kube_workers_free(w);
 	kube_leader_free(rt->leader);   /* releases the Lease if held */
 	rt->leader = NULL;
 	if (rt->stacks)

@@ -314,12 +314,25 @@ struct kube_informer_opts {
 	 * by the nearest hop.  kube-apiserver sends a BOOKMARK on a quiet watch
 	 * about every minute, so the default, 120 s, is two missed bookmarks. */
 	long watch_idle_timeout_s;
+	/* Lists and watches ask for PartialObjectMetadata (as controller-
+	 * runtime's metadata informers do): the cache holds apiVersion
+	 * meta.k8s.io/v1, kind PartialObjectMetadata and metadata only, so a
+	 * Secret's data is never received.  Read the object with a GET. */
+	int metadata_only;
+	/* Pages one list may take before it counts as failed (a continue chain
+	 * that never ends); default 10,000.  A page is asked for with limit
+	 * page_size and its reply may not exceed 16 MiB: a larger one is asked
+	 * for again with half the limit, down to one object, and beyond that the
+	 * list fails (ERR_LIMIT, "does the server ignore limit?").  A failed
+	 * list is retried after the backoff. */
+	long max_list_pages;
 };
 
 /* Neither c nor r is copied: both must outlive the informer. */
 struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     const struct kube_informer_opts *o);
-void kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud);
+/* At most 8 handlers, added before start: -1 beyond (or after start). */
+int kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud);
 /* Index functions must be added before start. */
 int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn);
 int kube_informer_start(struct kube_informer *inf, struct err *e);
@@ -370,9 +383,15 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o);
 void kube_queue_free(struct kube_queue *q);
 /* Queued once however often added; re-run after done if added meanwhile. */
 void kube_queue_add(struct kube_queue *q, const char *key);
+/* Any delay is fine: now + delay saturates instead of wrapping around. */
 void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms);
-/* Delay from max(per-key exponential backoff, overall token bucket). */
+/* Delay from max(per-key exponential backoff, overall token bucket); no
+ * delay exceeds a year. */
 void kube_queue_add_rate_limited(struct kube_queue *q, const char *key);
+/* The same with this key's backoff capped at max_ms (e.g. a Stack's
+ * retryMaxBackoffDurationSeconds; <= 0: the queue's max_delay_ms).  The
+ * overall bucket still applies. */
+void kube_queue_add_rate_limited_max(struct kube_queue *q, const char *key, long max_ms);
 /* Clears the key's failure count. */
 void kube_queue_forget(struct kube_queue *q, const char *key);
 int kube_queue_requeues(struct kube_queue *q, const char *key);
@@ -389,32 +408,57 @@ int kube_queue_drain(struct kube_queue *q, long timeout_ms);
 /* The rate limiter's next delay for key; counts as one failure (this is
  * what add_rate_limited uses). */
 long kube_queue_when(struct kube_queue *q, const char *key);
+/* kube_queue_when with the key's backoff capped at max_ms. */
+long kube_queue_when_max(struct kube_queue *q, const char *key, long max_ms);
 
 /* ------------------------------------------------------------------ workers */
 
 /*
  * The seam between the runtime and a controller's logic: the Stack
- * reconciler (src/stack/, a later issue) implements this.  reconcile is
- * called by one worker for one key ("namespace/name"), never for the same
- * key on two workers at once.  It returns 0 when done (set
- * *requeue_after_ms > 0 to be called again later, e.g. for a resync or a
- * drift check) or -1 with e set to be retried with per-key backoff.
+ * reconciler (src/stack/) implements this.  reconcile is called by one
+ * worker for one key ("namespace/name"), never for the same key on two
+ * workers at once.  It returns 0 when done (set *requeue_after_ms > 0 to be
+ * called again later, e.g. for a resync or a drift check) or -1 with e set
+ * to be retried with per-key backoff.
+ *
+ * interrupt (optional, may be NULL) asks every running reconcile to give
+ * up now (for pulumi: pl_interrupt, so the CLI cancels cleanly and leaves no
+ * lock).  It may be called from any thread, at any time, more than once,
+ * also when nothing runs; it must not block.  The workers call it when the
+ * grace period of kube_workers_stop runs out; kube_workers_interrupt calls
+ * it at once (a lost Lease: another replica may start the same work).
  */
 struct kube_reconciler {
 	int (*reconcile)(void *ud, const char *key, long *requeue_after_ms, struct err *e);
+	void (*interrupt)(void *ud);
 	void *ud;
 };
 
 struct kube_workers;
 
-/* Starts n threads taking keys from q.  q and r must outlive the workers. */
+/* Starts n threads taking keys from q.  q and r must outlive the workers
+ * (until kube_workers_free). */
 struct kube_workers *kube_workers_start(struct kube_queue *q, int n,
     const struct kube_reconciler *r, struct err *e);
-/* Shuts the queue down, waits up to grace_ms for running reconciles to
- * return, then joins.  Returns -1 (and does not join or free) when the
- * grace period ran out; the caller should then exit. */
-int kube_workers_stop(struct kube_workers *w, long grace_ms);
-/* Keys reconciled so far, and how many failed. */
+/*
+ * Shuts the queue down and waits up to grace_ms for running reconciles to
+ * return; then calls r->interrupt (when set) and waits up to cancel_ms
+ * more; then joins the threads.  Returns 0 when every thread was joined,
+ * -1 when work was still running (nothing joined; the caller should exit
+ * without releasing what the work uses, the Lease included).  Frees
+ * nothing: kube_workers_counts stays valid until kube_workers_free.  A
+ * second call after 0 returns 0 at once; after -1 it waits again.
+ */
+int kube_workers_stop(struct kube_workers *w, long grace_ms, long cancel_ms);
+/* Calls r->interrupt now (no-op without one, or for NULL).  Thread-safe;
+ * the workers keep taking keys (stop them with kube_workers_stop). */
+void kube_workers_interrupt(struct kube_workers *w);
+/* Frees w after kube_workers_stop returned 0, once no other thread reads
+ * it (stop the metrics server first).  Does nothing when threads still
+ * run (stop returned -1): they use w until the process exits.  NULL ok. */
+void kube_workers_free(struct kube_workers *w);
+/* Keys reconciled so far, and how many failed; any thread, any time
+ * between start and free (w may be NULL: zeros). */
 void kube_workers_counts(struct kube_workers *w, uint64_t *done, uint64_t *failed);
 
 /* ------------------------------------------------------------------ leader */
@@ -424,8 +468,17 @@ struct kube_leader_opts {
 	const char *name;          /* Lease name */
 	const char *identity;      /* default hostname_<random> */
 	long lease_ms, renew_ms, retry_ms;  /* default 15 s / 10 s / 2 s */
+	/* on_started and on_new_leader run on a callback thread of the
+	 * elector's own, one at a time, never on the thread that renews: they
+	 * may make API calls or block without costing a renewal (a later
+	 * new-leader identity replaces one not yet reported).  on_stopped
+	 * (leadership lost: the renew deadline passed, counted from the start of
+	 * the last successful renewal; not called on release) runs on the
+	 * election thread at once, possibly while on_started still runs: stop
+	 * the work there (kube_workers_interrupt), quickly.  An on_started not
+	 * yet begun when the Lease is lost is dropped. */
 	void (*on_started)(void *ud);
-	void (*on_stopped)(void *ud);       /* leadership lost (not on release) */
+	void (*on_stopped)(void *ud);
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 };
@@ -438,7 +491,9 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 int kube_leader_start(struct kube_leader *l, struct err *e);
 int kube_leader_is_leader(struct kube_leader *l);
 const char *kube_leader_identity(const struct kube_leader *l);
-/* Stops the loop and, if leading, releases the Lease (holder "", 1 s). */
+/* Stops the loop and, if leading, releases the Lease (holder "", 1 s);
+ * then waits for a callback still running to return (a pending one is
+ * dropped). */
 void kube_leader_stop(struct kube_leader *l);
 void kube_leader_free(struct kube_leader *l);
 

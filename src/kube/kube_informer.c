@@ -1,92 +1,37 @@
 /*
- * kube_informer.c - list+watch into an in-memory cache of one kind (the
- * reflector of kube-api.md §1.5), with change handlers and secondary
- * indexes.
- *
- * The loop, on its own thread:
- *   list in pages (limit/continue), mark every object seen, drop the ones
- *   not seen (deleted while we were away), remember the list's
- *   resourceVersion; then watch from it with bookmarks and a server-side
- *   timeout, updating the last resourceVersion from every event, bookmarks
- *   included.  A watch that ends cleanly is reopened from the last
- *   resourceVersion; a 410 (HTTP or ERROR event) relists; other failures
- *   back off (0.8 s doubling to 30 s, full jitter) and reconnect.
- *
- * Lists use no resourceVersion (a consistent read): with RV=0 the API
- * server's cache ignores `limit` and would hand us every object at once,
- * which for 10,000 Stacks is most of our memory budget.
+ * kube_informer.c - the informer's cache of one kind (kube.h "informer"):
+ * objects by "ns/name", change handlers, secondary indexes, the readers,
+ * and the thread's lifecycle.  The list+watch loop that fills it runs on
+ * that thread and lives in kube_reflector.c; kube_informer_priv.h is what
+ * the two share.
  *
  * The cache stores each object as compact JSON text with managedFields and
  * the last-applied annotation removed, not as a cJSON tree: an order of
  * magnitude less memory per object.  Readers get a parsed copy they own.
- *
- * Watches use the client's transport (kube_transport_init) with the stop
- * flag as their cancel flag, so kube_informer_stop on another thread aborts
- * an open watch; the bytes are read by kube_stream_lines (kube_stream.c).
  */
-#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log.h"
-#include "kube/kube_priv.h"
+#include "kube/kube_informer_priv.h"
 
-#define MAX_INDEXES 4
 #define MAX_INDEX_VALUES 16
-#define MAX_HANDLERS 8
-#define MAX_EVENT_BYTES (16u << 20)
-/* Idle seconds before (and between) TCP keepalive probes on a watch: the
- * value libcurl uses when keepalive is merely switched on. */
-#define WATCH_KEEPALIVE_S 60L
 /* Smaller than client-go's 500: a page is parsed whole (body and cJSON tree,
  * managedFields included), and with 10,000 Stacks that transient and the
  * heap fragmentation it leaves behind set the peak RSS (46 MiB at 500,
  * 40 at 200, 38 at 100 in bench/watch-scale). */
 #define KUBE_DEFAULT_PAGE 100
 #define KUBE_DEFAULT_WATCH_IDLE_S 120L
+/* Pages per list: a million objects at the default page size. */
+#define KUBE_DEFAULT_MAX_LIST_PAGES 10000L
 
 struct item {
 	char *json;                /* stripped object, compact JSON */
 	unsigned long mark;        /* list generation that last saw it */
 	char **vals[MAX_INDEXES];  /* index values, per index */
 	int nvals[MAX_INDEXES];
-};
-
-struct index {
-	char *name;
-	kube_index_fn fn;
-	struct kmap values;        /* value -> struct kmap* (set of object keys) */
-};
-
-struct handler {
-	kube_handler_fn fn;
-	void *ud;
-};
-
-struct kube_informer {
-	struct kube_client *c;
-	const struct kube_resource *r;
-	char *ns, *selector;
-	long page_size, watch_timeout_s, watch_idle_s, backoff_initial_ms, backoff_max_ms;
-
-	pthread_t thread;
-	int started;
-	atomic_int stop;
-	pthread_mutex_t lock;      /* store, indexes, synced, last_rv, stats */
-	pthread_cond_t cond;
-
-	struct kmap store;         /* "ns/name" -> struct item* */
-	struct index idx[MAX_INDEXES];
-	int nidx;
-	struct handler handlers[MAX_HANDLERS];
-	int nhandlers;
-	unsigned long gen;
-	int synced;
-	char *last_rv;
-	struct kube_informer_stats stats;
 };
 
 /* ------------------------------------------------------------ lifecycle */
@@ -106,16 +51,20 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	    KUBE_DEFAULT_WATCH_IDLE_S;
 	inf->backoff_initial_ms = o && o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 800;
 	inf->backoff_max_ms = o && o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000;
+	inf->max_pages = o && o->max_list_pages > 0 ? o->max_list_pages : KUBE_DEFAULT_MAX_LIST_PAGES;
+	inf->metadata_only = o ? o->metadata_only : 0;
 	pthread_mutex_init(&inf->lock, NULL);
-	pthread_cond_init(&inf->cond, NULL);
+	kube_mono_cond_init(&inf->cond);
 	kmap_init(&inf->store);
 	return inf;
 }
 
-void kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud)
+int kube_informer_add_handler(struct kube_informer *inf, kube_handler_fn fn, void *ud)
 {
-	if (inf->nhandlers < MAX_HANDLERS)
-		inf->handlers[inf->nhandlers++] = (struct handler){ fn, ud };
+	if (inf->nhandlers >= MAX_HANDLERS || inf->started)
+		return -1;
+	inf->handlers[inf->nhandlers++] = (struct handler){ fn, ud };
+	return 0;
 }
 
 int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn)
@@ -234,8 +183,26 @@ static void call_handlers(struct kube_informer *inf, enum kube_change ch, const 
 	cJSON_Delete(old);
 }
 
+/* What the cache keeps of an object: no managedFields or last-applied
+ * annotation, and for a metadata-only informer nothing but apiVersion, kind
+ * and metadata, whatever the server sent. */
+static void trim_object(const struct kube_informer *inf, cJSON *obj)
+{
+	cJSON *f, *next;
+
+	kube_strip_object(obj);
+	if (!inf->metadata_only)
+		return;
+	for (f = obj->child; f != NULL; f = next) {
+		next = f->next;
+		if (strcmp(f->string, "apiVersion") != 0 && strcmp(f->string, "kind") != 0 &&
+		    strcmp(f->string, "metadata") != 0)
+			cJSON_Delete(cJSON_DetachItemViaPointer(obj, f));
+	}
+}
+
 /* Adds or replaces obj (consumed).  Handlers run after the lock is dropped. */
-static void store_upsert(struct kube_informer *inf, cJSON *obj)
+void kube_informer_upsert(struct kube_informer *inf, cJSON *obj)
 {
 	char *key = kube_object_key(obj), *json, *old_json = NULL;
 	struct item *it;
@@ -245,7 +212,7 @@ static void store_upsert(struct kube_informer *inf, cJSON *obj)
 		cJSON_Delete(obj);
 		return;
 	}
-	kube_strip_object(obj);
+	trim_object(inf, obj);
 	json = cJSON_PrintUnformatted(obj);
 	if (json == NULL) {
 		free(key);
@@ -276,7 +243,7 @@ static void store_upsert(struct kube_informer *inf, cJSON *obj)
 	cJSON_Delete(obj);
 }
 
-static void store_delete_key(struct kube_informer *inf, const char *key, cJSON *last)
+void kube_informer_remove(struct kube_informer *inf, const char *key, cJSON *last)
 {
 	struct item *it;
 	cJSON *obj = last;
@@ -293,7 +260,7 @@ static void store_delete_key(struct kube_informer *inf, const char *key, cJSON *
 	if (obj == NULL)
 		obj = cJSON_Parse(it->json);
 	if (obj != NULL && inf->nhandlers > 0) {
-		kube_strip_object(obj);
+		trim_object(inf, obj);
 		for (int i = 0; i < inf->nhandlers; i++)
 			inf->handlers[i].fn(inf->handlers[i].ud, inf, KUBE_CHANGE_DELETE, NULL, obj);
 	}
@@ -301,11 +268,70 @@ static void store_delete_key(struct kube_informer *inf, const char *key, cJSON *
 	item_free(it, inf->nidx);
 }
 
-static void set_last_rv(struct kube_informer *inf, const char *rv)
+void kube_informer_set_rv(struct kube_informer *inf, const char *rv)
 {
 	pthread_mutex_lock(&inf->lock);
 	free(inf->last_rv);
 	inf->last_rv = rv ? kx_strdup(rv) : NULL;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+/* ------------------------------------------------------------ lists */
+
+struct keylist {
+	char **keys;
+	size_t n;
+};
+
+
+void kube_informer_list_begin(struct kube_informer *inf)
+{
+	pthread_mutex_lock(&inf->lock);
+	inf->gen++;
+	inf->stats.lists++;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+struct stale_ctx {
+	unsigned long gen;
+	struct keylist kl;
+	size_t cap;
+};
+
+static void find_stale(void *ud, const char *key, void *value)
+{
+	struct stale_ctx *s = ud;
+	struct item *it = value;
+
+	if (it->mark == s->gen)
+		return;
+	if (s->kl.n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->kl.keys = kx_realloc(s->kl.keys, s->cap * sizeof(char *));
+	}
+	s->kl.keys[s->kl.n++] = kx_strdup(key);
+}
+
+void kube_informer_list_end(struct kube_informer *inf, const char *list_rv)
+{
+	struct stale_ctx stale = { 0 };
+
+	/* Objects not seen in this list were deleted while we were not watching. */
+	pthread_mutex_lock(&inf->lock);
+	stale.gen = inf->gen;
+	kmap_each(&inf->store, find_stale, &stale);
+	pthread_mutex_unlock(&inf->lock);
+	for (size_t i = 0; i < stale.kl.n; i++) {
+		kube_informer_remove(inf, stale.kl.keys[i], NULL);
+		free(stale.kl.keys[i]);
+	}
+	free(stale.kl.keys);
+	kube_informer_set_rv(inf, list_rv);
+	pthread_mutex_lock(&inf->lock);
+	if (!inf->synced) {
+		inf->synced = 1;
+		pthread_cond_broadcast(&inf->cond);
+	}
 	pthread_mutex_unlock(&inf->lock);
 }
 
@@ -339,11 +365,6 @@ size_t kube_informer_count(struct kube_informer *inf)
 	pthread_mutex_unlock(&inf->lock);
 	return n;
 }
-
-struct keylist {
-	char **keys;
-	size_t n;
-};
 
 static void collect_key(void *ud, const char *key, void *value)
 {
@@ -429,352 +450,16 @@ int kube_informer_synced(struct kube_informer *inf)
 
 int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 {
-	int64_t deadline = kube_mono_ms() + timeout_ms;
+	int64_t deadline = kube_mono_deadline(timeout_ms);
 	int rc;
 
 	pthread_mutex_lock(&inf->lock);
 	while (!inf->synced && !atomic_load(&inf->stop) &&
-	    kube_cond_wait_until(&inf->cond, &inf->lock, deadline) == 0)
+	    kube_mono_cond_wait(&inf->cond, &inf->lock, deadline) == 0)
 		;
 	rc = inf->synced ? 0 : -1;
 	pthread_mutex_unlock(&inf->lock);
 	return rc;
-}
-
-/* Sleeps, waking early when stopped; returns 1 when stopped. */
-static int pause_ms(struct kube_informer *inf, long ms)
-{
-	return kube_sleep_unless_stopped(&inf->lock, &inf->cond, &inf->stop, ms);
-}
-
-/* ------------------------------------------------------------ list */
-
-struct stale_ctx {
-	unsigned long gen;
-	struct keylist kl;
-	size_t cap;
-};
-
-static void find_stale(void *ud, const char *key, void *value)
-{
-	struct stale_ctx *s = ud;
-	struct item *it = value;
-
-	if (it->mark == s->gen)
-		return;
-	if (s->kl.n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 64;
-		s->kl.keys = kx_realloc(s->kl.keys, s->cap * sizeof(char *));
-	}
-	s->kl.keys[s->kl.n++] = kx_strdup(key);
-}
-
-/* Lists every page into the cache; 0 ok, 1 expired (410), -1 error. */
-static int do_list(struct kube_informer *inf, struct err *e)
-{
-	struct kube_list_opts lo = { inf->selector, NULL, inf->page_size, NULL, NULL };
-	char *cont = NULL, *list_rv = NULL;
-	struct stale_ctx stale = { 0 };
-	cJSON *page;
-
-	pthread_mutex_lock(&inf->lock);
-	inf->gen++;
-	stale.gen = inf->gen;
-	inf->stats.lists++;
-	pthread_mutex_unlock(&inf->lock);
-	do {
-		cJSON *items, *it;
-		const char *c2, *rv;
-		lo.continue_token = cont;
-		page = kube_list(inf->c, inf->r, inf->ns, &lo, e);
-		free(cont);
-		cont = NULL;
-		if (page == NULL) {
-			free(list_rv);
-			return e->http_status == 410 ? 1 : -1;
-		}
-		rv = kube_obj_str(page, "metadata.resourceVersion");
-		if (list_rv == NULL && rv != NULL)
-			list_rv = kx_strdup(rv);
-		c2 = kube_obj_str(page, "metadata.continue");
-		if (c2 != NULL && *c2)
-			cont = kx_strdup(c2);
-		items = cJSON_GetObjectItemCaseSensitive(page, "items");
-		/* Detach one item at a time so the page shrinks as we go. */
-		while ((it = cJSON_DetachItemViaPointer(items, items ? items->child : NULL)) != NULL) {
-			if (atomic_load(&inf->stop)) {
-				cJSON_Delete(it);
-				continue;
-			}
-			store_upsert(inf, it);
-		}
-		cJSON_Delete(page);
-		/* Give the page's memory back now: it lies in holes between the
-		 * cached strings just allocated, and would otherwise stay counted
-		 * as the process's high-water mark. */
-		malloc_trim(0);
-	} while (cont != NULL && !atomic_load(&inf->stop));
-	if (atomic_load(&inf->stop)) {
-		free(list_rv);
-		return -1;
-	}
-	if (list_rv == NULL) {
-		err_set(e, ERR_INVALID, "list %s: the reply has no metadata.resourceVersion", inf->r->resource);
-		return -1;
-	}
-	/* Objects not seen in this list were deleted while we were not watching. */
-	pthread_mutex_lock(&inf->lock);
-	kmap_each(&inf->store, find_stale, &stale);
-	pthread_mutex_unlock(&inf->lock);
-	for (size_t i = 0; i < stale.kl.n; i++) {
-		store_delete_key(inf, stale.kl.keys[i], NULL);
-		free(stale.kl.keys[i]);
-	}
-	free(stale.kl.keys);
-	set_last_rv(inf, list_rv);
-	free(list_rv);
-	pthread_mutex_lock(&inf->lock);
-	if (!inf->synced) {
-		inf->synced = 1;
-		pthread_cond_broadcast(&inf->cond);
-	}
-	pthread_mutex_unlock(&inf->lock);
-	return 0;
-}
-
-/* ------------------------------------------------------------ watch */
-
-enum watch_end { WATCH_EOF, WATCH_EXPIRED, WATCH_FAILED, WATCH_STOPPED };
-
-struct watch_ctx {
-	struct kube_informer *inf;
-	unsigned long events;
-	int bad_event;             /* an ERROR event or a line that is not an event */
-	int expired;               /* an ERROR event said our resourceVersion is gone */
-};
-
-static int on_event_line(void *ud, char *line, size_t len, struct err *e)
-{
-	struct watch_ctx *w = ud;
-	struct kube_informer *inf = w->inf;
-	struct kube_watch_event ev;
-
-	if (kube_watch_event_parse(line, len, &ev, e) < 0) {
-		w->bad_event = 1;
-		return -1;
-	}
-	w->events++;
-	pthread_mutex_lock(&inf->lock);
-	inf->stats.events++;
-	pthread_mutex_unlock(&inf->lock);
-	switch (ev.type) {
-	case KUBE_ERROR:
-		if (ev.status.code == 410 || strcmp(ev.status.reason, "Expired") == 0 ||
-		    strcmp(ev.status.reason, "Gone") == 0)
-			w->expired = 1;
-		w->bad_event = 1;
-		kube_status_error(e, "watch: ERROR event", &ev.status);
-		kube_watch_event_clear(&ev);
-		return -1;
-	case KUBE_BOOKMARK:
-		set_last_rv(inf, ev.resource_version);
-		break;
-	case KUBE_ADDED:
-	case KUBE_MODIFIED: {
-		char *rv = kx_strdup(ev.resource_version);
-		cJSON *obj = ev.object;
-		ev.object = NULL;
-		store_upsert(inf, obj);
-		set_last_rv(inf, rv);
-		free(rv);
-		break;
-	}
-	case KUBE_DELETED: {
-		char *key = kube_object_key(ev.object);
-		char *rv = kx_strdup(ev.resource_version);
-		cJSON *obj = ev.object;
-		ev.object = NULL;
-		if (key != NULL)
-			store_delete_key(inf, key, obj);
-		else
-			cJSON_Delete(obj);
-		set_last_rv(inf, rv);
-		free(rv);
-		free(key);
-		break;
-	}
-	}
-	kube_watch_event_clear(&ev);
-	return 0;
-}
-
-static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s)
-{
-	struct sb s;
-	char *path = kube_path(inf->r, inf->ns, NULL, NULL);
-
-	sb_init(&s);
-	sb_add(&s, kube_client_server(inf->c));
-	sb_add(&s, path);
-	free(path);
-	sb_printf(&s, "?watch=1&allowWatchBookmarks=true&timeoutSeconds=%ld&resourceVersion=", timeout_s);
-	sb_add_query_value(&s, rv);
-	if (inf->selector) {
-		sb_add(&s, "&labelSelector=");
-		sb_add_query_value(&s, inf->selector);
-	}
-	return sb_take(&s);
-}
-
-/* A watch the server answered with an error status; 410 means relist. */
-static enum watch_end refused_watch(struct kube_informer *inf, const struct http_response *resp,
-    long *retry_after_s, struct err *e)
-{
-	struct kube_status st;
-	char what[256];
-
-	*retry_after_s = kube_retry_after_s(resp);
-	kube_status_parse(resp->body, resp->body_len, resp->status, &st);
-	snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
-	kube_status_error(e, what, &st);
-	return st.code == 410 ? WATCH_EXPIRED : WATCH_FAILED;
-}
-
-static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsigned long *events,
-    long *retry_after_s, struct err *e)
-{
-	long timeout_s = inf->watch_timeout_s > 0 ? inf->watch_timeout_s :
-	    300 + (long)(kube_rand01() * 300);
-	const char *hdrs[3] = { "Accept: application/json", NULL, NULL };
-	struct http_request req = { .headers = hdrs };
-	struct watch_ctx w = { inf, 0, 0, 0 };
-	struct http_response refused;
-	struct kube_transport t;
-	enum watch_end end;
-	int rc;
-	char *rv, *url;
-
-	*events = 0;
-	*retry_after_s = -1;
-	pthread_mutex_lock(&inf->lock);
-	rv = kx_strdup(inf->last_rv ? inf->last_rv : "");
-	inf->stats.watches++;
-	pthread_mutex_unlock(&inf->lock);
-	url = watch_url(inf, rv, timeout_s);
-	free(rv);
-	if (kube_transport_init(inf->c, force_auth, &t, e) < 0) {
-		free(url);
-		return WATCH_FAILED;
-	}
-	/* The server ends the stream at timeoutSeconds; this bounds a server
-	 * that does not. */
-	t.opts.timeout_ms = (timeout_s + 30) * 1000L;
-	/* A quiet watch still gets the server's periodic bookmarks, so silence
-	 * longer than this is a stalled connection (see kube.h). */
-	t.opts.stall_timeout_ms = inf->watch_idle_s * 1000L;
-	/* Keepalive probes too, so a peer that vanished without a FIN is
-	 * noticed even when nothing in between answers for it. */
-	t.opts.tcp_keepalive_s = WATCH_KEEPALIVE_S;
-	hdrs[1] = t.auth_header;
-	req.url = url;
-	rc = kube_stream_lines(&t.opts, &req, MAX_EVENT_BYTES, on_event_line, &w, &refused, e);
-	*events = w.events;
-	if (rc == 0) {
-		end = WATCH_EOF;
-	} else if (rc == 1) {
-		end = refused_watch(inf, &refused, retry_after_s, e);
-	} else if (w.bad_event) {
-		end = w.expired ? WATCH_EXPIRED : WATCH_FAILED;
-	} else {
-		err_prefix(e, "watch %s", inf->r->resource);
-		end = WATCH_FAILED;
-	}
-	if (atomic_load(&inf->stop))
-		end = WATCH_STOPPED;
-	http_response_free(&refused);
-	free(url);
-	kube_transport_free(&t);
-	return end;
-}
-
-/* ------------------------------------------------------------ the loop */
-
-static void count_error(struct kube_informer *inf, int relist)
-{
-	pthread_mutex_lock(&inf->lock);
-	if (relist)
-		inf->stats.relists_410++;
-	else
-		inf->stats.errors++;
-	pthread_mutex_unlock(&inf->lock);
-}
-
-static void *informer_main(void *arg)
-{
-	struct kube_informer *inf = arg;
-	struct kube_backoff bo;
-	int need_list = 1, force_auth = 0;
-	struct err e;
-
-	kube_backoff_init(&bo, inf->backoff_initial_ms, inf->backoff_max_ms, 2.0, 1.0);
-	kube_request_cancel_on(&inf->stop);
-	while (!atomic_load(&inf->stop)) {
-		if (need_list) {
-			int rc;
-			err_clear(&e);
-			rc = do_list(inf, &e);
-			if (atomic_load(&inf->stop))
-				break;
-			if (rc != 0) {
-				long d = kube_backoff_next(&bo);
-				count_error(inf, 0);
-				log_warn("list failed; retrying", "resource", inf->r->resource, "error", e.msg, NULL);
-				if (pause_ms(inf, d))
-					break;
-				continue;
-			}
-			need_list = 0;
-			log_debug("listed", "resource", inf->r->resource, NULL);
-		}
-		{
-			unsigned long events;
-			long retry_after_s = -1, wait;
-			int64_t started = kube_mono_ms();
-			enum watch_end end;
-			err_clear(&e);
-			end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
-			force_auth = 0;
-			if (end == WATCH_STOPPED)
-				break;
-			if (end == WATCH_EXPIRED) {
-				count_error(inf, 1);
-				log_info("watch expired; relisting", "resource", inf->r->resource,
-				    "error", e.msg, NULL);
-				need_list = 1;
-				continue;
-			}
-			if (end == WATCH_EOF && (events > 0 || kube_mono_ms() - started > 1000)) {
-				kube_backoff_reset(&bo);
-				continue;   /* a normal end: watch again from the last RV */
-			}
-			if (end == WATCH_FAILED) {
-				count_error(inf, 0);
-				if (e.http_status == 401)
-					force_auth = 1;
-				log_warn("watch failed; reconnecting", "resource", inf->r->resource,
-				    "error", e.msg, NULL);
-			}
-			if (events > 0)
-				kube_backoff_reset(&bo);
-			wait = kube_backoff_next(&bo);
-			if (retry_after_s * 1000 > wait)
-				wait = retry_after_s * 1000;   /* the server asked for at least this */
-			if (pause_ms(inf, wait))
-				break;
-		}
-	}
-	kube_request_cancel_on(NULL);
-	return NULL;
 }
 
 int kube_informer_start(struct kube_informer *inf, struct err *e)
@@ -783,7 +468,7 @@ int kube_informer_start(struct kube_informer *inf, struct err *e)
 
 	if (inf->started)
 		return 0;
-	rc = pthread_create(&inf->thread, NULL, informer_main, inf);
+	rc = pthread_create(&inf->thread, NULL, kube_reflector_main, inf);
 	if (rc != 0)
 		return err_set(e, ERR_IO, "informer %s: cannot start a thread: %s", inf->r->resource,
 		    strerror(rc));

@@ -10,8 +10,14 @@
  *   - every write is a PUT carrying the resourceVersion read, so of two
  *     racing candidates only one succeeds (the other gets 409);
  *   - the leader renews every retry period; if it cannot renew within the
- *     renew deadline it has lost and on_stopped runs (the process should
- *     then exit, as its work may now be done by another replica);
+ *     renew deadline, counted from the start of its last successful
+ *     renewal, it has lost and on_stopped runs (the process should then
+ *     exit, as its work may now be done by another replica).  Every request
+ *     of a renewal is bounded by the time left to that deadline, so a slow
+ *     server cannot stretch leadership past the Lease;
+ *   - nothing but the election runs on the election thread: on_started and
+ *     on_new_leader run on a callback thread of their own, so a callback
+ *     that makes API calls (or blocks) never delays a renewal;
  *   - on a clean stop the leader releases: holderIdentity "" and a 1 s
  *     duration, so a successor need not wait out the lease.
  */
@@ -38,12 +44,17 @@ struct kube_leader {
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 
-	pthread_t thread;
+	pthread_t thread, cb_thread;
 	int started;
 	atomic_int stop;
 	atomic_int leader;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	/* Callbacks waiting for the callback thread (under lock, cb_cond). */
+	pthread_cond_t cb_cond;
+	int cb_started;            /* on_started is due */
+	char *cb_new_leader;       /* on_new_leader is due with this identity */
+	int cb_stop;
 	char *observed;            /* holder|renewTime|RV of the last record seen */
 	int64_t observed_ms;       /* when we saw it change (monotonic) */
 	char *last_holder;         /* for on_new_leader */
@@ -86,7 +97,8 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 	l->on_new_leader = o->on_new_leader;
 	l->ud = o->ud;
 	pthread_mutex_init(&l->lock, NULL);
-	pthread_cond_init(&l->cond, NULL);
+	kube_mono_cond_init(&l->cond);
+	kube_mono_cond_init(&l->cb_cond);
 	return l;
 }
 
@@ -133,6 +145,54 @@ static void set_field(cJSON *spec, const char *k, cJSON *v)
 		cJSON_AddItemToObject(spec, k, v);
 }
 
+/* ------------------------------------------------------------ callbacks */
+
+/* Hands a callback to the callback thread; only the latest new-leader
+ * identity matters, so an unreported one is replaced. */
+static void post_callback(struct kube_leader *l, int started, const char *new_leader)
+{
+	pthread_mutex_lock(&l->lock);
+	if (started)
+		l->cb_started = 1;
+	if (new_leader != NULL) {
+		free(l->cb_new_leader);
+		l->cb_new_leader = kx_strdup(new_leader);
+	}
+	pthread_cond_broadcast(&l->cb_cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void *callback_main(void *arg)
+{
+	struct kube_leader *l = arg;
+
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		while (!l->cb_stop && !l->cb_started && l->cb_new_leader == NULL)
+			pthread_cond_wait(&l->cb_cond, &l->lock);
+		if (l->cb_stop)
+			break;
+		if (l->cb_new_leader != NULL) {
+			char *id = l->cb_new_leader;
+			l->cb_new_leader = NULL;
+			pthread_mutex_unlock(&l->lock);
+			if (l->on_new_leader)
+				l->on_new_leader(l->ud, id);
+			free(id);
+		} else {
+			l->cb_started = 0;
+			pthread_mutex_unlock(&l->lock);
+			/* Lost meanwhile (on_stopped ran): starting now would start
+			 * work after the caller was told to stop it. */
+			if (l->on_started && atomic_load(&l->leader))
+				l->on_started(l->ud);
+		}
+		pthread_mutex_lock(&l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
 static void note_holder(struct kube_leader *l, const char *holder)
 {
 	if (holder == NULL)
@@ -142,7 +202,19 @@ static void note_holder(struct kube_leader *l, const char *holder)
 	free(l->last_holder);
 	l->last_holder = kx_strdup(holder);
 	if (*holder && l->on_new_leader)
-		l->on_new_leader(l->ud, holder);
+		post_callback(l, 0, holder);
+}
+
+/* Bounds the calling thread's next request by the round's deadline; 0 when
+ * no time is left for one. */
+static int bound_request(int64_t deadline_ms)
+{
+	int64_t left = deadline_ms - kube_mono_ms();
+
+	if (left <= 0)
+		return 0;
+	kube_request_limits((long)left, 0);
+	return 1;
 }
 
 /* The outcome of our write of the Lease (out is the reply, consumed): 1
@@ -152,7 +224,7 @@ static int lease_written(struct kube_leader *l, cJSON *out, const struct err *e,
     int64_t now_ms)
 {
 	if (out == NULL) {
-		if (e->http_status != 409) {
+		if (e->http_status != 409 && e->code != ERR_CANCELED) {
 			char msg[64];
 			snprintf(msg, sizeof(msg), "leader election: cannot %s the Lease", verb);
 			log_warn(msg, "error", e->msg, NULL);
@@ -165,23 +237,31 @@ static int lease_written(struct kube_leader *l, cJSON *out, const struct err *e,
 	return 1;
 }
 
-/* One round: 1 when we hold the Lease afterwards, 0 when not. */
-static int try_acquire_or_renew(struct kube_leader *l)
+/* One round, every request of it over by deadline_ms: 1 when we hold the
+ * Lease afterwards, 0 when not. */
+static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 {
 	struct err e;
-	cJSON *lease = kube_get(l->c, &lease_res, l->ns, l->name, NULL, &e), *spec, *out;
+	cJSON *lease, *spec, *out;
 	const char *holder, *renew, *rv;
 	const cJSON *dur, *trans;
-	char now[64], observed[512];
+	char now[64];
+	struct sb observed;
 	int64_t now_ms = kube_mono_ms();
 	long dur_ms;
 	int ours;
 
+	if (!bound_request(deadline_ms))
+		return 0;
+	lease = kube_get(l->c, &lease_res, l->ns, l->name, NULL, &e);
 	if (lease == NULL) {
 		if (e.code != ERR_NOTFOUND) {
-			log_warn("leader election: cannot read the Lease", "error", e.msg, NULL);
+			if (e.code != ERR_CANCELED)   /* stopping */
+				log_warn("leader election: cannot read the Lease", "error", e.msg, NULL);
 			return 0;
 		}
+		if (!bound_request(deadline_ms))
+			return 0;
 		lease = new_lease(l);
 		out = kube_create(l->c, &lease_res, l->ns, lease, &e);
 		cJSON_Delete(lease);
@@ -199,12 +279,16 @@ static int try_acquire_or_renew(struct kube_leader *l)
 	/* Another holder's duration comes from the server: bound it before casting. */
 	dur_ms = cJSON_IsNumber(dur) && dur->valuedouble >= 0 && dur->valuedouble <= 86400 ?
 	    (long)dur->valuedouble * 1000 : l->lease_ms;
-	snprintf(observed, sizeof(observed), "%s|%s|%s", holder ? holder : "", renew ? renew : "",
-	    rv ? rv : "");
-	if (l->observed == NULL || strcmp(l->observed, observed) != 0) {
+	/* Whole, however long the holder's identity: a record cut short could
+	 * hide a renewal, and a renewed Lease taken as stale makes two leaders. */
+	sb_init(&observed);
+	sb_printf(&observed, "%s|%s|%s", holder ? holder : "", renew ? renew : "", rv ? rv : "");
+	if (l->observed == NULL || strcmp(l->observed, observed.buf) != 0) {
 		free(l->observed);
-		l->observed = kx_strdup(observed);
+		l->observed = sb_take(&observed);
 		l->observed_ms = now_ms;
+	} else {
+		sb_free(&observed);
 	}
 	note_holder(l, holder);
 	ours = holder != NULL && strcmp(holder, l->id) == 0;
@@ -221,6 +305,10 @@ static int try_acquire_or_renew(struct kube_leader *l)
 		set_field(spec, "leaseTransitions",
 		    cJSON_CreateNumber(cJSON_IsNumber(trans) ? trans->valuedouble + 1 : 1));
 	}
+	if (!bound_request(deadline_ms)) {
+		cJSON_Delete(lease);
+		return 0;
+	}
 	out = kube_update(l->c, &lease_res, l->ns, lease, NULL, &e);
 	cJSON_Delete(lease);
 	return lease_written(l, out, &e, "update", now_ms);
@@ -229,63 +317,113 @@ static int try_acquire_or_renew(struct kube_leader *l)
 /* Sleeps, waking early when stopped; returns 1 when stopped. */
 static int wait_ms(struct kube_leader *l, long ms)
 {
-	return kube_sleep_unless_stopped(&l->lock, &l->cond, &l->stop, ms);
+	return kube_mono_sleep_unless(&l->lock, &l->cond, &l->stop, ms);
+}
+
+/* Keeps renewing until stopped (0) or until a renewal could not be had
+ * within the renew deadline (-1). */
+static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
+{
+	while (!atomic_load(&l->stop)) {
+		int64_t deadline = renewed_ms + l->renew_ms;
+		int ok = 0;
+		if (wait_ms(l, l->retry_ms))
+			return 0;
+		while (!atomic_load(&l->stop)) {
+			int64_t start = kube_mono_ms();
+			long pause;
+			if (start >= deadline)
+				break;
+			if (try_acquire_or_renew(l, deadline)) {
+				ok = 1;
+				renewed_ms = start;
+				break;
+			}
+			pause = l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1;
+			if (deadline - kube_mono_ms() < pause)
+				pause = (long)(deadline - kube_mono_ms());
+			if (pause > 0 && wait_ms(l, pause))
+				return 0;
+		}
+		if (atomic_load(&l->stop))
+			return 0;
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
+/* Campaigns, then renews until stopped or lost. */
+static void elect(struct kube_leader *l)
+{
+	int64_t acquired_ms = 0;
+
+	/* acquire */
+	while (!atomic_load(&l->stop)) {
+		int64_t start = kube_mono_ms();
+		/* One round must fit in the renew deadline, and this loop retries
+		 * by itself (client-go bounds each round the same way). */
+		if (try_acquire_or_renew(l, start + l->renew_ms)) {
+			acquired_ms = start;
+			break;
+		}
+		if (wait_ms(l, l->retry_ms + (long)(kube_rand01() * 1.2 * (double)l->retry_ms)))
+			return;
+	}
+	if (atomic_load(&l->stop))
+		return;
+	atomic_store(&l->leader, 1);
+	log_info("leader election: became leader", "identity", l->id, "lease", l->name, NULL);
+	post_callback(l, 1, NULL);
+	if (renew_loop(l, acquired_ms) < 0) {
+		atomic_store(&l->leader, 0);
+		log_error("leader election: lost the lease", "identity", l->id, "lease", l->name, NULL);
+		/* Here, not behind a callback that may still run: the caller must
+		 * stop its work now. */
+		if (l->on_stopped)
+			l->on_stopped(l->ud);
+	}
 }
 
 static void *leader_main(void *arg)
 {
 	struct kube_leader *l = arg;
 
-	/* One round must fit in the renew deadline, and this loop retries by
-	 * itself (client-go bounds each round by RenewDeadline the same way). */
-	kube_request_limits(l->renew_ms, 0);
-
-	/* acquire */
-	while (!atomic_load(&l->stop)) {
-		if (try_acquire_or_renew(l))
-			break;
-		if (wait_ms(l, l->retry_ms + (long)(kube_rand01() * 1.2 * (double)l->retry_ms)))
-			return NULL;
-	}
-	if (atomic_load(&l->stop))
-		return NULL;
-	atomic_store(&l->leader, 1);
-	log_info("leader election: became leader", "identity", l->id, "lease", l->name, NULL);
-	if (l->on_started)
-		l->on_started(l->ud);
-	/* renew */
-	while (!atomic_load(&l->stop)) {
-		int64_t start = kube_mono_ms();
-		int ok = 0;
-		if (wait_ms(l, l->retry_ms))
-			break;
-		while (!atomic_load(&l->stop) && kube_mono_ms() - start < l->renew_ms + l->retry_ms) {
-			if ((ok = try_acquire_or_renew(l)))
-				break;
-			if (kube_mono_ms() - start >= l->renew_ms)
-				break;
-			if (wait_ms(l, l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1))
-				break;
-		}
-		if (atomic_load(&l->stop))
-			break;
-		if (!ok) {
-			atomic_store(&l->leader, 0);
-			log_error("leader election: lost the lease", "identity", l->id, "lease", l->name, NULL);
-			if (l->on_stopped)
-				l->on_stopped(l->ud);
-			return NULL;
-		}
-	}
+	/* A stop aborts a request under way instead of waiting it out (up to
+	 * the renew deadline); the release is made by the stopping thread. */
+	kube_request_cancel_on(&l->stop);
+	elect(l);
+	kube_request_cancel_on(NULL);
 	return NULL;
+}
+
+static void stop_callbacks(struct kube_leader *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->cb_stop = 1;
+	pthread_cond_broadcast(&l->cb_cond);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->cb_thread, NULL);
+	free(l->cb_new_leader);
+	l->cb_new_leader = NULL;
+	l->cb_started = 0;
 }
 
 int kube_leader_start(struct kube_leader *l, struct err *e)
 {
-	int rc = pthread_create(&l->thread, NULL, leader_main, l);
+	int rc;
 
+	if (l->started)
+		return 0;
+	l->cb_stop = 0;
+	rc = pthread_create(&l->cb_thread, NULL, callback_main, l);
 	if (rc != 0)
 		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
+	rc = pthread_create(&l->thread, NULL, leader_main, l);
+	if (rc != 0) {
+		stop_callbacks(l);
+		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
+	}
 	l->started = 1;
 	return 0;
 }
@@ -337,6 +475,8 @@ void kube_leader_stop(struct kube_leader *l)
 		kube_request_limits(-1, -1);
 		atomic_store(&l->leader, 0);
 	}
+	/* After the release, so a callback still running delays no successor. */
+	stop_callbacks(l);
 }
 
 void kube_leader_free(struct kube_leader *l)
@@ -351,5 +491,6 @@ void kube_leader_free(struct kube_leader *l)
 	free(l->last_holder);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->cond);
+	pthread_cond_destroy(&l->cb_cond);
 	free(l);
 }

@@ -85,6 +85,35 @@ int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t de
 int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
     long ms);
 
+/*
+ * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
+ * kube_mono_cond_init makes a condition variable whose timeouts follow the
+ * monotonic clock (kube_mono_condattr_init sets up its attributes), and
+ * kube_mono_cond_wait waits on one until a kube_mono_ms() deadline (0 after
+ * waiting, woken or not; -1 without waiting once it has passed).
+ * kube_mono_sleep_unless is kube_sleep_unless_stopped for such a condition
+ * variable.  kube_mono_deadline is now + delay_ms, saturated (never wraps).
+ */
+int kube_mono_condattr_init(pthread_condattr_t *attr);
+void kube_mono_cond_init(pthread_cond_t *cond);
+int kube_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
+int kube_mono_sleep_unless(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop, long ms);
+int64_t kube_mono_deadline(long delay_ms);
+
+/* A token bucket for a log line that may repeat without end (a failing
+ * loop, a client sending garbage): `burst` lines at once, then one per
+ * interval_ms.  Zero-initialise; not thread-safe (one thread, or a lock). */
+struct kube_rate_gate {
+	int started;
+	double tokens;
+	int64_t at_ms;             /* when tokens was last brought up to date */
+	unsigned long held;        /* lines not logged since the last one */
+};
+
+/* 1 when the line may be logged now, with *held the count held back since
+ * the last one logged; 0 when it is to be dropped (counted). */
+int kube_rate_gate_pass(struct kube_rate_gate *g, int burst, long interval_ms, unsigned long *held);
+
 /* Reads a small file (token, namespace), trimming trailing whitespace. */
 int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e);
 
@@ -153,6 +182,21 @@ int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int forc
  */
 int kube_stream_lines(const struct http_opts *o, const struct http_request *req, size_t max_line,
     kube_line_fn fn, void *ud, struct http_response *refused, struct err *e);
+
+/*
+ * One list page for an informer (kube_stream.c): GET path (with its query)
+ * sending `accept` ("Accept: ..." header line), the reply bounded by
+ * max_bytes (ERR_LIMIT beyond, before more is buffered), one attempt plus
+ * one with fresh credentials after a 401: the informer's loop is the retry
+ * policy.  Returns the page (caller frees), or NULL with e set; for a
+ * non-2xx reply e carries the Status and e->http_status, and
+ * *retry_after_s the server's Retry-After (else -1).
+ */
+cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accept,
+    int64_t max_bytes, long *retry_after_s, struct err *e);
+
+/* malloc_trim(0), serialized (kube_reflector.c says why). */
+void kube_heap_trim(void);
 
 /* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
 long kube_retry_after_s(const struct http_response *r);

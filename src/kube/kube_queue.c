@@ -51,7 +51,7 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 	struct kube_queue *q = kx_calloc(1, sizeof(*q));
 
 	pthread_mutex_init(&q->lock, NULL);
-	pthread_cond_init(&q->cond, NULL);
+	kube_mono_cond_init(&q->cond);
 	kmap_init(&q->dirty);
 	kmap_init(&q->processing);
 	kmap_init(&q->waiting);
@@ -168,7 +168,7 @@ static struct delayed heap_pop(struct kube_queue *q)
 
 void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
 {
-	int64_t at = kube_mono_ms() + delay_ms, *cur;
+	int64_t at = kube_mono_deadline(delay_ms), *cur;
 
 	if (delay_ms <= 0) {
 		kube_queue_add(q, key);
@@ -210,17 +210,26 @@ static int64_t promote_locked(struct kube_queue *q)
 
 /* ------------------------------------------------------------ rate limit */
 
-static long when_locked(struct kube_queue *q, const char *key, int record)
+/* Longest delay handed out: a year, far below where a long or a deadline
+ * could overflow (the bucket's debt grows without bound under a storm). */
+#define QUEUE_DELAY_MAX_MS (366L * 86400 * 1000)
+
+/* The delay for key: its exponential backoff (capped by cap_ms as well as
+ * by the queue's max_delay_ms) or the overall bucket's, whichever is
+ * longer.  record counts the failure and takes the token. */
+static long when_locked(struct kube_queue *q, const char *key, int record, long cap_ms)
 {
 	intptr_t fails = (intptr_t)kmap_get(&q->failures, key);
-	double per_key = (double)q->o.base_delay_ms;
+	double per_key = (double)q->o.base_delay_ms, max = (double)q->o.max_delay_ms, wait;
 	int64_t now = kube_mono_ms();
 	double bucket_ms = 0, tokens;
 
-	for (intptr_t i = 0; i < fails && per_key < (double)q->o.max_delay_ms; i++)
+	if (cap_ms > 0 && (double)cap_ms < max)
+		max = (double)cap_ms;
+	for (intptr_t i = 0; i < fails && per_key < max; i++)
 		per_key *= 2;
-	if (per_key > (double)q->o.max_delay_ms)
-		per_key = (double)q->o.max_delay_ms;
+	if (per_key > max)
+		per_key = max;
 	tokens = q->tokens + (double)(now - q->tokens_at_ms) / 1000.0 * q->o.qps;
 	if (tokens > q->o.burst)
 		tokens = q->o.burst;
@@ -232,22 +241,33 @@ static long when_locked(struct kube_queue *q, const char *key, int record)
 		q->tokens_at_ms = now;
 		kmap_put(&q->failures, key, (void *)(fails + 1));
 	}
-	return (long)(per_key > bucket_ms ? per_key : bucket_ms);
+	wait = per_key > bucket_ms ? per_key : bucket_ms;
+	return wait < (double)QUEUE_DELAY_MAX_MS ? (long)wait : QUEUE_DELAY_MAX_MS;
 }
 
-long kube_queue_when(struct kube_queue *q, const char *key)
+long kube_queue_when_max(struct kube_queue *q, const char *key, long max_ms)
 {
 	long w;
 
 	pthread_mutex_lock(&q->lock);
-	w = when_locked(q, key, 1);
+	w = when_locked(q, key, 1, max_ms);
 	pthread_mutex_unlock(&q->lock);
 	return w;
+}
+
+long kube_queue_when(struct kube_queue *q, const char *key)
+{
+	return kube_queue_when_max(q, key, 0);
 }
 
 void kube_queue_add_rate_limited(struct kube_queue *q, const char *key)
 {
 	kube_queue_add_after(q, key, kube_queue_when(q, key));
+}
+
+void kube_queue_add_rate_limited_max(struct kube_queue *q, const char *key, long max_ms)
+{
+	kube_queue_add_after(q, key, kube_queue_when_max(q, key, max_ms));
 }
 
 void kube_queue_forget(struct kube_queue *q, const char *key)
@@ -293,7 +313,7 @@ char *kube_queue_get(struct kube_queue *q)
 		if (next < 0)
 			pthread_cond_wait(&q->cond, &q->lock);
 		else
-			kube_cond_wait_until(&q->cond, &q->lock, next);
+			kube_mono_cond_wait(&q->cond, &q->lock, next);
 	}
 	pthread_mutex_unlock(&q->lock);
 	return key;
@@ -329,11 +349,11 @@ void kube_queue_shutdown(struct kube_queue *q)
 
 int kube_queue_drain(struct kube_queue *q, long timeout_ms)
 {
-	int64_t deadline = kube_mono_ms() + timeout_ms;
+	int64_t deadline = kube_mono_deadline(timeout_ms);
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	while (q->processing.count > 0 && kube_cond_wait_until(&q->cond, &q->lock, deadline) == 0)
+	while (q->processing.count > 0 && kube_mono_cond_wait(&q->cond, &q->lock, deadline) == 0)
 		;
 	rc = q->processing.count == 0 ? 0 : -1;
 	pthread_mutex_unlock(&q->lock);

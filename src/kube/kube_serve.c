@@ -1,16 +1,31 @@
 /*
  * kube_serve.c - the health and metrics endpoints (kube.h "probes") on
  * libmicrohttpd with its own polling thread.  Only GET is served; anything
- * else is 404/405, and nothing from the request is echoed back.
+ * else is 404/405, and nothing from the request is echoed back.  The
+ * library's own messages (a malformed request, a failed bind) go through
+ * base/log.h, rate-limited, never raw to stderr: stderr is JSON lines.
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "kube/kube_priv.h"
+
+/* A client can make the library complain at will: a few lines, then one
+ * every 10 s. */
+#define MHD_LOG_BURST 5
+#define MHD_LOG_INTERVAL_MS 10000L
+/* Probes and scrapes use a connection or two each; a client holding more
+ * (idle, each for the 10 s timeout) would otherwise take every descriptor
+ * the process has, API connections included. */
+#define CONNECTIONS_PER_IP 16
+#define CONNECTIONS_MAX 128
 
 struct kube_serve {
 	struct MHD_Daemon *d;
@@ -19,6 +34,32 @@ struct kube_serve {
 	void *ud;
 	int port;
 };
+
+static pthread_mutex_t mhd_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kube_rate_gate mhd_log_gate;
+
+/* libmicrohttpd's messages, one line each and sometimes with its canned
+ * HTML error page; the text is the library's, not the client's. */
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512], n[32];
+	unsigned long held;
+	size_t len;
+	int pass;
+	(void)cls;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = strlen(msg);
+	while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+		msg[--len] = '\0';
+	pthread_mutex_lock(&mhd_log_lock);
+	pass = kube_rate_gate_pass(&mhd_log_gate, MHD_LOG_BURST, MHD_LOG_INTERVAL_MS, &held);
+	pthread_mutex_unlock(&mhd_log_lock);
+	if (!pass)
+		return;
+	snprintf(n, sizeof(n), "%lu", held);
+	log_warn("probe server", "error", msg, held ? "suppressed" : NULL, n, NULL);
+}
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int code, const char *ctype,
     char *body, size_t len)
@@ -106,8 +147,11 @@ struct kube_serve *kube_serve_start(const char *addr, kube_ready_fn ready,
 	s->metrics = metrics;
 	s->ud = ud;
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-	    handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+	    handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,   /* first, or it misses some */
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_PER_IP,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX, MHD_OPTION_END);
 	if (s->d == NULL) {
 		free(s);
 		err_set(e, ERR_IO, "listen on %s: cannot start the HTTP server (address in use?)", addr);

@@ -4,6 +4,11 @@
  * file adds the result handling client-go's controllers use: success
  * forgets the key's backoff, failure re-adds it rate-limited, and a
  * requested requeue-after schedules the next run.
+ *
+ * Stopping and freeing are separate steps because other threads (the
+ * metrics server) read the counters until the very end: kube_workers_stop
+ * only winds the threads down, kube_workers_free releases the memory once
+ * nothing can read it any more.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +23,7 @@ struct kube_workers {
 	const struct kube_reconciler *r;
 	pthread_t *threads;
 	int n;
+	int joined;                /* kube_workers_stop joined every thread */
 	atomic_ullong done, failed;
 };
 
@@ -70,18 +76,39 @@ struct kube_workers *kube_workers_start(struct kube_queue *q, int n,
 	return w;
 }
 
-int kube_workers_stop(struct kube_workers *w, long grace_ms)
+void kube_workers_interrupt(struct kube_workers *w)
 {
-	if (w == NULL)
+	if (w != NULL && w->r->interrupt != NULL)
+		w->r->interrupt(w->r->ud);
+}
+
+int kube_workers_stop(struct kube_workers *w, long grace_ms, long cancel_ms)
+{
+	if (w == NULL || w->joined)
 		return 0;
 	kube_queue_shutdown(w->q);
-	if (kube_queue_drain(w->q, grace_ms) < 0)
-		return -1;
+	if (kube_queue_drain(w->q, grace_ms) < 0) {
+		if (w->r->interrupt == NULL)
+			return -1;
+		log_warn("running reconciles outlived the grace period; interrupting them", NULL);
+		kube_workers_interrupt(w);
+		if (kube_queue_drain(w->q, cancel_ms) < 0)
+			return -1;
+	}
+	/* Every key is done: the threads are on their way out of get(). */
 	for (int i = 0; i < w->n; i++)
 		pthread_join(w->threads[i], NULL);
+	w->joined = 1;
+	return 0;
+}
+
+void kube_workers_free(struct kube_workers *w)
+{
+	/* Threads that outlived a stop still use w: leave it to the exit. */
+	if (w == NULL || (!w->joined && w->n > 0))
+		return;
 	free(w->threads);
 	free(w);
-	return 0;
 }
 
 void kube_workers_counts(struct kube_workers *w, uint64_t *done, uint64_t *failed)

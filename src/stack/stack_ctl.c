@@ -343,6 +343,12 @@ int stack_ctl_refresh(struct stack_pass *p)
 	return 1;
 }
 
+/* The workers call this when the shutdown grace ran out. */
+static void interrupt(void *ud)
+{
+	stack_ctl_interrupt(ud);
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
@@ -362,6 +368,7 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	sc->secrets = secret_kind_init;
 	pthread_mutex_init(&sc->lock, NULL);
 	sc->rec.reconcile = reconcile;
+	sc->rec.interrupt = interrupt;
 	sc->rec.ud = sc;
 	if (o->identity)
 		snprintf(sc->identity, sizeof(sc->identity), "%s", o->identity);
@@ -428,10 +435,13 @@ static int make_informer(struct stack_ctl *sc, struct stack_kind *k, const char 
 	io.namespace = sc->o.namespace;
 	io.label_selector = selector;
 	io.watch_idle_timeout_s = sc->o.watch_idle_timeout_s;
-	(void)metadata_only;
+	/* ConfigMaps and Secrets: only their metadata is ever received, so no
+	 * Secret value is cached; values are read with a GET when needed. */
+	io.metadata_only = metadata_only;
 	if ((k->inf = kube_informer_new(sc->client, k->served, &io)) == NULL)
 		return err_set(e, ERR_NOMEM, "cannot create the %s informer", k->served->kind), -1;
-	kube_informer_add_handler(k->inf, fn, sc);
+	if (kube_informer_add_handler(k->inf, fn, sc) < 0)
+		return err_set(e, ERR_INVALID, "cannot watch %s changes", k->served->kind), -1;
 	return 0;
 }
 

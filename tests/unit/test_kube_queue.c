@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <limits.h>
 
 #include "kube/kube.h"
 
@@ -111,6 +112,56 @@ static void per_key_backoff_and_forget(void **state)
 	assert_int_equal(kube_queue_requeues(q, "a"), 0);
 	assert_int_equal(kube_queue_when(q, "a"), 5);
 	kube_queue_free(q);
+}
+
+static void per_key_backoff_cap(void **state)
+{
+	(void)state;
+	struct kube_queue_opts o = { 5, 1000000, 1000, 1000 };
+	struct kube_queue *q = kube_queue_new(&o);
+
+	for (int i = 0; i < 30; i++)
+		kube_queue_when(q, "a");
+	assert_int_equal(kube_queue_when(q, "a"), 1000000);
+	/* One key's own bound, below the queue's */
+	assert_int_equal(kube_queue_when_max(q, "a", 60000), 60000);
+	assert_int_equal(kube_queue_when_max(q, "b", 60000), 5);   /* still exponential below it */
+	assert_int_equal(kube_queue_when_max(q, "b", 60000), 10);
+	assert_int_equal(kube_queue_when_max(q, "a", 0), 1000000);   /* 0: the queue's cap */
+	assert_int_equal(kube_queue_requeues(q, "a"), 33);
+	kube_queue_add_rate_limited_max(q, "c", 1);
+	kube_queue_add_rate_limited_max(q, "c", 1);
+	{
+		char *k = kube_queue_get(q);   /* due within a millisecond or two */
+		assert_string_equal(k, "c");
+		kube_queue_done(q, k);
+		free(k);
+	}
+	kube_queue_free(q);
+}
+
+static void huge_delays_saturate(void **state)
+{
+	(void)state;
+	struct kube_queue *q = kube_queue_new(NULL);
+	/* A bucket so slow its debt would overflow a long in milliseconds. */
+	struct kube_queue_opts slow = { 1, 1000, 1e-300, 1 };
+	struct kube_queue *q2 = kube_queue_new(&slow);
+	char *k;
+
+	/* now + LONG_MAX used to wrap to a time long past: due at once. */
+	kube_queue_add_after(q, "never", LONG_MAX);
+	kube_queue_add_after(q, "soon", 20);
+	k = kube_queue_get(q);
+	assert_string_equal(k, "soon");
+	kube_queue_done(q, k);
+	free(k);
+	assert_int_equal(kube_queue_len(q), 0);
+	kube_queue_when(q2, "x");
+	assert_true(kube_queue_when(q2, "y") > 0);
+	assert_true(kube_queue_when(q2, "z") <= 366L * 86400 * 1000);
+	kube_queue_free(q);
+	kube_queue_free(q2);
 }
 
 static void overall_bucket_limits_bursts(void **state)
@@ -225,7 +276,7 @@ static void workers_handle_results(void **state)
 {
 	(void)state;
 	struct recon r = { 0 };
-	struct kube_reconciler rec = { reconcile, &r };
+	struct kube_reconciler rec = { reconcile, NULL, &r };
 	struct kube_queue *q = kube_queue_new(NULL);
 	struct err e;
 	struct kube_workers *w = kube_workers_start(q, 3, &rec, &e);
@@ -246,8 +297,152 @@ static void workers_handle_results(void **state)
 	assert_int_equal(kube_queue_requeues(q, "fail"), 0);   /* forgotten on success */
 	kube_workers_counts(w, &done, &failed);
 	assert_int_equal(failed, 2);
-	assert_int_equal(kube_workers_stop(w, 5000), 0);
+	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);
+	/* Stopped, not freed: a metrics scrape may still read the counters. */
+	kube_workers_counts(w, &done, &failed);
+	assert_int_equal(failed, 2);
+	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);   /* idempotent */
+	kube_workers_free(w);
 	kube_queue_free(q);
+}
+
+/* A reconcile that runs until interrupted (or released by the test). */
+struct blocker {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int running, released, interrupts;
+	int interrupt_releases;    /* does interrupt() end the reconcile? */
+};
+
+static int blocking_reconcile(void *ud, const char *key, long *requeue, struct err *e)
+{
+	struct blocker *b = ud;
+	(void)key; (void)requeue; (void)e;
+
+	pthread_mutex_lock(&b->lock);
+	b->running = 1;
+	pthread_cond_broadcast(&b->cond);
+	while (!b->released)
+		pthread_cond_wait(&b->cond, &b->lock);
+	b->running = 0;
+	pthread_mutex_unlock(&b->lock);
+	return 0;
+}
+
+static void blocking_interrupt(void *ud)
+{
+	struct blocker *b = ud;
+
+	pthread_mutex_lock(&b->lock);
+	b->interrupts++;
+	if (b->interrupt_releases)
+		b->released = 1;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void release_blocker(struct blocker *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->released = 1;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void wait_running(struct blocker *b)
+{
+	pthread_mutex_lock(&b->lock);
+	while (!b->running)
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+}
+
+/* A pool whose one key is running blocking_reconcile when this returns. */
+struct blocked_pool {
+	struct blocker b;
+	struct kube_reconciler rec;
+	struct kube_queue *q;
+	struct kube_workers *w;
+};
+
+static void start_blocked(struct blocked_pool *p, int nworkers, int with_interrupt,
+    int interrupt_releases)
+{
+	struct err e;
+
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->b.lock, NULL);
+	pthread_cond_init(&p->b.cond, NULL);
+	p->b.interrupt_releases = interrupt_releases;
+	p->rec = (struct kube_reconciler){ blocking_reconcile,
+	    with_interrupt ? blocking_interrupt : NULL, &p->b };
+	p->q = kube_queue_new(NULL);
+	p->w = kube_workers_start(p->q, nworkers, &p->rec, &e);
+	assert_non_null(p->w);
+	kube_queue_add(p->q, "blocked");
+	wait_running(&p->b);
+}
+
+static void free_blocked(struct blocked_pool *p)
+{
+	kube_workers_free(p->w);
+	kube_queue_free(p->q);
+	pthread_mutex_destroy(&p->b.lock);
+	pthread_cond_destroy(&p->b.cond);
+}
+
+static void stop_interrupts_work_that_outlives_the_grace(void **state)
+{
+	(void)state;
+	struct blocked_pool p;
+	uint64_t done, failed;
+
+	start_blocked(&p, 2, 1, 1);
+	/* The grace period runs out, interrupt ends the work, stop joins. */
+	assert_int_equal(kube_workers_stop(p.w, 20, 60000), 0);
+	assert_int_equal(p.b.interrupts, 1);
+	kube_workers_counts(p.w, &done, &failed);
+	assert_int_equal(done, 1);
+	free_blocked(&p);
+}
+
+static void stop_gives_up_when_interrupt_does_not_help(void **state)
+{
+	(void)state;
+	struct blocked_pool p;
+	uint64_t done, failed;
+
+	start_blocked(&p, 1, 1, 0);
+	assert_int_equal(kube_workers_stop(p.w, 10, 10), -1);
+	assert_int_equal(p.b.interrupts, 1);
+	kube_workers_free(p.w);   /* refused: the thread still runs */
+	kube_workers_counts(p.w, &done, &failed);
+	assert_int_equal(done, 0);
+	release_blocker(&p.b);
+	assert_int_equal(kube_workers_stop(p.w, 60000, 0), 0);
+	kube_workers_counts(p.w, &done, &failed);
+	assert_int_equal(done, 1);
+	free_blocked(&p);
+}
+
+static void interrupt_now_for_a_lost_lease(void **state)
+{
+	(void)state;
+	struct blocked_pool p, plain;
+
+	start_blocked(&p, 1, 1, 1);
+	kube_workers_interrupt(p.w);   /* at once, no stop needed */
+	assert_int_equal(p.b.interrupts, 1);
+	assert_int_equal(kube_workers_stop(p.w, 60000, 0), 0);
+	free_blocked(&p);
+	/* Without an interrupt member it is a no-op; so is a NULL pool. */
+	start_blocked(&plain, 1, 0, 0);
+	kube_workers_interrupt(plain.w);
+	kube_workers_interrupt(NULL);
+	assert_int_equal(plain.b.interrupts, 0);
+	release_blocker(&plain.b);
+	assert_int_equal(kube_workers_stop(plain.w, 60000, 0), 0);
+	free_blocked(&plain);
 }
 
 static void backoff_grows_caps_and_resets(void **state)
@@ -309,10 +504,15 @@ int main(void)
 		cmocka_unit_test(readded_while_processing_runs_again_after_done),
 		cmocka_unit_test(delayed_adds),
 		cmocka_unit_test(per_key_backoff_and_forget),
+		cmocka_unit_test(per_key_backoff_cap),
+		cmocka_unit_test(huge_delays_saturate),
 		cmocka_unit_test(overall_bucket_limits_bursts),
 		cmocka_unit_test(shutdown_and_drain),
 		cmocka_unit_test(one_worker_per_key),
 		cmocka_unit_test(workers_handle_results),
+		cmocka_unit_test(stop_interrupts_work_that_outlives_the_grace),
+		cmocka_unit_test(stop_gives_up_when_interrupt_does_not_help),
+		cmocka_unit_test(interrupt_now_for_a_lost_lease),
 		cmocka_unit_test(backoff_grows_caps_and_resets),
 		cmocka_unit_test(durations),
 		cmocka_unit_test(microtime),

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from . import errors as E
+from . import partial
 from . import protobuf
 from . import tables
 from . import typed
@@ -479,9 +480,16 @@ class Handler(BaseHTTPRequestHandler):
         first = accept.split(",")[0]
         return "as=Table" in first and "g=meta.k8s.io" in first
 
+    def _wants_partial(self):
+        return partial.requested(self.headers.get("Accept", ""))
+
     def _send_read(self, rtype, obj, listing=False):
         if self._wants_table():
             return self._send(200, tables.table(rtype, obj, listing))
+        want = self._wants_partial()
+        if want is not None:
+            partial.check(want, rtype, listing)
+            return self._send(200, partial.partial_list(obj) if listing else partial.partial(obj))
         return self._send(200, obj)
 
     def _openapi(self, rest):
@@ -525,16 +533,15 @@ class Handler(BaseHTTPRequestHandler):
                 "feature gate is enabled")])
         info = {"resource": rtype.plural, "group": rtype.group, "namespace": ns,
                 "params": params, "since": time.time()}
+        if self._wants_partial() == "PartialObjectMetadataList":
+            # kube-apiserver 1.37 answers 200 and sends no event (it cannot encode
+            # one as a list); the emulator ends that stream at once
+            return self._send_empty_watch()
         w, err = store.watch(rtype, ns, params, info)
         if err is not None and err.code == 410 and emu.settings.expired_mode == "http":
             raise err
         if w is None and err is None:       # timed out waiting for the resourceVersion
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            self.entry["code"] = 200
-            return
+            return self._send_empty_watch()
         try:
             self._stream(rtype, params, w, err)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
@@ -542,6 +549,13 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if w is not None:
                 store.unwatch(w)
+
+    def _send_empty_watch(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.entry["code"] = 200
 
     def _stream(self, rtype, params, w, err):
         """Writes the watch response: headers at once, then events as they come."""
@@ -568,6 +582,7 @@ class Handler(BaseHTTPRequestHandler):
         if timeout <= 0:
             timeout = random.randint(1800, 3600)
         table = self._wants_table()
+        metadata_only = self._wants_partial() is not None
         start = time.monotonic()
         deadline = start + timeout
         next_bookmark = start + emu.settings.bookmark_interval
@@ -599,6 +614,8 @@ class Handler(BaseHTTPRequestHandler):
                     obj = store.present(rtype, item[2])
                     if table:
                         obj = tables.table(rtype, obj, False)
+                    elif metadata_only:
+                        obj = partial.partial(obj)
                     out.append({"type": item[1], "object": obj})
                 elif item[0] == "bookmark":
                     if not w.bookmarks:
@@ -607,6 +624,8 @@ class Handler(BaseHTTPRequestHandler):
                           "metadata": {"resourceVersion": str(item[1])}}
                     if item[2]:
                         bm["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+                    if metadata_only:
+                        bm = partial.partial(bm)
                     out.append({"type": "BOOKMARK", "object": bm})
                 elif item[0] == "error":
                     out.append({"type": "ERROR", "object": item[1]})
