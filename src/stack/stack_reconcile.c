@@ -113,6 +113,21 @@ static int step_spec(struct stack_pass *p)
 	else if (p->spec.cloud_ignored)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" is not a backend URL and was ignored; "
 		    "set spec.backend (and spec.secretsProvider for a secrets manager)", p->spec.cloud_ignored);
+	/* Once: until the note is in the Ready message that status carries. */
+	if (p->note[0] && !ready_message_has(p, p->note))
+		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);
+	return 0;
+}
+
+static int ready_message_has(const struct stack_pass *p, const char *text)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
+		if (streq(kube_obj_str(c, "type"), "Ready")) {
+			const char *m = kube_obj_str(c, "message");
+			return m && strstr(m, text) != NULL;
+		}
 	return 0;
 }
 
@@ -354,8 +369,6 @@ static int step_update(struct stack_pass *p)
 	    "reconcileID", p->id, "reason", p->why, NULL);
 	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
 	    "update", p->art.revision, p->why);
-	if (p->spec.cloud_ignored || p->spec.cloud_shadowed)
-		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);
 	stack_update_run(p);
 	judge_update(p);
 	log_info(p->out.ok ? "update succeeded" : "update failed", "namespace", p->ns, "name", p->name,

@@ -94,15 +94,37 @@ static void program_git_ref(const char *ref, cJSON *out)
 		cJSON_AddStringToObject(out, "branch", ref);
 }
 
+/* GitRepository takes http(s):// and ssh:// URLs only; the classic manifests
+ * write scp-like ones (git@github.com:acme/repo.git), which mean
+ * ssh://git@github.com/acme/repo.git.  Malloc'd; the caller frees. */
+static char *program_git_url(const char *repo)
+{
+	const char *colon = strchr(repo, ':'), *slash = strchr(repo, '/');
+	size_t n = strlen(repo) + sizeof("ssh://");
+	char *out = malloc(n);
+
+	if (out == NULL)
+		return NULL;
+	if (strstr(repo, "://") == NULL && colon != NULL && colon != repo && (slash == NULL || colon < slash))
+		snprintf(out, n, "ssh://%.*s/%s", (int)(colon - repo), repo, colon + 1);
+	else
+		snprintf(out, n, "%s", repo);
+	return out;
+}
+
 /* Server-side apply of the GitRepository the Stack owns: created when
  * missing, its url/ref/interval kept as programRef says. */
 static int ensure_program_source(struct stack_pass *p, const struct stack_kind *k, struct err *e)
 {
 	cJSON *doc = cJSON_CreateObject(), *md, *spec, *ref, *owners, *owner;
 	char api[128], interval[32];
-	char *text;
+	char *text, *url = program_git_url(p->spec.prog_repo);
 	cJSON *res;
 
+	if (url == NULL) {
+		cJSON_Delete(doc);
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	}
 	snprintf(api, sizeof(api), "%s/%s", k->served->group, k->served->version);
 	snprintf(interval, sizeof(interval), "%lds", p->spec.resync_ms / 1000);
 	cJSON_AddStringToObject(doc, "apiVersion", api);
@@ -123,7 +145,8 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
 	cJSON_AddItemToArray(owners, owner);
 	spec = cJSON_AddObjectToObject(doc, "spec");
-	cJSON_AddStringToObject(spec, "url", p->spec.prog_repo);
+	cJSON_AddStringToObject(spec, "url", url);
+	free(url);
 	cJSON_AddStringToObject(spec, "interval", interval);
 	ref = cJSON_AddObjectToObject(spec, "ref");
 	program_git_ref(p->spec.prog_ref, ref);
