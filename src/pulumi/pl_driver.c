@@ -363,8 +363,10 @@ static void set_tails(struct pl_stack *st, struct pl_result *r, const struct pro
 {
 	free(r->out_tail);
 	free(r->err_tail);
-	r->out_tail = pl_redact(pr->out, (const char *const *)st->secrets, st->n_secrets);
-	r->err_tail = pl_redact(pr->errout, (const char *const *)st->secrets, st->n_secrets);
+	r->out_tail = pl_redact_tail(pr->out, pr->out_total > pr->out_len,
+				     (const char *const *)st->secrets, st->n_secrets);
+	r->err_tail = pl_redact_tail(pr->errout, pr->err_total > pr->err_len,
+				     (const char *const *)st->secrets, st->n_secrets);
 }
 
 static int fail_internal(struct pl_stack *st, struct pl_result *r, const char *op, const char *msg)
@@ -1136,6 +1138,8 @@ static int run_logged(struct pl_stack *st, const char *op, struct pl_strv *a,
 
 	snprintf(evlog, sizeof(evlog), "%s/events-%s.jsonl", st->scratch, op);
 	pl_events_init(&ev);
+	ev.secrets = (const char *const *)st->secrets;
+	ev.n_secrets = st->n_secrets;
 	if (o) {
 		ev.progress = o->progress;
 		ev.progress_arg = o->progress_arg;

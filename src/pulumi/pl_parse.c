@@ -72,6 +72,16 @@ static void first_line(char *dst, size_t n, const char *msg)
 	dst[len] = '\0';
 }
 
+/* first_line of msg with the secrets masked first: cutting first would
+ * leave the first line of a multi-line secret, or the start of a long one. */
+static void first_line_masked(const struct pl_events *ev, char *dst, size_t n, const char *msg)
+{
+	char *masked = pl_redact(msg, ev->secrets, ev->n_secrets);
+
+	first_line(dst, n, masked ? masked : "(message withheld: out of memory)");
+	free(masked);
+}
+
 static void on_summary(struct pl_events *ev, const cJSON *s)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "durationSeconds");
@@ -134,7 +144,7 @@ static void on_diagnostic(struct pl_events *ev, const cJSON *d)
 	if (on_stack_itself(str_field(d, "urn")))
 		ev->program_errors++;
 	if (ev->first_error[0] == '\0')
-		first_line(ev->first_error, sizeof(ev->first_error), msg);
+		first_line_masked(ev, ev->first_error, sizeof(ev->first_error), msg);
 }
 
 static void on_policy(struct pl_events *ev, const cJSON *p)
@@ -149,7 +159,7 @@ static void on_policy(struct pl_events *ev, const cJSON *p)
 	if (ev->first_policy[0] == '\0') {
 		char line[200];
 
-		first_line(line, sizeof(line), msg ? msg : "");
+		first_line_masked(ev, line, sizeof(line), msg ? msg : "");
 		snprintf(ev->first_policy, sizeof(ev->first_policy), "%.50s: %s", name ? name : "policy",
 			 line);
 	}
@@ -346,33 +356,143 @@ static int longer_first(const void *a, const void *b)
 	return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
+/* The texts masked for one set of secrets, each owned: a growable list
+ * without duplicates. */
+struct fragments {
+	char **v;
+	size_t n, cap;
+	int oom;
+};
+
+static void frag_add_len(struct fragments *f, const char *s, size_t len)
+{
+	char *copy;
+
+	if (len == 0 || f->oom)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		if (strlen(f->v[i]) == len && memcmp(f->v[i], s, len) == 0)
+			return;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		char **nv = realloc(f->v, cap * sizeof(*nv));
+
+		if (nv == NULL) {
+			f->oom = 1;
+			return;
+		}
+		f->v = nv;
+		f->cap = cap;
+	}
+	copy = strndup(s, len);
+	if (copy == NULL) {
+		f->oom = 1;
+		return;
+	}
+	f->v[f->n++] = copy;
+}
+
+/* Each line of a multi-line text, trimmed of blanks and CR, when it is at
+ * least PL_REDACT_MIN_LINE bytes long: a text cut to one line, or printed
+ * with its lines re-indented, no longer holds the whole secret. */
+static void frag_add_lines(struct fragments *f, const char *s)
+{
+	if (strchr(s, '\n') == NULL)
+		return;
+	while (*s) {
+		size_t len = strcspn(s, "\n");
+		const char *b = s, *e = s + len;
+
+		while (b < e && (*b == ' ' || *b == '\t' || *b == '\r'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			e--;
+		if ((size_t)(e - b) >= PL_REDACT_MIN_LINE)
+			frag_add_len(f, b, (size_t)(e - b));
+		s += len;
+		if (*s == '\n')
+			s++;
+	}
+}
+
+/* A secret that is a JSON document (a cloud key file) may be printed
+ * decoded: its string leaves of at least PL_REDACT_MIN_LINE bytes, and
+ * their lines (the PEM key inside), are masked too. */
+static void frag_add_json_leaves(struct fragments *f, const cJSON *v, int depth)
+{
+	if (depth > 32)
+		return;
+	if (cJSON_IsString(v) && strlen(v->valuestring) >= PL_REDACT_MIN_LINE) {
+		frag_add_len(f, v->valuestring, strlen(v->valuestring));
+		frag_add_lines(f, v->valuestring);
+	}
+	for (const cJSON *c = (cJSON_IsObject(v) || cJSON_IsArray(v)) ? v->child : NULL; c; c = c->next)
+		frag_add_json_leaves(f, c, depth + 1);
+}
+
+static void frag_add_secret(struct fragments *f, const char *secret)
+{
+	const char *p = secret;
+	cJSON *j;
+
+	frag_add_len(f, secret, strlen(secret));
+	frag_add_lines(f, secret);
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if ((*p == '{' || *p == '[') && (j = cJSON_Parse(p)) != NULL) {
+		frag_add_json_leaves(f, j, 0);
+		cJSON_Delete(j);
+	}
+}
+
+static void frag_free(struct fragments *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		explicit_bzero(f->v[i], strlen(f->v[i]));
+		free(f->v[i]);
+	}
+	free(f->v);
+}
+
 char *pl_redact(const char *s, const char *const *secrets, size_t n)
 {
 	char *out = strdup(s ? s : "");
-	const char **order;
-	size_t m = 0;
+	struct fragments f = { 0 };
 
 	if (out == NULL || n == 0)
 		return out;
-	order = malloc(n * sizeof(*order));
-	if (order == NULL) {
-		free(out);
-		return NULL;
-	}
 	for (size_t i = 0; i < n; i++)
 		if (secrets[i] && secrets[i][0])
-			order[m++] = secrets[i];
+			frag_add_secret(&f, secrets[i]);
 	/* Longest first, so a secret that contains another is masked whole. */
-	qsort(order, m, sizeof(*order), longer_first);
-	for (size_t i = 0; i < m && out; i++) {
-		char *esc = json_escaped(order[i]);
+	if (f.n > 0)
+		qsort(f.v, f.n, sizeof(*f.v), longer_first);
+	for (size_t i = 0; i < f.n && out && !f.oom; i++) {
+		char *esc = json_escaped(f.v[i]);
 
-		if (replace_all(&out, order[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
+		if (replace_all(&out, f.v[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
 			free(out);
 			out = NULL;
 		}
 		free(esc);
 	}
-	free(order);
+	if (f.oom) {
+		free(out);
+		out = NULL;
+	}
+	frag_free(&f);
 	return out;
+}
+
+char *pl_redact_tail(const char *tail, int truncated, const char *const *secrets, size_t n)
+{
+	const char *nl;
+
+	/* The tail starts wherever the bound fell, maybe inside a secret,
+	 * whose end no longer matches it: its first line is dropped. */
+	if (truncated && tail != NULL) {
+		nl = strchr(tail, '\n');
+		tail = nl ? nl + 1 : "";
+	}
+	return pl_redact(tail, secrets, n);
 }

@@ -230,6 +230,10 @@ struct pl_events {
 	                                * root pulumi:pulumi:Stack): the program failed */
 	char first_error[256];         /* first error diagnostic (first line) */
 	char first_policy[256];        /* first mandatory policy message */
+	/* Masked (pl_redact) in a diagnostic or policy message before it is cut
+	 * into first_error/first_policy; may be NULL; not owned. */
+	const char *const *secrets;
+	size_t n_secrets;
 	pl_progress_fn progress;
 	void *progress_arg;
 	char *partial;                 /* an incomplete last line; owned */
@@ -250,8 +254,23 @@ cJSON *pl_parse_outputs(const char *text);
  * when empty or malformed (*empty set to 1 for a valid empty array). */
 cJSON *pl_parse_history(const char *text, int *empty);
 
-/* Replaces every occurrence of each secret (and of its JSON-escaped form)
- * in s with "[secret]"; returns a new string (caller frees). */
+/* Shortest line of a multi-line secret that is masked on its own. */
+#define PL_REDACT_MIN_LINE 8
+
+/*
+ * Replaces with "[secret]", in s, every occurrence of each secret and of
+ * its JSON-escaped form; for a multi-line secret (a PEM key, a JSON key
+ * file) also every line of it, trimmed of blanks, of at least
+ * PL_REDACT_MIN_LINE bytes; for a secret that is a JSON object or array
+ * also its string leaves of that length and their lines.  Longer texts
+ * are masked first.  Returns a new string (caller frees); NULL when out of
+ * memory.
+ */
 char *pl_redact(const char *s, const char *const *secrets, size_t n);
+
+/* pl_redact for a bounded output tail; truncated: the tail does not start
+ * at the start of the output, so its first (partial) line, which may hold
+ * the end of a secret, is dropped. */
+char *pl_redact_tail(const char *tail, int truncated, const char *const *secrets, size_t n);
 
 #endif

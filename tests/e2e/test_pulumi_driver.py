@@ -211,6 +211,42 @@ resources:
     assert any(r["stdin_piped"] for r in w.records() if "--secret" in r["argv"])
 
 
+PEM_SECRET = ("-----BEGIN PRIVATE KEY-----\n"
+              "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+              "BKcwggSjAgEAAoIBAQC7pemQ2x9vK3Lz\n"
+              "-----END PRIVATE KEY-----")
+
+
+def assert_no_line_of(text, secret):
+    for line in secret.splitlines():
+        line = line.strip()
+        assert len(line) < 8 or line not in text, f"a line of a secret leaked: {line!r} in {text!r}"
+
+
+def test_multiline_secret_in_an_error_is_masked_line_by_line(any_pulumi_world):
+    """The provider's error echoes a PEM-like secret: the message (cut to one
+    line), the tails and the log hold no line of it."""
+    w = any_pulumi_world
+    w.config = [{"key": "password", "value": PEM_SECRET, "secret": True}]
+    w.write_program("""\
+name: demo
+runtime: yaml
+resources:
+  bad:
+    type: standin:index:File
+    properties:
+      name: ${password}
+      content: x
+""")
+    w.ok("ensure")
+    w.ok("config")
+    rc, res, log = w.drive("up")
+    assert res["status"] == "failed" and res["failed_steps"] == 1, res
+    assert "invalid file name" in res["message"] and "[secret]" in res["message"], res
+    for text in (res["message"], res["stdout_tail"], res["stderr_tail"], log):
+        assert_no_line_of(text, PEM_SECRET)
+
+
 def test_compile_failure_is_a_program_error(any_pulumi_world):
     w = any_pulumi_world
     w.ready()
