@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "base/fs.h"
 #include "base/log.h"
 
@@ -129,6 +131,108 @@ static void add_secret_leaves(struct pl_stack *st, const cJSON *v)
 	}
 }
 
+/* 1 when a query parameter's name says its value is a credential: a
+ * token, a key, an Azure SAS signature (sig=), a password. */
+static int credential_param(const char *name, size_t len)
+{
+	static const char *const words[] = {
+		"token", "secret", "password", "passwd", "pwd", "key", "sig", "credential", "auth",
+	};
+	char low[64];
+
+	if (len == 0 || len >= sizeof(low))
+		return len > 0;   /* an absurdly long name: assume the worst */
+	for (size_t i = 0; i < len; i++)
+		low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+	low[len] = '\0';
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strstr(low, words[i]))
+			return 1;
+	return 0;
+}
+
+/* Adds s and, when it differs, its percent-decoded form. */
+static void add_secret_and_decoded(struct pl_stack *st, const char *s, size_t len)
+{
+	char *raw = strndup(s, len);
+	int dlen = 0;
+	char *dec = raw ? curl_easy_unescape(NULL, raw, 0, &dlen) : NULL;
+
+	if (raw == NULL || dec == NULL) {
+		st->oom = 1;
+	} else {
+		add_secret(st, raw);
+		if ((size_t)dlen == strlen(dec))   /* no NUL smuggled in */
+			add_secret(st, dec);
+	}
+	free(raw);
+	curl_free(dec);
+}
+
+/* The credential query values of query (not decoded); returns how many. */
+static int add_query_credentials(struct pl_stack *st, const char *query)
+{
+	int found = 0;
+
+	while (query && *query) {
+		size_t len = strcspn(query, "&");
+		const char *eq = memchr(query, '=', len);
+
+		if (eq && credential_param(query, (size_t)(eq - query)) && eq + 1 < query + len) {
+			add_secret_and_decoded(st, eq + 1, (size_t)(query + len - eq - 1));
+			found++;
+		}
+		query += len;
+		if (*query == '&')
+			query++;
+	}
+	return found;
+}
+
+/*
+ * A backend URL may carry credentials: userinfo (postgres://user:pw@host/db,
+ * https://TOKEN@host) or a query credential (azblob SAS sig=, ?token=).
+ * Then the whole URL is a secret, and so is each credential part (raw and
+ * percent-decoded), for the CLI may print either.  A URL without any is
+ * left visible: it names the backend in messages.
+ */
+static void add_backend_secrets(struct pl_stack *st, const char *url)
+{
+	CURLU *u;
+	char *user = NULL, *pw = NULL, *query = NULL;
+	int creds = 0;
+
+	if (url == NULL || *url == '\0')
+		return;
+	u = curl_url();
+	if (u == NULL) {
+		st->oom = 1;
+		return;
+	}
+	if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS) != CURLUE_OK) {
+		/* Unparseable: whatever it holds, do not print it. */
+		creds = strchr(url, '@') != NULL || strchr(url, '?') != NULL;
+	} else {
+		if (curl_url_get(u, CURLUPART_PASSWORD, &pw, 0) == CURLUE_OK && pw && *pw) {
+			add_secret_and_decoded(st, pw, strlen(pw));
+			creds++;
+		} else if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK && user && *user) {
+			add_secret_and_decoded(st, user, strlen(user));   /* a token as user name */
+			creds++;
+		}
+		if (curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK)
+			creds += add_query_credentials(st, query);
+	}
+	if (creds > 0)
+		add_secret(st, url);
+	if (pw)
+		explicit_bzero(pw, strlen(pw));
+	curl_free(pw);
+	curl_free(user);
+	curl_free(query);
+	curl_url_cleanup(u);
+}
+
 static int valid_env_name(const char *n)
 {
 	if (n == NULL || !((*n >= 'A' && *n <= 'Z') || (*n >= 'a' && *n <= 'z') || *n == '_'))
@@ -199,6 +303,8 @@ static int copy_env(struct pl_stack *st, const struct pl_spec *sp, struct err *e
 		if (strcmp(v->name, "PULUMI_BACKEND_URL") == 0) {
 			if (st->backend == NULL)
 				st->backend = dup_or_null(v->value, &st->oom);
+			if (v->secret)
+				add_secret(st, v->value);
 			continue;
 		}
 		st->env[st->n_env].name = dup_or_null(v->name, &st->oom);
@@ -319,6 +425,7 @@ struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 	if (copy_env(st, sp, e) < 0 || copy_config(st, sp, e) < 0)
 		goto fail;
 	add_secret(st, st->passphrase);
+	add_backend_secrets(st, st->backend);
 	if (st->oom) {
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto fail;

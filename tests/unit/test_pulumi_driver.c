@@ -31,6 +31,7 @@ static const char FAKE[] =
 	"case \"$*\" in\n"
 	"  version) echo \"${FAKE_VERSION:-v3.200.1}\" ;;\n"
 	"  *'up '*) echo \"error: boom with $FAKE_SECRET inside\" >&2; exit 1 ;;\n"
+	"  *'preview '*) echo \"error: backend $PULUMI_BACKEND_URL refused ${FAKE_PART:-}\" >&2; exit 1 ;;\n"
 	"  *'stack select'*) [ -e \"$PULUMI_HOME/exists\" ] && exit 0;"
 	" echo \"error: no stack named 'dev' found\" >&2; exit 6 ;;\n"
 	"  *'stack init'*) touch \"$PULUMI_HOME/exists\";"
@@ -280,6 +281,60 @@ static void test_failure_message_is_masked(void **state)
 	pl_close(st);
 }
 
+/* Runs a preview whose error prints the backend URL and `part`; returns
+ * the message (caller frees) after checking the tails too. */
+static char *backend_error(struct fixture *f, const char *spec_url, const char *env_url,
+			   const char *part)
+{
+	struct pl_spec s = base_spec(f);
+	struct pl_env_var env[2] = { { "FAKE_PART", part, 0 }, { "PULUMI_BACKEND_URL", env_url, 0 } };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *msg;
+
+	s.backend_url = spec_url;
+	s.env = env;
+	s.n_env = env_url ? 2 : 1;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	assert_int_equal(pl_preview(st, NULL, &r), -1);
+	msg = strdup(r.message);
+	if (part[0])
+		assert_null(strstr(r.err_tail, part));
+	pl_result_free(&r);
+	pl_close(st);
+	return msg;
+}
+
+static void test_backend_url_with_credentials_is_masked(void **state)
+{
+	struct fixture *f = *state;
+	char *m;
+
+	/* userinfo: the whole URL and the password, raw and decoded. */
+	m = backend_error(f, "postgres://admin:Pg-Pass%2F123@db.local:5432/pulumi?sslmode=disable", NULL,
+			  "Pg-Pass/123");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	m = backend_error(f, "postgres://admin:Pg-Pass%2F123@db.local:5432/pulumi", NULL, "Pg-Pass%2F123");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* A query token, given as the environment variable. */
+	m = backend_error(f, NULL, "https://state.example/x?region=eu&access_token=tok-Query-55",
+			  "tok-Query-55");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* An Azure SAS signature. */
+	m = backend_error(f, "azblob://state?sv=2022-11-02&sig=SaS-Sig-Value%3D", NULL, "SaS-Sig-Value=");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* Without credentials the URL stays visible: it names the backend. */
+	m = backend_error(f, "s3://bucket/state?region=eu-west-1", NULL, "");
+	assert_string_equal(m, "preview: backend s3://bucket/state?region=eu-west-1 refused ");
+	free(m);
+}
+
 static void test_version_minimum(void **state)
 {
 	struct fixture *f = *state;
@@ -402,6 +457,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_calls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
