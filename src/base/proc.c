@@ -8,9 +8,12 @@
  * new process group so one kill(-pgid) reaches everything it started
  * (language hosts, plugins).  The leader's exit is observed with
  * waitid(WNOWAIT): the zombie keeps the group id reserved while we kill the
- * stragglers, and only then is it reaped.  Descendants that left the group
- * (setsid/setpgid, as the pulumi CLI does for its plugins) are found by the
- * marker variable every child inherits, and killed last.
+ * stragglers and wait until none runs, and only then is it reaped.
+ * Descendants that left the group (setsid/setpgid, as the pulumi CLI does
+ * for its plugins) are found by the marker variable every child inherits,
+ * and killed after the group.  What was killed and re-parented to us (PID 1
+ * in a container, or a subreaper) is reaped by proc_reap_orphans, which
+ * knows every live direct child from a registry and never waits for one.
  */
 #include "base/proc.h"
 
@@ -19,12 +22,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,6 +42,9 @@
 /* After the leader exited and its group was killed, how long we still wait
  * for pipe EOF (a process outside the group could hold the pipe open). */
 #define DRAIN_MS      2000
+/* How long, after SIGKILL, we wait for a leader that has not exited (a
+ * failed poll(), a child stuck in the kernel) before giving up on it. */
+#define KILL_WAIT_MS  5000
 /* How much of a process's environment is read when looking for the marker:
  * the kernel caps argv + envp at a quarter of the stack limit, usually 2 MiB. */
 #define ENVIRON_MAX   (4u << 20)
@@ -159,6 +167,113 @@ int proc_find_exe(const char *name, const char *search_path, char *out, size_t o
 	return err_set(e, ERR_NOTFOUND, "program %s not found in PATH", name);
 }
 
+/* ---- direct children and orphans ----
+ *
+ * Every child this process starts goes through proc_run, which registers
+ * its pid here from just before posix_spawn until it has reaped it.  Any
+ * other zombie child is an orphan re-parented to us (we are PID 1 in a
+ * container, or a subreaper): a plugin of a killed CLI, killed by the
+ * sweep.  Nobody waits for those, so proc_reap_orphans does; it never
+ * touches a registered pid, whose exit status belongs to its proc_run. */
+
+static pthread_mutex_t kids_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t *kids;
+static size_t n_kids, cap_kids;
+
+/* Room for one more pid, so that registering after a successful spawn
+ * cannot fail.  Called with kids_lock held; -1 when out of memory. */
+static int kids_reserve(void)
+{
+	if (n_kids == cap_kids) {
+		size_t cap = cap_kids ? cap_kids * 2 : 16;
+		pid_t *nk = realloc(kids, cap * sizeof(*nk));
+
+		if (nk == NULL)
+			return -1;
+		kids = nk;
+		cap_kids = cap;
+	}
+	return 0;
+}
+
+static void kids_remove(pid_t pid)
+{
+	pthread_mutex_lock(&kids_lock);
+	for (size_t i = 0; i < n_kids; i++)
+		if (kids[i] == pid) {
+			kids[i] = kids[--n_kids];
+			break;
+		}
+	if (n_kids == 0) {
+		free(kids);
+		kids = NULL;
+		cap_kids = 0;
+	}
+	pthread_mutex_unlock(&kids_lock);
+}
+
+static int kids_has(pid_t pid)
+{
+	for (size_t i = 0; i < n_kids; i++)
+		if (kids[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* Reads "pid (comm) S ppid pgrp" from /proc/<pid>/stat; comm may hold
+ * spaces and parentheses.  0 on success. */
+static int read_stat(const char *pid, char *state, long *ppid, long *pgrp)
+{
+	char path[64], buf[512];
+	const char *p;
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	p = ok ? strrchr(buf, ')') : NULL;
+	return p && sscanf(p + 1, " %c %ld %ld", state, ppid, pgrp) == 3 ? 0 : -1;
+}
+
+int proc_become_subreaper(struct err *e)
+{
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) != 0)
+		return err_set(e, ERR_IO, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+	return 0;
+}
+
+int proc_reap_orphans(void)
+{
+	long self = (long)getpid();
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	pthread_mutex_lock(&kids_lock);   /* no child is spawned unregistered meanwhile */
+	d = opendir("/proc");
+	while (d && (de = readdir(d)) != NULL) {
+		char st;
+		long ppid, pgrp, pid;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid = strtol(de->d_name, NULL, 10);
+		if (read_stat(de->d_name, &st, &ppid, &pgrp) != 0 || st != 'Z' || ppid != self ||
+		    kids_has((pid_t)pid))
+			continue;
+		if (waitpid((pid_t)pid, NULL, WNOHANG) == (pid_t)pid)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	pthread_mutex_unlock(&kids_lock);
+	return n;
+}
+
 /* kill(-pgid, 0) also succeeds for zombies, which an init that does not
  * reap (common in containers) may keep forever: only live members count. */
 int proc_group_alive(pid_t pgid)
@@ -173,25 +288,12 @@ int proc_group_alive(pid_t pgid)
 	if (d == NULL)
 		return 1;
 	while (!alive && (de = readdir(d)) != NULL) {
-		char path[64], buf[512];
-		const char *p;
-		FILE *f;
 		char st;
-		int pg;
+		long ppid, pg;
 
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "re");
-		if (f == NULL)
-			continue;
-		buf[0] = '\0';
-		if (fgets(buf, sizeof(buf), f) == NULL)
-			buf[0] = '\0';
-		fclose(f);
-		/* "pid (comm) S ppid pgrp ..."; comm may contain spaces and parens. */
-		p = strrchr(buf, ')');
-		if (p && sscanf(p + 1, " %c %*d %d", &st, &pg) == 2 && pg == pgid && st != 'Z')
+		if (read_stat(de->d_name, &st, &ppid, &pg) == 0 && pg == (long)pgid && st != 'Z')
 			alive = 1;
 	}
 	closedir(d);
@@ -303,25 +405,16 @@ static int kill_marked(const char *mark)
 	if (d == NULL)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
-		char path[64], buf[512];
-		const char *p;
 		char st = 'Z';
-		FILE *f;
-		long pid;
+		long pid, ppid, pgrp;
 
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
 		pid = strtol(de->d_name, NULL, 10);
 		if (pid <= 1 || pid == (long)getpid())
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "re");
-		if (f == NULL)
-			continue;
-		if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-			sscanf(p + 1, " %c", &st);
-		fclose(f);
-		if (st == 'Z' || !environ_has(de->d_name, mark))
+		if (read_stat(de->d_name, &st, &ppid, &pgrp) != 0 || st == 'Z' ||
+		    !environ_has(de->d_name, mark))
 			continue;
 		if (kill((pid_t)pid, SIGKILL) == 0)
 			n++;
@@ -414,7 +507,8 @@ struct run {
 	int in_w, out_r, err_r;
 	size_t in_off;
 	struct tail out, err;
-	int leader_done;
+	int leader_done;       /* its exit was observed (it is a zombie until reap) */
+	int poll_errno;        /* poll() failed: the group was killed */
 	char mark[96];         /* PROC_MARK_VAR=<unique value>, in the child's environment */
 	int phase;             /* 0 running, 1 SIGINT sent, 2 SIGTERM sent, 3 SIGKILL sent */
 	long next_step;        /* when to escalate next */
@@ -563,8 +657,13 @@ static void event_loop(struct run *x)
 			p[n++] = (struct pollfd){ .fd = x->err_r, .events = POLLIN };
 		if (x->in_w >= 0)
 			p[n++] = (struct pollfd){ .fd = x->in_w, .events = POLLOUT };
-		if (poll(p, n, (int)poll_wait(x, now, next_tick)) < 0 && errno != EINTR)
+		if (poll(p, n, (int)poll_wait(x, now, next_tick)) < 0 && errno != EINTR) {
+			/* Without poll we can neither read nor time the child:
+			 * stop it now rather than wait for it without a bound. */
+			x->poll_errno = errno;
+			signal_group(x, SIGKILL);
 			break;
+		}
 		for (nfds_t i = 0; i < n; i++) {
 			if (p[i].revents == 0)
 				continue;
@@ -578,14 +677,34 @@ static void event_loop(struct run *x)
 	}
 }
 
+/* After the event loop: a leader whose exit was not seen (the loop ended
+ * on a poll() failure) is killed with its group and waited for, bounded. */
+static void await_leader(struct run *x)
+{
+	long end = now_ms() + KILL_WAIT_MS;
+
+	while (!x->leader_done && now_ms() < end) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		signal_group(x, SIGKILL);
+		nanosleep(&ts, NULL);
+		check_leader(x);
+	}
+}
+
+/* Reaps the leader, last of all: until now its zombie kept the group id
+ * reserved.  A leader that never exited (stuck in the kernel past
+ * KILL_WAIT_MS) is left to proc_reap_orphans once it does. */
 static void reap(struct run *x)
 {
-	int status;
+	int status = 0;
+	pid_t got;
 
-	while (waitpid(x->r->pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return;
-	}
+	while ((got = waitpid(x->r->pid, &status, x->leader_done ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	kids_remove(x->r->pid);
+	if (got != x->r->pid)
+		return;
 	if (WIFEXITED(status)) {
 		x->r->exited = 1;
 		x->r->exit_code = WEXITSTATUS(status);
@@ -619,7 +738,17 @@ static int spawn(struct run *x, const char *exe, int in_r, int out_w, int err_w,
 	}
 	make_mark(x->mark, sizeof(x->mark));
 	envp = env_with_mark(s->envp, x->mark);
-	rc = envp ? posix_spawn(&pid, exe, &fa, &attr, s->argv, envp) : ENOMEM;
+	/* Registered under the lock in the same step as the spawn, so that
+	 * proc_reap_orphans never takes a fast-exiting child for an orphan. */
+	pthread_mutex_lock(&kids_lock);
+	if (envp == NULL || kids_reserve() < 0) {
+		rc = ENOMEM;
+	} else {
+		rc = posix_spawn(&pid, exe, &fa, &attr, s->argv, envp);
+		if (rc == 0)
+			kids[n_kids++] = pid;
+	}
+	pthread_mutex_unlock(&kids_lock);
 	free(envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
@@ -721,9 +850,17 @@ int proc_run(const struct proc_spec *s, struct proc_result *r, struct err *e)
 		}
 		x.next_step = now_ms() + s->timeout_ms;
 		event_loop(&x);
-		reap(&x);
+		await_leader(&x);
+		/* The leader's zombie reserves the group id until reap(). */
 		wait_group_gone(r->pid);
 		r->strays_killed = sweep_marked(x.mark);
+		/* Killed members and strays are zombies now, and those whose
+		 * parent died are ours when we are PID 1 or a subreaper. */
+		proc_reap_orphans();
+		reap(&x);
+		if (x.poll_errno != 0)
+			rc = err_set(e, ERR_IO, "poll: %s; the child's process group was killed",
+				     strerror(x.poll_errno));
 	}
 	close_fd(&x.in_w);
 	close_fd(&x.out_r);
