@@ -1,5 +1,5 @@
 /*
- * test_pulumi_driver.c - unit tests for src/pulumi/pl_driver.c with a fake
+ * test_pulumi_driver.c - unit tests for the driver's operations (src/pulumi/pl_*.c) with a fake
  * `pulumi` written in sh: spec validation in pl_open, the argv of config
  * calls (flattened --path keys, secrets on stdin only, removal of
  * undeclared keys), the refusal to put a secret on a command line, the
