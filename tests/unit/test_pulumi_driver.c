@@ -233,6 +233,50 @@ static void test_config_calls(void **state)
 	pl_close(st);
 }
 
+/* Anchors and aliases in Pulumi.dev.yaml, as a user may write them: an
+ * alias as a value must not shift keys and values (`config rm` of a
+ * value), and a merge key's keys are the stack's keys too. */
+static void test_config_rm_reads_aliases_as_the_cli_does(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = { { "greeting", "hi", 0, 0 }, { "alias", "hi", 0, 0 } };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char p[400], *log;
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
+	fp = fopen(p, "w");
+	fputs("defaults: &base\n"
+	      "  demo:merged: m\n"
+	      "config:\n"
+	      "  <<: *base\n"
+	      "  demo:greeting: &g hi\n"
+	      "  demo:alias: *g\n"
+	      "  demo:old: value-Not-A-Key\n"
+	      "  aws:region: *g\n", fp);
+	fclose(fp);
+	s.config = cfg;
+	s.n_config = 2;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	assert_int_equal(pl_apply_config(st, &r), 0);
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "config rm --stack dev -- demo:old\n"));
+	assert_non_null(strstr(log, "config rm --stack dev -- aws:region\n"));
+	assert_non_null(strstr(log, "config rm --stack dev -- demo:merged\n"));
+	assert_null(strstr(log, "value-Not-A-Key"));
+	assert_null(strstr(log, "-- hi\n"));
+	assert_null(strstr(log, "-- <<"));
+	assert_null(strstr(log, "-- demo:greeting"));
+	assert_null(strstr(log, "-- demo:alias"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_secret_never_on_argv(void **state)
 {
 	struct fixture *f = *state;
@@ -455,6 +499,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_validates_the_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_rm_reads_aliases_as_the_cli_does, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
