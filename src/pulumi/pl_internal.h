@@ -81,6 +81,19 @@ void pl_result_reset(struct pl_result *r);
 /* Sets PL_INTERNAL with msg (masked), logs it; returns -1. */
 int pl_fail_internal(struct pl_stack *st, struct pl_result *r, const char *op, const char *msg);
 
+/* ---- plaintext config on `up` (pl_config.c) ---- */
+
+/* Appends `--config k=v` for every plaintext key to a (`up`'s argv); the
+ * structured plaintext leaves are set first with `config set-all --path`
+ * (one call, only when there are any).  -1 with r filled on failure. */
+int pl_config_up_args(struct pl_stack *st, struct pl_strv *a, struct pl_result *r);
+
+/* Hex SHA-256 of the stack's settings file ("" when missing), and the
+ * secret config state's update after an `up --config` changed the file
+ * that had hash `before`. */
+void pl_config_settings_hash(struct pl_stack *st, char *out, size_t n);
+void pl_config_after_up(struct pl_stack *st, const char *before);
+
 /* ---- pl_version.c ---- */
 
 /* Every operation starts here: the version check (cached), then a fresh r. */
@@ -103,6 +116,11 @@ void pl_strv_free(struct pl_strv *s);
  * last "/" segment of stack), as a new cJSON array of strings (caller
  * frees); an empty array when the file does not exist.  -1 + e. */
 int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **keys, struct err *e);
+
+/* The path of the stack's settings file, Pulumi.<stack>.yaml or .yml (the
+ * last "/" segment of stack), into out: 1 when it exists, 0 when neither
+ * does (out names the .yaml one). */
+int pl_stack_settings_path(const char *workdir, const char *stack, char *out, size_t outlen);
 
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
 
@@ -137,6 +138,12 @@ static int run_logged(struct pl_stack *st, const char *op, struct pl_strv *a,
 	pl_strv_add(a, "--stack");
 	pl_strv_add(a, st->stack);
 	rc = pl_call(st, &c, a, r, NULL);
+	if (strcmp(op, "up") == 0 && ev.outputs) {
+		/* What the reconciler needs from `stack output`, without the call. */
+		r->outputs = ev.outputs;
+		ev.outputs = NULL;
+		r->has_secret_outputs = ev.has_secret_outputs;
+	}
 	pl_events_free(&ev);
 	return rc;
 }
@@ -163,6 +170,7 @@ int pl_preview(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 int pl_up(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
+	char before[DIGEST_STR_MAX];
 	int rc;
 
 	if (pl_begin(st, r) < 0)
@@ -176,8 +184,17 @@ int pl_up(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r)
 		pl_strv_addf(&a, "--plan=%s", o->plan_file);
 	if (o && o->refresh)
 		pl_strv_add(&a, "--refresh");
+	if (o && o->with_config) {
+		pl_config_settings_hash(st, before, sizeof(before));
+		if (pl_config_up_args(st, &a, r) < 0) {
+			pl_strv_free(&a);
+			return -1;
+		}
+	}
 	rc = run_logged(st, "up", &a, o, o && o->plan_file, r);
 	pl_strv_free(&a);
+	if (o && o->with_config)
+		pl_config_after_up(st, before);
 	return rc;
 }
 
@@ -270,6 +287,17 @@ static void learn_secret_outputs(struct pl_stack *st, const cJSON *masked, const
 	}
 }
 
+/* 1 when some value in v is the CLI's "[secret]" mask. */
+static int holds_secret_marker(const cJSON *v, int depth)
+{
+	if (cJSON_IsString(v))
+		return strcmp(v->valuestring, "[secret]") == 0;
+	for (const cJSON *c = depth < 64 && v ? v->child : NULL; c; c = c->next)
+		if (holds_secret_marker(c, depth + 1))
+			return 1;
+	return 0;
+}
+
 static int read_outputs(struct pl_stack *st, int show, cJSON **dst, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
@@ -304,6 +332,7 @@ int pl_outputs(struct pl_stack *st, int show_secrets, struct pl_result *r)
 	if (read_outputs(st, 0, &masked, r) < 0)
 		return -1;
 	r->outputs = masked;
+	r->has_secret_outputs = holds_secret_marker(masked, 0);
 	if (!show_secrets)
 		return 0;
 	if (read_outputs(st, 1, &plain, r) < 0)

@@ -46,6 +46,8 @@ void pl_events_free(struct pl_events *ev)
 {
 	cJSON_Delete(ev->summary.changes);
 	ev->summary.changes = NULL;
+	cJSON_Delete(ev->outputs);
+	ev->outputs = NULL;
 	free(ev->partial);
 	ev->partial = NULL;
 	ev->partial_len = 0;
@@ -105,6 +107,69 @@ static void on_summary(struct pl_events *ev, const cJSON *s)
 	}
 }
 
+/* Pulumi's marker of a secret property value (reference §2.5, §6). */
+#define SECRET_SIG       "4dabf18193072939515e22adb298388d"
+#define SECRET_SIG_VALUE "1b47061264138c4ac30d75fd1eb44270"
+
+static int is_secret_value(const cJSON *v)
+{
+	const cJSON *sig = cJSON_GetObjectItemCaseSensitive(v, SECRET_SIG);
+
+	return cJSON_IsObject(v) && cJSON_IsString(sig) && strcmp(sig->valuestring, SECRET_SIG_VALUE) == 0;
+}
+
+/* A copy of a property value with every secret value as "[secret]": what
+ * it holds besides the signature (a ciphertext, a plaintext some CLI might
+ * add) is never copied.  *secret is set when one was seen.  NULL when out
+ * of memory or nested absurdly deep. */
+static cJSON *mask_secret_values(const cJSON *v, int *secret, int depth)
+{
+	cJSON *out;
+
+	if (depth > 64)
+		return NULL;
+	if (is_secret_value(v)) {
+		*secret = 1;
+		return cJSON_CreateString("[secret]");
+	}
+	if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+		return cJSON_Duplicate(v, 0);
+	out = cJSON_IsObject(v) ? cJSON_CreateObject() : cJSON_CreateArray();
+	for (const cJSON *c = v->child; c && out; c = c->next) {
+		cJSON *m = mask_secret_values(c, secret, depth + 1);
+
+		if (m == NULL) {
+			cJSON_Delete(out);
+			return NULL;
+		}
+		if (cJSON_IsObject(v))
+			cJSON_AddItemToObject(out, c->string ? c->string : "", m);
+		else
+			cJSON_AddItemToArray(out, m);
+	}
+	return out;
+}
+
+/* The root stack's outputs event carries the stack's outputs as this
+ * update registered them; the last one wins. */
+static void on_root_outputs(struct pl_events *ev, const cJSON *md)
+{
+	const cJSON *nw = cJSON_GetObjectItemCaseSensitive(md, "new");
+	const cJSON *outs = cJSON_GetObjectItemCaseSensitive(nw, "outputs");
+	const char *type = str_field(md, "type");
+	int secret = 0;
+	cJSON *masked;
+
+	if (type == NULL || strcmp(type, "pulumi:pulumi:Stack") != 0 || !cJSON_IsObject(outs))
+		return;
+	masked = mask_secret_values(outs, &secret, 0);
+	if (masked == NULL)
+		return;
+	cJSON_Delete(ev->outputs);
+	ev->outputs = masked;
+	ev->has_secret_outputs = secret;
+}
+
 static void on_step(struct pl_events *ev, const cJSON *payload, int done, int failed)
 {
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(payload, "metadata");
@@ -112,6 +177,8 @@ static void on_step(struct pl_events *ev, const cJSON *payload, int done, int fa
 
 	if (!cJSON_IsObject(md))
 		return;
+	if (done && !failed)
+		on_root_outputs(ev, md);
 	st.op = str_field(md, "op");
 	st.urn = str_field(md, "urn");
 	st.type = str_field(md, "type");

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 void pl_strv_add(struct pl_strv *s, const char *str)
@@ -176,6 +177,21 @@ int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, st
 		return rc;   /* 0: no settings file yet, so no keys */
 	add_mapping_keys(&doc, map_get(&doc, yaml_document_get_root_node(&doc), "config"), *out, 0);
 	yaml_document_delete(&doc);
+	return 0;
+}
+
+int pl_stack_settings_path(const char *workdir, const char *stack, char *out, size_t outlen)
+{
+	const char *name = strrchr(stack, '/');
+
+	name = name ? name + 1 : stack;
+	snprintf(out, outlen, "%s/Pulumi.%s.yaml", workdir, name);
+	if (access(out, F_OK) == 0)
+		return 1;
+	snprintf(out, outlen, "%s/Pulumi.%s.yml", workdir, name);
+	if (access(out, F_OK) == 0)
+		return 1;
+	snprintf(out, outlen, "%s/Pulumi.%s.yaml", workdir, name);
 	return 0;
 }
 

@@ -111,6 +111,65 @@ def test_unchanged_up_is_all_same_and_install_skipped(any_pulumi_world):
         assert w.commands()[-1] == ["install"]
 
 
+def test_up_reports_its_outputs_and_whether_any_is_secret(any_pulumi_world):
+    """The root stack's outputs come with the up's event log: the reconciler
+    asks `stack output --show-secrets` only when one of them is secret."""
+    w = any_pulumi_world
+    w.ready()
+    for _ in range(2):   # a first and an unchanged up
+        res = w.ok("up")
+        assert res["outputs"]["message"] == "hi"
+        assert res["outputs"]["secretOut"] == "[secret]"
+        assert res["has_secret_outputs"] is True
+        assert res["outputs"] == w.ok("outputs")["outputs"]
+        assert_no_secret(json.dumps(res))
+    w.write_program(ONE_FILE_PROGRAM.split("  secretOut:")[0])
+    res = w.ok("up")
+    assert res["has_secret_outputs"] is False
+    assert set(res["outputs"]) == {"message", "path"}
+    assert res["outputs"] == w.ok("outputs")["outputs"]
+
+
+def secret_sets(w):
+    return [c for c in w.commands() if c[0:2] == ["config", "set"] and "--secret" in c]
+
+
+def test_up_with_config_sets_plaintext_config_in_the_same_call(any_pulumi_world):
+    """`up --config k=v` sets and saves plaintext config; secret config is set
+    only when it changed, so an unchanged reconcile makes no config call."""
+    w = any_pulumi_world
+    w.ok("ensure")
+    w.ok("config-secrets")
+    res = w.ok("up", "--with-config")
+    assert res["outputs"]["message"] == "hi"
+    assert "demo:greeting: hi" in w.stack_config_text()
+    if w.kind == "standin":
+        assert not any(c[0:2] == ["config", "set-all"] for c in w.commands())
+        up = [c for c in w.commands() if c[0] == "up"][-1]
+        assert up[up.index("--config") + 1] == "greeting=hi"
+        assert len(secret_sets(w)) == 1
+        before = len(w.records())
+        w.ok("config-secrets")
+        assert len(w.records()) == before + 1          # only the version probe ran
+    w.config[0]["value"] = "hey"
+    w.ok("config-secrets")
+    res = w.ok("up", "--with-config")
+    assert res["outputs"]["message"] == "hey"
+    assert "demo:greeting: hey" in w.stack_config_text()
+    if w.kind == "standin":
+        assert len(secret_sets(w)) == 1   # the up rewrote the file, the driver knows how
+    res = w.ok("outputs", "--show-secrets")
+    assert res["outputs_plain"]["secretOut"] == DB_PASSWORD
+    # A changed secret is set again.
+    w.config[1]["value"] = DB_PASSWORD + "-2"
+    w.ok("config-secrets")
+    w.ok("up", "--with-config")
+    res = w.ok("outputs", "--show-secrets")
+    assert res["outputs_plain"]["secretOut"] == DB_PASSWORD + "-2"
+    if w.kind == "standin":
+        assert len(secret_sets(w)) == 2
+
+
 # Stand-in only, as the next test: both read the stand-in's record of what it was run with.
 def test_argv_and_environment_follow_the_automation_api(pulumi_world):
     w = pulumi_world

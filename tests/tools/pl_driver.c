@@ -12,9 +12,9 @@
  * install [--revision R], preview, up, refresh, destroy, cancel,
  * outputs [--show-secrets], history, or serve (operation names read one per
  * line from stdin, results printed one JSON line each; the spec must then
- * come from a file).  preview/up/refresh/destroy take
- * --plan F, --refresh, --expect-no-changes, --preview-only, --target U,
- * --policy-pack DIR.  The result is printed as one JSON object on stdout;
+ * come from a file), config-secrets (pl_apply_secret_config).
+ * preview/up/refresh/destroy take --plan F, --refresh, --expect-no-changes,
+ * --preview-only, --target U, --policy-pack DIR; up also --with-config.  The result is printed as one JSON object on stdout;
  * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
  * includes self_maxrss_kb, this process's own peak RSS (the benchmark's
  * figure for the driver without the CLI it ran).  SIGTERM interrupts the
@@ -169,6 +169,7 @@ static void print_result(const struct pl_result *r, cJSON *progress, int compact
 	}
 	if (r->outputs)
 		cJSON_AddItemToObject(o, "outputs", cJSON_Duplicate(r->outputs, 1));
+	cJSON_AddBoolToObject(o, "has_secret_outputs", r->has_secret_outputs);
 	if (r->outputs_plain)
 		cJSON_AddItemToObject(o, "outputs_plain", cJSON_Duplicate(r->outputs_plain, 1));
 	if (r->history)
@@ -195,8 +196,9 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: pl_driver --spec FILE|- [--log-level L] OP [--plan F] [--refresh]\n"
 		"       [--expect-no-changes] [--preview-only] [--target U]... [--policy-pack D]...\n"
-		"       [--show-secrets] [--revision R]\n"
-		"OP: version ensure config install preview up refresh destroy cancel outputs history serve\n");
+		"       [--show-secrets] [--revision R] [--with-config]\n"
+		"OP: version ensure config config-secrets install preview up refresh destroy cancel\n"
+		"    outputs history serve\n");
 	return 2;
 }
 
@@ -216,6 +218,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "preview-only", no_argument, NULL, 'P' }, { "target", required_argument, NULL, 't' },
 		{ "policy-pack", required_argument, NULL, 'k' },
 		{ "show-secrets", no_argument, NULL, 'S' }, { "revision", required_argument, NULL, 'R' },
+		{ "with-config", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -229,6 +232,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'e': a->o.expect_no_changes = 1; break;
 		case 'P': a->o.preview_only = 1; break;
 		case 'S': a->show_secrets = 1; break;
+		case 'C': a->o.with_config = 1; break;
 		case 'R': a->revision = optarg; break;
 		case 't':
 			if (a->o.n_targets == MAX_LIST)
@@ -259,6 +263,7 @@ static int dispatch(struct pl_stack *st, struct args *a, struct pl_result *r)
 	if (strcmp(op, "version") == 0) return pl_check_version(st, r);
 	if (strcmp(op, "ensure") == 0) return pl_ensure_stack(st, r);
 	if (strcmp(op, "config") == 0) return pl_apply_config(st, r);
+	if (strcmp(op, "config-secrets") == 0) return pl_apply_secret_config(st, r);
 	if (strcmp(op, "install") == 0) return pl_install(st, a->revision, r);
 	if (strcmp(op, "preview") == 0) return pl_preview(st, &a->o, r);
 	if (strcmp(op, "up") == 0) return pl_up(st, &a->o, r);

@@ -277,6 +277,119 @@ static void test_config_rm_reads_aliases_as_the_cli_does(void **state)
 	pl_close(st);
 }
 
+/* Number of lines of the call log that contain needle. */
+static int count_calls(struct fixture *f, const char *needle)
+{
+	char *log = calls(f);
+	int n = 0;
+
+	for (const char *p = strstr(log, needle); p; p = strstr(p + 1, needle))
+		n++;
+	free(log);
+	return n;
+}
+
+static int apply(struct fixture *f, struct pl_spec *s)
+{
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(s, &e);
+	int rc;
+
+	assert_non_null(st);
+	rc = pl_apply_secret_config(st, &r);
+	assert_int_equal(r.status, PL_OK);
+	pl_result_free(&r);
+	pl_close(st);
+	return rc;
+}
+
+/* `config set --secret` is a CLI call per key on every reconcile unless
+ * the driver knows the settings file already holds that value. */
+static void test_secret_config_is_set_only_when_it_changed(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = { { "pw", "sekrit-Value-9", 1, 0 }, { "greeting", "hi", 0, 0 },
+					{ "creds", "{\"token\":\"tok-Value-8\"}", 1, 1 } };
+	char p[400], *state_text = NULL;
+	struct err e = { 0 };
+	size_t len;
+	FILE *fp;
+
+	s.config = cfg;
+	s.n_config = 3;
+	write_stack_settings(f);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 1);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	assert_int_equal(count_calls(f, "config set-all"), 0);   /* plaintext goes with up */
+	/* Nothing changed: no call at all. */
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 1);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	/* The state vouches without telling: no value in it. */
+	snprintf(p, sizeof(p), "%s/secret-config.json", f->scratch);
+	assert_int_equal(fs_read_file(p, 1 << 20, &state_text, &len, &e), 0);
+	assert_null(strstr(state_text, "sekrit"));
+	assert_null(strstr(state_text, "tok-Value"));
+	free(state_text);
+	/* A new value: set again, that key only. */
+	cfg[0].value = "sekrit-Value-10";
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 2);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	/* A new passphrase: every secret again. */
+	s.passphrase = "pass-Phrase-2";
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 3);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 2);
+	/* The settings file is not the one the driver left: all again. */
+	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
+	fp = fopen(p, "a");
+	fputs("# edited\n", fp);
+	fclose(fp);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 3);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
+	/* Gone (a new revision without it): set again. */
+	unlink(p);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 5);
+}
+
+static void test_up_with_config_passes_plain_config_on_up(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = {
+		{ "greeting", "hi there", 0, 0 }, { "aws:region", "r", 0, 0 },
+		{ "db", "{\"port\":5432}", 0, 1 }, { "pw", "sekrit-Value-9", 1, 0 },
+	};
+	struct pl_op_opts o = { .with_config = 1 };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	s.config = cfg;
+	s.n_config = 4;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	pl_up(st, &o, &r);   /* the fake fails every up; the argv is what counts */
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "ARGS: --non-interactive config set-all --stack dev --path "
+				    "--plaintext db.port=5432\n"));
+	assert_non_null(strstr(log, " --config greeting=hi there --config aws:region=r"));
+	assert_null(strstr(log, "--plaintext greeting"));
+	assert_false(on_argv(log, "sekrit-Value-9"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_secret_never_on_argv(void **state)
 {
 	struct fixture *f = *state;
@@ -500,6 +613,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_validates_the_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_calls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_rm_reads_aliases_as_the_cli_does, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secret_config_is_set_only_when_it_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_up_with_config_passes_plain_config_on_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),

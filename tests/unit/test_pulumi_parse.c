@@ -324,6 +324,50 @@ static void test_messages_are_masked_before_they_are_cut(void **state)
 	pl_events_free(&ev);
 }
 
+/* The root stack's outputs ride on its resOutputsEvent (observed on
+ * v3.274.1, also for an unchanged stack): plaintext in clear, secrets as
+ * Pulumi's signature object. */
+static void test_events_carry_the_root_stack_outputs(void **state)
+{
+	static const char log[] =
+		"{\"sequence\":1,\"resOutputsEvent\":{\"metadata\":{\"op\":\"same\",\"urn\":"
+		"\"urn:pulumi:dev::demo::standin:index:File::note\",\"type\":\"standin:index:File\","
+		"\"new\":{\"outputs\":{\"content\":\"x\"}}}}}\n"
+		"{\"sequence\":2,\"resOutputsEvent\":{\"metadata\":{\"op\":\"same\",\"urn\":"
+		"\"urn:pulumi:dev::demo::pulumi:pulumi:Stack::demo-dev\",\"type\":\"pulumi:pulumi:Stack\","
+		"\"new\":{\"outputs\":{\"message\":\"hi\",\"n\":[1,{\"deep\":{"
+		"\"4dabf18193072939515e22adb298388d\":\"1b47061264138c4ac30d75fd1eb44270\","
+		"\"ciphertext\":\"[secret]\"}}],\"secretOut\":{"
+		"\"4dabf18193072939515e22adb298388d\":\"1b47061264138c4ac30d75fd1eb44270\","
+		"\"ciphertext\":\"v1:abc\",\"plaintext\":\"\\\"leak-Me-4\\\"\"}}}}}}\n";
+	struct pl_events ev;
+	char *printed;
+
+	(void)state;
+	pl_events_init(&ev);
+	pl_events_feed(&ev, log, strlen(log));
+	assert_non_null(ev.outputs);
+	assert_true(ev.has_secret_outputs);
+	printed = cJSON_PrintUnformatted(ev.outputs);
+	assert_string_equal(printed, "{\"message\":\"hi\",\"n\":[1,{\"deep\":\"[secret]\"}],"
+			    "\"secretOut\":\"[secret]\"}");
+	free(printed);
+	pl_events_free(&ev);
+
+	/* Without secrets; a failed step's event is not the stack's outputs. */
+	pl_events_init(&ev);
+	pl_events_feed(&ev, "{\"resOutputsEvent\":{\"metadata\":{\"type\":\"pulumi:pulumi:Stack\","
+		       "\"new\":{\"outputs\":{\"a\":\"b\"}}}}}\n", 92);
+	assert_non_null(ev.outputs);
+	assert_false(ev.has_secret_outputs);
+	pl_events_free(&ev);
+	pl_events_init(&ev);
+	pl_events_feed(&ev, "{\"resOpFailedEvent\":{\"metadata\":{\"type\":\"pulumi:pulumi:Stack\","
+		       "\"new\":{\"outputs\":{\"a\":\"b\"}}}}}\n", 93);
+	assert_null(ev.outputs);
+	pl_events_free(&ev);
+}
+
 static struct proc_result fake(int code, const char *out, const char *errout)
 {
 	struct proc_result pr = { .started = 1, .exited = 1, .exit_code = code };
@@ -484,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_events_overlong_line_is_skipped),
 		cmocka_unit_test(test_outputs_history_config),
 		cmocka_unit_test(test_redact),
+		cmocka_unit_test(test_events_carry_the_root_stack_outputs),
 		cmocka_unit_test(test_redact_multiline_secrets_line_by_line),
 		cmocka_unit_test(test_redact_tail_drops_a_cut_first_line),
 		cmocka_unit_test(test_messages_are_masked_before_they_are_cut),
