@@ -6,7 +6,7 @@
  * lengths are bounded, unknown shapes are skipped, nothing is trusted to be
  * NUL-terminated or well-formed.
  */
-#include "pulumi/pulumi.h"
+#include "pulumi/pl_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,15 +423,8 @@ static int longer_first(const void *a, const void *b)
 	return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
-/* The texts masked for one set of secrets, each owned: a growable list
- * without duplicates. */
-struct fragments {
-	char **v;
-	size_t n, cap;
-	int oom;
-};
-
-static void frag_add_len(struct fragments *f, const char *s, size_t len)
+/* The texts masked for one set of secrets, each once (an owned vector). */
+static void frag_add_len(struct pl_strv *f, const char *s, size_t len)
 {
 	char *copy;
 
@@ -440,29 +433,20 @@ static void frag_add_len(struct fragments *f, const char *s, size_t len)
 	for (size_t i = 0; i < f->n; i++)
 		if (strlen(f->v[i]) == len && memcmp(f->v[i], s, len) == 0)
 			return;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 16;
-		char **nv = realloc(f->v, cap * sizeof(*nv));
-
-		if (nv == NULL) {
-			f->oom = 1;
-			return;
-		}
-		f->v = nv;
-		f->cap = cap;
-	}
 	copy = strndup(s, len);
 	if (copy == NULL) {
 		f->oom = 1;
 		return;
 	}
-	f->v[f->n++] = copy;
+	pl_strv_add(f, copy);
+	explicit_bzero(copy, len);
+	free(copy);
 }
 
 /* Each line of a multi-line text, trimmed of blanks and CR, when it is at
  * least PL_REDACT_MIN_LINE bytes long: a text cut to one line, or printed
  * with its lines re-indented, no longer holds the whole secret. */
-static void frag_add_lines(struct fragments *f, const char *s)
+static void frag_add_lines(struct pl_strv *f, const char *s)
 {
 	if (strchr(s, '\n') == NULL)
 		return;
@@ -485,7 +469,7 @@ static void frag_add_lines(struct fragments *f, const char *s)
 /* A secret that is a JSON document (a cloud key file) may be printed
  * decoded: its string leaves of at least PL_REDACT_MIN_LINE bytes, and
  * their lines (the PEM key inside), are masked too. */
-static void frag_add_json_leaves(struct fragments *f, const cJSON *v, int depth)
+static void frag_add_json_leaves(struct pl_strv *f, const cJSON *v, int depth)
 {
 	if (depth > 32)
 		return;
@@ -497,7 +481,7 @@ static void frag_add_json_leaves(struct fragments *f, const cJSON *v, int depth)
 		frag_add_json_leaves(f, c, depth + 1);
 }
 
-static void frag_add_secret(struct fragments *f, const char *secret)
+static void frag_add_secret(struct pl_strv *f, const char *secret)
 {
 	const char *p = secret;
 	cJSON *j;
@@ -512,19 +496,17 @@ static void frag_add_secret(struct fragments *f, const char *secret)
 	}
 }
 
-static void frag_free(struct fragments *f)
+static void frag_free(struct pl_strv *f)
 {
-	for (size_t i = 0; i < f->n; i++) {
+	for (size_t i = 0; i < f->n; i++)
 		explicit_bzero(f->v[i], strlen(f->v[i]));
-		free(f->v[i]);
-	}
-	free(f->v);
+	pl_strv_free(f);
 }
 
 char *pl_redact(const char *s, const char *const *secrets, size_t n)
 {
 	char *out = strdup(s ? s : "");
-	struct fragments f = { 0 };
+	struct pl_strv f = { 0 };
 
 	if (out == NULL || n == 0)
 		return out;

@@ -235,19 +235,23 @@ def test_config_key_removed_structured_and_secret(any_pulumi_world):
     assert "demo:greeting" in w.stack_config_text()
 
 
-def test_no_secret_in_argv_log_or_message(any_pulumi_world):
-    w = any_pulumi_world
-    # A resource whose failure message echoes a secret value.
-    w.write_program("""\
+# A resource whose name is the password: the provider refuses it and echoes it.
+FILE_NAMED_BY_PASSWORD = """\
 name: demo
 runtime: yaml
 resources:
   bad:
     type: standin:index:File
     properties:
-      name: ${password}/x
+      name: ${{password}}{suffix}
       content: x
-""")
+"""
+
+
+def test_no_secret_in_argv_log_or_message(any_pulumi_world):
+    w = any_pulumi_world
+    # A resource whose failure message echoes a secret value.
+    w.write_program(FILE_NAMED_BY_PASSWORD.format(suffix="/x"))
     logs = []
     w.ok("ensure")
     rc, res, log = w.drive("config")
@@ -287,16 +291,7 @@ def test_multiline_secret_in_an_error_is_masked_line_by_line(any_pulumi_world):
     line), the tails and the log hold no line of it."""
     w = any_pulumi_world
     w.config = [{"key": "password", "value": PEM_SECRET, "secret": True}]
-    w.write_program("""\
-name: demo
-runtime: yaml
-resources:
-  bad:
-    type: standin:index:File
-    properties:
-      name: ${password}
-      content: x
-""")
+    w.write_program(FILE_NAMED_BY_PASSWORD.format(suffix=""))
     w.ok("ensure")
     w.ok("config")
     rc, res, log = w.drive("up")

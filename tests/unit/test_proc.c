@@ -198,22 +198,32 @@ static void test_leftovers_are_killed_when_the_leader_exits(void **state)
 	proc_result_free(&r);
 }
 
+/* State letter and parent of a process from /proc/<pid>/stat; 0 on success. */
+static int proc_stat(const char *pid, char *st, long *ppid)
+{
+	char path[300], buf[512];
+	const char *p;
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	ok = fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
+	     sscanf(p + 1, " %c %ld", st, ppid) == 2;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
 /* 1 while pid is a live (not zombie) process. */
 static int alive(long pid)
 {
-	char path[64], buf[512];
-	const char *p;
-	char st = 'Z';
-	FILE *f;
+	char id[32], st;
+	long ppid;
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-		sscanf(p + 1, " %c", &st);
-	fclose(f);
-	return st != 'Z';
+	snprintf(id, sizeof(id), "%ld", pid);
+	return proc_stat(id, &st, &ppid) == 0 && st != 'Z';
 }
 
 /* Runs script with %s replaced by a fresh pid file, which a descendant in a
@@ -285,21 +295,12 @@ static int zombie_children(void)
 
 	assert_non_null(d);
 	while ((de = readdir(d)) != NULL) {
-		char path[300], buf[512], st;
-		const char *p;
+		char st;
 		long ppid;
-		FILE *f;
 
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "r");
-		if (f == NULL)
-			continue;
-		if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 1, " %c %ld", &st, &ppid) == 2 && st == 'Z' && ppid == (long)getpid())
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && proc_stat(de->d_name, &st, &ppid) == 0 &&
+		    st == 'Z' && ppid == (long)getpid())
 			n++;
-		fclose(f);
 	}
 	closedir(d);
 	return n;

@@ -158,15 +158,23 @@ static void test_open_validates_the_spec(void **state)
 	assert_non_null(strstr(e.msg, "not JSON"));
 }
 
-/* The stack settings file as the CLI would have left it. */
-static void write_stack_settings(struct fixture *f)
+/* Writes (mode "w") or appends ("a") text to the stack's settings file. */
+static void write_settings(struct fixture *f, const char *mode, const char *text)
 {
 	char p[400];
 	FILE *fp;
 
 	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
-	fp = fopen(p, "w");
-	fputs("encryptionsalt: v1:AQIDBAUGBwg=:v1:AAECAwQFBgcICQoL:yX1+BiKJUW+guDZbiQRMUnobuD6cFg==\n"
+	fp = fopen(p, mode);
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* The stack settings file as the CLI would have left it. */
+static void write_stack_settings(struct fixture *f)
+{
+	write_settings(f, "w", "encryptionsalt: v1:AQIDBAUGBwg=:v1:AAECAwQFBgcICQoL:yX1+BiKJUW+guDZbiQRMUnobuD6cFg==\n"
 	      "config:\n"
 	      "  demo:greeting: hi\n"
 	      "  demo:stale:\n"
@@ -178,8 +186,7 @@ static void write_stack_settings(struct fixture *f)
 	      "  demo:db:\n"
 	      "    port: 1\n"
 	      "other:\n"
-	      "  demo:outside: 1\n", fp);
-	fclose(fp);
+	      "  demo:outside: 1\n");
 }
 
 static void test_config_calls(void **state)
@@ -244,20 +251,16 @@ static void test_config_rm_reads_aliases_as_the_cli_does(void **state)
 	struct pl_result r = { 0 };
 	struct err e = { 0 };
 	struct pl_stack *st;
-	char p[400], *log;
-	FILE *fp;
+	char *log;
 
-	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
-	fp = fopen(p, "w");
-	fputs("defaults: &base\n"
+	write_settings(f, "w", "defaults: &base\n"
 	      "  demo:merged: m\n"
 	      "config:\n"
 	      "  <<: *base\n"
 	      "  demo:greeting: &g hi\n"
 	      "  demo:alias: *g\n"
 	      "  demo:old: value-Not-A-Key\n"
-	      "  aws:region: *g\n", fp);
-	fclose(fp);
+	      "  aws:region: *g\n");
 	s.config = cfg;
 	s.n_config = 2;
 	st = pl_open(&s, &e);
@@ -315,7 +318,6 @@ static void test_secret_config_is_set_only_when_it_changed(void **state)
 	char p[400], *state_text = NULL;
 	struct err e = { 0 };
 	size_t len;
-	FILE *fp;
 
 	s.config = cfg;
 	s.n_config = 3;
@@ -345,16 +347,14 @@ static void test_secret_config_is_set_only_when_it_changed(void **state)
 	assert_int_equal(count_calls(f, "--secret -- pw\n"), 3);
 	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 2);
 	/* The settings file is not the one the driver left: all again. */
-	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
-	fp = fopen(p, "a");
-	fputs("# edited\n", fp);
-	fclose(fp);
+	write_settings(f, "a", "# edited\n");
 	apply(f, &s);
 	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
 	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 3);
 	apply(f, &s);
 	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
 	/* Gone (a new revision without it): set again. */
+	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
 	unlink(p);
 	apply(f, &s);
 	assert_int_equal(count_calls(f, "--secret -- pw\n"), 5);
