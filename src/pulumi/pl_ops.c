@@ -323,9 +323,27 @@ static int read_outputs(struct pl_stack *st, int show, cJSON **dst, struct pl_re
 	return rc;
 }
 
+/* `stack output --json --show-secrets` into r->outputs_plain; the secret
+ * values, where r->outputs says "[secret]", join the known secrets. */
+static int read_plain_outputs(struct pl_stack *st, struct pl_result *r)
+{
+	cJSON *plain = NULL;
+	char *o;
+
+	if (read_outputs(st, 1, &plain, r) < 0)
+		return -1;
+	learn_secret_outputs(st, r->outputs, plain);
+	r->outputs_plain = plain;
+	/* The plaintext call's tails were masked before its secrets were known. */
+	o = pl_redact(r->out_tail, (const char *const *)st->secrets, st->n_secrets);
+	free(r->out_tail);
+	r->out_tail = o;
+	return st->oom ? pl_fail_internal(st, r, "stack output", "out of memory") : 0;
+}
+
 int pl_outputs(struct pl_stack *st, int show_secrets, struct pl_result *r)
 {
-	cJSON *masked = NULL, *plain = NULL;
+	cJSON *masked = NULL;
 
 	if (pl_begin(st, r) < 0)
 		return -1;
@@ -333,20 +351,24 @@ int pl_outputs(struct pl_stack *st, int show_secrets, struct pl_result *r)
 		return -1;
 	r->outputs = masked;
 	r->has_secret_outputs = holds_secret_marker(masked, 0);
-	if (!show_secrets)
-		return 0;
-	if (read_outputs(st, 1, &plain, r) < 0)
-		return -1;
-	learn_secret_outputs(st, masked, plain);
-	r->outputs_plain = plain;
-	/* The plaintext call's tails were masked before its secrets were known. */
-	{
-		char *o = pl_redact(r->out_tail, (const char *const *)st->secrets, st->n_secrets);
+	return show_secrets ? read_plain_outputs(st, r) : 0;
+}
 
-		free(r->out_tail);
-		r->out_tail = o;
+int pl_outputs_shown(struct pl_stack *st, const cJSON *masked, struct pl_result *r)
+{
+	cJSON *copy = cJSON_Duplicate(masked, 1);
+
+	if (pl_begin(st, r) < 0) {
+		cJSON_Delete(copy);
+		return -1;
 	}
-	return st->oom ? pl_fail_internal(st, r, "stack output", "out of memory") : 0;
+	if (!cJSON_IsObject(copy)) {
+		cJSON_Delete(copy);
+		return pl_fail_internal(st, r, "stack output", "no masked outputs given");
+	}
+	r->outputs = copy;
+	r->has_secret_outputs = holds_secret_marker(copy, 0);
+	return read_plain_outputs(st, r);
 }
 
 int pl_last_history(struct pl_stack *st, struct pl_result *r)

@@ -15,7 +15,8 @@
  *     pl_up(st, &opts, &r); ...                       summary and outputs from the event log
  *     pl_outputs(st, 1, &r); ...                      masked + plaintext outputs,
  *                                                     needed only if r.has_secret_outputs
- * or, fewer calls: pl_apply_secret_config, then pl_up with opts.with_config.
+ * or, fewer calls: pl_apply_secret_config, then pl_up with opts.with_config,
+ * then pl_outputs_shown(st, up's r.outputs, ...) only if r.has_secret_outputs.
  *     pl_close(st);
  *
  * Every operation fills a caller-provided struct pl_result (always, also on
@@ -231,6 +232,14 @@ void pl_interrupt(struct pl_stack *st);
  * `--show-secrets` into r->outputs_plain, and the secret output values join
  * the set of masked values. */
 int pl_outputs(struct pl_stack *st, int show_secrets, struct pl_result *r);
+
+/* After a pl_up that set r->outputs and r->has_secret_outputs: only the
+ * `stack output --json --show-secrets` call, into r->outputs_plain (the
+ * secret values join the masked ones); r->outputs gets a copy of masked
+ * (the up's r->outputs: its "[secret]" places say which values are
+ * secret; the caller keeps ownership).  r must be another result than
+ * the up's: every operation starts by clearing r. */
+int pl_outputs_shown(struct pl_stack *st, const cJSON *masked, struct pl_result *r);
 
 /* `stack history --json --page-size 1 --page 1` into r->history (left
  * NULL when the stack has no history yet).  Unlike the Go SDK it does not

@@ -123,6 +123,18 @@ def test_up_reports_its_outputs_and_whether_any_is_secret(any_pulumi_world):
         assert res["has_secret_outputs"] is True
         assert res["outputs"] == w.ok("outputs")["outputs"]
         assert_no_secret(json.dumps(res))
+    # The one call the secret values need, told by the up which are secret.
+    def output_calls():
+        return [c for c in w.commands() if c[0:2] == ["stack", "output"]] if w.kind == "standin" else []
+    before = len(output_calls())
+    up, shown = w.serve(["up", "outputs-shown"], "--show-secrets")
+    assert up["status"] == "ok" and shown["status"] == "ok", (up, shown)
+    assert shown["outputs"] == up["outputs"]
+    assert shown["outputs_plain"]["secretOut"] == DB_PASSWORD
+    assert shown["outputs_plain"]["message"] == "hi"
+    if w.kind == "standin":
+        assert output_calls()[before:] == [["stack", "output", "--json", "--show-secrets",
+                                            "--stack", "dev"]]
     w.write_program(ONE_FILE_PROGRAM.split("  secretOut:")[0])
     res = w.ok("up")
     assert res["has_secret_outputs"] is False

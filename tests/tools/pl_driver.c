@@ -12,7 +12,8 @@
  * install [--revision R], preview, up, refresh, destroy, cancel,
  * outputs [--show-secrets], history, or serve (operation names read one per
  * line from stdin, results printed one JSON line each; the spec must then
- * come from a file), config-secrets (pl_apply_secret_config).
+ * come from a file), config-secrets (pl_apply_secret_config), and in serve
+ * outputs-shown (pl_outputs_shown with the last up's outputs).
  * preview/up/refresh/destroy take --plan F, --refresh, --expect-no-changes,
  * --preview-only, --target U, --policy-pack DIR; up also --with-config.  The result is printed as one JSON object on stdout;
  * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
@@ -207,6 +208,7 @@ struct args {
 	struct pl_op_opts o;
 	const char *targets[MAX_LIST], *packs[MAX_LIST];
 	int show_secrets;
+	cJSON *last_up_outputs;        /* serve: the last up's r.outputs, for outputs-shown */
 };
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -271,6 +273,7 @@ static int dispatch(struct pl_stack *st, struct args *a, struct pl_result *r)
 	if (strcmp(op, "destroy") == 0) return pl_destroy(st, &a->o, r);
 	if (strcmp(op, "cancel") == 0) return pl_cancel(st, r);
 	if (strcmp(op, "outputs") == 0) return pl_outputs(st, a->show_secrets, r);
+	if (strcmp(op, "outputs-shown") == 0) return pl_outputs_shown(st, a->last_up_outputs, r);
 	if (strcmp(op, "history") == 0) return pl_last_history(st, r);
 	return -2;
 }
@@ -300,8 +303,14 @@ static int serve(struct pl_stack *st, struct args *a)
 			continue;
 		}
 		print_result(&r, progress, 1);
+		if (strcmp(line, "up") == 0) {
+			cJSON_Delete(a->last_up_outputs);
+			a->last_up_outputs = cJSON_Duplicate(r.outputs, 1);
+		}
 		pl_result_free(&r);
 	}
+	cJSON_Delete(a->last_up_outputs);
+	a->last_up_outputs = NULL;
 	return rc;
 }
 
