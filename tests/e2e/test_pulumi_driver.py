@@ -593,6 +593,9 @@ def test_stack_not_found(any_pulumi_world):
     rc, res, _ = any_pulumi_world.drive("preview")
     assert res["status"] == "not-found"
     assert "no stack named 'dev' found" in res["message"]
+    # A caller that skips pl_ensure_stack for a stack it knows learns it is gone.
+    rc, res, _ = any_pulumi_world.drive("up", "--with-config")
+    assert res["status"] == "not-found", res
 
 
 def test_cli_missing_and_too_old(any_pulumi_world, tmp_path):
