@@ -264,6 +264,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	struct err e = { 0 };
 	const char *leak;
 	long t0 = now_ms();
+	int run_rc;
 
 	if (out)
 		*out = NULL;
@@ -306,7 +307,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		ps.on_tick = evtail_pump;
 		ps.tick_arg = &tail;
 	}
-	proc_run(&ps, &pr, &e);
+	run_rc = proc_run(&ps, &pr, &e);
 	prune_cli_logs(st->pulumi_home);
 	if (pr.strays_killed > 0) {
 		char n[16];
@@ -326,6 +327,11 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	if (!pr.started) {
 		/* Only a missing program is a missing CLI; a bad workdir is ours. */
 		r->status = e.code == ERR_NOTFOUND ? PL_CLI_MISSING : PL_INTERNAL;
+		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets, st->n_secrets);
+	} else if (run_rc < 0) {
+		/* Started, then the driver lost track of it (poll failed): the
+		 * CLI was killed, whatever its output says. */
+		r->status = PL_INTERNAL;
 		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets, st->n_secrets);
 	}
 	set_tails(st, r, &pr);

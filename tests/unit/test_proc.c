@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,26 +19,12 @@
 #include <unistd.h>
 
 #include "base/proc.h"
+#include "tests/unit/fake_poll.h"
 
-/* ---- poll() and waitpid() seen from proc.c ----
- * Defined here, they take precedence over the C library's for proc.o: a
- * test can make poll() fail, and every waitpid() records whether the pid's
- * process group still had live members at that moment. */
-
-static int fail_polls;
-
-int poll(struct pollfd *fds, nfds_t n, int timeout)
-{
-	static int (*real)(struct pollfd *, nfds_t, int);
-
-	if (fail_polls) {
-		errno = ENOMEM;
-		return -1;
-	}
-	if (real == NULL)
-		*(void **)&real = dlsym(RTLD_NEXT, "poll");
-	return real(fds, n, timeout);
-}
+/* ---- waitpid() seen from proc.c ----
+ * Defined here, it takes precedence over the C library's for proc.o: every
+ * waitpid() records whether the pid's process group still had live
+ * members at that moment. */
 
 static pid_t reaped_pid;
 static int group_alive_when_reaped;
@@ -361,10 +346,10 @@ static void test_poll_failure_kills_the_group_before_reaping(void **state)
 	struct err e = { 0 };
 
 	(void)state;
-	fail_polls = 1;
+	fake_poll_fail = 1;
 	reaped_pid = 0;
 	assert_int_equal(proc_run(&s, &r, &e), -1);
-	fail_polls = 0;
+	fake_poll_fail = 0;
 	assert_non_null(strstr(e.msg, "poll"));
 	assert_true(r.started);
 	assert_false(r.exited);

@@ -19,6 +19,7 @@
 
 #include "base/fs.h"
 #include "pulumi/pulumi.h"
+#include "tests/unit/fake_poll.h"   /* poll() fails on demand while the CLI runs */
 
 /* Records each call as "ARGS: ..." and, when stdin is not empty,
  * "STDIN: ..." in $PULUMI_HOME/calls; answers version. */
@@ -492,6 +493,29 @@ static void test_backend_url_with_credentials_is_masked(void **state)
 	free(m);
 }
 
+/* A call whose child the driver lost track of is the driver's failure,
+ * not the CLI's, whatever the CLI printed before it was killed. */
+static void test_poll_failure_is_an_internal_failure(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+
+	s.skip_version_check = 1;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	fake_poll_errno = EINVAL;
+	fake_poll_fail = 1;
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	fake_poll_fail = 0;
+	assert_int_equal(r.status, PL_INTERNAL);
+	assert_non_null(strstr(r.message, "up: poll:"));
+	pl_result_free(&r);
+	pl_close(st);
+}
+
 static void test_version_minimum(void **state)
 {
 	struct fixture *f = *state;
@@ -619,6 +643,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_poll_failure_is_an_internal_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_created_meanwhile_is_selected, setup, teardown),
