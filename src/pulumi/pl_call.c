@@ -322,6 +322,8 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		pl_events_finish(c->ev);
 		if (tail.fd >= 0)
 			close(tail.fd);
+		/* Read whole: a diagnostic in it may hold a secret in clear. */
+		unlink(c->evlog);
 	}
 	pl_classify(c->op, &pr, c->ev, (const char *const *)st->secrets, st->n_secrets, r);
 	if (!pr.started) {
