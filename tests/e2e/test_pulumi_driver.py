@@ -472,6 +472,21 @@ def test_hanging_cli_is_killed_with_its_whole_group(any_pulumi_world, tmp_path):
     assert_cli_tree_gone(w, json.loads(pidfile.read_text()))
 
 
+def test_killed_cli_leaves_no_zombie_when_the_driver_is_a_subreaper(any_pulumi_world, tmp_path):
+    """As PID 1 of its container (or a subreaper), the controller inherits what a
+    killed CLI leaves: the real CLI's plugins, the stand-in's child. The sweep
+    kills them; they must also be reaped."""
+    w = any_pulumi_world
+    w.ready()
+    pidfile = tmp_path / "pids.json"
+    knobs = hanging_up(w, pidfile, PULUMI_STANDIN_HANG_STUBBORN="1")
+    rc, res, log = w.drive("up", "--subreaper", spec=w.spec(knobs, timeout_ms=10000, grace_ms=300))
+    assert res["status"] == "timeout", res
+    assert pidfile.exists(), "the CLI did not reach its hang before the timeout"
+    assert res["zombie_child"] is False, log[-3000:]
+    assert_cli_tree_gone(w, json.loads(pidfile.read_text()))
+
+
 # After a graceful cancel (SIGINT) the real v3.274.1 reports the update "failed"
 # (exit 1), not "canceled": its YAML program's next registration fails with
 # "update canceled", and a step or program error outranks the cancel in the engine.

@@ -18,18 +18,22 @@
  * --preview-only, --target U, --policy-pack DIR; up also --with-config.  The result is printed as one JSON object on stdout;
  * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
  * includes self_maxrss_kb, this process's own peak RSS (the benchmark's
- * figure for the driver without the CLI it ran).  SIGTERM interrupts the
+ * figure for the driver without the CLI it ran), and zombie_child, whether
+ * a child of this process is left unreaped (--subreaper makes it a child
+ * subreaper first, as the controller is).  SIGTERM interrupts the
  * running operation (pl_interrupt), as the controller's shutdown would.
  */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "pulumi/pulumi.h"
 
 #define MAX_LIST 32
@@ -178,6 +182,15 @@ static void print_result(const struct pl_result *r, cJSON *progress, int compact
 	cJSON_AddStringToObject(o, "stdout_tail", r->out_tail ? r->out_tail : "");
 	cJSON_AddStringToObject(o, "stderr_tail", r->err_tail ? r->err_tail : "");
 	cJSON_AddItemToObject(o, "progress", progress);
+	/* Whether a child of this process is a zombie nobody reaped (WNOWAIT:
+	 * looking does not reap it). */
+	{
+		siginfo_t si;
+
+		memset(&si, 0, sizeof(si));
+		cJSON_AddBoolToObject(o, "zombie_child",
+				      waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0);
+	}
 	/* This process only, children excluded: the driver's own footprint. */
 	{
 		struct rusage ru;
@@ -197,7 +210,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: pl_driver --spec FILE|- [--log-level L] OP [--plan F] [--refresh]\n"
 		"       [--expect-no-changes] [--preview-only] [--target U]... [--policy-pack D]...\n"
-		"       [--show-secrets] [--revision R] [--with-config]\n"
+		"       [--show-secrets] [--revision R] [--with-config] [--subreaper]\n"
 		"OP: version ensure config config-secrets install preview up refresh destroy cancel\n"
 		"    outputs history serve\n");
 	return 2;
@@ -208,6 +221,7 @@ struct args {
 	struct pl_op_opts o;
 	const char *targets[MAX_LIST], *packs[MAX_LIST];
 	int show_secrets;
+	int subreaper;                 /* --subreaper: as the controller (PID 1, or run's subreaper) */
 	cJSON *last_up_outputs;        /* serve: the last up's r.outputs, for outputs-shown */
 };
 
@@ -220,7 +234,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "preview-only", no_argument, NULL, 'P' }, { "target", required_argument, NULL, 't' },
 		{ "policy-pack", required_argument, NULL, 'k' },
 		{ "show-secrets", no_argument, NULL, 'S' }, { "revision", required_argument, NULL, 'R' },
-		{ "with-config", no_argument, NULL, 'C' },
+		{ "with-config", no_argument, NULL, 'C' }, { "subreaper", no_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -235,6 +249,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'P': a->o.preview_only = 1; break;
 		case 'S': a->show_secrets = 1; break;
 		case 'C': a->o.with_config = 1; break;
+		case 'Z': a->subreaper = 1; break;
 		case 'R': a->revision = optarg; break;
 		case 't':
 			if (a->o.n_targets == MAX_LIST)
@@ -341,6 +356,10 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a) < 0)
 		return usage();
+	if (a.subreaper && proc_become_subreaper(&e) < 0) {
+		fprintf(stderr, "pl_driver: %s\n", e.msg);
+		return 1;
+	}
 	if (a.level && log_parse_level(a.level, &lvl) < 0)
 		return usage();
 	log_setup(lvl, LOG_JSON, stderr);
