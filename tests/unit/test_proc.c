@@ -1,5 +1,5 @@
 /*
- * test_proc.c - unit tests for src/base/proc.c: environment from nothing,
+ * test_proc.c - unit tests for src/base/proc.c and proc_tree.c: environment from nothing,
  * stdin feeding, bounded tails, exit statuses, a missing program, and the
  * timeout escalation that leaves nothing alive in the child's group.
  */
