@@ -8,24 +8,28 @@
  * new process group so one kill(-pgid) reaches everything it started
  * (language hosts, plugins).  The leader's exit is observed with
  * waitid(WNOWAIT): the zombie keeps the group id reserved while we kill the
- * stragglers, and only then is it reaped.  Descendants that left the group
- * (setsid/setpgid, as the pulumi CLI does for its plugins) are found by the
- * marker variable every child inherits, and killed last.
+ * stragglers and wait until none runs, and only then is it reaped.
+ * Descendants that left the group (setsid/setpgid, as the pulumi CLI does
+ * for its plugins) are found by the marker variable every child inherits,
+ * and killed after the group.  What was killed and re-parented to us (PID 1
+ * in a container, or a subreaper) is reaped by proc_reap_orphans, which
+ * knows every live direct child from a registry and never waits for one.
+ * The registry, the marker and the sweeps are in proc_tree.c.
  */
 #include "base/proc.h"
+#include "base/proc_tree.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,22 +41,14 @@
 /* After the leader exited and its group was killed, how long we still wait
  * for pipe EOF (a process outside the group could hold the pipe open). */
 #define DRAIN_MS      2000
-/* How much of a process's environment is read when looking for the marker:
- * the kernel caps argv + envp at a quarter of the stack limit, usually 2 MiB. */
-#define ENVIRON_MAX   (4u << 20)
+/* How long, after SIGKILL, we wait for a leader that has not exited (a
+ * failed poll(), a child stuck in the kernel) before giving up on it. */
+#define KILL_WAIT_MS  5000
 
 struct tail {
 	char *buf;
 	size_t len, cap, max, total;
 };
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int tail_init(struct tail *t, size_t max)
 {
@@ -159,196 +155,6 @@ int proc_find_exe(const char *name, const char *search_path, char *out, size_t o
 	return err_set(e, ERR_NOTFOUND, "program %s not found in PATH", name);
 }
 
-/* kill(-pgid, 0) also succeeds for zombies, which an init that does not
- * reap (common in containers) may keep forever: only live members count. */
-int proc_group_alive(pid_t pgid)
-{
-	DIR *d;
-	struct dirent *de;
-	int alive = 0;
-
-	if (pgid <= 0 || kill(-pgid, 0) != 0)
-		return 0;
-	d = opendir("/proc");
-	if (d == NULL)
-		return 1;
-	while (!alive && (de = readdir(d)) != NULL) {
-		char path[64], buf[512];
-		const char *p;
-		FILE *f;
-		char st;
-		int pg;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "re");
-		if (f == NULL)
-			continue;
-		buf[0] = '\0';
-		if (fgets(buf, sizeof(buf), f) == NULL)
-			buf[0] = '\0';
-		fclose(f);
-		/* "pid (comm) S ppid pgrp ..."; comm may contain spaces and parens. */
-		p = strrchr(buf, ')');
-		if (p && sscanf(p + 1, " %c %*d %d", &st, &pg) == 2 && pg == pgid && st != 'Z')
-			alive = 1;
-	}
-	closedir(d);
-	return alive;
-}
-
-/* SIGKILL is delivered asynchronously: wait (bounded) until no member of
- * the group is still running, re-sending it for any late arrival. */
-static void wait_group_gone(pid_t pgid)
-{
-	long end = now_ms() + 2000;
-
-	while (proc_group_alive(pgid) && now_ms() < end) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
-		kill(-pgid, SIGKILL);
-		nanosleep(&ts, NULL);
-	}
-}
-
-/* The marker entry ("NAME=value") for one run: our pid, a per-process
- * sequence number and random bits, so that no two runs on the host, in any
- * PID namespace, share one. */
-static void make_mark(char *out, size_t n)
-{
-	static atomic_ulong seq;
-	unsigned long long rnd = 0;
-
-	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		rnd = (unsigned long long)now_ms();
-	snprintf(out, n, "%s=%ld-%lu-%016llx", PROC_MARK_VAR, (long)getpid(),
-		 atomic_fetch_add(&seq, 1) + 1, rnd);
-}
-
-/* envp with the marker put first (the first of duplicate names wins for
- * getenv and for Go's os.Getenv).  The array is malloc'd, its strings are
- * not copied: free the array only. */
-static char **env_with_mark(char *const *envp, char *mark)
-{
-	size_t n = 0;
-	char **out;
-
-	while (envp[n])
-		n++;
-	out = malloc((n + 2) * sizeof(*out));
-	if (out == NULL)
-		return NULL;
-	out[0] = mark;
-	memcpy(out + 1, envp, n * sizeof(*out));
-	out[n + 1] = NULL;
-	return out;
-}
-
-/* 1 when process `pid`'s initial environment holds the entry `mark`
- * exactly.  Processes of other users (EACCES) and gone ones are skipped. */
-static int environ_has(const char *pid, const char *mark)
-{
-	char path[64];
-	size_t mlen = strlen(mark), len = 0, cap = 0;
-	char *buf = NULL;
-	int fd, found = 0;
-
-	snprintf(path, sizeof(path), "/proc/%s/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	for (;;) {
-		ssize_t got;
-
-		if (len == cap) {
-			char *nb;
-
-			if (cap >= ENVIRON_MAX)
-				break;
-			cap = cap ? cap * 2 : 16384;
-			nb = realloc(buf, cap + 1);
-			if (nb == NULL)
-				break;
-			buf = nb;
-		}
-		got = read(fd, buf + len, cap - len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		len += (size_t)got;
-	}
-	close(fd);
-	for (size_t i = 0; buf && i < len; ) {
-		size_t elen = strnlen(buf + i, len - i);
-
-		if (elen == mlen && memcmp(buf + i, mark, mlen) == 0) {
-			found = 1;
-			break;
-		}
-		i += elen + 1;
-	}
-	free(buf);
-	return found;
-}
-
-/* SIGKILLs every live process carrying the marker; returns how many. */
-static int kill_marked(const char *mark)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	int n = 0;
-
-	if (d == NULL)
-		return 0;
-	while ((de = readdir(d)) != NULL) {
-		char path[64], buf[512];
-		const char *p;
-		char st = 'Z';
-		FILE *f;
-		long pid;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		pid = strtol(de->d_name, NULL, 10);
-		if (pid <= 1 || pid == (long)getpid())
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "re");
-		if (f == NULL)
-			continue;
-		if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-			sscanf(p + 1, " %c", &st);
-		fclose(f);
-		if (st == 'Z' || !environ_has(de->d_name, mark))
-			continue;
-		if (kill((pid_t)pid, SIGKILL) == 0)
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
-/* Kills marked strays until a pass finds none (bounded: one that keeps
- * forking is stopped by the kill of its parent on the next pass); returns
- * how many were killed. */
-static int sweep_marked(const char *mark)
-{
-	long end = now_ms() + 2000;
-	int total = 0, n;
-
-	while ((n = kill_marked(mark)) > 0) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
-		total += n;
-		if (now_ms() >= end)
-			break;
-		nanosleep(&ts, NULL);
-	}
-	return total;
-}
-
 void proc_result_free(struct proc_result *r)
 {
 	if (r == NULL)
@@ -414,7 +220,8 @@ struct run {
 	int in_w, out_r, err_r;
 	size_t in_off;
 	struct tail out, err;
-	int leader_done;
+	int leader_done;       /* its exit was observed (it is a zombie until reap) */
+	int poll_errno;        /* poll() failed: the group was killed */
 	char mark[96];         /* PROC_MARK_VAR=<unique value>, in the child's environment */
 	int phase;             /* 0 running, 1 SIGINT sent, 2 SIGTERM sent, 3 SIGKILL sent */
 	long next_step;        /* when to escalate next */
@@ -440,7 +247,7 @@ static void check_leader(struct run *x)
 		return;
 	x->leader_done = 1;
 	kill(-x->r->pid, SIGKILL);
-	x->drain_until = now_ms() + DRAIN_MS;
+	x->drain_until = proc_now_ms() + DRAIN_MS;
 }
 
 /* Phase 0 waits for the timeout or an interrupt request; from then on
@@ -540,7 +347,7 @@ static void event_loop(struct run *x)
 {
 	const struct proc_spec *s = x->spec;
 	long tick = s->tick_ms > 0 ? s->tick_ms : DEFAULT_TICK;
-	long next_tick = now_ms() + tick;
+	long next_tick = proc_now_ms() + tick;
 
 	for (;;) {
 		struct pollfd p[3];
@@ -548,7 +355,7 @@ static void event_loop(struct run *x)
 		long now;
 
 		check_leader(x);
-		now = now_ms();
+		now = proc_now_ms();
 		if (x->leader_done && ((x->out_r < 0 && x->err_r < 0) || now >= x->drain_until))
 			break;
 		escalate(x, now);
@@ -563,8 +370,13 @@ static void event_loop(struct run *x)
 			p[n++] = (struct pollfd){ .fd = x->err_r, .events = POLLIN };
 		if (x->in_w >= 0)
 			p[n++] = (struct pollfd){ .fd = x->in_w, .events = POLLOUT };
-		if (poll(p, n, (int)poll_wait(x, now, next_tick)) < 0 && errno != EINTR)
+		if (poll(p, n, (int)poll_wait(x, now, next_tick)) < 0 && errno != EINTR) {
+			/* Without poll we can neither read nor time the child:
+			 * stop it now rather than wait for it without a bound. */
+			x->poll_errno = errno;
+			signal_group(x, SIGKILL);
 			break;
+		}
 		for (nfds_t i = 0; i < n; i++) {
 			if (p[i].revents == 0)
 				continue;
@@ -578,14 +390,34 @@ static void event_loop(struct run *x)
 	}
 }
 
+/* After the event loop: a leader whose exit was not seen (the loop ended
+ * on a poll() failure) is killed with its group and waited for, bounded. */
+static void await_leader(struct run *x)
+{
+	long end = proc_now_ms() + KILL_WAIT_MS;
+
+	while (!x->leader_done && proc_now_ms() < end) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		signal_group(x, SIGKILL);
+		nanosleep(&ts, NULL);
+		check_leader(x);
+	}
+}
+
+/* Reaps the leader, last of all: until now its zombie kept the group id
+ * reserved.  A leader that never exited (stuck in the kernel past
+ * KILL_WAIT_MS) is left to proc_reap_orphans once it does. */
 static void reap(struct run *x)
 {
-	int status;
+	int status = 0;
+	pid_t got;
 
-	while (waitpid(x->r->pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return;
-	}
+	while ((got = waitpid(x->r->pid, &status, x->leader_done ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	proc_kids_remove(x->r->pid);
+	if (got != x->r->pid)
+		return;
 	if (WIFEXITED(status)) {
 		x->r->exited = 1;
 		x->r->exit_code = WEXITSTATUS(status);
@@ -617,9 +449,19 @@ static int spawn(struct run *x, const char *exe, int in_r, int out_w, int err_w,
 		posix_spawn_file_actions_destroy(&fa);
 		return err_set(e, ERR_NOMEM, "spawn %s: out of memory", s->argv[0]);
 	}
-	make_mark(x->mark, sizeof(x->mark));
-	envp = env_with_mark(s->envp, x->mark);
-	rc = envp ? posix_spawn(&pid, exe, &fa, &attr, s->argv, envp) : ENOMEM;
+	proc_make_mark(x->mark, sizeof(x->mark));
+	envp = proc_env_with_mark(s->envp, x->mark);
+	/* Registered under the lock in the same step as the spawn, so that
+	 * proc_reap_orphans never takes a fast-exiting child for an orphan. */
+	pthread_mutex_lock(&proc_kids_lock);
+	if (envp == NULL || proc_kids_reserve() < 0) {
+		rc = ENOMEM;
+	} else {
+		rc = posix_spawn(&pid, exe, &fa, &attr, s->argv, envp);
+		if (rc == 0)
+			proc_kids_add(pid);
+	}
+	pthread_mutex_unlock(&proc_kids_lock);
 	free(envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
@@ -719,11 +561,19 @@ int proc_run(const struct proc_spec *s, struct proc_result *r, struct err *e)
 			set_nonblock(x.in_w);
 			pump_write(&x);
 		}
-		x.next_step = now_ms() + s->timeout_ms;
+		x.next_step = proc_now_ms() + s->timeout_ms;
 		event_loop(&x);
+		await_leader(&x);
+		/* The leader's zombie reserves the group id until reap(). */
+		proc_wait_group_gone(r->pid);
+		r->strays_killed = proc_sweep_marked(x.mark);
+		/* Killed members and strays are zombies now, and those whose
+		 * parent died are ours when we are PID 1 or a subreaper. */
+		proc_reap_orphans();
 		reap(&x);
-		wait_group_gone(r->pid);
-		r->strays_killed = sweep_marked(x.mark);
+		if (x.poll_errno != 0)
+			rc = err_set(e, ERR_IO, "poll: %s; the child's process group was killed",
+				     strerror(x.poll_errno));
 	}
 	close_fd(&x.in_w);
 	close_fd(&x.out_r);

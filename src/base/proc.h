@@ -9,10 +9,10 @@
  * bounded tails.  A timeout (or an interrupt request from another thread)
  * escalates SIGINT -> SIGTERM -> SIGKILL to the whole group, and when
  * proc_run returns nothing the child started is left: whatever it left
- * behind in its group is killed before the child itself is reaped, so the
- * group id cannot be reused while we still signal it, and then every
+ * behind in its group is killed (and waited for) before the child itself is
+ * reaped, so the group id cannot be reused while we still signal it; every
  * process still carrying this run's marker in its environment is killed
- * too.  The marker is what catches descendants that moved to a process
+ * too, and whatever of it was re-parented to us is reaped.  The marker is what catches descendants that moved to a process
  * group of their own: the pulumi CLI starts each plugin that way, and a
  * plugin orphaned by a killed CLI would otherwise live on.
  */
@@ -94,5 +94,24 @@ int proc_find_exe(const char *name, const char *search_path, char *out, size_t o
 
 /* 1 when some process still belongs to process group pgid (kill(-pgid, 0)). */
 int proc_group_alive(pid_t pgid);
+
+/*
+ * Makes this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER):
+ * descendants orphaned by a killed child (plugins of a killed pulumi CLI)
+ * are re-parented to it rather than to init, so proc_run can kill and reap
+ * them.  PID 1 in a container is that already.  Call it once at start,
+ * before any thread starts children.  -1 + e on failure.
+ */
+int proc_become_subreaper(struct err *e);
+
+/*
+ * Reaps every zombie child of this process that no proc_run is waiting
+ * for: orphans re-parented to us (as PID 1 or a subreaper).  The pids of
+ * live proc_run children are registered, so their exit status is never
+ * taken.  proc_run calls it after each sweep; a long-lived caller may also
+ * call it periodically (other code must not start children except through
+ * proc_run, or must hold them registered).  Returns how many were reaped.
+ */
+int proc_reap_orphans(void);
 
 #endif

@@ -5,8 +5,10 @@
  * The CLI's exit codes changed meaning over versions (always 255 up to
  * v3.225, a taxonomy after; reference/pulumi-cli.md §3.3), so the texts the
  * SDKs match on (§3.1, §3.2) decide, with the event log for what texts
- * cannot say reliably (mandatory policy events).  Every message goes
- * through pl_redact before it leaves this file.
+ * cannot say reliably (mandatory policy events).  Texts are masked with
+ * pl_redact before any line is cut from them (a cut multi-line or long
+ * secret would no longer match), and every message again before it leaves
+ * this file.
  */
 #include "pulumi/pl_internal.h"
 
@@ -176,8 +178,10 @@ static enum pl_status status_from_texts(const struct proc_result *pr, const stru
 	return PL_FAILED;
 }
 
-static void reason(enum pl_status st, const struct proc_result *pr, const struct pl_events *ev,
-		   char *buf, size_t len)
+/* out and err are the call's stdout and stderr with the secrets already
+ * masked: every line cut from them below must be cut from masked text. */
+static void reason(enum pl_status st, const struct proc_result *pr, const char *out,
+		   const char *err, const struct pl_events *ev, char *buf, size_t len)
 {
 	if (st == PL_POLICY_VIOLATION && ev && ev->first_policy[0]) {
 		snprintf(buf, len, "policy violation: %s", ev->first_policy);
@@ -187,11 +191,11 @@ static void reason(enum pl_status st, const struct proc_result *pr, const struct
 		snprintf(buf, len, "%s", ev->first_error);
 		return;
 	}
-	if (error_line(pr->errout, buf, len) || (ev && ev->first_error[0] &&
-						 snprintf(buf, len, "%s", ev->first_error) > 0))
+	if (error_line(err, buf, len) || (ev && ev->first_error[0] &&
+					  snprintf(buf, len, "%s", ev->first_error) > 0))
 		return;
 	/* The last line of stdout is progress ("Duration: 1s"), not a reason. */
-	if (error_line(pr->out, buf, len) || last_line(pr->errout, buf, len))
+	if (error_line(out, buf, len) || last_line(err, buf, len))
 		return;
 	if (pr->exited)
 		snprintf(buf, len, "failed without a diagnostic (exit code %d)", pr->exit_code);
@@ -225,7 +229,7 @@ static void parse_lock(const char *err, struct pl_lock *l)
 void pl_classify(const char *op, const struct proc_result *pr, const struct pl_events *ev,
 		 const char *const *secrets, size_t n_secrets, struct pl_result *r)
 {
-	char text[1024];
+	char text[1024], *out, *err;
 
 	r->exit_code = pr->exited ? pr->exit_code : -1;
 	if (!pr->started) {
@@ -249,8 +253,16 @@ void pl_classify(const char *op, const struct proc_result *pr, const struct pl_e
 		return;
 	}
 	r->status = status_from_texts(pr, ev);
-	if (r->status == PL_CONFLICT)
-		parse_lock(pr->errout, &r->lock);
-	reason(r->status, pr, ev, text, sizeof(text));
-	pl_set_message(r, op, text, secrets, n_secrets);
+	out = pl_redact(pr->out, secrets, n_secrets);
+	err = pl_redact(pr->errout, secrets, n_secrets);
+	if (out == NULL || err == NULL) {
+		snprintf(r->message, sizeof(r->message), "%s: (message withheld: out of memory)", op);
+	} else {
+		if (r->status == PL_CONFLICT)
+			parse_lock(err, &r->lock);
+		reason(r->status, pr, out, err, ev, text, sizeof(text));
+		pl_set_message(r, op, text, secrets, n_secrets);
+	}
+	free(out);
+	free(err);
 }

@@ -5,8 +5,101 @@
 #ifndef PC_PL_INTERNAL_H
 #define PC_PL_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "base/proc.h"
 #include "pulumi/pulumi.h"
+
+/* stdout kept for calls whose output is parsed as JSON (stack output...). */
+#define PL_JSON_TAIL_MAX (16u * 1024 * 1024)
+
+struct pl_strv;
+
+/* ---- the stack (pl_spec.c) ---- */
+
+struct pl_env_copy {
+	char *name, *value;
+	int secret;
+};
+
+struct pl_cfg_copy {
+	char *key, *value;
+	int secret, structured;
+};
+
+/* A deep copy of struct pl_spec plus the driver's state for one stack. */
+struct pl_stack {
+	char *bin, *search_path, *home, *pulumi_home, *workdir, *scratch, *stack;
+	char *backend, *provider, *passphrase, *min_version;
+	struct pl_env_copy *env;
+	size_t n_env;
+	struct pl_cfg_copy *cfg;
+	size_t n_cfg;
+	long timeout_ms, grace_ms;
+	size_t tail_max;
+	int skip_version_check;
+	char **secrets;          /* every known secret value, owned */
+	size_t n_secrets, cap_secrets;
+	int oom;                 /* a secret could not be recorded: fail, never leak */
+	atomic_int interrupt;    /* pl_interrupt was called */
+};
+
+/* Records v (copied) as a secret; empty and known values are skipped. */
+void pl_secret_add(struct pl_stack *st, const char *v);
+/* Every string and number leaf of a JSON value, when the whole is secret. */
+void pl_secret_add_leaves(struct pl_stack *st, const cJSON *v);
+
+/* ---- one CLI call (pl_call.c) ---- */
+
+enum pl_scope {
+	PL_SCOPE_PROBE,      /* `pulumi version`: no Automation API variables */
+	PL_SCOPE_WORKSPACE,  /* stack select/init, config, install, stack output */
+	PL_SCOPE_STACK,      /* preview/up/refresh/destroy/history/cancel: + PULUMI_DEBUG_COMMANDS */
+};
+
+struct pl_cmd {
+	const char *op;              /* for messages and logs: "up", "config set" */
+	enum pl_scope scope;
+	int experimental;
+	const char *stdin_data;      /* secret value for `config set --secret` */
+	struct pl_events *ev;        /* when an --event-log is read */
+	const char *evlog;
+	size_t tail_max;             /* 0: the stack's */
+	int quiet_ok;                /* a failure here is expected (select before init) */
+};
+
+/* Runs `pulumi [--non-interactive] <args>` and classifies the outcome into r
+ * (status, message, exit code, tails).  *out receives stdout for callers
+ * that parse it (caller frees), when out is not NULL and the call ran.
+ * 0 when the status is PL_OK, else -1. */
+int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
+	    struct pl_result *r, char **out);
+
+/* Zeroes r (nothing owned) with exit_code -1. */
+void pl_result_reset(struct pl_result *r);
+
+/* Sets PL_INTERNAL with msg (masked), logs it; returns -1. */
+int pl_fail_internal(struct pl_stack *st, struct pl_result *r, const char *op, const char *msg);
+
+/* ---- plaintext config on `up` (pl_config.c) ---- */
+
+/* Appends `--config k=v` for every plaintext key to a (`up`'s argv); the
+ * structured plaintext leaves are set first with `config set-all --path`
+ * (one call, only when there are any).  -1 with r filled on failure. */
+int pl_config_up_args(struct pl_stack *st, struct pl_strv *a, struct pl_result *r);
+
+/* Hex SHA-256 of the stack's settings file ("" when missing), and the
+ * secret config state's update after an `up --config` changed the file
+ * that had hash `before`. */
+void pl_config_settings_hash(struct pl_stack *st, char *out, size_t n);
+void pl_config_after_up(struct pl_stack *st, const char *before);
+
+/* ---- pl_version.c ---- */
+
+/* Every operation starts here: the version check (cached), then a fresh r. */
+int pl_begin(struct pl_stack *st, struct pl_result *r);
+
+/* ---- helpers (pl_util.c, pl_classify.c) ---- */
 
 /* A growable NULL-terminated vector of owned strings (argv, envp). */
 struct pl_strv {
@@ -23,6 +116,11 @@ void pl_strv_free(struct pl_strv *s);
  * last "/" segment of stack), as a new cJSON array of strings (caller
  * frees); an empty array when the file does not exist.  -1 + e. */
 int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **keys, struct err *e);
+
+/* The path of the stack's settings file, Pulumi.<stack>.yaml or .yml (the
+ * last "/" segment of stack), into out: 1 when it exists, 0 when neither
+ * does (out names the .yaml one). */
+int pl_stack_settings_path(const char *workdir, const char *stack, char *out, size_t outlen);
 
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);

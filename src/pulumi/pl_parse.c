@@ -6,7 +6,7 @@
  * lengths are bounded, unknown shapes are skipped, nothing is trusted to be
  * NUL-terminated or well-formed.
  */
-#include "pulumi/pulumi.h"
+#include "pulumi/pl_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,8 @@ void pl_events_free(struct pl_events *ev)
 {
 	cJSON_Delete(ev->summary.changes);
 	ev->summary.changes = NULL;
+	cJSON_Delete(ev->outputs);
+	ev->outputs = NULL;
 	free(ev->partial);
 	ev->partial = NULL;
 	ev->partial_len = 0;
@@ -72,6 +74,16 @@ static void first_line(char *dst, size_t n, const char *msg)
 	dst[len] = '\0';
 }
 
+/* first_line of msg with the secrets masked first: cutting first would
+ * leave the first line of a multi-line secret, or the start of a long one. */
+static void first_line_masked(const struct pl_events *ev, char *dst, size_t n, const char *msg)
+{
+	char *masked = pl_redact(msg, ev->secrets, ev->n_secrets);
+
+	first_line(dst, n, masked ? masked : "(message withheld: out of memory)");
+	free(masked);
+}
+
 static void on_summary(struct pl_events *ev, const cJSON *s)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "durationSeconds");
@@ -95,6 +107,69 @@ static void on_summary(struct pl_events *ev, const cJSON *s)
 	}
 }
 
+/* Pulumi's marker of a secret property value (reference §2.5, §6). */
+#define SECRET_SIG       "4dabf18193072939515e22adb298388d"
+#define SECRET_SIG_VALUE "1b47061264138c4ac30d75fd1eb44270"
+
+static int is_secret_value(const cJSON *v)
+{
+	const cJSON *sig = cJSON_GetObjectItemCaseSensitive(v, SECRET_SIG);
+
+	return cJSON_IsObject(v) && cJSON_IsString(sig) && strcmp(sig->valuestring, SECRET_SIG_VALUE) == 0;
+}
+
+/* A copy of a property value with every secret value as "[secret]": what
+ * it holds besides the signature (a ciphertext, a plaintext some CLI might
+ * add) is never copied.  *secret is set when one was seen.  NULL when out
+ * of memory or nested absurdly deep. */
+static cJSON *mask_secret_values(const cJSON *v, int *secret, int depth)
+{
+	cJSON *out;
+
+	if (depth > 64)
+		return NULL;
+	if (is_secret_value(v)) {
+		*secret = 1;
+		return cJSON_CreateString("[secret]");
+	}
+	if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+		return cJSON_Duplicate(v, 0);
+	out = cJSON_IsObject(v) ? cJSON_CreateObject() : cJSON_CreateArray();
+	for (const cJSON *c = v->child; c && out; c = c->next) {
+		cJSON *m = mask_secret_values(c, secret, depth + 1);
+
+		if (m == NULL) {
+			cJSON_Delete(out);
+			return NULL;
+		}
+		if (cJSON_IsObject(v))
+			cJSON_AddItemToObject(out, c->string ? c->string : "", m);
+		else
+			cJSON_AddItemToArray(out, m);
+	}
+	return out;
+}
+
+/* The root stack's outputs event carries the stack's outputs as this
+ * update registered them; the last one wins. */
+static void on_root_outputs(struct pl_events *ev, const cJSON *md)
+{
+	const cJSON *nw = cJSON_GetObjectItemCaseSensitive(md, "new");
+	const cJSON *outs = cJSON_GetObjectItemCaseSensitive(nw, "outputs");
+	const char *type = str_field(md, "type");
+	int secret = 0;
+	cJSON *masked;
+
+	if (type == NULL || strcmp(type, "pulumi:pulumi:Stack") != 0 || !cJSON_IsObject(outs))
+		return;
+	masked = mask_secret_values(outs, &secret, 0);
+	if (masked == NULL)
+		return;
+	cJSON_Delete(ev->outputs);
+	ev->outputs = masked;
+	ev->has_secret_outputs = secret;
+}
+
 static void on_step(struct pl_events *ev, const cJSON *payload, int done, int failed)
 {
 	const cJSON *md = cJSON_GetObjectItemCaseSensitive(payload, "metadata");
@@ -102,6 +177,8 @@ static void on_step(struct pl_events *ev, const cJSON *payload, int done, int fa
 
 	if (!cJSON_IsObject(md))
 		return;
+	if (done && !failed)
+		on_root_outputs(ev, md);
 	st.op = str_field(md, "op");
 	st.urn = str_field(md, "urn");
 	st.type = str_field(md, "type");
@@ -134,7 +211,7 @@ static void on_diagnostic(struct pl_events *ev, const cJSON *d)
 	if (on_stack_itself(str_field(d, "urn")))
 		ev->program_errors++;
 	if (ev->first_error[0] == '\0')
-		first_line(ev->first_error, sizeof(ev->first_error), msg);
+		first_line_masked(ev, ev->first_error, sizeof(ev->first_error), msg);
 }
 
 static void on_policy(struct pl_events *ev, const cJSON *p)
@@ -149,7 +226,7 @@ static void on_policy(struct pl_events *ev, const cJSON *p)
 	if (ev->first_policy[0] == '\0') {
 		char line[200];
 
-		first_line(line, sizeof(line), msg ? msg : "");
+		first_line_masked(ev, line, sizeof(line), msg ? msg : "");
 		snprintf(ev->first_policy, sizeof(ev->first_policy), "%.50s: %s", name ? name : "policy",
 			 line);
 	}
@@ -346,33 +423,125 @@ static int longer_first(const void *a, const void *b)
 	return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
+/* The texts masked for one set of secrets, each once (an owned vector). */
+static void frag_add_len(struct pl_strv *f, const char *s, size_t len)
+{
+	char *copy;
+
+	if (len == 0 || f->oom)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		if (strlen(f->v[i]) == len && memcmp(f->v[i], s, len) == 0)
+			return;
+	copy = strndup(s, len);
+	if (copy == NULL) {
+		f->oom = 1;
+		return;
+	}
+	pl_strv_add(f, copy);
+	explicit_bzero(copy, len);
+	free(copy);
+}
+
+/* Each line of a multi-line text, trimmed of blanks and CR, when it is at
+ * least PL_REDACT_MIN_LINE bytes long: a text cut to one line, or printed
+ * with its lines re-indented, no longer holds the whole secret. */
+static void frag_add_lines(struct pl_strv *f, const char *s)
+{
+	if (strchr(s, '\n') == NULL)
+		return;
+	while (*s) {
+		size_t len = strcspn(s, "\n");
+		const char *b = s, *e = s + len;
+
+		while (b < e && (*b == ' ' || *b == '\t' || *b == '\r'))
+			b++;
+		while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			e--;
+		if ((size_t)(e - b) >= PL_REDACT_MIN_LINE)
+			frag_add_len(f, b, (size_t)(e - b));
+		s += len;
+		if (*s == '\n')
+			s++;
+	}
+}
+
+/* A secret that is a JSON document (a cloud key file) may be printed
+ * decoded: its string leaves of at least PL_REDACT_MIN_LINE bytes, and
+ * their lines (the PEM key inside), are masked too. */
+static void frag_add_json_leaves(struct pl_strv *f, const cJSON *v, int depth)
+{
+	if (depth > 32)
+		return;
+	if (cJSON_IsString(v) && strlen(v->valuestring) >= PL_REDACT_MIN_LINE) {
+		frag_add_len(f, v->valuestring, strlen(v->valuestring));
+		frag_add_lines(f, v->valuestring);
+	}
+	for (const cJSON *c = (cJSON_IsObject(v) || cJSON_IsArray(v)) ? v->child : NULL; c; c = c->next)
+		frag_add_json_leaves(f, c, depth + 1);
+}
+
+static void frag_add_secret(struct pl_strv *f, const char *secret)
+{
+	const char *p = secret;
+	cJSON *j;
+
+	frag_add_len(f, secret, strlen(secret));
+	frag_add_lines(f, secret);
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if ((*p == '{' || *p == '[') && (j = cJSON_Parse(p)) != NULL) {
+		frag_add_json_leaves(f, j, 0);
+		cJSON_Delete(j);
+	}
+}
+
+static void frag_free(struct pl_strv *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		explicit_bzero(f->v[i], strlen(f->v[i]));
+	pl_strv_free(f);
+}
+
 char *pl_redact(const char *s, const char *const *secrets, size_t n)
 {
 	char *out = strdup(s ? s : "");
-	const char **order;
-	size_t m = 0;
+	struct pl_strv f = { 0 };
 
 	if (out == NULL || n == 0)
 		return out;
-	order = malloc(n * sizeof(*order));
-	if (order == NULL) {
-		free(out);
-		return NULL;
-	}
 	for (size_t i = 0; i < n; i++)
 		if (secrets[i] && secrets[i][0])
-			order[m++] = secrets[i];
+			frag_add_secret(&f, secrets[i]);
 	/* Longest first, so a secret that contains another is masked whole. */
-	qsort(order, m, sizeof(*order), longer_first);
-	for (size_t i = 0; i < m && out; i++) {
-		char *esc = json_escaped(order[i]);
+	if (f.n > 0)
+		qsort(f.v, f.n, sizeof(*f.v), longer_first);
+	for (size_t i = 0; i < f.n && out && !f.oom; i++) {
+		char *esc = json_escaped(f.v[i]);
 
-		if (replace_all(&out, order[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
+		if (replace_all(&out, f.v[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
 			free(out);
 			out = NULL;
 		}
 		free(esc);
 	}
-	free(order);
+	if (f.oom) {
+		free(out);
+		out = NULL;
+	}
+	frag_free(&f);
 	return out;
+}
+
+char *pl_redact_tail(const char *tail, int truncated, const char *const *secrets, size_t n)
+{
+	const char *nl;
+
+	/* The tail starts wherever the bound fell, maybe inside a secret,
+	 * whose end no longer matches it: its first line is dropped. */
+	if (truncated && tail != NULL) {
+		nl = strchr(tail, '\n');
+		tail = nl ? nl + 1 : "";
+	}
+	return pl_redact(tail, secrets, n);
 }

@@ -5,7 +5,8 @@
  * settings file Pulumi.<stack>.yaml.  The settings file is read directly,
  * as the Automation API does (reference §1.5): `config --json` also lists
  * project-level keys (defaults included), which are not the stack's to
- * remove.
+ * remove.  Both files are read with libyaml's document API, so anchors
+ * and aliases (and merge keys) mean what they mean to the CLI.
  */
 #include "pulumi/pl_internal.h"
 
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 void pl_strv_add(struct pl_strv *s, const char *str)
@@ -67,119 +69,93 @@ void pl_strv_free(struct pl_strv *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* Walks the top-level mapping's events looking for the scalar after "name". */
-static int find_name(yaml_parser_t *p, char *out, size_t outlen)
+/* The node under scalar key `key` of mapping node map, or NULL. */
+static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *map, const char *key)
 {
-	int depth = 0, want_value = 0, is_key = 1, found = -1;
+	if (map == NULL || map->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+	     pr++) {
+		yaml_node_t *k = yaml_document_get_node(d, pr->key);
 
-	for (;;) {
-		yaml_event_t ev;
+		if (k && k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+			return yaml_document_get_node(d, pr->value);
+	}
+	return NULL;
+}
 
-		if (!yaml_parser_parse(p, &ev))
-			return -1;
-		yaml_event_type_t t = ev.type;
+static int is_merge_key(const yaml_node_t *k)
+{
+	return k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, "<<") == 0 &&
+	       k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
 
-		if (t == YAML_STREAM_END_EVENT || t == YAML_DOCUMENT_END_EVENT) {
-			yaml_event_delete(&ev);
-			return found;
+/* Adds the scalar keys of mapping node map to keys, once each.  A merge key
+ * (`<<: *base`, or a list of aliases), as the CLI's YAML library reads it,
+ * contributes the keys of the mappings it names; depth bounds a hostile
+ * nesting of merges. */
+static void add_mapping_keys(yaml_document_t *d, yaml_node_t *map, cJSON *keys, int depth)
+{
+	if (map == NULL || map->type != YAML_MAPPING_NODE || depth > 16)
+		return;
+	for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+	     pr++) {
+		yaml_node_t *k = yaml_document_get_node(d, pr->key);
+		yaml_node_t *v = yaml_document_get_node(d, pr->value);
+		int seen = 0;
+
+		if (k == NULL || k->type != YAML_SCALAR_NODE)
+			continue;
+		if (is_merge_key(k)) {
+			if (v && v->type == YAML_SEQUENCE_NODE)
+				for (yaml_node_item_t *it = v->data.sequence.items.start;
+				     it < v->data.sequence.items.top; it++)
+					add_mapping_keys(d, yaml_document_get_node(d, *it), keys, depth + 1);
+			else
+				add_mapping_keys(d, v, keys, depth + 1);
+			continue;
 		}
-		if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT) {
-			if (depth == 1)
-				is_key = !is_key;   /* a collection as a top-level value */
-			depth++;
-			want_value = 0;
-		} else if (t == YAML_MAPPING_END_EVENT || t == YAML_SEQUENCE_END_EVENT) {
-			depth--;
-		} else if (t == YAML_SCALAR_EVENT && depth == 1) {
-			const char *v = (const char *)ev.data.scalar.value;
-
-			if (is_key) {
-				want_value = strcmp(v, "name") == 0;
-			} else if (want_value) {
-				snprintf(out, outlen, "%s", v);
-				found = 0;
-				want_value = 0;
-			}
-			is_key = !is_key;
-		}
-		yaml_event_delete(&ev);
+		for (const cJSON *c = keys->child; c && !seen; c = c->next)
+			seen = strcmp(c->valuestring, (const char *)k->data.scalar.value) == 0;
+		if (!seen)
+			cJSON_AddItemToArray(keys, cJSON_CreateString((const char *)k->data.scalar.value));
 	}
 }
 
-/* Collects the keys of the top-level "config" mapping into keys. */
-static int collect_config_keys(yaml_parser_t *p, cJSON *keys)
-{
-	int depth = 0, is_key = 1, in_config = 0, want_config = 0, sub_key = 1;
-
-	for (;;) {
-		yaml_event_t ev;
-		yaml_event_type_t t;
-
-		if (!yaml_parser_parse(p, &ev))
-			return -1;
-		t = ev.type;
-		if (t == YAML_STREAM_END_EVENT || t == YAML_DOCUMENT_END_EVENT) {
-			yaml_event_delete(&ev);
-			return 0;
-		}
-		if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT) {
-			if (depth == 1) {
-				in_config = want_config && t == YAML_MAPPING_START_EVENT;
-				sub_key = 1;
-				is_key = !is_key;
-			} else if (depth == 2 && in_config) {
-				sub_key = !sub_key;   /* a structured value */
-			}
-			depth++;
-		} else if (t == YAML_MAPPING_END_EVENT || t == YAML_SEQUENCE_END_EVENT) {
-			depth--;
-			if (depth == 1)
-				in_config = 0;
-		} else if (t == YAML_SCALAR_EVENT) {
-			const char *v = (const char *)ev.data.scalar.value;
-
-			if (depth == 1) {
-				if (is_key)
-					want_config = strcmp(v, "config") == 0;
-				is_key = !is_key;
-			} else if (depth == 2 && in_config) {
-				if (sub_key)
-					cJSON_AddItemToArray(keys, cJSON_CreateString(v));
-				sub_key = !sub_key;
-			}
-		}
-		yaml_event_delete(&ev);
-	}
-}
-
-/* Opens the first of <workdir>/<names[0]>, <workdir>/<names[1]> that exists
- * and readies parser p on it; path receives the file's name.  Returns 1
- * (release with yaml_close), 0 when neither exists, -1 + e. */
-static int yaml_open_first(const char *workdir, const char *const names[2], char *path,
-			   size_t pathlen, yaml_parser_t *p, FILE **f, struct err *e)
+/* Loads the first document of the first of <workdir>/<names[0]>,
+ * <workdir>/<names[1]> that exists; path receives the file's name.  The
+ * document API resolves aliases (`*x` is the node `&x` names), which an
+ * event walk would not.  Returns 1 (release doc with yaml_document_delete),
+ * 0 when neither file exists, -1 + e. */
+static int yaml_load_first(const char *workdir, const char *const names[2], char *path,
+			   size_t pathlen, yaml_document_t *doc, struct err *e)
 {
 	for (size_t i = 0; i < 2; i++) {
+		yaml_parser_t p;
+		FILE *f;
+		int ok;
+
 		snprintf(path, pathlen, "%s/%s", workdir, names[i]);
-		*f = fopen(path, "re");
-		if (*f == NULL) {
+		f = fopen(path, "re");
+		if (f == NULL) {
 			if (errno == ENOENT)
 				continue;
 			return err_set(e, ERR_IO, "open %s: %s", path, strerror(errno));
 		}
-		if (!yaml_parser_initialize(p)) {
-			fclose(*f);
+		if (!yaml_parser_initialize(&p)) {
+			fclose(f);
 			return err_set(e, ERR_NOMEM, "out of memory reading %s", path);
 		}
-		yaml_parser_set_input_file(p, *f);
-		return 1;
+		yaml_parser_set_input_file(&p, f);
+		ok = yaml_parser_load(&p, doc);
+		if (!ok)
+			err_set(e, ERR_INVALID, "%s: not valid YAML (line %zu: %s)", path,
+				p.problem_mark.line + 1, p.problem ? p.problem : "parse error");
+		yaml_parser_delete(&p);
+		fclose(f);
+		return ok ? 1 : -1;
 	}
 	return 0;
-}
-
-static void yaml_close(yaml_parser_t *p, FILE *f)
-{
-	yaml_parser_delete(p);
-	fclose(f);
 }
 
 int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, struct err *e)
@@ -187,8 +163,7 @@ int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, st
 	const char *name = strrchr(stack, '/');
 	char yaml_name[512], yml_name[512], path[4096];
 	const char *const names[2] = { yaml_name, yml_name };
-	yaml_parser_t p;
-	FILE *f;
+	yaml_document_t doc;
 	int rc;
 
 	name = name ? name + 1 : stack;
@@ -197,13 +172,26 @@ int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, st
 	*out = cJSON_CreateArray();
 	if (*out == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory");
-	rc = yaml_open_first(workdir, names, path, sizeof(path), &p, &f, e);
+	rc = yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
 	if (rc <= 0)
 		return rc;   /* 0: no settings file yet, so no keys */
-	rc = collect_config_keys(&p, *out);
-	yaml_close(&p, f);
-	if (rc < 0)
-		return err_set(e, ERR_INVALID, "%s: not valid YAML", path);
+	add_mapping_keys(&doc, map_get(&doc, yaml_document_get_root_node(&doc), "config"), *out, 0);
+	yaml_document_delete(&doc);
+	return 0;
+}
+
+int pl_stack_settings_path(const char *workdir, const char *stack, char *out, size_t outlen)
+{
+	const char *name = strrchr(stack, '/');
+
+	name = name ? name + 1 : stack;
+	snprintf(out, outlen, "%s/Pulumi.%s.yaml", workdir, name);
+	if (access(out, F_OK) == 0)
+		return 1;
+	snprintf(out, outlen, "%s/Pulumi.%s.yml", workdir, name);
+	if (access(out, F_OK) == 0)
+		return 1;
+	snprintf(out, outlen, "%s/Pulumi.%s.yaml", workdir, name);
 	return 0;
 }
 
@@ -211,19 +199,21 @@ int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e
 {
 	static const char *const names[2] = { "Pulumi.yaml", "Pulumi.yml" };
 	char path[4096];
-	yaml_parser_t p;
-	FILE *f;
+	yaml_document_t doc;
+	yaml_node_t *n;
 	int rc;
 
 	out[0] = '\0';
-	rc = yaml_open_first(workdir, names, path, sizeof(path), &p, &f, e);
+	rc = yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
 		return err_set(e, ERR_NOTFOUND, "no Pulumi.yaml in %s", workdir);
-	rc = find_name(&p, out, outlen);
-	yaml_close(&p, f);
-	if (rc < 0 || out[0] == '\0')
+	n = map_get(&doc, yaml_document_get_root_node(&doc), "name");
+	if (n && n->type == YAML_SCALAR_NODE)
+		snprintf(out, outlen, "%s", (const char *)n->data.scalar.value);
+	yaml_document_delete(&doc);
+	if (out[0] == '\0')
 		return err_set(e, ERR_INVALID, "%s: no project name (top-level \"name:\")", path);
 	return 0;
 }

@@ -12,8 +12,11 @@
  *     pl_ensure_stack(st, &r);  pl_result_free(&r);   select, else init
  *     pl_apply_config(st, &r);  ...                   set-all / set --secret / rm
  *     pl_install(st, revision, &r); ...               only when revision changed
- *     pl_up(st, &opts, &r); ...                       summary from the event log
- *     pl_outputs(st, 1, &r); ...                      masked + plaintext outputs
+ *     pl_up(st, &opts, &r); ...                       summary and outputs from the event log
+ *     pl_outputs(st, 1, &r); ...                      masked + plaintext outputs,
+ *                                                     needed only if r.has_secret_outputs
+ * or, fewer calls: pl_apply_secret_config, then pl_up with opts.with_config,
+ * then pl_outputs_shown(st, up's r.outputs, ...) only if r.has_secret_outputs.
  *     pl_close(st);
  *
  * Every operation fills a caller-provided struct pl_result (always, also on
@@ -128,6 +131,11 @@ struct pl_op_opts {
 	size_t n_targets;
 	const char *const *policy_packs; /* --policy-pack DIR, repeated */
 	size_t n_policy_packs;
+	/* up: pass the stack's plaintext config as `--config k=v` (the CLI sets
+	 * and saves it in the same call; structured leaves still take one
+	 * `config set-all --path` before it), so the caller applies only the
+	 * rest with pl_apply_secret_config instead of pl_apply_config. */
+	int with_config;
 	pl_progress_fn progress;       /* may be NULL; called from the calling thread */
 	void *progress_arg;
 };
@@ -160,7 +168,15 @@ struct pl_result {
 	int failed_steps;
 	int policy_violations;         /* mandatory policy events */
 	struct pl_lock lock;           /* PL_CONFLICT on a file:// backend: the first lock */
-	cJSON *outputs;                /* pl_outputs: masked ("[secret]"); owned by the result */
+	/* pl_outputs: masked ("[secret]").  pl_up: the root stack's outputs as
+	 * this update registered them, read from the event log, secret values
+	 * "[secret]" (NULL when the log holds none, e.g. the program failed
+	 * before registering them: then ask pl_outputs).  Owned by the result. */
+	cJSON *outputs;
+	/* pl_up, pl_outputs: some output is secret, so only
+	 * pl_outputs(st, 1, ...) can tell its value.  When 0 after a pl_up that
+	 * set outputs, r->outputs is complete and no further call is needed. */
+	int has_secret_outputs;
 	cJSON *outputs_plain;          /* pl_outputs with show_secrets; owned; never log it */
 	cJSON *history;                /* pl_last_history: the newest entry; owned */
 	char *out_tail;                /* bounded stdout/stderr tails, secrets masked; owned */
@@ -178,9 +194,17 @@ int pl_check_version(struct pl_stack *st, struct pl_result *r);
 int pl_ensure_stack(struct pl_stack *st, struct pl_result *r);
 
 /* Plaintext keys with `config set-all` (structured leaves with --path),
- * each secret key with `config set --secret KEY` (value on stdin), then
- * `config rm` for every key in the stack that is no longer declared. */
+ * each secret key with `config set --secret KEY` (value on stdin) unless
+ * the driver set that very value last time and the settings file is still
+ * the one it left (docs/pulumi-driver.md), then `config rm` for every key
+ * in the stack that is no longer declared.  With nothing changed and
+ * nothing to remove, only the plaintext `set-all` runs. */
 int pl_apply_config(struct pl_stack *st, struct pl_result *r);
+
+/* pl_apply_config without the plaintext keys, for a caller that passes
+ * them with pl_up (opts.with_config): with nothing changed, no CLI call at
+ * all. */
+int pl_apply_secret_config(struct pl_stack *st, struct pl_result *r);
 
 /* `pulumi install` unless `revision` is the one installed last time
  * (recorded in scratch_dir); NULL revision: always install. */
@@ -209,6 +233,14 @@ void pl_interrupt(struct pl_stack *st);
  * the set of masked values. */
 int pl_outputs(struct pl_stack *st, int show_secrets, struct pl_result *r);
 
+/* After a pl_up that set r->outputs and r->has_secret_outputs: only the
+ * `stack output --json --show-secrets` call, into r->outputs_plain (the
+ * secret values join the masked ones); r->outputs gets a copy of masked
+ * (the up's r->outputs: its "[secret]" places say which values are
+ * secret; the caller keeps ownership).  r must be another result than
+ * the up's: every operation starts by clearing r. */
+int pl_outputs_shown(struct pl_stack *st, const cJSON *masked, struct pl_result *r);
+
 /* `stack history --json --page-size 1 --page 1` into r->history (left
  * NULL when the stack has no history yet).  Unlike the Go SDK it does not
  * pass --show-secrets: the CLI then leaves secret config values out. */
@@ -230,6 +262,15 @@ struct pl_events {
 	                                * root pulumi:pulumi:Stack): the program failed */
 	char first_error[256];         /* first error diagnostic (first line) */
 	char first_policy[256];        /* first mandatory policy message */
+	/* The root stack's outputs from its last resOutputsEvent, every secret
+	 * value (Pulumi's secret signature) as "[secret]"; NULL when none was
+	 * seen.  Owned here until taken. */
+	cJSON *outputs;
+	int has_secret_outputs;        /* outputs holds at least one "[secret]" */
+	/* Masked (pl_redact) in a diagnostic or policy message before it is cut
+	 * into first_error/first_policy; may be NULL; not owned. */
+	const char *const *secrets;
+	size_t n_secrets;
 	pl_progress_fn progress;
 	void *progress_arg;
 	char *partial;                 /* an incomplete last line; owned */
@@ -250,8 +291,23 @@ cJSON *pl_parse_outputs(const char *text);
  * when empty or malformed (*empty set to 1 for a valid empty array). */
 cJSON *pl_parse_history(const char *text, int *empty);
 
-/* Replaces every occurrence of each secret (and of its JSON-escaped form)
- * in s with "[secret]"; returns a new string (caller frees). */
+/* Shortest line of a multi-line secret that is masked on its own. */
+#define PL_REDACT_MIN_LINE 8
+
+/*
+ * Replaces with "[secret]", in s, every occurrence of each secret and of
+ * its JSON-escaped form; for a multi-line secret (a PEM key, a JSON key
+ * file) also every line of it, trimmed of blanks, of at least
+ * PL_REDACT_MIN_LINE bytes; for a secret that is a JSON object or array
+ * also its string leaves of that length and their lines.  Longer texts
+ * are masked first.  Returns a new string (caller frees); NULL when out of
+ * memory.
+ */
 char *pl_redact(const char *s, const char *const *secrets, size_t n);
+
+/* pl_redact for a bounded output tail; truncated: the tail does not start
+ * at the start of the output, so its first (partial) line, which may hold
+ * the end of a secret, is dropped. */
+char *pl_redact_tail(const char *tail, int truncated, const char *const *secrets, size_t n);
 
 #endif

@@ -126,6 +126,17 @@ class PulumiWorld:
         assert p.returncode in (0, 1), f"pl_driver {op}: exit {p.returncode}\n{p.stderr}"
         return p.returncode, json.loads(p.stdout), p.stderr
 
+    def serve(self, ops, *flags, timeout=300):
+        """Runs several operations on one open stack (the tool's serve mode,
+        as the controller keeps a driver handle); returns the result dicts."""
+        spec = self.root / "spec.json"
+        spec.write_text(json.dumps(self.spec()))
+        p = subprocess.run([self.tool, "--spec", str(spec), *flags, "serve"],
+                           input="".join(op + "\n" for op in ops), capture_output=True,
+                           text=True, timeout=timeout)
+        assert p.returncode == 0, f"pl_driver serve: exit {p.returncode}\n{p.stderr}"
+        return [json.loads(l) for l in p.stdout.splitlines()]
+
     def ok(self, op, *flags, **kw):
         rc, res, log = self.drive(op, *flags, **kw)
         assert rc == 0 and res["status"] == "ok", (op, res, log)

@@ -12,23 +12,28 @@
  * install [--revision R], preview, up, refresh, destroy, cancel,
  * outputs [--show-secrets], history, or serve (operation names read one per
  * line from stdin, results printed one JSON line each; the spec must then
- * come from a file).  preview/up/refresh/destroy take
- * --plan F, --refresh, --expect-no-changes, --preview-only, --target U,
- * --policy-pack DIR.  The result is printed as one JSON object on stdout;
+ * come from a file), config-secrets (pl_apply_secret_config), and in serve
+ * outputs-shown (pl_outputs_shown with the last up's outputs).
+ * preview/up/refresh/destroy take --plan F, --refresh, --expect-no-changes,
+ * --preview-only, --target U, --policy-pack DIR; up also --with-config.  The result is printed as one JSON object on stdout;
  * the exit status is 0 for PL_OK, 1 otherwise, 2 for bad usage.  The result
  * includes self_maxrss_kb, this process's own peak RSS (the benchmark's
- * figure for the driver without the CLI it ran).  SIGTERM interrupts the
+ * figure for the driver without the CLI it ran), and zombie_child, whether
+ * a child of this process is left unreaped (--subreaper makes it a child
+ * subreaper first, as the controller is).  SIGTERM interrupts the
  * running operation (pl_interrupt), as the controller's shutdown would.
  */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "pulumi/pulumi.h"
 
 #define MAX_LIST 32
@@ -169,6 +174,7 @@ static void print_result(const struct pl_result *r, cJSON *progress, int compact
 	}
 	if (r->outputs)
 		cJSON_AddItemToObject(o, "outputs", cJSON_Duplicate(r->outputs, 1));
+	cJSON_AddBoolToObject(o, "has_secret_outputs", r->has_secret_outputs);
 	if (r->outputs_plain)
 		cJSON_AddItemToObject(o, "outputs_plain", cJSON_Duplicate(r->outputs_plain, 1));
 	if (r->history)
@@ -176,6 +182,15 @@ static void print_result(const struct pl_result *r, cJSON *progress, int compact
 	cJSON_AddStringToObject(o, "stdout_tail", r->out_tail ? r->out_tail : "");
 	cJSON_AddStringToObject(o, "stderr_tail", r->err_tail ? r->err_tail : "");
 	cJSON_AddItemToObject(o, "progress", progress);
+	/* Whether a child of this process is a zombie nobody reaped (WNOWAIT:
+	 * looking does not reap it). */
+	{
+		siginfo_t si;
+
+		memset(&si, 0, sizeof(si));
+		cJSON_AddBoolToObject(o, "zombie_child",
+				      waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0);
+	}
 	/* This process only, children excluded: the driver's own footprint. */
 	{
 		struct rusage ru;
@@ -195,8 +210,9 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: pl_driver --spec FILE|- [--log-level L] OP [--plan F] [--refresh]\n"
 		"       [--expect-no-changes] [--preview-only] [--target U]... [--policy-pack D]...\n"
-		"       [--show-secrets] [--revision R]\n"
-		"OP: version ensure config install preview up refresh destroy cancel outputs history serve\n");
+		"       [--show-secrets] [--revision R] [--with-config] [--subreaper]\n"
+		"OP: version ensure config config-secrets install preview up refresh destroy cancel\n"
+		"    outputs history serve\n");
 	return 2;
 }
 
@@ -205,6 +221,8 @@ struct args {
 	struct pl_op_opts o;
 	const char *targets[MAX_LIST], *packs[MAX_LIST];
 	int show_secrets;
+	int subreaper;                 /* --subreaper: as the controller (PID 1, or run's subreaper) */
+	cJSON *last_up_outputs;        /* serve: the last up's r.outputs, for outputs-shown */
 };
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -216,6 +234,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "preview-only", no_argument, NULL, 'P' }, { "target", required_argument, NULL, 't' },
 		{ "policy-pack", required_argument, NULL, 'k' },
 		{ "show-secrets", no_argument, NULL, 'S' }, { "revision", required_argument, NULL, 'R' },
+		{ "with-config", no_argument, NULL, 'C' }, { "subreaper", no_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -229,6 +248,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'e': a->o.expect_no_changes = 1; break;
 		case 'P': a->o.preview_only = 1; break;
 		case 'S': a->show_secrets = 1; break;
+		case 'C': a->o.with_config = 1; break;
+		case 'Z': a->subreaper = 1; break;
 		case 'R': a->revision = optarg; break;
 		case 't':
 			if (a->o.n_targets == MAX_LIST)
@@ -259,6 +280,7 @@ static int dispatch(struct pl_stack *st, struct args *a, struct pl_result *r)
 	if (strcmp(op, "version") == 0) return pl_check_version(st, r);
 	if (strcmp(op, "ensure") == 0) return pl_ensure_stack(st, r);
 	if (strcmp(op, "config") == 0) return pl_apply_config(st, r);
+	if (strcmp(op, "config-secrets") == 0) return pl_apply_secret_config(st, r);
 	if (strcmp(op, "install") == 0) return pl_install(st, a->revision, r);
 	if (strcmp(op, "preview") == 0) return pl_preview(st, &a->o, r);
 	if (strcmp(op, "up") == 0) return pl_up(st, &a->o, r);
@@ -266,6 +288,7 @@ static int dispatch(struct pl_stack *st, struct args *a, struct pl_result *r)
 	if (strcmp(op, "destroy") == 0) return pl_destroy(st, &a->o, r);
 	if (strcmp(op, "cancel") == 0) return pl_cancel(st, r);
 	if (strcmp(op, "outputs") == 0) return pl_outputs(st, a->show_secrets, r);
+	if (strcmp(op, "outputs-shown") == 0) return pl_outputs_shown(st, a->last_up_outputs, r);
 	if (strcmp(op, "history") == 0) return pl_last_history(st, r);
 	return -2;
 }
@@ -295,8 +318,14 @@ static int serve(struct pl_stack *st, struct args *a)
 			continue;
 		}
 		print_result(&r, progress, 1);
+		if (strcmp(line, "up") == 0) {
+			cJSON_Delete(a->last_up_outputs);
+			a->last_up_outputs = cJSON_Duplicate(r.outputs, 1);
+		}
 		pl_result_free(&r);
 	}
+	cJSON_Delete(a->last_up_outputs);
+	a->last_up_outputs = NULL;
 	return rc;
 }
 
@@ -327,6 +356,10 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a) < 0)
 		return usage();
+	if (a.subreaper && proc_become_subreaper(&e) < 0) {
+		fprintf(stderr, "pl_driver: %s\n", e.msg);
+		return 1;
+	}
 	if (a.level && log_parse_level(a.level, &lvl) < 0)
 		return usage();
 	log_setup(lvl, LOG_JSON, stderr);

@@ -1,5 +1,5 @@
 /*
- * test_proc.c - unit tests for src/base/proc.c: environment from nothing,
+ * test_proc.c - unit tests for src/base/proc.c and proc_tree.c: environment from nothing,
  * stdin feeding, bounded tails, exit statuses, a missing program, and the
  * timeout escalation that leaves nothing alive in the child's group.
  */
@@ -8,13 +8,42 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/proc.h"
+#include "tests/unit/fake_poll.h"
+
+/* ---- waitpid() seen from proc.c ----
+ * Defined here, it takes precedence over the C library's for proc.o: every
+ * waitpid() records whether the pid's process group still had live
+ * members at that moment. */
+
+static pid_t reaped_pid;
+static int group_alive_when_reaped;
+
+pid_t waitpid(pid_t pid, int *status, int options)
+{
+	static pid_t (*real)(pid_t, int *, int);
+	int group_alive = pid > 0 && proc_group_alive(pid);
+	pid_t got;
+
+	if (real == NULL)
+		*(void **)&real = dlsym(RTLD_NEXT, "waitpid");
+	got = real(pid, status, options);
+	if (got > 0 && got == pid) {
+		reaped_pid = got;
+		group_alive_when_reaped = group_alive;
+	}
+	return got;
+}
 
 static char *const base_env[] = { "PATH=/usr/bin:/bin", "ONLY=this", NULL };
 
@@ -154,22 +183,32 @@ static void test_leftovers_are_killed_when_the_leader_exits(void **state)
 	proc_result_free(&r);
 }
 
+/* State letter and parent of a process from /proc/<pid>/stat; 0 on success. */
+static int proc_stat(const char *pid, char *st, long *ppid)
+{
+	char path[300], buf[512];
+	const char *p;
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	ok = fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
+	     sscanf(p + 1, " %c %ld", st, ppid) == 2;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
 /* 1 while pid is a live (not zombie) process. */
 static int alive(long pid)
 {
-	char path[64], buf[512];
-	const char *p;
-	char st = 'Z';
-	FILE *f;
+	char id[32], st;
+	long ppid;
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-		sscanf(p + 1, " %c", &st);
-	fclose(f);
-	return st != 'Z';
+	snprintf(id, sizeof(id), "%ld", pid);
+	return proc_stat(id, &st, &ppid) == 0 && st != 'Z';
 }
 
 /* Runs script with %s replaced by a fresh pid file, which a descendant in a
@@ -229,6 +268,109 @@ static void test_the_marker_is_in_the_environment(void **state)
 	/* <pid>-<sequence>-<16 hex digits> */
 	assert_true(strlen(r.out) > 20);
 	assert_non_null(strchr(r.out, '-'));
+	proc_result_free(&r);
+}
+
+/* Zombie children of this process (what nobody reaped). */
+static int zombie_children(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		char st;
+		long ppid;
+
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && proc_stat(de->d_name, &st, &ppid) == 0 &&
+		    st == 'Z' && ppid == (long)getpid())
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* 1 when /proc/<pid> exists at all, zombie or not. */
+static int exists(long pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%ld", pid);
+	return access(path, F_OK) == 0;
+}
+
+/* As PID 1 in its container, the controller inherits what a killed CLI
+ * leaves: its plugins, killed by the sweep, must also be reaped. */
+static void test_no_zombie_is_left_when_we_are_the_subreaper(void **state)
+{
+	static const char *hangs =
+		"setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+		"while [ ! -s %s ]; do sleep 0.01; done; sleep 300";
+	static const char *exits =
+		"setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+		"while [ ! -s %s ]; do sleep 0.01; done; echo started";
+	struct proc_result r;
+	struct err e = { 0 };
+	long pid;
+
+	(void)state;
+	assert_int_equal(proc_become_subreaper(&e), 0);
+	assert_int_equal(zombie_children(), 0);
+	/* A CLI killed at its timeout, its plugin in a session of its own. */
+	pid = run_with_stray(hangs, 300, &r);
+	assert_true(r.timed_out);
+	assert_int_equal(r.strays_killed, 1);
+	assert_false(exists(pid));
+	assert_int_equal(zombie_children(), 0);
+	proc_result_free(&r);
+	/* A CLI that exits and leaves its plugin behind. */
+	pid = run_with_stray(exits, 0, &r);
+	assert_int_equal(r.exit_code, 0);
+	assert_false(exists(pid));
+	assert_int_equal(zombie_children(), 0);
+	proc_result_free(&r);
+	/* A leftover in the leader's own group. */
+	assert_int_equal(run_sh("sleep 300 & echo started", NULL, 0, 0, 0, &r), 0);
+	assert_int_equal(zombie_children(), 0);
+	proc_result_free(&r);
+}
+
+/* A failing poll() must not turn into an untimed wait for the child: the
+ * group is killed, and, as always, gone before the leader is reaped. */
+static void test_poll_failure_kills_the_group_before_reaping(void **state)
+{
+	char *const argv[] = { "sh", "-c", "sleep 300 & sleep 300; exit 3", NULL };
+	struct proc_spec s = { .argv = argv, .envp = base_env };
+	struct proc_result r;
+	struct err e = { 0 };
+
+	(void)state;
+	fake_poll_fail = 1;
+	reaped_pid = 0;
+	assert_int_equal(proc_run(&s, &r, &e), -1);
+	fake_poll_fail = 0;
+	assert_non_null(strstr(e.msg, "poll"));
+	assert_true(r.started);
+	assert_false(r.exited);
+	assert_int_equal(r.term_signal, SIGKILL);
+	assert_int_equal(reaped_pid, r.pid);
+	assert_false(group_alive_when_reaped);
+	assert_false(proc_group_alive(r.pid));
+	proc_result_free(&r);
+}
+
+/* The normal path: the leader exits, a leftover in its group is killed
+ * and gone before the leader is reaped. */
+static void test_group_is_gone_before_the_leader_is_reaped(void **state)
+{
+	struct proc_result r;
+
+	(void)state;
+	reaped_pid = 0;
+	assert_int_equal(run_sh("sleep 300 & echo started", NULL, 0, 0, 0, &r), 0);
+	assert_int_equal(reaped_pid, r.pid);
+	assert_false(group_alive_when_reaped);
 	proc_result_free(&r);
 }
 
@@ -300,6 +442,9 @@ int main(void)
 		cmocka_unit_test(test_the_marker_is_in_the_environment),
 		cmocka_unit_test(test_ticks_while_running),
 		cmocka_unit_test(test_interrupt_from_outside),
+		cmocka_unit_test(test_poll_failure_kills_the_group_before_reaping),
+		cmocka_unit_test(test_group_is_gone_before_the_leader_is_reaped),
+		cmocka_unit_test(test_no_zombie_is_left_when_we_are_the_subreaper),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /*
- * test_pulumi_driver.c - unit tests for src/pulumi/pl_driver.c with a fake
+ * test_pulumi_driver.c - unit tests for the driver's operations (src/pulumi/pl_*.c) with a fake
  * `pulumi` written in sh: spec validation in pl_open, the argv of config
  * calls (flattened --path keys, secrets on stdin only, removal of
  * undeclared keys), the refusal to put a secret on a command line, the
@@ -19,6 +19,7 @@
 
 #include "base/fs.h"
 #include "pulumi/pulumi.h"
+#include "tests/unit/fake_poll.h"   /* poll() fails on demand while the CLI runs */
 
 /* Records each call as "ARGS: ..." and, when stdin is not empty,
  * "STDIN: ..." in $PULUMI_HOME/calls; answers version. */
@@ -31,6 +32,7 @@ static const char FAKE[] =
 	"case \"$*\" in\n"
 	"  version) echo \"${FAKE_VERSION:-v3.200.1}\" ;;\n"
 	"  *'up '*) echo \"error: boom with $FAKE_SECRET inside\" >&2; exit 1 ;;\n"
+	"  *'preview '*) echo \"error: backend $PULUMI_BACKEND_URL refused ${FAKE_PART:-}\" >&2; exit 1 ;;\n"
 	"  *'stack select'*) [ -e \"$PULUMI_HOME/exists\" ] && exit 0;"
 	" echo \"error: no stack named 'dev' found\" >&2; exit 6 ;;\n"
 	"  *'stack init'*) touch \"$PULUMI_HOME/exists\";"
@@ -157,15 +159,23 @@ static void test_open_validates_the_spec(void **state)
 	assert_non_null(strstr(e.msg, "not JSON"));
 }
 
-/* The stack settings file as the CLI would have left it. */
-static void write_stack_settings(struct fixture *f)
+/* Writes (mode "w") or appends ("a") text to the stack's settings file. */
+static void write_settings(struct fixture *f, const char *mode, const char *text)
 {
 	char p[400];
 	FILE *fp;
 
 	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
-	fp = fopen(p, "w");
-	fputs("encryptionsalt: v1:AQIDBAUGBwg=:v1:AAECAwQFBgcICQoL:yX1+BiKJUW+guDZbiQRMUnobuD6cFg==\n"
+	fp = fopen(p, mode);
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* The stack settings file as the CLI would have left it. */
+static void write_stack_settings(struct fixture *f)
+{
+	write_settings(f, "w", "encryptionsalt: v1:AQIDBAUGBwg=:v1:AAECAwQFBgcICQoL:yX1+BiKJUW+guDZbiQRMUnobuD6cFg==\n"
 	      "config:\n"
 	      "  demo:greeting: hi\n"
 	      "  demo:stale:\n"
@@ -177,8 +187,7 @@ static void write_stack_settings(struct fixture *f)
 	      "  demo:db:\n"
 	      "    port: 1\n"
 	      "other:\n"
-	      "  demo:outside: 1\n", fp);
-	fclose(fp);
+	      "  demo:outside: 1\n");
 }
 
 static void test_config_calls(void **state)
@@ -232,6 +241,156 @@ static void test_config_calls(void **state)
 	pl_close(st);
 }
 
+/* Anchors and aliases in Pulumi.dev.yaml, as a user may write them: an
+ * alias as a value must not shift keys and values (`config rm` of a
+ * value), and a merge key's keys are the stack's keys too. */
+static void test_config_rm_reads_aliases_as_the_cli_does(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = { { "greeting", "hi", 0, 0 }, { "alias", "hi", 0, 0 } };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	write_settings(f, "w", "defaults: &base\n"
+	      "  demo:merged: m\n"
+	      "config:\n"
+	      "  <<: *base\n"
+	      "  demo:greeting: &g hi\n"
+	      "  demo:alias: *g\n"
+	      "  demo:old: value-Not-A-Key\n"
+	      "  aws:region: *g\n");
+	s.config = cfg;
+	s.n_config = 2;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	assert_int_equal(pl_apply_config(st, &r), 0);
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "config rm --stack dev -- demo:old\n"));
+	assert_non_null(strstr(log, "config rm --stack dev -- aws:region\n"));
+	assert_non_null(strstr(log, "config rm --stack dev -- demo:merged\n"));
+	assert_null(strstr(log, "value-Not-A-Key"));
+	assert_null(strstr(log, "-- hi\n"));
+	assert_null(strstr(log, "-- <<"));
+	assert_null(strstr(log, "-- demo:greeting"));
+	assert_null(strstr(log, "-- demo:alias"));
+	free(log);
+	pl_close(st);
+}
+
+/* Number of lines of the call log that contain needle. */
+static int count_calls(struct fixture *f, const char *needle)
+{
+	char *log = calls(f);
+	int n = 0;
+
+	for (const char *p = strstr(log, needle); p; p = strstr(p + 1, needle))
+		n++;
+	free(log);
+	return n;
+}
+
+static int apply(struct fixture *f, struct pl_spec *s)
+{
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(s, &e);
+	int rc;
+
+	assert_non_null(st);
+	rc = pl_apply_secret_config(st, &r);
+	assert_int_equal(r.status, PL_OK);
+	pl_result_free(&r);
+	pl_close(st);
+	return rc;
+}
+
+/* `config set --secret` is a CLI call per key on every reconcile unless
+ * the driver knows the settings file already holds that value. */
+static void test_secret_config_is_set_only_when_it_changed(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = { { "pw", "sekrit-Value-9", 1, 0 }, { "greeting", "hi", 0, 0 },
+					{ "creds", "{\"token\":\"tok-Value-8\"}", 1, 1 } };
+	char p[400], *state_text = NULL;
+	struct err e = { 0 };
+	size_t len;
+
+	s.config = cfg;
+	s.n_config = 3;
+	write_stack_settings(f);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 1);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	assert_int_equal(count_calls(f, "config set-all"), 0);   /* plaintext goes with up */
+	/* Nothing changed: no call at all. */
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 1);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	/* The state vouches without telling: no value in it. */
+	snprintf(p, sizeof(p), "%s/secret-config.json", f->scratch);
+	assert_int_equal(fs_read_file(p, 1 << 20, &state_text, &len, &e), 0);
+	assert_null(strstr(state_text, "sekrit"));
+	assert_null(strstr(state_text, "tok-Value"));
+	free(state_text);
+	/* A new value: set again, that key only. */
+	cfg[0].value = "sekrit-Value-10";
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 2);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 1);
+	/* A new passphrase: every secret again. */
+	s.passphrase = "pass-Phrase-2";
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 3);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 2);
+	/* The settings file is not the one the driver left: all again. */
+	write_settings(f, "a", "# edited\n");
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
+	assert_int_equal(count_calls(f, "--secret -- creds.token\n"), 3);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 4);
+	/* Gone (a new revision without it): set again. */
+	snprintf(p, sizeof(p), "%s/Pulumi.dev.yaml", f->work);
+	unlink(p);
+	apply(f, &s);
+	assert_int_equal(count_calls(f, "--secret -- pw\n"), 5);
+}
+
+static void test_up_with_config_passes_plain_config_on_up(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = {
+		{ "greeting", "hi there", 0, 0 }, { "aws:region", "r", 0, 0 },
+		{ "db", "{\"port\":5432}", 0, 1 }, { "pw", "sekrit-Value-9", 1, 0 },
+	};
+	struct pl_op_opts o = { .with_config = 1 };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	s.config = cfg;
+	s.n_config = 4;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	pl_up(st, &o, &r);   /* the fake fails every up; the argv is what counts */
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "ARGS: --non-interactive config set-all --stack dev --path "
+				    "--plaintext db.port=5432\n"));
+	assert_non_null(strstr(log, " --config greeting=hi there --config aws:region=r"));
+	assert_null(strstr(log, "--plaintext greeting"));
+	assert_false(on_argv(log, "sekrit-Value-9"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_secret_never_on_argv(void **state)
 {
 	struct fixture *f = *state;
@@ -276,6 +435,83 @@ static void test_failure_message_is_masked(void **state)
 	assert_string_equal(r.message, "up: boom with [secret] inside");
 	assert_null(strstr(r.err_tail, "env-Secret-5"));
 	assert_false(r.summary.present);
+	pl_result_free(&r);
+	pl_close(st);
+}
+
+/* Runs a preview whose error prints the backend URL and `part`; returns
+ * the message (caller frees) after checking the tails too. */
+static char *backend_error(struct fixture *f, const char *spec_url, const char *env_url,
+			   const char *part)
+{
+	struct pl_spec s = base_spec(f);
+	struct pl_env_var env[2] = { { "FAKE_PART", part, 0 }, { "PULUMI_BACKEND_URL", env_url, 0 } };
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *msg;
+
+	s.backend_url = spec_url;
+	s.env = env;
+	s.n_env = env_url ? 2 : 1;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	assert_int_equal(pl_preview(st, NULL, &r), -1);
+	msg = strdup(r.message);
+	if (part[0])
+		assert_null(strstr(r.err_tail, part));
+	pl_result_free(&r);
+	pl_close(st);
+	return msg;
+}
+
+static void test_backend_url_with_credentials_is_masked(void **state)
+{
+	struct fixture *f = *state;
+	char *m;
+
+	/* userinfo: the whole URL and the password, raw and decoded. */
+	m = backend_error(f, "postgres://admin:Pg-Pass%2F123@db.local:5432/pulumi?sslmode=disable", NULL,
+			  "Pg-Pass/123");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	m = backend_error(f, "postgres://admin:Pg-Pass%2F123@db.local:5432/pulumi", NULL, "Pg-Pass%2F123");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* A query token, given as the environment variable. */
+	m = backend_error(f, NULL, "https://state.example/x?region=eu&access_token=tok-Query-55",
+			  "tok-Query-55");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* An Azure SAS signature. */
+	m = backend_error(f, "azblob://state?sv=2022-11-02&sig=SaS-Sig-Value%3D", NULL, "SaS-Sig-Value=");
+	assert_string_equal(m, "preview: backend [secret] refused [secret]");
+	free(m);
+	/* Without credentials the URL stays visible: it names the backend. */
+	m = backend_error(f, "s3://bucket/state?region=eu-west-1", NULL, "");
+	assert_string_equal(m, "preview: backend s3://bucket/state?region=eu-west-1 refused ");
+	free(m);
+}
+
+/* A call whose child the driver lost track of is the driver's failure,
+ * not the CLI's, whatever the CLI printed before it was killed. */
+static void test_poll_failure_is_an_internal_failure(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+
+	s.skip_version_check = 1;
+	st = pl_open(&s, &e);
+	assert_non_null(st);
+	fake_poll_errno = EINVAL;
+	fake_poll_fail = 1;
+	assert_int_equal(pl_up(st, NULL, &r), -1);
+	fake_poll_fail = 0;
+	assert_int_equal(r.status, PL_INTERNAL);
+	assert_non_null(strstr(r.message, "up: poll:"));
 	pl_result_free(&r);
 	pl_close(st);
 }
@@ -400,9 +636,14 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_validates_the_spec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_rm_reads_aliases_as_the_cli_does, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secret_config_is_set_only_when_it_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_up_with_config_passes_plain_config_on_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_poll_failure_is_an_internal_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_created_meanwhile_is_selected, setup, teardown),

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,195 @@ static void test_redact(void **state)
 	free(s);
 }
 
+/* A PEM-like key and a JSON key file (holding a PEM key, escaped). */
+static const char PEM[] =
+	"-----BEGIN PRIVATE KEY-----\n"
+	"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+	"BKcwggSjAgEAAoIBAQC7pemQ2x9vK3Lz\n"
+	"-----END PRIVATE KEY-----\n";
+static const char KEYFILE[] =
+	"{\n"
+	"  \"type\": \"service_account\",\n"
+	"  \"private_key_id\": \"0123456789abcdef0123\",\n"
+	"  \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIEvgIBADANBgkqhkiG9w0BAQ\\n"
+	"Zm9vYmFyYmF6cXV4cXV1eA==\\n-----END PRIVATE KEY-----\\n\",\n"
+	"  \"client_email\": \"ci@demo-proj.iam.gserviceaccount.com\"\n"
+	"}\n";
+
+/* Fails when text holds any line (>= 8 bytes, trimmed) of secret, or the
+ * secret's distinctive base64 bodies. */
+static void assert_no_part_of(const char *text, const char *secret)
+{
+	static const char *const bodies[] = {
+		"MIIEvQIBADAN", "BKcwggSjAgEA", "MIIEvgIBADAN", "Zm9vYmFyYmF6", "0123456789abcdef",
+		"ci@demo-proj",
+	};
+	char line[512];
+	const char *p = secret;
+
+	while (*p) {
+		size_t len = strcspn(p, "\n"), b = 0, e = len;
+
+		while (b < e && p[b] == ' ')
+			b++;
+		if (e - b >= PL_REDACT_MIN_LINE && e - b < sizeof(line)) {
+			memcpy(line, p + b, e - b);
+			line[e - b] = '\0';
+			if (strstr(text, line))
+				fail_msg("a line of the secret survived: %s\nin: %s", line, text);
+		}
+		p += len + (p[len] == '\n');
+	}
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+		if (strstr(secret, bodies[i]) && strstr(text, bodies[i]))
+			fail_msg("part of the secret survived: %s\nin: %s", bodies[i], text);
+}
+
+static void test_redact_multiline_secrets_line_by_line(void **state)
+{
+	const char *secrets[] = { PEM, KEYFILE };
+	char text[4096], *s;
+
+	(void)state;
+	/* Re-indented by whoever printed it: the whole no longer matches. */
+	snprintf(text, sizeof(text),
+		 "error: bad key:\n    -----BEGIN PRIVATE KEY-----\n    MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+		 "    BKcwggSjAgEAAoIBAQC7pemQ2x9vK3Lz\n    -----END PRIVATE KEY-----\n"
+		 "key file line:   \"private_key_id\": \"0123456789abcdef0123\",\n"
+		 "decoded: MIIEvgIBADANBgkqhkiG9w0BAQ\nZm9vYmFyYmF6cXV4cXV1eA==\n"
+		 "email ci@demo-proj.iam.gserviceaccount.com\n");
+	s = pl_redact(text, secrets, 2);
+	assert_no_part_of(s, PEM);
+	assert_no_part_of(s, KEYFILE);
+	assert_non_null(strstr(s, "error: bad key:"));
+	/* Short lines ("}") are not masked everywhere. */
+	free(s);
+	s = pl_redact("{ } ok", secrets, 2);
+	assert_string_equal(s, "{ } ok");
+	free(s);
+}
+
+static void test_redact_tail_drops_a_cut_first_line(void **state)
+{
+	const char *secrets[] = { "tok-0123456789abcdefghij" };
+	char *s;
+
+	(void)state;
+	/* The tail's bound fell inside the secret: its end is not the secret. */
+	s = pl_redact_tail("456789abcdefghij rest\nmore tok-0123456789abcdefghij\n", 1, secrets, 1);
+	assert_string_equal(s, "more [secret]\n");
+	free(s);
+	s = pl_redact_tail("whole\n", 0, secrets, 1);
+	assert_string_equal(s, "whole\n");
+	free(s);
+	s = pl_redact_tail("no newline at all", 1, secrets, 1);
+	assert_string_equal(s, "");
+	free(s);
+}
+
+static void test_messages_are_masked_before_they_are_cut(void **state)
+{
+	const char *secrets[] = { PEM, KEYFILE };
+	struct proc_result pr = { .started = 1, .exited = 1, .exit_code = 1 };
+	char err[2048], log[4096];
+	struct pl_events ev;
+	struct pl_result r = { 0 };
+
+	(void)state;
+	/* stderr's error line is the first line of a message holding the key. */
+	snprintf(err, sizeof(err), "error: invalid key \"%s\"\n", PEM);
+	pr.out = "";
+	pr.errout = err;
+	pl_classify("up", &pr, NULL, secrets, 2, &r);
+	assert_no_part_of(r.message, PEM);
+	assert_non_null(strstr(r.message, "up: invalid key"));
+	/* The last line of stderr is the last line of the key file. */
+	snprintf(err, sizeof(err), "could not parse %s", KEYFILE);
+	pl_classify("up", &pr, NULL, secrets, 2, &r);
+	assert_no_part_of(r.message, KEYFILE);
+	/* A long one-line secret cut by the message bound. */
+	{
+		char longsec[700];
+		const char *one[] = { longsec };
+
+		memset(longsec, 'k', sizeof(longsec) - 1);
+		longsec[sizeof(longsec) - 1] = '\0';
+		snprintf(err, sizeof(err), "error: token %s rejected\n", longsec);
+		pl_classify("up", &pr, NULL, one, 1, &r);
+		assert_null(strstr(r.message, "kkkkkkkk"));
+		assert_non_null(strstr(r.message, "token [secret] rejected"));
+	}
+	/* An error diagnostic in the event log, cut to its first line. */
+	pl_events_init(&ev);
+	ev.secrets = secrets;
+	ev.n_secrets = 2;
+	{
+		cJSON *line = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(line, "diagnosticEvent");
+		char *msg = NULL, *printed;
+
+		assert_true(asprintf(&msg, "invalid file name \"%s\": only letters", PEM) > 0);
+		cJSON_AddStringToObject(d, "message", msg);
+		cJSON_AddStringToObject(d, "severity", "error");
+		printed = cJSON_PrintUnformatted(line);
+		snprintf(log, sizeof(log), "%s\n", printed);
+		free(printed);
+		free(msg);
+		cJSON_Delete(line);
+	}
+	pl_events_feed(&ev, log, strlen(log));
+	assert_int_equal(ev.program_errors, 1);
+	assert_no_part_of(ev.first_error, PEM);
+	assert_non_null(strstr(ev.first_error, "invalid file name"));
+	pr.errout = "";
+	pl_classify("up", &pr, &ev, secrets, 2, &r);
+	assert_no_part_of(r.message, PEM);
+	pl_events_free(&ev);
+}
+
+/* The root stack's outputs ride on its resOutputsEvent (observed on
+ * v3.274.1, also for an unchanged stack): plaintext in clear, secrets as
+ * Pulumi's signature object. */
+static void test_events_carry_the_root_stack_outputs(void **state)
+{
+	static const char log[] =
+		"{\"sequence\":1,\"resOutputsEvent\":{\"metadata\":{\"op\":\"same\",\"urn\":"
+		"\"urn:pulumi:dev::demo::standin:index:File::note\",\"type\":\"standin:index:File\","
+		"\"new\":{\"outputs\":{\"content\":\"x\"}}}}}\n"
+		"{\"sequence\":2,\"resOutputsEvent\":{\"metadata\":{\"op\":\"same\",\"urn\":"
+		"\"urn:pulumi:dev::demo::pulumi:pulumi:Stack::demo-dev\",\"type\":\"pulumi:pulumi:Stack\","
+		"\"new\":{\"outputs\":{\"message\":\"hi\",\"n\":[1,{\"deep\":{"
+		"\"4dabf18193072939515e22adb298388d\":\"1b47061264138c4ac30d75fd1eb44270\","
+		"\"ciphertext\":\"[secret]\"}}],\"secretOut\":{"
+		"\"4dabf18193072939515e22adb298388d\":\"1b47061264138c4ac30d75fd1eb44270\","
+		"\"ciphertext\":\"v1:abc\",\"plaintext\":\"\\\"leak-Me-4\\\"\"}}}}}}\n";
+	struct pl_events ev;
+	char *printed;
+
+	(void)state;
+	pl_events_init(&ev);
+	pl_events_feed(&ev, log, strlen(log));
+	assert_non_null(ev.outputs);
+	assert_true(ev.has_secret_outputs);
+	printed = cJSON_PrintUnformatted(ev.outputs);
+	assert_string_equal(printed, "{\"message\":\"hi\",\"n\":[1,{\"deep\":\"[secret]\"}],"
+			    "\"secretOut\":\"[secret]\"}");
+	free(printed);
+	pl_events_free(&ev);
+
+	/* Without secrets; a failed step's event is not the stack's outputs. */
+	pl_events_init(&ev);
+	pl_events_feed(&ev, "{\"resOutputsEvent\":{\"metadata\":{\"type\":\"pulumi:pulumi:Stack\","
+		       "\"new\":{\"outputs\":{\"a\":\"b\"}}}}}\n", 92);
+	assert_non_null(ev.outputs);
+	assert_false(ev.has_secret_outputs);
+	pl_events_free(&ev);
+	pl_events_init(&ev);
+	pl_events_feed(&ev, "{\"resOpFailedEvent\":{\"metadata\":{\"type\":\"pulumi:pulumi:Stack\","
+		       "\"new\":{\"outputs\":{\"a\":\"b\"}}}}}\n", 93);
+	assert_null(ev.outputs);
+	pl_events_free(&ev);
+}
+
 static struct proc_result fake(int code, const char *out, const char *errout)
 {
 	struct proc_result pr = { .started = 1, .exited = 1, .exit_code = code };
@@ -338,6 +528,10 @@ int main(void)
 		cmocka_unit_test(test_events_overlong_line_is_skipped),
 		cmocka_unit_test(test_outputs_history_config),
 		cmocka_unit_test(test_redact),
+		cmocka_unit_test(test_events_carry_the_root_stack_outputs),
+		cmocka_unit_test(test_redact_multiline_secrets_line_by_line),
+		cmocka_unit_test(test_redact_tail_drops_a_cut_first_line),
+		cmocka_unit_test(test_messages_are_masked_before_they_are_cut),
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_classify_interrupted),
 		cmocka_unit_test(test_classify_yaml_template_error),
