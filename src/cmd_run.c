@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/proc.h"
 #include "cmd.h"
 #include "kube/kube.h"
 #include "stack/stack.h"
@@ -356,6 +357,11 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 	struct kube_config *cfg = NULL;
 	char host[256] = "";
 
+	/* Plugins a killed CLI leaves behind are re-parented to us (we are
+	 * PID 1 in a container, or made their reaper here) and reaped. */
+	if (proc_become_subreaper(e) < 0)
+		log_warn("cannot become the reaper of orphaned plugins", "error", e->msg, NULL);
+	err_clear(e);
 	if (kube_config_load(f->kubeconfig, &cfg, e) < 0)
 		return err_prefix(e, "cannot load the Kubernetes configuration: "), -1;
 	{

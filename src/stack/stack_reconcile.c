@@ -93,6 +93,18 @@ static int step_suspend(struct stack_pass *p)
 	return 1;
 }
 
+static int ready_message_has(const struct stack_pass *p, const char *text)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
+		if (streq(kube_obj_str(c, "type"), "Ready")) {
+			const char *m = kube_obj_str(c, "message");
+			return m && strstr(m, text) != NULL;
+		}
+	return 0;
+}
+
 static int step_spec(struct stack_pass *p)
 {
 	struct err e;
@@ -116,18 +128,6 @@ static int step_spec(struct stack_pass *p)
 	/* Once: until the note is in the Ready message that status carries. */
 	if (p->note[0] && !ready_message_has(p, p->note))
 		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);
-	return 0;
-}
-
-static int ready_message_has(const struct stack_pass *p, const char *text)
-{
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
-		if (streq(kube_obj_str(c, "type"), "Ready")) {
-			const char *m = kube_obj_str(c, "message");
-			return m && strstr(m, text) != NULL;
-		}
 	return 0;
 }
 

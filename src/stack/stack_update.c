@@ -87,11 +87,18 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 static void op_options(const struct stack_pass *p, struct pl_op_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->with_config = 1;
 	o->refresh = p->spec.refresh;
 	o->targets = (const char *const *)p->spec.targets;
 	o->n_targets = p->spec.n_targets;
 	o->policy_packs = (const char *const *)p->spec.policy_packs;
 	o->n_policy_packs = p->spec.n_policy_packs;
+}
+
+static void result_reset(struct pl_result *r)
+{
+	pl_result_free(r);
+	memset(r, 0, sizeof(*r));
 }
 
 typedef int (*pl_op_fn)(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r);
@@ -116,26 +123,21 @@ static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct
 		pl_cancel(st, &c);
 		pl_result_free(&c);
 	}
-	pl_result_free(r);
-	memset(r, 0, sizeof(*r));
+	result_reset(r);
 	return op(st, &o, r) == 0 ? 0 : -1;
 }
 
-/* The steps before the operation; 0, or -1 with r holding the failure. */
-static int prepare(struct stack_pass *p, struct pl_stack *st, struct pl_result *r, int install)
+/* Config the up does not carry itself (secret and removed keys; nothing
+ * when nothing changed), and install on a new revision.  0, or -1 with r
+ * holding the failure. */
+static int prepare(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
 {
-	if (pl_ensure_stack(st, r) < 0)
+	if (pl_apply_secret_config(st, r) < 0)
 		return -1;
-	pl_result_free(r);
-	memset(r, 0, sizeof(*r));
-	if (pl_apply_config(st, r) < 0)
+	result_reset(r);
+	if (pl_install(st, p->art.revision, r) < 0)
 		return -1;
-	pl_result_free(r);
-	memset(r, 0, sizeof(*r));
-	if (install && pl_install(st, p->art.revision, r) < 0)
-		return -1;
-	pl_result_free(r);
-	memset(r, 0, sizeof(*r));
+	result_reset(r);
 	return 0;
 }
 
@@ -166,15 +168,40 @@ static void with_stack(struct stack_pass *p, const char *type,
 	p->out.end_us = kube_now_us();
 }
 
+/*
+ * The Automation API's up is select, config, up, outputs: four or more CLI
+ * calls.  Here a stack that has been updated before is not selected (an up
+ * of a missing stack says so, and then it is created), plaintext config
+ * rides on the up itself, and outputs come from the up's event log; only
+ * secret outputs need one more call.
+ */
 static void update_body(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
 {
+	int known = stack_status_str(p, "lastUpdate.type") != NULL;
+	pl_op_fn op = p->spec.preview ? pl_preview : pl_up;
 	struct pl_result o;
 
-	if (prepare(p, st, r, 1) < 0 || run_op(p, st, p->spec.preview ? pl_preview : pl_up, r) < 0 ||
-	    p->spec.preview)
+	if (!known && pl_ensure_stack(st, r) < 0)
 		return;
+	result_reset(r);
+	if (prepare(p, st, r) < 0)
+		return;
+	if (run_op(p, st, op, r) < 0 && r->status == PL_NOT_FOUND && known) {
+		result_reset(r);
+		if (pl_ensure_stack(st, r) < 0)
+			return;
+		result_reset(r);
+		if (prepare(p, st, r) < 0 || run_op(p, st, op, r) < 0)
+			return;
+	}
+	if (r->status != PL_OK || p->spec.preview)
+		return;
+	if (!r->has_secret_outputs) {
+		p->out.outputs = r->outputs ? cJSON_Duplicate(r->outputs, 1) : cJSON_CreateObject();
+		return;
+	}
 	memset(&o, 0, sizeof(o));
-	if (pl_outputs(st, 1, &o) < 0) {
+	if (pl_outputs_shown(st, r->outputs, &o) < 0) {
 		/* The update succeeded; its outputs could not be read. */
 		pl_result_free(r);
 		*r = o;
@@ -197,8 +224,7 @@ static void destroy_body(struct stack_pass *p, struct pl_stack *st, struct pl_re
 	 * workspace, and the values it came from may be gone by now. */
 	if (pl_ensure_stack(st, r) < 0)
 		return;
-	pl_result_free(r);
-	memset(r, 0, sizeof(*r));
+	result_reset(r);
 	run_op(p, st, pl_destroy, r);
 }
 
