@@ -25,12 +25,15 @@ A StackWorld offers:
     stack(name) events(name) outputs_secret(name) condition(name, type)
     wait_ready(name, revision=None) wait_condition(name, type, status, reason)
     controller(**flags)             `pulumi-controller run` as a subprocess (Controller:
-                                    .records() .find() .wait_log() .metrics() .stop() .kill())
+                                    .records() .find() .wait_log() .metrics() .stop() .kill());
+                                    .ctl the latest; crash_controller() SIGKILLs it and its CLIs
     settle(name)                    a barrier: the controller has seen and reconciled
                                     everything about the Stack that happened before
     cli_invocations(since=0) / mark() / updates(stack=None, since=0)
                                     the record the --pulumi-bin wrapper keeps
-    locks() history(project, stack) cloud_files()
+    wait_invocation(command, stack, since)  waits until the CLI ran that command
+    locks() hold_lock(project, stack) history(project, stack) cloud_files() login()
+    secret(name, data) config_map(name, data)
     assert_no_secret(*values)       in no controller log line, event, Stack status, argv
 
 --pulumi-bin is a wrapper script the fixture writes: it appends one JSON line per
