@@ -25,12 +25,15 @@ A StackWorld offers:
     stack(name) events(name) outputs_secret(name) condition(name, type)
     wait_ready(name, revision=None) wait_condition(name, type, status, reason)
     controller(**flags)             `pulumi-controller run` as a subprocess (Controller:
-                                    .records() .find() .wait_log() .metrics() .stop() .kill())
+                                    .records() .find() .wait_log() .metrics() .stop() .kill());
+                                    .ctl the latest; crash_controller() SIGKILLs it and its CLIs
     settle(name)                    a barrier: the controller has seen and reconciled
                                     everything about the Stack that happened before
     cli_invocations(since=0) / mark() / updates(stack=None, since=0)
                                     the record the --pulumi-bin wrapper keeps
-    locks() history(project, stack) cloud_files()
+    wait_invocation(command, stack, since)  waits until the CLI ran that command
+    locks() hold_lock(project, stack) history(project, stack) cloud_files() login()
+    secret(name, data) config_map(name, data)
     assert_no_secret(*values)       in no controller log line, event, Stack status, argv
 
 --pulumi-bin is a wrapper script the fixture writes: it appends one JSON line per
@@ -566,6 +569,7 @@ class StackWorld:
             "log_format": "json",
             "concurrency": "4",
             "requeue_dependency": "2s",
+            "log_level": "debug",       # settle() reads the queue's and the passes' lines
         }
         if self.tier == "real":
             args["namespace"] = self.namespace     # the session's server is shared
@@ -604,25 +608,68 @@ class StackWorld:
             except ProcessLookupError:
                 pass
 
+    BARRIER_FINALIZER = "stack-test.pulumi.com/barrier"
+
     def settle(self, name, timeout=120):
-        """A barrier for "nothing ran" checks: annotates the Stack (an annotation change
-        queues it, CONTRACT.md), waits until the controller logs that change, then until
-        a reconcile has completed after it and its work queue is empty.  Whatever the
-        controller was going to do about earlier changes of this Stack is done then."""
+        """A barrier for "nothing ran" checks.  A finalizer change queues a Stack without
+        giving it anything to update (the reconciler's change filter), so the fixture adds
+        a finalizer of its own and removes it again, and after each waits until the
+        controller has queued the Stack (debug line `stack queued`), ended a reconcile
+        pass of it after that (`reconcile pass ended`), finished every update it started
+        (`update started` / `update succeeded|failed`, by reconcileID) and emptied its
+        queue.  Whatever the controller was going to do about earlier changes of the
+        Stack is done then."""
+        for add in (True, False):
+            mark = len(self.ctl.records())
+            self._toggle_barrier(name, add)
+            self._wait_pass_after(name, mark, timeout)
+
+    def _toggle_barrier(self, name, add):
+        def patch(c):
+            obj = c.get(STACK_API, "stacks", name, self.namespace)
+            fins = obj["metadata"].get("finalizers") or []
+            if add:
+                ops = [{"op": "add", "path": "/metadata/finalizers/-",
+                        "value": self.BARRIER_FINALIZER}] if fins else \
+                    [{"op": "add", "path": "/metadata/finalizers",
+                      "value": [self.BARRIER_FINALIZER]}]
+            else:
+                i = fins.index(self.BARRIER_FINALIZER)
+                ops = [{"op": "test", "path": f"/metadata/finalizers/{i}",
+                        "value": self.BARRIER_FINALIZER},
+                       {"op": "remove", "path": f"/metadata/finalizers/{i}"}]
+            return c.patch(STACK_API, "stacks", name, ops, self.namespace, "json")
+        for _ in range(20):            # the controller may write finalizers meanwhile
+            try:
+                return self._call(patch)
+            except KubeError as e:
+                if e.code not in (409, 422):
+                    raise
+        raise AssertionError(f"could not change the barrier finalizer of {name}")
+
+    def _wait_pass_after(self, name, mark, timeout):
         ctl = self.ctl
-        token = uuid.uuid4().hex
-        # Counted before the change: the reconcile it queues may be over by the
-        # time the log line is seen.
-        before = ctl.metrics().get("pulumi_controller_reconcile_total", 0)
-        obj = self.patch_stack(name, {"metadata": {"annotations": {"stack-test/barrier": token}}})
-        rv = obj["metadata"]["resourceVersion"]
-        ctl.wait_log("object changed", timeout, kind="Stack", name=name, resourceVersion=rv)
+        key = f"{self.namespace}/{name}"
 
         def done():
             ctl.alive()
-            m = ctl.metrics()
-            return (m.get("pulumi_controller_reconcile_total", 0) > before and
-                    m.get("pulumi_controller_workqueue_depth", 1) == 0)
+            recs = ctl.records()[mark:]
+            queued = [i for i, r in enumerate(recs)
+                      if r.get("msg") == "stack queued" and r.get("key") == key]
+            if not queued:
+                return False
+            ended = [r for r in recs[queued[0]:]
+                     if r.get("msg") == "reconcile pass ended" and r.get("name") == name]
+            if not ended:
+                return False
+            mine = [r for r in ctl.records() if r.get("name") == name and
+                    r.get("namespace") == self.namespace]
+            started = {r.get("reconcileID") for r in mine if r.get("msg") == "update started"}
+            finished = {r.get("reconcileID") for r in mine
+                        if r.get("msg") in ("update succeeded", "update failed")}
+            if started - finished:
+                return False
+            return ctl.metrics().get("pulumi_controller_workqueue_depth", 1) == 0
         self._wait(name, done, timeout, f"the controller to reconcile {name} after a barrier")
 
     # -- what the CLI was asked to do -------------------------------------------------

@@ -60,7 +60,7 @@ def test_failing_destroy_keeps_the_finalizer_and_says_why(stack_world):
     assert name in w.cloud_files()                        # nothing destroyed yet
 
     # Without the fault the retried destroy succeeds and the Stack goes.
-    w.apply_stack("demo", fluxSource=GIT, destroyOnFinalize=True)
+    w.patch_stack("demo", {"spec": {"envRefs": {"PULUMI_STANDIN_CRASH": None}}})
     w.wait_gone("demo", timeout=300)
     assert name not in w.cloud_files()
     assert w.locks() == []

@@ -151,13 +151,13 @@ def test_apply_stack_and_the_controller_process(stack_world):
     w.git_stack("demo", "prog", config={"greeting": "y"})
     assert w.stack("demo")["metadata"]["generation"] == 2
     assert w.outputs_secret("demo") is None and w.events("demo") == []
-    # `run` of today (no reconciler yet): only the flags it has.
-    ctl = w.controller(storage_path=None, pulumi_bin=None, pulumi_home=None,
-                       requeue_dependency=None)
+    ctl = w.controller()
     ctl.wait_log("caches synced")
     assert ctl.health_port > 0
     assert "pulumi_controller_workqueue_depth" in ctl.metrics()
-    ctl.wait_log("object changed", kind="Stack", name="demo")
+    ctl.wait_log("stack queued", key=f"{w.namespace}/demo")
+    w.settle("demo")               # (its source does not exist: nothing runs)
+    assert w.cli_invocations() == []
     assert ctl.stop() == 0
     assert ctl.sanitizer_report() is None
     w.assert_no_secret(PASSPHRASE)

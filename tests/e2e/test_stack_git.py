@@ -42,6 +42,8 @@ def test_git_artifact_to_ready_then_one_update_per_revision(stack_world):
     reasons = w.event_reasons("demo")
     assert "UpdateStarted" in reasons and "UpdateSucceeded" in reasons
     assert len(w.updates("dev")) == 1
+    # no secret outputs: the event log's outputs suffice, no `stack output --show-secrets`
+    assert not [r for r in w.cli_invocations() if "--show-secrets" in r["argv"]]
 
     # A new revision: exactly one update, at that revision.
     mark = w.mark()

@@ -29,7 +29,7 @@ def test_secrets_reach_the_program_and_appear_nowhere(stack_world):
     w = stack_world
     w.secret("db", {"password": DB_PASSWORD})
     w.secret("tok", {"token": TOKEN, "classic": CLASSIC})
-    w.config_map("env", {"region": "eu-test-1"})
+    w.config_map("env", {"region": "eu-test-1", "zone": "zone-b"})
     src = w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-secrets")))
     w.apply_stack(
         "demo", fluxSource={"sourceRef": GIT},
@@ -38,7 +38,7 @@ def test_secrets_reach_the_program_and_appear_nowhere(stack_world):
         envRefs={"PCTEST_TOKEN": secret_ref("tok", "token"),
                  "PCTEST_LITERAL": {"type": "Literal", "literal": {"value": "lit"}}},
         envs={"PCTEST_CLASSIC": {"valueFrom": {"secretKeyRef": {"name": "tok", "key": "classic"}}},
-              "PCTEST_REGION": {"valueFrom": {"configMapKeyRef": {"name": "env", "key": "region"}}},
+              "PCTEST_ZONE": {"valueFrom": {"configMapKeyRef": {"name": "env", "key": "zone"}}},
               "PCTEST_PLAIN": {"value": "plain"}})
     w.controller(log_level="debug")
     obj = w.wait_ready("demo", revision=src["revision"])
@@ -56,7 +56,7 @@ def test_secrets_reach_the_program_and_appear_nowhere(stack_world):
     assert up["env_sha256"] == {
         "PULUMI_CONFIG_PASSPHRASE": digest(PASSPHRASE), "PCTEST_TOKEN": digest(TOKEN),
         "PCTEST_LITERAL": digest("lit"), "PCTEST_CLASSIC": digest(CLASSIC),
-        "PCTEST_REGION": digest("eu-test-1"), "PCTEST_PLAIN": digest("plain")}
+        "PCTEST_ZONE": digest("zone-b"), "PCTEST_PLAIN": digest("plain")}
     assert "PULUMI_STANDIN_CLOUD" in up["env"]
 
     w.assert_no_secret(DB_PASSWORD, TOKEN, CLASSIC, PASSPHRASE)
