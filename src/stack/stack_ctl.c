@@ -263,8 +263,8 @@ static void pass_init(struct stack_pass *p, struct stack_ctl *sc, cJSON *obj)
 	p->status = at(obj, "status");
 	p->generation = cJSON_IsNumber(gen) ? (long long)gen->valuedouble : 0;
 	p->deleting = kube_obj_str(obj, "metadata.deletionTimestamp") != NULL;
-	p->requested = annotation(obj, STACK_ANN_REQUESTED);
-	p->request = annotation(obj, STACK_ANN_REQUEST);
+	p->requested = annotation(obj, STACK_ANN_REQUESTED) ? strdup(annotation(obj, STACK_ANN_REQUESTED)) : NULL;
+	p->request = annotation(obj, STACK_ANN_REQUEST) ? strdup(annotation(obj, STACK_ANN_REQUEST)) : NULL;
 	snprintf(p->id, sizeof(p->id), "%08x%08x", (unsigned)rand(), (unsigned)rand());
 }
 
@@ -277,6 +277,8 @@ static void pass_free(struct stack_pass *p)
 	cJSON_Delete(p->out.outputs);
 	cJSON_Delete(p->out.outputs_plain);
 	cJSON_Delete(p->obj);
+	free(p->requested);
+	free(p->request);
 }
 
 static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)

@@ -194,7 +194,8 @@ static int resolve(struct stack_pass *p, int lenient)
 			continue;
 		p->in.env[p->in.n_env].name = s->env[i].name;
 		p->in.env[p->in.n_env].value = val;
-		p->in.env[p->in.n_env].secret = s->env[i].v.kind != STACK_VAL_LITERAL;
+		/* ConfigMap values are not secret (they may well equal config values). */
+		p->in.env[p->in.n_env].secret = s->env[i].v.kind == STACK_VAL_SECRET;
 		p->in.n_env++;
 	}
 	fetched_free(list);

@@ -257,8 +257,9 @@ struct stack_pass {
 	struct stack_artifact art;
 	struct stack_inputs in;
 	char fingerprint[65];
-	const char *requested;          /* annotation values (borrowed from obj) */
-	const char *request;
+	char *requested;                /* annotation values (owned: obj is replaced
+	                                 * by each write of the pass) */
+	char *request;
 	char tree[PATH_MAX];            /* the artifact's tree in the store */
 	char workdir[PATH_MAX];         /* the program directory in the workspace */
 	char scratch[PATH_MAX];

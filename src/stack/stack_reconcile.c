@@ -349,6 +349,10 @@ static void judge_update(struct stack_pass *p)
 		stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "the update failed %d times at revision %s; "
 		    "not retrying until the spec, the source, a referenced object or a reconcile request "
 		    "changes: %s", p->failures, p->art.revision, o->message);
+		stack_event(p, "Warning", "UpdateFailed", "%s", o->message);
+		p->v.event = 1;
+		p->v.event_reason = "Stalled";
+		return;
 	} else {
 		long wait = failure_backoff_ms(p->failures, p->spec.retry_max_ms);
 		stack_verdict(p, STACK_WAITING, "RetryingAfterFailure", wait, "%d update failure%s; retrying in "

@@ -226,8 +226,10 @@ static void fetch_failed(struct stack_pass *p, const char *what, const struct er
 		p->v.event = 1;
 		return;
 	}
-	stack_verdict(p, STACK_WAITING, "ArtifactFailed", e->code == ERR_NOTFOUND ?
-	    p->sc->o.requeue_dependency_ms : 0, "%s: %s", what, e->msg);
+	/* Retried: a source-controller restarting, a registry hiccup or bytes
+	 * served wrong for a while all pass. */
+	stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms, "%s: %s; retrying",
+	    what, e->msg);
 	p->v.event = 1;
 }
 

@@ -71,6 +71,25 @@ static const char *lock_host(const struct pl_lock *l)
 	return at ? at + 1 : l->owner;
 }
 
+/* A killed CLI may linger as a zombie until it is reaped: that is dead. */
+static int pid_alive(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	FILE *f;
+	size_t n;
+
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	paren = strrchr(buf, ')');
+	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
 /* Left by a previous incarnation of this controller? */
 static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 {
@@ -80,7 +99,7 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 	if (!l->present)
 		return 0;
 	if (strcmp(host, p->sc->identity) == 0)
-		return l->pid > 0 && kill((pid_t)l->pid, 0) != 0 && errno == ESRCH;
+		return l->pid > 0 && !pid_alive((pid_t)l->pid);
 	return prev != NULL && strcmp(prev, host) == 0;
 }
 

@@ -202,7 +202,8 @@ int stack_workspace_prepare(struct stack_pass *p)
 	snprintf(p->scratch, sizeof(p->scratch), "%s/scratch", root);
 	source_line(p, line, sizeof(line));
 	if (!copy_is_current(root, line) && rebuild(p, root, line, &e) < 0) {
-		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 0, "cannot build the workspace: %s", e.msg);
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms,
+		    "cannot build the workspace: %s", e.msg);
 		return 1;
 	}
 	snprintf(p->workdir, sizeof(p->workdir), "%s/tree%s%s", root, p->spec.dir ? "/" : "",
