@@ -76,6 +76,27 @@ static int program_error(const char *out, const char *err)
 	return 0;
 }
 
+/* Removes ANSI escape sequences (ESC [ ... final byte) in place. */
+static void strip_ansi(char *s)
+{
+	char *w = s;
+
+	if (s == NULL)
+		return;
+	for (char *r = s; *r; ) {
+		if (r[0] == '\033' && r[1] == '[') {
+			r += 2;
+			while (*r && !(*r >= 0x40 && *r <= 0x7e))
+				r++;
+			if (*r)
+				r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+}
+
 /* The first "error: ..." line of a text, without the prefix. */
 static int error_line(const char *text, char *out, size_t outlen)
 {
@@ -88,7 +109,9 @@ static int error_line(const char *text, char *out, size_t outlen)
 		while (*q == ' ' || *q == '\t')
 			q++;
 		len = strcspn(q, "\n");
-		if (strncmp(q, "error: ", 7) == 0 && len > 7) {
+		/* "error: " from the engine; "Error: " from Pulumi YAML's diagnostics,
+		 * which the CLI prints under the stack's row. */
+		if ((strncmp(q, "error: ", 7) == 0 || strncmp(q, "Error: ", 7) == 0) && len > 7) {
 			snprintf(out, outlen, "%.*s", (int)(len - 7), q + 7);
 			return 1;
 		}
@@ -255,6 +278,9 @@ void pl_classify(const char *op, const struct proc_result *pr, const struct pl_e
 	r->status = status_from_texts(pr, ev);
 	out = pl_redact(pr->out, secrets, n_secrets);
 	err = pl_redact(pr->errout, secrets, n_secrets);
+	/* The CLI colours its diagnostics even without a terminal. */
+	strip_ansi(out);
+	strip_ansi(err);
 	if (out == NULL || err == NULL) {
 		snprintf(r->message, sizeof(r->message), "%s: (message withheld: out of memory)", op);
 	} else {

@@ -426,6 +426,20 @@ static void test_classify(void **state)
 	assert_string_equal(r.message, "up: failed without a diagnostic (exit code 1)");
 }
 
+/* An unknown reference: Pulumi YAML reports it only as info#err lines the
+ * CLI prints coloured under the stack's row (v3.274.1, seen). */
+static void test_classify_coloured_yaml_error_on_stdout(void **state)
+{
+	struct proc_result pr = fake(1, "  pulumi:pulumi:Stack (demo-dev):\n"
+	    "    \033[31mError\033[0m: resource, variable, or config value \"missing\" not found\n"
+	    "      on Pulumi.yaml line 9:\n", "");
+	struct pl_result r = { 0 };
+
+	(void)state;
+	pl_classify("up", &pr, NULL, NULL, 0, &r);
+	assert_string_equal(r.message, "up: resource, variable, or config value \"missing\" not found");
+}
+
 static void test_classify_yaml_template_error(void **state)
 {
 	/* As the real v3.274.1 + pulumi-yaml 1.25 wrote it: no urn, the rest ran. */
@@ -535,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_classify_interrupted),
 		cmocka_unit_test(test_classify_yaml_template_error),
+		cmocka_unit_test(test_classify_coloured_yaml_error_on_stdout),
 		cmocka_unit_test(test_classify_timeout_missing_policy),
 		cmocka_unit_test(test_message_is_one_bounded_line),
 	};
