@@ -158,7 +158,7 @@ static void resolves_every_kind_of_value(void **state)
 	assert_int_equal(p->in.n_env, 4);
 	assert_env(p, "TOKEN", "s3cret-token", 1);
 	assert_env(p, "MODE", "fast", 0);
-	assert_env(p, "LOG", "debug", 1);     /* from an object: treated as secret */
+	assert_env(p, "LOG", "debug", 0);     /* a ConfigMap value is not secret */
 	assert_env(p, "PLAIN", "p", 0);
 
 	/* Each object read once, however many values it gives. */
