@@ -32,6 +32,8 @@
 
 /* How long cancelled updates may take to end after the shutdown grace. */
 #define STOP_CANCEL_MS 35000L
+/* How often unused artifacts and workspaces are looked for. */
+#define GC_INTERVAL_MS (10L * 60 * 1000)
 
 struct run {
 	struct kube_client *client;
@@ -402,6 +404,7 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, int64_t t0, struct err *e)
 {
 	int synced_logged = 0;
+	int64_t last_gc = kube_mono_ms();
 
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
@@ -420,6 +423,10 @@ static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, 
 			snprintf(n, sizeof(n), "%zu", stack_ctl_stack_count(rt->stacks));
 			log_info("caches synced", "stacks", n, "ms", ms, NULL);
 			synced_logged = 1;
+		}
+		if (atomic_load(&rt->workers) != NULL && kube_mono_ms() - last_gc > GC_INTERVAL_MS) {
+			stack_ctl_gc(rt->stacks);
+			last_gc = kube_mono_ms();
 		}
 		if (atomic_load(&rt->lost_lease)) {
 			/* Another replica may take over at once: nothing of ours may

@@ -77,6 +77,12 @@ const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc);
  * ran out.  New operations return at once as cancelled. */
 void stack_ctl_interrupt(struct stack_ctl *sc);
 
+/* Removes artifact trees no cached Stack uses (older than an hour) and the
+ * workspaces of Stacks no longer cached.  The store must be this
+ * controller's own (one volume per replica).  Run it now and then from one
+ * thread; workers may run meanwhile. */
+void stack_ctl_gc(struct stack_ctl *sc);
+
 /* Prometheus text for the controller's own families (cache sizes, informer
  * counters, updates by result). */
 void stack_ctl_metrics(struct stack_ctl *sc, FILE *out);
