@@ -23,7 +23,7 @@
 #define RESYNC_MIN_MS 60000L
 #define RETRY_MAX_DEFAULT_MS (86400L * 1000)
 #define OCI_INTERVAL_DEFAULT_MS (5L * 60 * 1000)
-#define OCI_INTERVAL_MIN_MS 10000L
+#define OCI_INTERVAL_MIN_MS 1000L
 
 static const cJSON *item(const cJSON *o, const char *k)
 {
@@ -405,7 +405,7 @@ static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e
 	/* Each poll is a registry request; Flux's OCIRepository is not polled
 	 * more often either in practice. */
 	if (s->oci_interval_ms < OCI_INTERVAL_MIN_MS)
-		return err_set(e, ERR_INVALID, "spec.ociSource.interval: must be at least 10s"), -1;
+		return err_set(e, ERR_INVALID, "spec.ociSource.interval: must be at least 1s"), -1;
 	if (s->oci_url == NULL || strncmp(s->oci_url, "oci://", 6) != 0 || s->oci_url[6] == '\0')
 		return err_set(e, ERR_INVALID, "spec.ociSource.url: must be oci://host/repository"), -1;
 	nref = (s->oci_tag != NULL) + (s->oci_digest != NULL) + (s->oci_semver != NULL);

@@ -27,9 +27,10 @@ def test_kubectl_wait_and_reconcile_requests(stack_world):
         assert len(w.updates("dev", since=mark)) == 1, annotation
         assert w.stack("demo")["status"]["lastUpdate"]["state"] == "succeeded"
 
-    # The same token again is no new request.
+    # The same token again (the last annotation's, set to what it already holds)
+    # is no new request.
     mark = w.mark()
-    w.kubectl("annotate", "--overwrite", "stack/demo", f"reconcile.fluxcd.io/requestedAt={token}")
+    w.kubectl("annotate", "--overwrite", "stack/demo", f"{annotation}={token}")
     w.settle("demo")
     assert w.updates("dev", since=mark) == []
 
