@@ -313,6 +313,8 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 		pass_free(&p);
 	}
 	pass_free(&p);
+	log_info("reconcile", "stack", key, "result", rc < 0 ? "retry" : "done", "error", rc < 0 ? e->msg : "",
+	    NULL);
 	if (rc < 0)
 		return -1;
 	*requeue_after_ms = rc;

@@ -27,9 +27,11 @@ STACK_API = "pulumi.com/v1"
 
 
 def stack(name, namespace="default", stack_name="dev", source="repo"):
+    """A suspended Stack: these tests are about the runtime (caches, queue, leases), so
+    the reconciler passes over them and writes nothing (test_stack_*.py reconcile)."""
     return {"apiVersion": STACK_API, "kind": "Stack",
             "metadata": {"name": name, "namespace": namespace, "labels": {"shard": "a"}},
-            "spec": {"stack": stack_name,
+            "spec": {"stack": stack_name, "suspend": True,
                      "fluxSource": {"sourceRef": {"apiVersion": "source.toolkit.fluxcd.io/v1",
                                                   "kind": "GitRepository", "name": source}}}}
 
