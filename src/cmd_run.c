@@ -376,8 +376,15 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 	rt->queue = kube_queue_new(NULL);
 	gethostname(host, sizeof(host) - 1);
 	rt->recorder = kube_recorder_new(rt->client, "pulumi-controller", host);
-	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL ||
-	    stack_ctl_watch(rt->stacks, e) < 0 || start_probes(rt, f, probes, e) < 0)
+	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL)
+		return -1;
+	if (stack_ctl_watch(rt->stacks, e) < 0) {
+		if (e->code == ERR_NOTFOUND)   /* the message says what to do */
+			log_error("the server does not serve stacks.pulumi.com/v1; install the CRD", "error", e->msg,
+			    NULL);
+		return -1;
+	}
+	if (start_probes(rt, f, probes, e) < 0)
 		return -1;
 	if (!f->leader_elect) {
 		atomic_store(&rt->became_leader, 1);
