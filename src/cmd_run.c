@@ -513,7 +513,11 @@ int cmd_run(int argc, char **argv)
 		rc = main_loop(&rt, &f, &sigs, t0, &e);
 	if (rc < 0)
 		log_error("cannot run", "error", e.msg, NULL);
-	if (stop_all(&rt, probes, f.grace_ms) < 0)
-		return 1;
+	if (stop_all(&rt, probes, f.grace_ms) < 0) {
+		/* Threads of ours still run: no library cleanup (main's
+		 * http_global_cleanup) may happen under them, so exit here. */
+		fflush(NULL);
+		_exit(1);
+	}
 	return rc < 0 ? 1 : rc;
 }
