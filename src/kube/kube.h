@@ -497,9 +497,6 @@ const char *kube_leader_identity(const struct kube_leader *l);
 void kube_leader_stop(struct kube_leader *l);
 void kube_leader_free(struct kube_leader *l);
 
-/* Go-style durations: "15s", "1m30s", "500ms", "2h"; -1 on bad input. */
-long kube_parse_duration_ms(const char *s);
-
 /* ------------------------------------------------------------------ events */
 
 struct kube_recorder;

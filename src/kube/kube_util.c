@@ -443,48 +443,6 @@ int kube_parse_time_us(const char *s, int64_t *out)
 	return 0;
 }
 
-long kube_parse_duration_ms(const char *s)
-{
-	double total = 0;
-	const char *p = s;
-
-	if (s == NULL || *s == '\0')
-		return -1;
-	if (strcmp(s, "0") == 0)
-		return 0;
-	while (*p) {
-		char *end;
-		double v, unit;
-
-		if (!isdigit((unsigned char)*p) && *p != '.')
-			return -1;
-		errno = 0;
-		v = strtod(p, &end);
-		if (errno != 0 || end == p || v < 0)
-			return -1;
-		p = end;
-		if (strncmp(p, "ms", 2) == 0) {
-			unit = 1;
-			p += 2;
-		} else if (*p == 's') {
-			unit = 1000;
-			p++;
-		} else if (*p == 'm') {
-			unit = 60000;
-			p++;
-		} else if (*p == 'h') {
-			unit = 3600000;
-			p++;
-		} else {
-			return -1;   /* a unit is required, as in Go */
-		}
-		total += v * unit;
-		if (total > (double)LONG_MAX / 2)
-			return -1;
-	}
-	return (long)total;
-}
-
 /* ------------------------------------------------------------ backoff */
 
 void kube_backoff_init(struct kube_backoff *b, long initial_ms, long max_ms, double factor,
