@@ -18,7 +18,9 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/base64.h"
 #include "base/fs.h"
+#include "base/secret.h"
 #include "kube/kube_priv.h"
 
 #define KUBECONFIG_MAX (4 << 20)
@@ -423,13 +425,20 @@ static char *resolve_path(struct kdoc *d, const char *p)
 static int decode_data(struct kdoc *d, const char *prefix, const char *key, const char *v,
     char **out, struct err *e)
 {
+	unsigned char *bytes;
+	struct err why;
 	size_t n;
 
-	if (kube_b64_decode(v, strlen(v), out, &n) < 0)
+	if (base64_decode(v, strlen(v), &bytes, &n, &why) < 0) {
+		if (why.code == ERR_NOMEM)
+			return err_set(e, ERR_NOMEM, "kubeconfig %s: %s.%s: out of memory", d->name,
+			    prefix, key);
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.%s: not valid base64", d->name, prefix,
 		    key);
+	}
+	*out = (char *)bytes;
 	if (strlen(*out) != n) {
-		free(*out);
+		secret_free(*out);
 		*out = NULL;
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.%s: not PEM text", d->name, prefix, key);
 	}

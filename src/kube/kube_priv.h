@@ -67,10 +67,6 @@ char *kx_strndup(const char *s, size_t n);
 /* Wipes and frees a secret string (a token, a private key); NULL is fine. */
 void kube_free_secret(char *s);
 
-/* base64 (standard alphabet, padding optional, whitespace ignored) decode;
- * malloc'd NUL-terminated result; -1 on bad input. */
-int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
-
 /* The next random double in [0,1) from a per-thread generator. */
 double kube_rand01(void);
 void kube_sleep_ms(long ms);

@@ -258,52 +258,6 @@ void kmap_free(struct kmap *m, void (*free_value)(void *value))
 	kmap_init(m);
 }
 
-/* ------------------------------------------------------------ base64 */
-
-int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen)
-{
-	char *clean = kx_malloc(inlen + 4);
-	size_t n = 0, pad = 0;
-	unsigned char *dst;
-	int got;
-
-	for (size_t i = 0; i < inlen; i++) {
-		if (isspace((unsigned char)in[i]))
-			continue;
-		if (in[i] == '=') {
-			pad++;
-			continue;
-		}
-		if (pad > 0 || !(isalnum((unsigned char)in[i]) || in[i] == '+' || in[i] == '/')) {
-			free(clean);
-			return -1;
-		}
-		clean[n++] = in[i];
-	}
-	if (pad > 2 || n % 4 == 1) {
-		free(clean);
-		return -1;
-	}
-	/* EVP_DecodeBlock wants whole quanta; it reports padding as zero
-	 * bytes, so count them ourselves. */
-	pad = (4 - n % 4) % 4;
-	for (size_t i = 0; i < pad; i++)
-		clean[n++] = '=';
-	dst = kx_malloc(n / 4 * 3 + 1);
-	got = n ? EVP_DecodeBlock(dst, (const unsigned char *)clean, (int)n) : 0;
-	free(clean);
-	if (got < 0) {
-		free(dst);
-		return -1;
-	}
-	got -= (int)pad;
-	dst[got] = '\0';
-	*out = (char *)dst;
-	if (outlen)
-		*outlen = (size_t)got;
-	return 0;
-}
-
 /* ------------------------------------------------------------ time */
 
 double kube_rand01(void)
