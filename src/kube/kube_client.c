@@ -33,7 +33,6 @@
  * above that is a hostile or broken server, not an object. */
 #define BODY_MAX (256LL << 20)
 #define OBJECT_BODY_MAX (16LL << 20)
-#define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
 	struct kube_config *cfg;
@@ -300,22 +299,6 @@ struct reply {
 	unsigned long cred_gen;    /* the credentials it was sent with */
 };
 
-long kube_retry_after_s(const struct http_response *r)
-{
-	char *v = http_response_header(r, "Retry-After"), *end;
-	long n = -1;
-
-	if (v != NULL) {
-		n = strtol(v, &end, 10);
-		if (end == v || n < 0)
-			n = -1;
-		else if (n > RETRY_AFTER_MAX_S)
-			n = RETRY_AFTER_MAX_S;
-	}
-	free(v);
-	return n;
-}
-
 /*
  * http.h names the URL it failed on, query included; a kube message never
  * carries a query (continue tokens, selectors; docs/logging.md).  Drops the
@@ -387,7 +370,7 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 		return -1;
 	}
 	r->status = resp.status;
-	r->retry_after_s = kube_retry_after_s(&resp);
+	r->retry_after_s = http_response_retry_after(&resp);
 	r->body = resp.body;
 	r->len = resp.body_len;
 	resp.body = NULL;
@@ -464,7 +447,8 @@ static int request(struct kube_client *c, const char *method, const char *path,
 		if (retry) {
 			long d = wait_ms;
 			if (r.retry_after_s >= 0)
-				d = r.retry_after_s * 1000;
+				d = (r.retry_after_s < KUBE_RETRY_AFTER_MAX_S ? r.retry_after_s :
+				    KUBE_RETRY_AFTER_MAX_S) * 1000;
 			log_debug("kube request retried", "request", what, "status",
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);

@@ -194,8 +194,10 @@ cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accep
 /* malloc_trim(0), serialized (kube_reflector.c says why). */
 void kube_heap_trim(void);
 
-/* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
-long kube_retry_after_s(const struct http_response *r);
+/* The longest pause a server's Retry-After (http_response_retry_after:
+ * seconds or an HTTP-date) imposes on a kube request or an informer loop;
+ * beyond it a broken server would stall the controller. */
+#define KUBE_RETRY_AFTER_MAX_S 60L
 const char *kube_client_server(const struct kube_client *c);
 
 #endif

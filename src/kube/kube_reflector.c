@@ -283,7 +283,7 @@ static enum watch_end refused_watch(struct kube_informer *inf, const struct http
 	struct kube_status st;
 	char what[256];
 
-	*retry_after_s = kube_retry_after_s(resp);
+	*retry_after_s = http_response_retry_after(resp);
 	kube_status_parse(resp->body, resp->body_len, resp->status, &st);
 	snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
 	kube_status_error(e, what, &st);
@@ -378,6 +378,8 @@ static long next_pause(struct kube_backoff *bo, long retry_after_s)
 {
 	long wait = kube_backoff_next(bo);
 
+	if (retry_after_s > KUBE_RETRY_AFTER_MAX_S)
+		retry_after_s = KUBE_RETRY_AFTER_MAX_S;
 	if (retry_after_s * 1000 > wait)
 		wait = retry_after_s * 1000;
 	return wait;

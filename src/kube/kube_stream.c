@@ -116,7 +116,7 @@ cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accep
 	if (resp.status < 200 || resp.status >= 300) {
 		struct kube_status st;
 		char what[600];
-		*retry_after_s = kube_retry_after_s(&resp);
+		*retry_after_s = http_response_retry_after(&resp);
 		kube_status_parse(resp.body, resp.body_len, resp.status, &st);
 		snprintf(what, sizeof(what), "GET %s", path);
 		kube_status_error(e, what, &st);
