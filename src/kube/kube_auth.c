@@ -293,7 +293,7 @@ static int exec_current_locked(struct kube_creds *k, const struct kube_config *c
 static int token_file_current_locked(struct kube_creds *k, const struct kube_config *cfg,
     int force, struct err *e)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 	char *tok;
 
 	if (!force && k->token != NULL && now - k->token_read_ms < TOKEN_REREAD_MS)

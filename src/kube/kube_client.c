@@ -80,7 +80,7 @@ static int retry_sleep(long ms)
 {
 	while (ms > 0 && !canceled()) {
 		long step = ms < 100 ? ms : 100;
-		kube_sleep_ms(step);
+		clock_sleep_ms(step);
 		ms -= step;
 	}
 	return canceled();
@@ -641,7 +641,7 @@ cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const c
 		if (out != NULL || e->http_status != 409)
 			return out;
 		/* someone wrote in between: read again (10 ms, as client-go) */
-		kube_sleep_ms(10 + (long)(kube_rand01() * 2));
+		clock_sleep_ms(10 + (long)(kube_rand01() * 2));
 	}
 	return NULL;
 }

@@ -209,7 +209,7 @@ static void note_holder(struct kube_leader *l, const char *holder)
  * no time is left for one. */
 static int bound_request(int64_t deadline_ms)
 {
-	int64_t left = deadline_ms - kube_mono_ms();
+	int64_t left = deadline_ms - clock_mono_ms();
 
 	if (left <= 0)
 		return 0;
@@ -247,7 +247,7 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	const cJSON *dur, *trans;
 	char now[64];
 	struct sb observed;
-	int64_t now_ms = kube_mono_ms();
+	int64_t now_ms = clock_mono_ms();
 	long dur_ms;
 	int ours;
 
@@ -330,7 +330,7 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 		if (wait_ms(l, l->retry_ms))
 			return 0;
 		while (!atomic_load(&l->stop)) {
-			int64_t start = kube_mono_ms();
+			int64_t start = clock_mono_ms();
 			long pause;
 			if (start >= deadline)
 				break;
@@ -340,8 +340,8 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 				break;
 			}
 			pause = l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1;
-			if (deadline - kube_mono_ms() < pause)
-				pause = (long)(deadline - kube_mono_ms());
+			if (deadline - clock_mono_ms() < pause)
+				pause = (long)(deadline - clock_mono_ms());
 			if (pause > 0 && wait_ms(l, pause))
 				return 0;
 		}
@@ -360,7 +360,7 @@ static void elect(struct kube_leader *l)
 
 	/* acquire */
 	while (!atomic_load(&l->stop)) {
-		int64_t start = kube_mono_ms();
+		int64_t start = clock_mono_ms();
 		/* One round must fit in the renew deadline, and this loop retries
 		 * by itself (client-go bounds each round the same way). */
 		if (try_acquire_or_renew(l, start + l->renew_ms)) {

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "base/http.h"
 #include "kube/kube.h"
 
@@ -69,9 +70,8 @@ void kube_free_secret(char *s);
 
 /* The next random double in [0,1) from a per-thread generator. */
 double kube_rand01(void);
-void kube_sleep_ms(long ms);
 
-/* One timed wait on cond (lock held) that ends by the kube_mono_ms()
+/* One timed wait on cond (lock held) that ends by the clock_mono_ms()
  * deadline: 0 after waiting (woken or not; the caller re-checks its
  * condition), -1 without waiting when the deadline has passed.  So a wait
  * for a condition is `while (!cond && kube_cond_wait_until(...) == 0);`. */
@@ -85,7 +85,7 @@ int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomi
  * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
  * kube_mono_cond_init makes a condition variable whose timeouts follow the
  * monotonic clock (kube_mono_condattr_init sets up its attributes), and
- * kube_mono_cond_wait waits on one until a kube_mono_ms() deadline (0 after
+ * kube_mono_cond_wait waits on one until a clock_mono_ms() deadline (0 after
  * waiting, woken or not; -1 without waiting once it has passed).
  * kube_mono_sleep_unless is kube_sleep_unless_stopped for such a condition
  * variable.  kube_mono_deadline is now + delay_ms, saturated (never wraps).

@@ -61,7 +61,7 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 	q->o.qps = o && o->qps > 0 ? o->qps : 10;
 	q->o.burst = o && o->burst > 0 ? o->burst : 100;
 	q->tokens = q->o.burst;
-	q->tokens_at_ms = kube_mono_ms();
+	q->tokens_at_ms = clock_mono_ms();
 	return q;
 }
 
@@ -194,7 +194,7 @@ void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
 /* Moves due delayed keys to the queue; returns the next due time or -1. */
 static int64_t promote_locked(struct kube_queue *q)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 
 	while (q->nheap > 0 && q->heap[0].at_ms <= now) {
 		struct delayed d = heap_pop(q);
@@ -221,7 +221,7 @@ static long when_locked(struct kube_queue *q, const char *key, int record, long 
 {
 	intptr_t fails = (intptr_t)kmap_get(&q->failures, key);
 	double per_key = (double)q->o.base_delay_ms, max = (double)q->o.max_delay_ms, wait;
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 	double bucket_ms = 0, tokens;
 
 	if (cap_ms > 0 && (double)cap_ms < max)

@@ -424,12 +424,12 @@ void *kube_reflector_main(void *arg)
 			log_debug("listed", "resource", inf->r->resource, NULL);
 		}
 		err_clear(&e);
-		started = kube_mono_ms();
+		started = clock_mono_ms();
 		end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
 		force_auth = 0;
 		if (end == WATCH_STOPPED)
 			break;
-		lasted = kube_mono_ms() - started >= WATCH_MIN_MS;
+		lasted = clock_mono_ms() - started >= WATCH_MIN_MS;
 		if (end == WATCH_EOF && (events > 0 || lasted)) {
 			kube_backoff_reset(&bo);
 			continue;   /* a normal end: watch again from the last RV */

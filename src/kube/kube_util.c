@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "kube/kube_priv.h"
 
@@ -274,13 +275,6 @@ double kube_rand01(void)
 	return (double)rand_r(&seed) / ((double)RAND_MAX + 1.0);
 }
 
-void kube_sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 int64_t kube_now_us(void)
 {
 	struct timespec ts;
@@ -288,16 +282,16 @@ int64_t kube_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The monotonic clock is base/clock.h's; this name stays only for the
+ * callers outside src/kube/ (src/stack/, cmd_run.c) that still use it. */
 int64_t kube_mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_mono_ms();
 }
 
 int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms)
 {
-	int64_t left = deadline_ms - kube_mono_ms();
+	int64_t left = deadline_ms - clock_mono_ms();
 	struct timespec ts;
 
 	if (left <= 0)
@@ -317,7 +311,7 @@ int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t de
 int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
     long ms)
 {
-	int64_t deadline = kube_mono_ms() + ms;
+	int64_t deadline = clock_mono_ms() + ms;
 
 	pthread_mutex_lock(lock);
 	while (!atomic_load(stop) && kube_cond_wait_until(cond, lock, deadline) == 0)

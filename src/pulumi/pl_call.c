@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
 
@@ -161,14 +162,6 @@ static void evtail_pump(void *arg)
 
 /* ---- one CLI call ---- */
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void log_call(struct pl_stack *st, const struct pl_cmd *c, char *const *argv,
 		     const struct pl_result *r, long ms)
 {
@@ -263,7 +256,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	struct proc_spec ps = { 0 };
 	struct err e = { 0 };
 	const char *leak;
-	long t0 = now_ms();
+	long t0 = clock_mono_ms();
 	int run_rc;
 
 	if (out)
@@ -345,7 +338,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		r->failed_steps = c->ev->failed_steps;
 		r->policy_violations = c->ev->policy_violations;
 	}
-	log_call(st, c, argv.v, r, now_ms() - t0);
+	log_call(st, c, argv.v, r, clock_mono_ms() - t0);
 	if (out && pr.started) {
 		*out = pr.out;
 		pr.out = NULL;
