@@ -47,9 +47,9 @@ void kube_creds_init(struct kube_creds *k)
 
 void kube_creds_free(struct kube_creds *k)
 {
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	free(k->exec_cert);
-	kube_free_secret(k->exec_key);
+	secret_free(k->exec_key);
 	pthread_cond_destroy(&k->exec_done);
 	pthread_mutex_destroy(&k->lock);
 }
@@ -159,7 +159,7 @@ static void json_wipe_strings(cJSON *node)
 {
 	for (; node != NULL; node = node->next) {
 		if (cJSON_IsString(node) && node->valuestring != NULL)
-			explicit_bzero(node->valuestring, strlen(node->valuestring));
+			secret_wipe(node->valuestring, strlen(node->valuestring));
 		json_wipe_strings(node->child);
 	}
 }
@@ -230,7 +230,7 @@ static int exec_fetch(const struct kube_config *cfg, struct exec_cred *out, stru
 	if (exec_run(cfg, &text, e) < 0)
 		return -1;
 	doc = cJSON_Parse(text);
-	kube_free_secret(text);
+	secret_free(text);
 	rc = exec_parse(cfg, doc, out, e);
 	json_delete_secret(doc);
 	return rc;
@@ -239,9 +239,9 @@ static int exec_fetch(const struct kube_config *cfg, struct exec_cred *out, stru
 /* Takes over x's strings. */
 static void exec_install_locked(struct kube_creds *k, struct exec_cred *x)
 {
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	free(k->exec_cert);
-	kube_free_secret(k->exec_key);
+	secret_free(k->exec_key);
 	k->token = x->token;
 	k->exec_cert = x->cert;
 	k->exec_key = x->key;
@@ -310,7 +310,7 @@ static int token_file_current_locked(struct kube_creds *k, const struct kube_con
 	}
 	if (k->token == NULL || strcmp(k->token, tok) != 0)
 		k->gen++;
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	k->token = tok;
 	k->token_read_ms = now;
 	return 0;

@@ -198,9 +198,9 @@ int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
 
 void kube_transport_free(struct kube_transport *t)
 {
-	kube_free_secret(t->auth_header);
+	secret_free(t->auth_header);
 	free(t->cert_pem);
-	kube_free_secret(t->key_pem);
+	secret_free(t->key_pem);
 	memset(t, 0, sizeof(*t));
 }
 

@@ -37,8 +37,8 @@ void kube_config_free(struct kube_config *c)
 	free(c->client_cert_file);
 	free(c->client_key_file);
 	free(c->client_cert_pem);
-	kube_free_secret(c->client_key_pem);
-	kube_free_secret(c->token);
+	secret_free(c->client_key_pem);
+	secret_free(c->token);
 	free(c->token_file);
 	if (c->exec) {
 		free(c->exec->command);
@@ -82,15 +82,15 @@ int kube_read_token_file(const char *path, char **out, struct err *e)
 	if (start != tok) {
 		size_t lead = (size_t)(start - tok), len = strlen(start);
 		memmove(tok, start, len + 1);
-		explicit_bzero(tok + len, lead);   /* the tail's stale copy */
+		secret_wipe(tok + len, lead);   /* the tail's stale copy */
 	}
 	if (*tok == '\0') {
-		kube_free_secret(tok);
+		secret_free(tok);
 		return err_set(e, ERR_AUTH, "token file %s: empty", path);
 	}
 	snprintf(where, sizeof(where), "token file %s", path);
 	if (kube_token_check(tok, where, e) < 0) {
-		kube_free_secret(tok);
+		secret_free(tok);
 		e->code = ERR_AUTH;
 		return -1;
 	}
@@ -128,7 +128,7 @@ static int server_check(const char *server, const char *where, struct err *e)
 	if (bad != NULL)
 		rc = err_set(e, ERR_INVALID, "%s: must not carry %s", where, bad);
 	if (part != NULL) {
-		explicit_bzero(part, strlen(part));
+		secret_wipe(part, strlen(part));
 		curl_free(part);
 	}
 	curl_free(scheme);
@@ -217,7 +217,7 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 		kube_config_free(c);
 		return -1;
 	}
-	kube_free_secret(tok);
+	secret_free(tok);
 	c->token_file = kx_strdup(path);
 	snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
 	if (!fs_exists(path)) {

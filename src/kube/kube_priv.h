@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/http.h"
+#include "base/secret.h"
 #include "kube/kube.h"
 
 /* A NUL-terminated growable string; buf owned, free with sb_free (or take
@@ -64,9 +65,6 @@ void *kx_calloc(size_t n, size_t sz);
 void *kx_realloc(void *p, size_t n);
 char *kx_strdup(const char *s);
 char *kx_strndup(const char *s, size_t n);
-
-/* Wipes and frees a secret string (a token, a private key); NULL is fine. */
-void kube_free_secret(char *s);
 
 /* The next random double in [0,1) from a per-thread generator. */
 double kube_rand01(void);

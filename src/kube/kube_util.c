@@ -55,14 +55,6 @@ char *kx_strdup(const char *s)
 	return kx_strndup(s, strlen(s));
 }
 
-void kube_free_secret(char *s)
-{
-	if (s != NULL) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
 char *kx_strndup(const char *s, size_t n)
 {
 	char *p = kx_malloc(n + 1);

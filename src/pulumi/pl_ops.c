@@ -14,6 +14,7 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/secret.h"
 
 /* ---- stack selection ---- */
 
@@ -316,10 +317,7 @@ static int read_outputs(struct pl_stack *st, int show, cJSON **dst, struct pl_re
 	pl_strv_free(&a);
 	if (rc == 0 && (*dst = pl_parse_outputs(out)) == NULL)
 		rc = pl_fail_internal(st, r, "stack output", "`pulumi stack output --json` did not print a JSON object");
-	if (out) {
-		explicit_bzero(out, strlen(out));
-		free(out);
-	}
+	secret_free(out);
 	return rc;
 }
 
