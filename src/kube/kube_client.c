@@ -299,30 +299,6 @@ struct reply {
 	unsigned long cred_gen;    /* the credentials it was sent with */
 };
 
-/*
- * http.h names the URL it failed on, query included; a kube message never
- * carries a query (continue tokens, selectors; docs/logging.md).  Drops the
- * query of url where the message names it: it runs to the ": " after it.
- */
-static void err_drop_query(struct err *e, const char *url)
-{
-	const char *q = strchr(url, '?');
-	char *base, *at, *end;
-
-	if (q == NULL)
-		return;
-	base = kx_strndup(url, (size_t)(q - url) + 1);   /* up to and with the '?' */
-	at = strstr(e->msg, base);
-	if (at != NULL) {
-		at += strlen(base) - 1;
-		end = strstr(at, ": ");
-		if (end == NULL)
-			end = at + strlen(at);
-		memmove(at, end, strlen(end) + 1);
-	}
-	free(base);
-}
-
 /* "GET /api/v1/namespaces/x/secrets" from a method and a path that may
  * carry a query: the name of a request in messages and logs. */
 static void request_name(char *buf, size_t n, const char *method, const char *path)
@@ -365,10 +341,8 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 	req.headers = hdrs;
 	rc = http_do(&t.opts, &req, &resp, e);
 	kube_transport_free(&t);
-	if (rc < 0) {
-		err_drop_query(e, url);
-		return -1;
-	}
+	if (rc < 0)
+		return -1;   /* http.h names the URL through url_for_log: no query */
 	r->status = resp.status;
 	r->retry_after_s = http_response_retry_after(&resp);
 	r->body = resp.body;

@@ -21,6 +21,7 @@
 #include "base/base64.h"
 #include "base/fs.h"
 #include "base/secret.h"
+#include "base/url.h"
 #include "kube/kube_priv.h"
 
 #define KUBECONFIG_MAX (4 << 20)
@@ -167,7 +168,7 @@ int kube_config_validate(const struct kube_config *c, struct err *e)
 
 const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n)
 {
-	return kube_url_for_log(c->server ? c->server : "", buf, n);
+	return url_for_log(c->server ? c->server : "", buf, n);
 }
 
 /* ------------------------------------------------------------ in-cluster */

@@ -429,30 +429,6 @@ int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e)
 	return 0;
 }
 
-/* ------------------------------------------------------------ URLs */
-
-const char *kube_url_for_log(const char *url, char *buf, size_t n)
-{
-	CURLU *h = curl_url();
-	char *out = NULL;
-
-	/* libcurl's URL parser, not ours: what it calls the user part is
-	 * what it would send as credentials. */
-	if (h != NULL && curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_OPTIONS, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
-	    curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK)
-		snprintf(buf, n, "%s", out);
-	else
-		snprintf(buf, n, "(an invalid URL)");
-	curl_free(out);
-	curl_url_cleanup(h);
-	return buf;
-}
-
 /* ------------------------------------------------------------ objects */
 
 const char *kube_obj_str(const cJSON *obj, const char *path)
