@@ -69,24 +69,15 @@ char *kx_strndup(const char *s, size_t n);
 /* The next random double in [0,1) from a per-thread generator. */
 double kube_rand01(void);
 
-/* One timed wait on cond (lock held) that ends by the clock_mono_ms()
- * deadline: 0 after waiting (woken or not; the caller re-checks its
- * condition), -1 without waiting when the deadline has passed.  So a wait
- * for a condition is `while (!cond && kube_cond_wait_until(...) == 0);`. */
-int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
-/* Sleeps ms unless *stop is or becomes set (whoever sets it broadcasts
- * cond under lock); returns 1 when stopped. */
-int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
-    long ms);
-
 /*
  * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
  * kube_mono_cond_init makes a condition variable whose timeouts follow the
  * monotonic clock (kube_mono_condattr_init sets up its attributes), and
  * kube_mono_cond_wait waits on one until a clock_mono_ms() deadline (0 after
  * waiting, woken or not; -1 without waiting once it has passed).
- * kube_mono_sleep_unless is kube_sleep_unless_stopped for such a condition
- * variable.  kube_mono_deadline is now + delay_ms, saturated (never wraps).
+ * kube_mono_sleep_unless sleeps ms on such a condition variable unless
+ * *stop is or becomes set (whoever sets it broadcasts under lock; 1 when
+ * stopped).  kube_mono_deadline is now + delay_ms, saturated (never wraps).
  */
 int kube_mono_condattr_init(pthread_condattr_t *attr);
 void kube_mono_cond_init(pthread_cond_t *cond);

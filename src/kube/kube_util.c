@@ -281,37 +281,6 @@ int64_t kube_mono_ms(void)
 	return clock_mono_ms();
 }
 
-int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms)
-{
-	int64_t left = deadline_ms - clock_mono_ms();
-	struct timespec ts;
-
-	if (left <= 0)
-		return -1;
-	/* The condition variables use the default (realtime) clock. */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += left / 1000;
-	ts.tv_nsec += (left % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(cond, lock, &ts);
-	return 0;
-}
-
-int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
-    long ms)
-{
-	int64_t deadline = clock_mono_ms() + ms;
-
-	pthread_mutex_lock(lock);
-	while (!atomic_load(stop) && kube_cond_wait_until(cond, lock, deadline) == 0)
-		;
-	pthread_mutex_unlock(lock);
-	return atomic_load(stop);
-}
-
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us)
 {
 	time_t secs = (time_t)(unix_us / 1000000);
