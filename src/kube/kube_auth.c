@@ -94,7 +94,7 @@ static int exec_run(const struct kube_config *cfg, char **out, struct err *e)
 	struct proc_result r;
 	size_t nargs = 0, nenv = 0, k = 0;
 	char **argv, **envp, *info;
-	struct sb s;
+	struct strbuf s;
 	int rc;
 
 	while (x->args && x->args[nargs])
@@ -103,21 +103,21 @@ static int exec_run(const struct kube_config *cfg, char **out, struct err *e)
 		nenv++;
 	for (char **p = x->env; p && *p; p++)
 		nenv++;
-	argv = kx_calloc(nargs + 2, sizeof(char *));
+	argv = xcalloc(nargs + 2, sizeof(char *));
 	argv[0] = x->command;
 	for (size_t i = 0; i < nargs; i++)
 		argv[i + 1] = x->args[i];
-	envp = kx_calloc(nenv + 2, sizeof(char *));
+	envp = xcalloc(nenv + 2, sizeof(char *));
 	for (char **p = environ; p && *p; p++)
 		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
 			envp[k++] = *p;
 	for (char **p = x->env; p && *p; p++)
 		envp[k++] = *p;
 	info = exec_info_json(cfg);
-	sb_init(&s);
-	sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
+	strbuf_init(&s);
+	strbuf_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
 	free(info);
-	info = sb_take(&s);
+	info = strbuf_take(&s);
 	envp[k++] = info;
 
 	memset(&spec, 0, sizeof(spec));
@@ -212,10 +212,10 @@ static int exec_parse(const struct kube_config *cfg, const cJSON *doc, struct ex
 		}
 	}
 	out->expires = exp != NULL;
-	out->token = tok ? kx_strdup(tok) : NULL;
+	out->token = tok ? xstrdup(tok) : NULL;
 	if (cert != NULL && key != NULL) {
-		out->cert = kx_strdup(cert);
-		out->key = kx_strdup(key);
+		out->cert = xstrdup(cert);
+		out->key = xstrdup(key);
 	}
 	return 0;
 }
@@ -332,7 +332,7 @@ static int refresh_locked(struct kube_creds *k, const struct kube_config *cfg, i
 	if (cfg->token != NULL) {
 		/* checked by kube_config_validate in kube_client_new */
 		if (k->token == NULL) {
-			k->token = kx_strdup(cfg->token);
+			k->token = xstrdup(cfg->token);
 			k->gen++;
 		}
 		return 0;
@@ -354,14 +354,14 @@ int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int forc
 	}
 	t->cred_gen = k->gen;
 	if (k->token != NULL) {
-		struct sb s;
-		sb_init(&s);
-		sb_printf(&s, "Authorization: Bearer %s", k->token);
-		t->auth_header = sb_take(&s);
+		struct strbuf s;
+		strbuf_init(&s);
+		strbuf_printf(&s, "Authorization: Bearer %s", k->token);
+		t->auth_header = strbuf_take(&s);
 	}
 	if (k->exec_cert != NULL && k->exec_key != NULL) {
-		t->cert_pem = kx_strdup(k->exec_cert);
-		t->key_pem = kx_strdup(k->exec_key);
+		t->cert_pem = xstrdup(k->exec_cert);
+		t->key_pem = xstrdup(k->exec_key);
 	}
 	pthread_mutex_unlock(&k->lock);
 	return 0;

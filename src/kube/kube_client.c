@@ -104,7 +104,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 		kube_config_free(cfg);
 		return NULL;
 	}
-	c = kx_calloc(1, sizeof(*c));
+	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
 	kube_creds_init(&c->creds);
 	c->tls = strncmp(cfg->server, "https://", 8) == 0;
@@ -362,22 +362,22 @@ static int request(struct kube_client *c, const char *method, const char *path,
     const char *content_type, const char *body, long long max_bytes, long *status,
     char **resp_body, struct err *e)
 {
-	struct sb url;
+	struct strbuf url;
 	struct reply r;
 	int refreshed = 0, attempt;
 	unsigned long refused_gen = 0;
 	long wait_ms = 200;
 	char what[600];
 
-	sb_init(&url);
-	sb_add(&url, c->cfg->server);
-	sb_add(&url, path);
+	strbuf_init(&url);
+	strbuf_add(&url, c->cfg->server);
+	strbuf_add(&url, path);
 	request_name(what, sizeof(what), method, path);
 	*status = 0;
 	if (resp_body)
 		*resp_body = NULL;
 	if (canceled()) {
-		sb_free(&url);
+		strbuf_free(&url);
 		return err_set(e, ERR_CANCELED, "%s: canceled", what);
 	}
 	for (attempt = 0;; attempt++) {
@@ -389,7 +389,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
 				continue;
 			}
-			sb_free(&url);
+			strbuf_free(&url);
 			return -1;
 		}
 		*status = r.status;
@@ -398,7 +398,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 				*resp_body = r.body;
 			else
 				free(r.body);
-			sb_free(&url);
+			strbuf_free(&url);
 			return 0;
 		}
 		if (r.status == 401 && refreshed == 0 && c->cfg->token == NULL) {
@@ -427,7 +427,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);
 			if (retry_sleep(d)) {
-				sb_free(&url);
+				strbuf_free(&url);
 				return err_set(e, ERR_CANCELED, "%s: canceled", what);
 			}
 			wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
@@ -439,7 +439,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 			kube_status_error(e, what, &st);
 		}
 		free(r.body);
-		sb_free(&url);
+		strbuf_free(&url);
 		return -1;
 	}
 }
@@ -455,28 +455,28 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
     const char *subresource)
 {
-	struct sb s;
+	struct strbuf s;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	if (r->group == NULL || r->group[0] == '\0')
-		sb_printf(&s, "/api/%s", r->version);
+		strbuf_printf(&s, "/api/%s", r->version);
 	else
-		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+		strbuf_printf(&s, "/apis/%s/%s", r->group, r->version);
 	if (r->namespaced && ns != NULL && *ns) {
-		sb_add(&s, "/namespaces/");
-		sb_add_query_value(&s, ns);
+		strbuf_add(&s, "/namespaces/");
+		strbuf_add_query_value(&s, ns);
 	}
-	sb_add(&s, "/");
-	sb_add(&s, r->resource);
+	strbuf_add(&s, "/");
+	strbuf_add(&s, r->resource);
 	if (name != NULL) {
-		sb_add(&s, "/");
-		sb_add_query_value(&s, name);
+		strbuf_add(&s, "/");
+		strbuf_add_query_value(&s, name);
 		if (subresource != NULL) {
-			sb_add(&s, "/");
-			sb_add(&s, subresource);
+			strbuf_add(&s, "/");
+			strbuf_add(&s, subresource);
 		}
 	}
-	return sb_take(&s);
+	return strbuf_take(&s);
 }
 
 static cJSON *json_call(struct kube_client *c, const char *method, char *path,
@@ -511,14 +511,14 @@ cJSON *kube_get(struct kube_client *c, const struct kube_resource *r, const char
 cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const struct kube_list_opts *o, struct err *e)
 {
-	struct sb s;
+	struct strbuf s;
 	char *base = kube_path(r, ns, NULL, NULL);
 	char sep = '?';
 
-	sb_init(&s);
-	sb_add(&s, base);
+	strbuf_init(&s);
+	strbuf_add(&s, base);
 	free(base);
-#define QP(key, val) do { sb_printf(&s, "%c%s=", sep, key); sb_add_query_value(&s, val); sep = '&'; } while (0)
+#define QP(key, val) do { strbuf_printf(&s, "%c%s=", sep, key); strbuf_add_query_value(&s, val); sep = '&'; } while (0)
 	if (o != NULL) {
 		if (o->label_selector && *o->label_selector)
 			QP("labelSelector", o->label_selector);
@@ -535,7 +535,7 @@ cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const cha
 			QP("resourceVersion", o->resource_version);
 	}
 #undef QP
-	return json_call(c, "GET", sb_take(&s), NULL, NULL, BODY_MAX, e);
+	return json_call(c, "GET", strbuf_take(&s), NULL, NULL, BODY_MAX, e);
 }
 
 cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -572,7 +572,7 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 {
 	static const char *ctypes[] = { "application/merge-patch+json",
 		"application/json-patch+json", "application/apply-patch+yaml" };
-	struct sb s;
+	struct strbuf s;
 	char *p = kube_path(r, ns, name, subresource);
 	char sep = '?';
 
@@ -581,17 +581,17 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 		err_set(e, ERR_INVALID, "apply %s/%s: a field manager is required", r->resource, name);
 		return NULL;
 	}
-	sb_init(&s);
-	sb_add(&s, p);
+	strbuf_init(&s);
+	strbuf_add(&s, p);
 	free(p);
 	if (field_manager != NULL && *field_manager) {
-		sb_printf(&s, "%cfieldManager=", sep);
-		sb_add_query_value(&s, field_manager);
+		strbuf_printf(&s, "%cfieldManager=", sep);
+		strbuf_add_query_value(&s, field_manager);
 		sep = '&';
 	}
 	if (type == KUBE_PATCH_APPLY && force)
-		sb_printf(&s, "%cforce=true", sep);
-	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
+		strbuf_printf(&s, "%cforce=true", sep);
+	return json_call(c, "PATCH", strbuf_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
 }
 
 cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -643,19 +643,19 @@ int kube_delete(struct kube_client *c, const struct kube_resource *r, const char
 
 int kube_resource_served(struct kube_client *c, const struct kube_resource *r, struct err *e)
 {
-	struct sb s;
+	struct strbuf s;
 	cJSON *doc, *list, *it;
 	long status;
 	char *body = NULL;
 	int found = 0;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	if (r->group == NULL || r->group[0] == '\0')
-		sb_printf(&s, "/api/%s", r->version);
+		strbuf_printf(&s, "/api/%s", r->version);
 	else
-		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+		strbuf_printf(&s, "/apis/%s/%s", r->group, r->version);
 	if (request(c, "GET", s.buf, NULL, NULL, OBJECT_BODY_MAX, &status, &body, e) < 0) {
-		sb_free(&s);
+		strbuf_free(&s);
 		if (e->code == ERR_NOTFOUND)
 			return 0;
 		return -1;
@@ -673,6 +673,6 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 		found = -1;
 	}
 	cJSON_Delete(doc);
-	sb_free(&s);
+	strbuf_free(&s);
 	return found;
 }

@@ -175,15 +175,15 @@ const char *kube_config_server_for_log(const struct kube_config *c, char *buf, s
 
 static char *join_host_port(const char *host, const char *port)
 {
-	struct sb s;
+	struct strbuf s;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	/* An IPv6 literal needs brackets in a URL, as net.JoinHostPort adds. */
 	if (strchr(host, ':') != NULL && host[0] != '[')
-		sb_printf(&s, "https://[%s]:%s", host, port);
+		strbuf_printf(&s, "https://[%s]:%s", host, port);
 	else
-		sb_printf(&s, "https://%s:%s", host, port);
-	return sb_take(&s);
+		strbuf_printf(&s, "https://%s:%s", host, port);
+	return strbuf_take(&s);
 }
 
 int kube_config_incluster(const char *host, const char *port, const char *sa_dir,
@@ -207,9 +207,9 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	/* the longest name below must fit in path, or a cut path is read */
 	if (strlen(sa_dir) + sizeof("/namespace") > sizeof(path))
 		return err_set(e, ERR_INVALID, "in-cluster config: service-account directory path too long");
-	c = kx_calloc(1, sizeof(*c));
+	c = xcalloc(1, sizeof(*c));
 	c->in_cluster = 1;
-	c->source = kx_strdup("in-cluster");
+	c->source = xstrdup("in-cluster");
 	c->server = join_host_port(host, port);
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
 	/* Read it once now so a missing token fails at start, not at first use. */
@@ -219,13 +219,13 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 		return -1;
 	}
 	secret_free(tok);
-	c->token_file = kx_strdup(path);
+	c->token_file = xstrdup(path);
 	snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
 	if (!fs_exists(path)) {
 		kube_config_free(c);
 		return err_set(e, ERR_NOTFOUND, "in-cluster config: %s is missing", path);
 	}
-	c->ca_file = kx_strdup(path);
+	c->ca_file = xstrdup(path);
 	snprintf(path, sizeof(path), "%s/namespace", sa_dir);
 	if (fs_exists(path)) {
 		if (kube_read_trimmed(path, 4096, &c->namespace, e) < 0) {
@@ -236,7 +236,7 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	}
 	if (c->namespace == NULL || *c->namespace == '\0') {
 		free(c->namespace);
-		c->namespace = kx_strdup("default");
+		c->namespace = xstrdup("default");
 	}
 	*out = c;
 	return 0;
@@ -274,9 +274,9 @@ static int kdoc_load(struct kdoc *d, const char *name, const char *text, size_t 
 	char *tmp;
 
 	memset(d, 0, sizeof(*d));
-	d->name = kx_strdup(name);
-	tmp = kx_strdup(name);
-	d->dir = kx_strdup(dirname(tmp));
+	d->name = xstrdup(name);
+	tmp = xstrdup(name);
+	d->dir = xstrdup(dirname(tmp));
 	free(tmp);
 	if (!yaml_parser_initialize(&p))
 		return err_set(e, ERR_NOMEM, "kubeconfig %s: cannot start the YAML parser", name);
@@ -414,13 +414,13 @@ static yaml_node_t *find_named(struct kfiles *f, const char *list, const char *n
 /* Relative paths are relative to the kubeconfig file's directory. */
 static char *resolve_path(struct kdoc *d, const char *p)
 {
-	struct sb s;
+	struct strbuf s;
 
 	if (p[0] == '/')
-		return kx_strdup(p);
-	sb_init(&s);
-	sb_printf(&s, "%s/%s", d->dir, p);
-	return sb_take(&s);
+		return xstrdup(p);
+	strbuf_init(&s);
+	strbuf_printf(&s, "%s/%s", d->dir, p);
+	return strbuf_take(&s);
 }
 
 static int decode_data(struct kdoc *d, const char *prefix, const char *key, const char *v,
@@ -468,7 +468,7 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 		return err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
 	if (server_check(server, where, e) < 0)
 		return -1;
-	c->server = kx_strdup(server);
+	c->server = xstrdup(server);
 	while (strlen(c->server) > 8 && c->server[strlen(c->server) - 1] == '/')
 		c->server[strlen(c->server) - 1] = '\0';
 	if (cadata != NULL) {
@@ -510,37 +510,37 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 			    "kubeconfig %s: %s.interactiveMode: Always needs a terminal, which a controller does not have",
 			    d->name, where);
 	}
-	x = kx_calloc(1, sizeof(*x));
+	x = xcalloc(1, sizeof(*x));
 	c->exec = x;
-	x->command = kx_strdup(cmd);
-	x->api_version = kx_strdup(api);
+	x->command = xstrdup(cmd);
+	x->api_version = xstrdup(api);
 	if (ybool(d, m, "provideClusterInfo", where, &x->provide_cluster_info, e) < 0)
 		return -1;
 	if (ylist(d, m, "args", where, &items, &n, e) < 0)
 		return -1;
-	x->args = kx_calloc(n + 1, sizeof(char *));
+	x->args = xcalloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		const char *v;
 		if (yscalar(d, yaml_document_get_node(&d->doc, items[i]), "exec.args", &v, e) < 0)
 			return -1;
-		x->args[i] = kx_strdup(v ? v : "");
+		x->args[i] = xstrdup(v ? v : "");
 	}
 	if (ylist(d, m, "env", where, &items, &n, e) < 0)
 		return -1;
-	x->env = kx_calloc(n + 1, sizeof(char *));
+	x->env = xcalloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		yaml_node_t *item = yaml_document_get_node(&d->doc, items[i]);
 		const char *k, *v;
-		struct sb s;
+		struct strbuf s;
 		if (ystr(d, item, "name", "exec.env[]", &k, e) < 0 ||
 		    ystr(d, item, "value", "exec.env[]", &v, e) < 0)
 			return -1;
 		if (k == NULL || strchr(k, '=') != NULL)
 			return err_set(e, ERR_INVALID, "kubeconfig %s: %s.env[%zu].name: missing or invalid",
 			    d->name, where, i);
-		sb_init(&s);
-		sb_printf(&s, "%s=%s", k, v ? v : "");
-		x->env[i] = sb_take(&s);
+		strbuf_init(&s);
+		strbuf_printf(&s, "%s=%s", k, v ? v : "");
+		x->env[i] = strbuf_take(&s);
 	}
 	return 0;
 }
@@ -573,7 +573,7 @@ static int parse_user(struct kfiles *f, const char *name, struct kube_config *c,
 		snprintf(where, sizeof(where), "kubeconfig %s: %s.token", d->name, prefix);
 		if (kube_token_check(tok, where, e) < 0)
 			return -1;
-		c->token = kx_strdup(tok);
+		c->token = xstrdup(tok);
 	}
 	else if (tokfile != NULL)
 		c->token_file = resolve_path(d, tokfile);
@@ -630,9 +630,9 @@ static int build_config(struct kfiles *f, const char *source, const char *contex
 		return -1;
 	if (cluster == NULL)
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.cluster: missing", d->name, prefix);
-	c = kx_calloc(1, sizeof(*c));
-	c->source = kx_strdup(source);
-	c->namespace = kx_strdup(ns ? ns : "default");
+	c = xcalloc(1, sizeof(*c));
+	c->source = xstrdup(source);
+	c->namespace = xstrdup(ns ? ns : "default");
 	if (parse_cluster(f, cluster, c, e) < 0 || (user != NULL && parse_user(f, user, c, e) < 0)) {
 		kube_config_free(c);
 		return -1;
@@ -644,7 +644,7 @@ static int build_config(struct kfiles *f, const char *source, const char *contex
 int kube_config_parse(const char *name, const char *text, size_t len, const char *context,
     struct kube_config **out, struct err *e)
 {
-	struct kfiles f = { kx_calloc(1, sizeof(struct kdoc)), 1 };
+	struct kfiles f = { xcalloc(1, sizeof(struct kdoc)), 1 };
 	int rc = kdoc_load(&f.docs[0], name, text, len, e);
 
 	if (rc == 0)
@@ -657,7 +657,7 @@ int kube_config_kubeconfig(const char *paths, const char *context, struct kube_c
     struct err *e)
 {
 	struct kfiles f = { NULL, 0 };
-	char *list = kx_strdup(paths), *save = NULL;
+	char *list = xstrdup(paths), *save = NULL;
 	int rc = -1;
 
 	for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
@@ -674,7 +674,7 @@ int kube_config_kubeconfig(const char *paths, const char *context, struct kube_c
 			err_prefix(e, "kubeconfig %s", p);
 			goto out;
 		}
-		f.docs = kx_realloc(f.docs, (f.n + 1) * sizeof(*f.docs));
+		f.docs = xrealloc(f.docs, (f.n + 1) * sizeof(*f.docs));
 		rc = kdoc_load(&f.docs[f.n], p, text, len, e);
 		f.n++;
 		free(text);

@@ -1,14 +1,10 @@
 /*
- * kube_util.c - the small pieces under the Kubernetes client: string
- * buffers, the hash map, base64, secrets, time and durations, timed waits
- * on a condition variable, backoff, and readers for fields of cJSON
- * objects.  See kube_priv.h and kube.h.
+ * kube_util.c - the small pieces under the Kubernetes client: jitter,
+ * wall-clock times (RFC 3339), backoff, small files, and readers for
+ * fields of cJSON objects.  See kube_priv.h and kube.h; the generic
+ * helpers (strings, maps, time, base64, secrets) are in src/base/.
  */
 #include <ctype.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,239 +13,6 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "kube/kube_priv.h"
-
-/* ------------------------------------------------------------ allocation */
-
-static void oom(void)
-{
-	fputs("pulumi-controller: out of memory\n", stderr);
-	abort();
-}
-
-void *kx_malloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-void *kx_calloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz ? sz : 1);
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-void *kx_realloc(void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (q == NULL)
-		oom();
-	return q;
-}
-
-char *kx_strdup(const char *s)
-{
-	return kx_strndup(s, strlen(s));
-}
-
-char *kx_strndup(const char *s, size_t n)
-{
-	char *p = kx_malloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
-/* ------------------------------------------------------------ strings */
-
-void sb_init(struct sb *s)
-{
-	memset(s, 0, sizeof(*s));
-}
-
-static void sb_grow(struct sb *s, size_t extra)
-{
-	size_t need = s->len + extra + 1, cap = s->cap ? s->cap : 64;
-
-	if (need <= s->cap)
-		return;
-	while (cap < need)
-		cap *= 2;
-	s->buf = kx_realloc(s->buf, cap);
-	s->cap = cap;
-}
-
-void sb_addn(struct sb *s, const char *p, size_t n)
-{
-	sb_grow(s, n);
-	memcpy(s->buf + s->len, p, n);
-	s->len += n;
-	s->buf[s->len] = '\0';
-}
-
-void sb_add(struct sb *s, const char *p)
-{
-	sb_addn(s, p, strlen(p));
-}
-
-void sb_printf(struct sb *s, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	sb_grow(s, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(s->buf + s->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	s->len += (size_t)n;
-}
-
-void sb_add_query_value(struct sb *s, const char *v)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *v; v++) {
-		unsigned char ch = (unsigned char)*v;
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			sb_addn(s, (const char *)&ch, 1);
-		} else {
-			char enc[3] = { '%', hex[ch >> 4], hex[ch & 15] };
-			sb_addn(s, enc, 3);
-		}
-	}
-}
-
-char *sb_take(struct sb *s)
-{
-	char *p = s->buf ? s->buf : kx_strdup("");
-	sb_init(s);
-	return p;
-}
-
-void sb_free(struct sb *s)
-{
-	free(s->buf);
-	sb_init(s);
-}
-
-/* ------------------------------------------------------------ hash map */
-
-static size_t hash_str(const char *s)
-{
-	size_t h = 1469598103934665603ULL;   /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
-void kmap_init(struct kmap *m)
-{
-	memset(m, 0, sizeof(*m));
-}
-
-static struct kmap_entry **kmap_find(const struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp;
-
-	if (m->nslots == 0)
-		return NULL;
-	for (pp = &m->slots[hash_str(key) & (m->nslots - 1)]; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->key, key) == 0)
-			return pp;
-	return NULL;
-}
-
-void *kmap_get(const struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp = kmap_find(m, key);
-	return pp ? (*pp)->value : NULL;
-}
-
-static void kmap_rehash(struct kmap *m)
-{
-	size_t n = m->nslots ? m->nslots * 2 : 16;
-	struct kmap_entry **slots = kx_calloc(n, sizeof(*slots));
-
-	for (size_t i = 0; i < m->nslots; i++) {
-		struct kmap_entry *en = m->slots[i], *next;
-		for (; en; en = next) {
-			next = en->next;
-			size_t h = hash_str(en->key) & (n - 1);
-			en->next = slots[h];
-			slots[h] = en;
-		}
-	}
-	free(m->slots);
-	m->slots = slots;
-	m->nslots = n;
-}
-
-void *kmap_put(struct kmap *m, const char *key, void *value)
-{
-	struct kmap_entry **pp = kmap_find(m, key), *en;
-	size_t klen = strlen(key), h;
-
-	if (pp != NULL) {
-		void *old = (*pp)->value;
-		(*pp)->value = value;
-		return old;
-	}
-	if (m->count + 1 > m->nslots)   /* load factor <= 1 */
-		kmap_rehash(m);
-	en = kx_malloc(sizeof(*en) + klen + 1);
-	memcpy(en->key, key, klen + 1);
-	en->value = value;
-	h = hash_str(key) & (m->nslots - 1);
-	en->next = m->slots[h];
-	m->slots[h] = en;
-	m->count++;
-	return NULL;
-}
-
-void *kmap_del(struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp = kmap_find(m, key), *en;
-	void *v;
-
-	if (pp == NULL)
-		return NULL;
-	en = *pp;
-	*pp = en->next;
-	v = en->value;
-	free(en);
-	m->count--;
-	return v;
-}
-
-void kmap_each(const struct kmap *m, void (*fn)(void *ud, const char *key, void *value), void *ud)
-{
-	for (size_t i = 0; i < m->nslots; i++)
-		for (struct kmap_entry *en = m->slots[i]; en; en = en->next)
-			fn(ud, en->key, en->value);
-}
-
-void kmap_free(struct kmap *m, void (*free_value)(void *value))
-{
-	for (size_t i = 0; i < m->nslots; i++) {
-		struct kmap_entry *en = m->slots[i], *next;
-		for (; en; en = next) {
-			next = en->next;
-			if (free_value && en->value)
-				free_value(en->value);
-			free(en);
-		}
-	}
-	free(m->slots);
-	kmap_init(m);
-}
 
 /* ------------------------------------------------------------ time */
 
@@ -422,17 +185,17 @@ char *kube_object_key(const cJSON *obj)
 {
 	const char *ns = kube_obj_str(obj, "metadata.namespace");
 	const char *name = kube_obj_str(obj, "metadata.name");
-	struct sb s;
+	struct strbuf s;
 
 	if (name == NULL)
 		return NULL;
-	sb_init(&s);
+	strbuf_init(&s);
 	if (ns != NULL && *ns) {
-		sb_add(&s, ns);
-		sb_add(&s, "/");
+		strbuf_add(&s, ns);
+		strbuf_add(&s, "/");
 	}
-	sb_add(&s, name);
-	return sb_take(&s);
+	strbuf_add(&s, name);
+	return strbuf_take(&s);
 }
 
 void kube_strip_object(cJSON *obj)
