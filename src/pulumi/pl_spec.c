@@ -33,30 +33,14 @@ static char *dup_or_null(const char *s, int *oom)
 
 void pl_secret_add(struct pl_stack *st, const char *v)
 {
-	char *copy;
-
 	if (v == NULL || *v == '\0')
 		return;
-	for (size_t i = 0; i < st->n_secrets; i++)
-		if (strcmp(st->secrets[i], v) == 0)
+	for (size_t i = 0; i < st->secrets.n; i++)
+		if (strcmp(st->secrets.v[i], v) == 0)
 			return;
-	if (st->n_secrets == st->cap_secrets) {
-		size_t cap = st->cap_secrets ? st->cap_secrets * 2 : 8;
-		char **nv = realloc(st->secrets, cap * sizeof(*nv));
-
-		if (nv == NULL) {
-			st->oom = 1;
-			return;
-		}
-		st->secrets = nv;
-		st->cap_secrets = cap;
-	}
-	copy = strdup(v);
-	if (copy == NULL) {
+	pl_strv_add(&st->secrets, v);
+	if (st->secrets.oom)
 		st->oom = 1;
-		return;
-	}
-	st->secrets[st->n_secrets++] = copy;
 }
 
 /* Every string and number leaf of a JSON value is a secret when the whole
@@ -320,9 +304,9 @@ void pl_close(struct pl_stack *st)
 		secret_free(st->cfg[i].value);
 	}
 	free(st->cfg);
-	for (size_t i = 0; i < st->n_secrets; i++)
-		secret_free(st->secrets[i]);
-	free(st->secrets);
+	for (size_t i = 0; i < st->secrets.n; i++)
+		secret_free(st->secrets.v[i]);
+	free(st->secrets.v);
 	free(st);
 }
 
