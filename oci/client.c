@@ -66,7 +66,7 @@ struct oci_client {
 	void *progress_ud;
 };
 
-static char *xstrdup(const char *s)
+static char *strdup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
 }
@@ -98,10 +98,10 @@ struct oci_client *oci_client_new(const char *registry, const struct oci_client_
 	if (c->registry == NULL || c->base == NULL)
 		goto nomem;
 	snprintf(c->base, n, "%s://%s", o->plain_http ? "http" : "https", registry);
-	c->creds.username = xstrdup(o->creds.username);
-	c->creds.password = xstrdup(o->creds.password);
-	c->creds.identity_token = xstrdup(o->creds.identity_token);
-	c->creds.registry_token = xstrdup(o->creds.registry_token);
+	c->creds.username = strdup_or_null(o->creds.username);
+	c->creds.password = strdup_or_null(o->creds.password);
+	c->creds.identity_token = strdup_or_null(o->creds.identity_token);
+	c->creds.registry_token = strdup_or_null(o->creds.registry_token);
 	if ((o->creds.username && !c->creds.username) || (o->creds.password && !c->creds.password) ||
 	    (o->creds.identity_token && !c->creds.identity_token) ||
 	    (o->creds.registry_token && !c->creds.registry_token))

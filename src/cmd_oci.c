@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/secret.h"
@@ -116,16 +117,13 @@ static int creds_from_flags(struct cmd_oci_flags *f, struct oci_creds *out, cons
 /* ---- the progress line (only on a terminal) ---- */
 
 struct progress {
-	struct timespec start, last;
+	int64_t start_ms, last_ms;   /* clock_mono_ms() */
 	int active;
 };
 
-static double secs_since(const struct timespec *t)
+static double secs_since(int64_t t_ms)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+	return (double)(clock_mono_ms() - t_ms) / 1000.0;
 }
 
 static void show_progress(void *ud, const char *what, int64_t done, int64_t total)
@@ -134,14 +132,14 @@ static void show_progress(void *ud, const char *what, int64_t done, int64_t tota
 	double mib = 1024.0 * 1024.0, el;
 
 	if (!p->active || done == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &p->start);
-		p->last = p->start;
+		p->start_ms = clock_mono_ms();
+		p->last_ms = p->start_ms;
 		p->active = 1;
 	}
-	if (done != total && secs_since(&p->last) < 0.1)
+	if (done != total && secs_since(p->last_ms) < 0.1)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &p->last);
-	el = secs_since(&p->start);
+	p->last_ms = clock_mono_ms();
+	el = secs_since(p->start_ms);
 	fprintf(stderr, "\r\033[K%s  %.1f / %.1f MiB  %.1f MiB/s", what, (double)done / mib,
 	    total >= 0 ? (double)total / mib : 0.0, el > 0 ? (double)done / mib / el : 0.0);
 	if (done == total) {

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/duration.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "cmd.h"
@@ -303,7 +304,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'h': run_usage(stdout); return 0;
 		default: run_usage(stderr); return EXIT_USAGE;
 		}
-		if (dur != NULL && (*dur = kube_parse_duration_ms(optarg)) <= 0) {
+		if (dur != NULL && (duration_parse_ms(optarg, dur) < 0 || *dur <= 0)) {
 			fprintf(stderr, "run: %s: \"%s\" is not a positive duration (e.g. 15s)\n",
 			    argv[optind - 1], optarg);
 			return EXIT_USAGE;

@@ -3,9 +3,8 @@
  * backoff.  Waits are measured on CLOCK_MONOTONIC so a wall-clock step
  * (NTP, a VM resumed) neither shortens nor lengthens them.
  *
- * Meant to be the one copy of these helpers in the program: http, the
- * artifact store and the OCI client use them; the kube and pulumi modules
- * can drop their own now_ms/sleep_ms for these.
+ * The one copy of these helpers in the program: http, the artifact store,
+ * the OCI client, proc, the kube client and the pulumi driver use them.
  */
 #ifndef PC_CLOCK_H
 #define PC_CLOCK_H

@@ -1,8 +1,8 @@
 /*
  * duration.h - durations as Go's time.ParseDuration writes them ("90s",
  * "1h30m", "500ms", "2.5m"), the syntax of every duration in a Stack spec
- * and of the controller's flags.  One parser for the program: the
- * commands use it now; the kube module's copy can go.
+ * and of the controller's flags.  The one parser in the program: the
+ * commands' flags, run's flags and the Stack spec all use it.
  *
  * Accepted: one or more <number><unit> terms, the number decimal with an
  * optional fraction, the unit one of ns, us, µs, ms, s, m, h; "0" alone.

@@ -16,6 +16,7 @@
  * knows every live direct child from a registry and never waits for one.
  * The registry, the marker and the sweeps are in proc_tree.c.
  */
+#include "base/clock.h"
 #include "base/proc.h"
 #include "base/proc_tree.h"
 
@@ -247,7 +248,7 @@ static void check_leader(struct run *x)
 		return;
 	x->leader_done = 1;
 	kill(-x->r->pid, SIGKILL);
-	x->drain_until = proc_now_ms() + DRAIN_MS;
+	x->drain_until = clock_mono_ms() + DRAIN_MS;
 }
 
 /* Phase 0 waits for the timeout or an interrupt request; from then on
@@ -347,7 +348,7 @@ static void event_loop(struct run *x)
 {
 	const struct proc_spec *s = x->spec;
 	long tick = s->tick_ms > 0 ? s->tick_ms : DEFAULT_TICK;
-	long next_tick = proc_now_ms() + tick;
+	long next_tick = clock_mono_ms() + tick;
 
 	for (;;) {
 		struct pollfd p[3];
@@ -355,7 +356,7 @@ static void event_loop(struct run *x)
 		long now;
 
 		check_leader(x);
-		now = proc_now_ms();
+		now = clock_mono_ms();
 		if (x->leader_done && ((x->out_r < 0 && x->err_r < 0) || now >= x->drain_until))
 			break;
 		escalate(x, now);
@@ -394,13 +395,11 @@ static void event_loop(struct run *x)
  * on a poll() failure) is killed with its group and waited for, bounded. */
 static void await_leader(struct run *x)
 {
-	long end = proc_now_ms() + KILL_WAIT_MS;
+	long end = clock_mono_ms() + KILL_WAIT_MS;
 
-	while (!x->leader_done && proc_now_ms() < end) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
+	while (!x->leader_done && clock_mono_ms() < end) {
 		signal_group(x, SIGKILL);
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(5);
 		check_leader(x);
 	}
 }
@@ -561,7 +560,7 @@ int proc_run(const struct proc_spec *s, struct proc_result *r, struct err *e)
 			set_nonblock(x.in_w);
 			pump_write(&x);
 		}
-		x.next_step = proc_now_ms() + s->timeout_ms;
+		x.next_step = clock_mono_ms() + s->timeout_ms;
 		event_loop(&x);
 		await_leader(&x);
 		/* The leader's zombie reserves the group id until reap(). */

@@ -12,6 +12,8 @@
  */
 #include "base/proc_tree.h"
 
+#include "base/clock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,14 +31,6 @@
 /* How much of a process's environment is read when looking for the marker:
  * the kernel caps argv + envp at a quarter of the stack limit, usually 2 MiB. */
 #define ENVIRON_MAX   (4u << 20)
-
-long proc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 pthread_mutex_t proc_kids_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t *kids;
@@ -172,13 +166,11 @@ int proc_group_alive(pid_t pgid)
  * the group is still running, re-sending it for any late arrival. */
 void proc_wait_group_gone(pid_t pgid)
 {
-	long end = proc_now_ms() + 2000;
+	long end = clock_mono_ms() + 2000;
 
-	while (proc_group_alive(pgid) && proc_now_ms() < end) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
+	while (proc_group_alive(pgid) && clock_mono_ms() < end) {
 		kill(-pgid, SIGKILL);
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(5);
 	}
 }
 
@@ -191,7 +183,7 @@ void proc_make_mark(char *out, size_t n)
 	unsigned long long rnd = 0;
 
 	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		rnd = (unsigned long long)proc_now_ms();
+		rnd = (unsigned long long)clock_mono_ms();
 	snprintf(out, n, "%s=%ld-%lu-%016llx", PROC_MARK_VAR, (long)getpid(),
 		 atomic_fetch_add(&seq, 1) + 1, rnd);
 }
@@ -296,16 +288,14 @@ static int kill_marked(const char *mark)
  * how many were killed. */
 int proc_sweep_marked(const char *mark)
 {
-	long end = proc_now_ms() + 2000;
+	long end = clock_mono_ms() + 2000;
 	int total = 0, n;
 
 	while ((n = kill_marked(mark)) > 0) {
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
-
 		total += n;
-		if (proc_now_ms() >= end)
+		if (clock_mono_ms() >= end)
 			break;
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(5);
 	}
 	return total;
 }

@@ -12,9 +12,6 @@
 
 #include "base/proc.h"
 
-/* CLOCK_MONOTONIC in milliseconds. */
-long proc_now_ms(void);
-
 /* Held across posix_spawn and proc_kids_add, so that proc_reap_orphans
  * never takes a fast-exiting child for an orphan. */
 extern pthread_mutex_t proc_kids_lock;

@@ -4,7 +4,8 @@
  * compiler as a dead store; these use OPENSSL_cleanse, which is not.
  *
  * The one copy of this in the program: the OCI client, the commands'
- * credential flags, and (to come) the kube client's token handling.
+ * credential flags, the kube client's tokens and keys, the pulumi driver's
+ * secrets (src/stack/ still calls explicit_bzero directly).
  */
 #ifndef PC_SECRET_H
 #define PC_SECRET_H

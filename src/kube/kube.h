@@ -95,16 +95,11 @@ int kube_config_load(const char *flag_path, struct kube_config **out, struct err
 int kube_config_validate(const struct kube_config *c, struct err *e);
 
 /* The server URL as it may appear in a log line or a message, written to
- * buf (size n) and returned: kube_url_for_log of c->server.  A kubeconfig
+ * buf (size n) and returned: url_for_log (base/url.h) of c->server.  A kubeconfig
  * server with user information, a query or a fragment is refused at load
  * (kube_config_kubeconfig), so this matters for configs built otherwise;
  * use it wherever the server is logged. */
 const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n);
-
-/* url without user information, query or fragment (libcurl's URL parser
- * decides what those are), written to buf and returned; "(an invalid URL)"
- * when it does not parse. */
-const char *kube_url_for_log(const char *url, char *buf, size_t n);
 
 /* 0 when token can go into an Authorization header; -1 (ERR_INVALID) when
  * it holds a control character (a byte below 0x20, or 0x7f), which would
@@ -497,9 +492,6 @@ const char *kube_leader_identity(const struct kube_leader *l);
 void kube_leader_stop(struct kube_leader *l);
 void kube_leader_free(struct kube_leader *l);
 
-/* Go-style durations: "15s", "1m30s", "500ms", "2h"; -1 on bad input. */
-long kube_parse_duration_ms(const char *s);
-
 /* ------------------------------------------------------------------ events */
 
 struct kube_recorder;
@@ -542,6 +534,8 @@ void kube_format_microtime(char *buf, size_t n, int64_t unix_us);
  * anything else (an invalid date, no offset, trailing bytes). */
 int kube_parse_time_us(const char *s, int64_t *out);
 int64_t kube_now_us(void);
+/* clock_mono_ms (base/clock.h) under its old name, for src/stack/ and
+ * cmd_run.c until they call clock_mono_ms themselves; src/kube/ does. */
 int64_t kube_mono_ms(void);
 
 #endif

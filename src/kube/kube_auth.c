@@ -47,9 +47,9 @@ void kube_creds_init(struct kube_creds *k)
 
 void kube_creds_free(struct kube_creds *k)
 {
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	free(k->exec_cert);
-	kube_free_secret(k->exec_key);
+	secret_free(k->exec_key);
 	pthread_cond_destroy(&k->exec_done);
 	pthread_mutex_destroy(&k->lock);
 }
@@ -94,7 +94,7 @@ static int exec_run(const struct kube_config *cfg, char **out, struct err *e)
 	struct proc_result r;
 	size_t nargs = 0, nenv = 0, k = 0;
 	char **argv, **envp, *info;
-	struct sb s;
+	struct strbuf s;
 	int rc;
 
 	while (x->args && x->args[nargs])
@@ -103,21 +103,21 @@ static int exec_run(const struct kube_config *cfg, char **out, struct err *e)
 		nenv++;
 	for (char **p = x->env; p && *p; p++)
 		nenv++;
-	argv = kx_calloc(nargs + 2, sizeof(char *));
+	argv = xcalloc(nargs + 2, sizeof(char *));
 	argv[0] = x->command;
 	for (size_t i = 0; i < nargs; i++)
 		argv[i + 1] = x->args[i];
-	envp = kx_calloc(nenv + 2, sizeof(char *));
+	envp = xcalloc(nenv + 2, sizeof(char *));
 	for (char **p = environ; p && *p; p++)
 		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
 			envp[k++] = *p;
 	for (char **p = x->env; p && *p; p++)
 		envp[k++] = *p;
 	info = exec_info_json(cfg);
-	sb_init(&s);
-	sb_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
+	strbuf_init(&s);
+	strbuf_printf(&s, "KUBERNETES_EXEC_INFO=%s", info ? info : "");
 	free(info);
-	info = sb_take(&s);
+	info = strbuf_take(&s);
 	envp[k++] = info;
 
 	memset(&spec, 0, sizeof(spec));
@@ -159,7 +159,7 @@ static void json_wipe_strings(cJSON *node)
 {
 	for (; node != NULL; node = node->next) {
 		if (cJSON_IsString(node) && node->valuestring != NULL)
-			explicit_bzero(node->valuestring, strlen(node->valuestring));
+			secret_wipe(node->valuestring, strlen(node->valuestring));
 		json_wipe_strings(node->child);
 	}
 }
@@ -212,10 +212,10 @@ static int exec_parse(const struct kube_config *cfg, const cJSON *doc, struct ex
 		}
 	}
 	out->expires = exp != NULL;
-	out->token = tok ? kx_strdup(tok) : NULL;
+	out->token = tok ? xstrdup(tok) : NULL;
 	if (cert != NULL && key != NULL) {
-		out->cert = kx_strdup(cert);
-		out->key = kx_strdup(key);
+		out->cert = xstrdup(cert);
+		out->key = xstrdup(key);
 	}
 	return 0;
 }
@@ -230,7 +230,7 @@ static int exec_fetch(const struct kube_config *cfg, struct exec_cred *out, stru
 	if (exec_run(cfg, &text, e) < 0)
 		return -1;
 	doc = cJSON_Parse(text);
-	kube_free_secret(text);
+	secret_free(text);
 	rc = exec_parse(cfg, doc, out, e);
 	json_delete_secret(doc);
 	return rc;
@@ -239,9 +239,9 @@ static int exec_fetch(const struct kube_config *cfg, struct exec_cred *out, stru
 /* Takes over x's strings. */
 static void exec_install_locked(struct kube_creds *k, struct exec_cred *x)
 {
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	free(k->exec_cert);
-	kube_free_secret(k->exec_key);
+	secret_free(k->exec_key);
 	k->token = x->token;
 	k->exec_cert = x->cert;
 	k->exec_key = x->key;
@@ -293,7 +293,7 @@ static int exec_current_locked(struct kube_creds *k, const struct kube_config *c
 static int token_file_current_locked(struct kube_creds *k, const struct kube_config *cfg,
     int force, struct err *e)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 	char *tok;
 
 	if (!force && k->token != NULL && now - k->token_read_ms < TOKEN_REREAD_MS)
@@ -310,7 +310,7 @@ static int token_file_current_locked(struct kube_creds *k, const struct kube_con
 	}
 	if (k->token == NULL || strcmp(k->token, tok) != 0)
 		k->gen++;
-	kube_free_secret(k->token);
+	secret_free(k->token);
 	k->token = tok;
 	k->token_read_ms = now;
 	return 0;
@@ -332,7 +332,7 @@ static int refresh_locked(struct kube_creds *k, const struct kube_config *cfg, i
 	if (cfg->token != NULL) {
 		/* checked by kube_config_validate in kube_client_new */
 		if (k->token == NULL) {
-			k->token = kx_strdup(cfg->token);
+			k->token = xstrdup(cfg->token);
 			k->gen++;
 		}
 		return 0;
@@ -354,14 +354,14 @@ int kube_creds_get(struct kube_creds *k, const struct kube_config *cfg, int forc
 	}
 	t->cred_gen = k->gen;
 	if (k->token != NULL) {
-		struct sb s;
-		sb_init(&s);
-		sb_printf(&s, "Authorization: Bearer %s", k->token);
-		t->auth_header = sb_take(&s);
+		struct strbuf s;
+		strbuf_init(&s);
+		strbuf_printf(&s, "Authorization: Bearer %s", k->token);
+		t->auth_header = strbuf_take(&s);
 	}
 	if (k->exec_cert != NULL && k->exec_key != NULL) {
-		t->cert_pem = kx_strdup(k->exec_cert);
-		t->key_pem = kx_strdup(k->exec_key);
+		t->cert_pem = xstrdup(k->exec_cert);
+		t->key_pem = xstrdup(k->exec_key);
 	}
 	pthread_mutex_unlock(&k->lock);
 	return 0;

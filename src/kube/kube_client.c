@@ -33,7 +33,6 @@
  * above that is a hostile or broken server, not an object. */
 #define BODY_MAX (256LL << 20)
 #define OBJECT_BODY_MAX (16LL << 20)
-#define RETRY_AFTER_MAX_S 60
 
 struct kube_client {
 	struct kube_config *cfg;
@@ -81,7 +80,7 @@ static int retry_sleep(long ms)
 {
 	while (ms > 0 && !canceled()) {
 		long step = ms < 100 ? ms : 100;
-		kube_sleep_ms(step);
+		clock_sleep_ms(step);
 		ms -= step;
 	}
 	return canceled();
@@ -105,7 +104,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 		kube_config_free(cfg);
 		return NULL;
 	}
-	c = kx_calloc(1, sizeof(*c));
+	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
 	kube_creds_init(&c->creds);
 	c->tls = strncmp(cfg->server, "https://", 8) == 0;
@@ -199,9 +198,9 @@ int kube_transport_renew(struct kube_client *c, unsigned long refused_gen,
 
 void kube_transport_free(struct kube_transport *t)
 {
-	kube_free_secret(t->auth_header);
+	secret_free(t->auth_header);
 	free(t->cert_pem);
-	kube_free_secret(t->key_pem);
+	secret_free(t->key_pem);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -300,46 +299,6 @@ struct reply {
 	unsigned long cred_gen;    /* the credentials it was sent with */
 };
 
-long kube_retry_after_s(const struct http_response *r)
-{
-	char *v = http_response_header(r, "Retry-After"), *end;
-	long n = -1;
-
-	if (v != NULL) {
-		n = strtol(v, &end, 10);
-		if (end == v || n < 0)
-			n = -1;
-		else if (n > RETRY_AFTER_MAX_S)
-			n = RETRY_AFTER_MAX_S;
-	}
-	free(v);
-	return n;
-}
-
-/*
- * http.h names the URL it failed on, query included; a kube message never
- * carries a query (continue tokens, selectors; docs/logging.md).  Drops the
- * query of url where the message names it: it runs to the ": " after it.
- */
-static void err_drop_query(struct err *e, const char *url)
-{
-	const char *q = strchr(url, '?');
-	char *base, *at, *end;
-
-	if (q == NULL)
-		return;
-	base = kx_strndup(url, (size_t)(q - url) + 1);   /* up to and with the '?' */
-	at = strstr(e->msg, base);
-	if (at != NULL) {
-		at += strlen(base) - 1;
-		end = strstr(at, ": ");
-		if (end == NULL)
-			end = at + strlen(at);
-		memmove(at, end, strlen(end) + 1);
-	}
-	free(base);
-}
-
 /* "GET /api/v1/namespaces/x/secrets" from a method and a path that may
  * carry a query: the name of a request in messages and logs. */
 static void request_name(char *buf, size_t n, const char *method, const char *path)
@@ -382,12 +341,10 @@ static int send_once(struct kube_client *c, const char *method, const char *url,
 	req.headers = hdrs;
 	rc = http_do(&t.opts, &req, &resp, e);
 	kube_transport_free(&t);
-	if (rc < 0) {
-		err_drop_query(e, url);
-		return -1;
-	}
+	if (rc < 0)
+		return -1;   /* http.h names the URL through url_for_log: no query */
 	r->status = resp.status;
-	r->retry_after_s = kube_retry_after_s(&resp);
+	r->retry_after_s = http_response_retry_after(&resp);
 	r->body = resp.body;
 	r->len = resp.body_len;
 	resp.body = NULL;
@@ -405,22 +362,22 @@ static int request(struct kube_client *c, const char *method, const char *path,
     const char *content_type, const char *body, long long max_bytes, long *status,
     char **resp_body, struct err *e)
 {
-	struct sb url;
+	struct strbuf url;
 	struct reply r;
 	int refreshed = 0, attempt;
 	unsigned long refused_gen = 0;
 	long wait_ms = 200;
 	char what[600];
 
-	sb_init(&url);
-	sb_add(&url, c->cfg->server);
-	sb_add(&url, path);
+	strbuf_init(&url);
+	strbuf_add(&url, c->cfg->server);
+	strbuf_add(&url, path);
 	request_name(what, sizeof(what), method, path);
 	*status = 0;
 	if (resp_body)
 		*resp_body = NULL;
 	if (canceled()) {
-		sb_free(&url);
+		strbuf_free(&url);
 		return err_set(e, ERR_CANCELED, "%s: canceled", what);
 	}
 	for (attempt = 0;; attempt++) {
@@ -432,7 +389,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
 				continue;
 			}
-			sb_free(&url);
+			strbuf_free(&url);
 			return -1;
 		}
 		*status = r.status;
@@ -441,7 +398,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 				*resp_body = r.body;
 			else
 				free(r.body);
-			sb_free(&url);
+			strbuf_free(&url);
 			return 0;
 		}
 		if (r.status == 401 && refreshed == 0 && c->cfg->token == NULL) {
@@ -464,12 +421,13 @@ static int request(struct kube_client *c, const char *method, const char *path,
 		if (retry) {
 			long d = wait_ms;
 			if (r.retry_after_s >= 0)
-				d = r.retry_after_s * 1000;
+				d = (r.retry_after_s < KUBE_RETRY_AFTER_MAX_S ? r.retry_after_s :
+				    KUBE_RETRY_AFTER_MAX_S) * 1000;
 			log_debug("kube request retried", "request", what, "status",
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);
 			if (retry_sleep(d)) {
-				sb_free(&url);
+				strbuf_free(&url);
 				return err_set(e, ERR_CANCELED, "%s: canceled", what);
 			}
 			wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
@@ -481,7 +439,7 @@ static int request(struct kube_client *c, const char *method, const char *path,
 			kube_status_error(e, what, &st);
 		}
 		free(r.body);
-		sb_free(&url);
+		strbuf_free(&url);
 		return -1;
 	}
 }
@@ -497,28 +455,28 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 char *kube_path(const struct kube_resource *r, const char *ns, const char *name,
     const char *subresource)
 {
-	struct sb s;
+	struct strbuf s;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	if (r->group == NULL || r->group[0] == '\0')
-		sb_printf(&s, "/api/%s", r->version);
+		strbuf_printf(&s, "/api/%s", r->version);
 	else
-		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+		strbuf_printf(&s, "/apis/%s/%s", r->group, r->version);
 	if (r->namespaced && ns != NULL && *ns) {
-		sb_add(&s, "/namespaces/");
-		sb_add_query_value(&s, ns);
+		strbuf_add(&s, "/namespaces/");
+		strbuf_add_query_value(&s, ns);
 	}
-	sb_add(&s, "/");
-	sb_add(&s, r->resource);
+	strbuf_add(&s, "/");
+	strbuf_add(&s, r->resource);
 	if (name != NULL) {
-		sb_add(&s, "/");
-		sb_add_query_value(&s, name);
+		strbuf_add(&s, "/");
+		strbuf_add_query_value(&s, name);
 		if (subresource != NULL) {
-			sb_add(&s, "/");
-			sb_add(&s, subresource);
+			strbuf_add(&s, "/");
+			strbuf_add(&s, subresource);
 		}
 	}
-	return sb_take(&s);
+	return strbuf_take(&s);
 }
 
 static cJSON *json_call(struct kube_client *c, const char *method, char *path,
@@ -553,14 +511,14 @@ cJSON *kube_get(struct kube_client *c, const struct kube_resource *r, const char
 cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const char *ns,
     const struct kube_list_opts *o, struct err *e)
 {
-	struct sb s;
+	struct strbuf s;
 	char *base = kube_path(r, ns, NULL, NULL);
 	char sep = '?';
 
-	sb_init(&s);
-	sb_add(&s, base);
+	strbuf_init(&s);
+	strbuf_add(&s, base);
 	free(base);
-#define QP(key, val) do { sb_printf(&s, "%c%s=", sep, key); sb_add_query_value(&s, val); sep = '&'; } while (0)
+#define QP(key, val) do { strbuf_printf(&s, "%c%s=", sep, key); strbuf_add_query_value(&s, val); sep = '&'; } while (0)
 	if (o != NULL) {
 		if (o->label_selector && *o->label_selector)
 			QP("labelSelector", o->label_selector);
@@ -577,7 +535,7 @@ cJSON *kube_list(struct kube_client *c, const struct kube_resource *r, const cha
 			QP("resourceVersion", o->resource_version);
 	}
 #undef QP
-	return json_call(c, "GET", sb_take(&s), NULL, NULL, BODY_MAX, e);
+	return json_call(c, "GET", strbuf_take(&s), NULL, NULL, BODY_MAX, e);
 }
 
 cJSON *kube_create(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -614,7 +572,7 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 {
 	static const char *ctypes[] = { "application/merge-patch+json",
 		"application/json-patch+json", "application/apply-patch+yaml" };
-	struct sb s;
+	struct strbuf s;
 	char *p = kube_path(r, ns, name, subresource);
 	char sep = '?';
 
@@ -623,17 +581,17 @@ cJSON *kube_patch(struct kube_client *c, const struct kube_resource *r, const ch
 		err_set(e, ERR_INVALID, "apply %s/%s: a field manager is required", r->resource, name);
 		return NULL;
 	}
-	sb_init(&s);
-	sb_add(&s, p);
+	strbuf_init(&s);
+	strbuf_add(&s, p);
 	free(p);
 	if (field_manager != NULL && *field_manager) {
-		sb_printf(&s, "%cfieldManager=", sep);
-		sb_add_query_value(&s, field_manager);
+		strbuf_printf(&s, "%cfieldManager=", sep);
+		strbuf_add_query_value(&s, field_manager);
 		sep = '&';
 	}
 	if (type == KUBE_PATCH_APPLY && force)
-		sb_printf(&s, "%cforce=true", sep);
-	return json_call(c, "PATCH", sb_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
+		strbuf_printf(&s, "%cforce=true", sep);
+	return json_call(c, "PATCH", strbuf_take(&s), ctypes[type], patch, OBJECT_BODY_MAX, e);
 }
 
 cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const char *ns,
@@ -657,7 +615,7 @@ cJSON *kube_modify(struct kube_client *c, const struct kube_resource *r, const c
 		if (out != NULL || e->http_status != 409)
 			return out;
 		/* someone wrote in between: read again (10 ms, as client-go) */
-		kube_sleep_ms(10 + (long)(kube_rand01() * 2));
+		clock_sleep_ms(10 + (long)(kube_rand01() * 2));
 	}
 	return NULL;
 }
@@ -685,19 +643,19 @@ int kube_delete(struct kube_client *c, const struct kube_resource *r, const char
 
 int kube_resource_served(struct kube_client *c, const struct kube_resource *r, struct err *e)
 {
-	struct sb s;
+	struct strbuf s;
 	cJSON *doc, *list, *it;
 	long status;
 	char *body = NULL;
 	int found = 0;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	if (r->group == NULL || r->group[0] == '\0')
-		sb_printf(&s, "/api/%s", r->version);
+		strbuf_printf(&s, "/api/%s", r->version);
 	else
-		sb_printf(&s, "/apis/%s/%s", r->group, r->version);
+		strbuf_printf(&s, "/apis/%s/%s", r->group, r->version);
 	if (request(c, "GET", s.buf, NULL, NULL, OBJECT_BODY_MAX, &status, &body, e) < 0) {
-		sb_free(&s);
+		strbuf_free(&s);
 		if (e->code == ERR_NOTFOUND)
 			return 0;
 		return -1;
@@ -715,6 +673,6 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 		found = -1;
 	}
 	cJSON_Delete(doc);
-	sb_free(&s);
+	strbuf_free(&s);
 	return found;
 }

@@ -18,7 +18,10 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "base/base64.h"
 #include "base/fs.h"
+#include "base/secret.h"
+#include "base/url.h"
 #include "kube/kube_priv.h"
 
 #define KUBECONFIG_MAX (4 << 20)
@@ -35,8 +38,8 @@ void kube_config_free(struct kube_config *c)
 	free(c->client_cert_file);
 	free(c->client_key_file);
 	free(c->client_cert_pem);
-	kube_free_secret(c->client_key_pem);
-	kube_free_secret(c->token);
+	secret_free(c->client_key_pem);
+	secret_free(c->token);
 	free(c->token_file);
 	if (c->exec) {
 		free(c->exec->command);
@@ -80,15 +83,15 @@ int kube_read_token_file(const char *path, char **out, struct err *e)
 	if (start != tok) {
 		size_t lead = (size_t)(start - tok), len = strlen(start);
 		memmove(tok, start, len + 1);
-		explicit_bzero(tok + len, lead);   /* the tail's stale copy */
+		secret_wipe(tok + len, lead);   /* the tail's stale copy */
 	}
 	if (*tok == '\0') {
-		kube_free_secret(tok);
+		secret_free(tok);
 		return err_set(e, ERR_AUTH, "token file %s: empty", path);
 	}
 	snprintf(where, sizeof(where), "token file %s", path);
 	if (kube_token_check(tok, where, e) < 0) {
-		kube_free_secret(tok);
+		secret_free(tok);
 		e->code = ERR_AUTH;
 		return -1;
 	}
@@ -126,7 +129,7 @@ static int server_check(const char *server, const char *where, struct err *e)
 	if (bad != NULL)
 		rc = err_set(e, ERR_INVALID, "%s: must not carry %s", where, bad);
 	if (part != NULL) {
-		explicit_bzero(part, strlen(part));
+		secret_wipe(part, strlen(part));
 		curl_free(part);
 	}
 	curl_free(scheme);
@@ -165,22 +168,22 @@ int kube_config_validate(const struct kube_config *c, struct err *e)
 
 const char *kube_config_server_for_log(const struct kube_config *c, char *buf, size_t n)
 {
-	return kube_url_for_log(c->server ? c->server : "", buf, n);
+	return url_for_log(c->server ? c->server : "", buf, n);
 }
 
 /* ------------------------------------------------------------ in-cluster */
 
 static char *join_host_port(const char *host, const char *port)
 {
-	struct sb s;
+	struct strbuf s;
 
-	sb_init(&s);
+	strbuf_init(&s);
 	/* An IPv6 literal needs brackets in a URL, as net.JoinHostPort adds. */
 	if (strchr(host, ':') != NULL && host[0] != '[')
-		sb_printf(&s, "https://[%s]:%s", host, port);
+		strbuf_printf(&s, "https://[%s]:%s", host, port);
 	else
-		sb_printf(&s, "https://%s:%s", host, port);
-	return sb_take(&s);
+		strbuf_printf(&s, "https://%s:%s", host, port);
+	return strbuf_take(&s);
 }
 
 int kube_config_incluster(const char *host, const char *port, const char *sa_dir,
@@ -204,9 +207,9 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	/* the longest name below must fit in path, or a cut path is read */
 	if (strlen(sa_dir) + sizeof("/namespace") > sizeof(path))
 		return err_set(e, ERR_INVALID, "in-cluster config: service-account directory path too long");
-	c = kx_calloc(1, sizeof(*c));
+	c = xcalloc(1, sizeof(*c));
 	c->in_cluster = 1;
-	c->source = kx_strdup("in-cluster");
+	c->source = xstrdup("in-cluster");
 	c->server = join_host_port(host, port);
 	snprintf(path, sizeof(path), "%s/token", sa_dir);
 	/* Read it once now so a missing token fails at start, not at first use. */
@@ -215,14 +218,14 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 		kube_config_free(c);
 		return -1;
 	}
-	kube_free_secret(tok);
-	c->token_file = kx_strdup(path);
+	secret_free(tok);
+	c->token_file = xstrdup(path);
 	snprintf(path, sizeof(path), "%s/ca.crt", sa_dir);
 	if (!fs_exists(path)) {
 		kube_config_free(c);
 		return err_set(e, ERR_NOTFOUND, "in-cluster config: %s is missing", path);
 	}
-	c->ca_file = kx_strdup(path);
+	c->ca_file = xstrdup(path);
 	snprintf(path, sizeof(path), "%s/namespace", sa_dir);
 	if (fs_exists(path)) {
 		if (kube_read_trimmed(path, 4096, &c->namespace, e) < 0) {
@@ -233,7 +236,7 @@ int kube_config_incluster(const char *host, const char *port, const char *sa_dir
 	}
 	if (c->namespace == NULL || *c->namespace == '\0') {
 		free(c->namespace);
-		c->namespace = kx_strdup("default");
+		c->namespace = xstrdup("default");
 	}
 	*out = c;
 	return 0;
@@ -271,9 +274,9 @@ static int kdoc_load(struct kdoc *d, const char *name, const char *text, size_t 
 	char *tmp;
 
 	memset(d, 0, sizeof(*d));
-	d->name = kx_strdup(name);
-	tmp = kx_strdup(name);
-	d->dir = kx_strdup(dirname(tmp));
+	d->name = xstrdup(name);
+	tmp = xstrdup(name);
+	d->dir = xstrdup(dirname(tmp));
 	free(tmp);
 	if (!yaml_parser_initialize(&p))
 		return err_set(e, ERR_NOMEM, "kubeconfig %s: cannot start the YAML parser", name);
@@ -411,25 +414,32 @@ static yaml_node_t *find_named(struct kfiles *f, const char *list, const char *n
 /* Relative paths are relative to the kubeconfig file's directory. */
 static char *resolve_path(struct kdoc *d, const char *p)
 {
-	struct sb s;
+	struct strbuf s;
 
 	if (p[0] == '/')
-		return kx_strdup(p);
-	sb_init(&s);
-	sb_printf(&s, "%s/%s", d->dir, p);
-	return sb_take(&s);
+		return xstrdup(p);
+	strbuf_init(&s);
+	strbuf_printf(&s, "%s/%s", d->dir, p);
+	return strbuf_take(&s);
 }
 
 static int decode_data(struct kdoc *d, const char *prefix, const char *key, const char *v,
     char **out, struct err *e)
 {
+	unsigned char *bytes;
+	struct err why;
 	size_t n;
 
-	if (kube_b64_decode(v, strlen(v), out, &n) < 0)
+	if (base64_decode(v, strlen(v), &bytes, &n, &why) < 0) {
+		if (why.code == ERR_NOMEM)
+			return err_set(e, ERR_NOMEM, "kubeconfig %s: %s.%s: out of memory", d->name,
+			    prefix, key);
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.%s: not valid base64", d->name, prefix,
 		    key);
+	}
+	*out = (char *)bytes;
 	if (strlen(*out) != n) {
-		free(*out);
+		secret_free(*out);
 		*out = NULL;
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.%s: not PEM text", d->name, prefix, key);
 	}
@@ -458,7 +468,7 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 		return err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
 	if (server_check(server, where, e) < 0)
 		return -1;
-	c->server = kx_strdup(server);
+	c->server = xstrdup(server);
 	while (strlen(c->server) > 8 && c->server[strlen(c->server) - 1] == '/')
 		c->server[strlen(c->server) - 1] = '\0';
 	if (cadata != NULL) {
@@ -500,37 +510,37 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 			    "kubeconfig %s: %s.interactiveMode: Always needs a terminal, which a controller does not have",
 			    d->name, where);
 	}
-	x = kx_calloc(1, sizeof(*x));
+	x = xcalloc(1, sizeof(*x));
 	c->exec = x;
-	x->command = kx_strdup(cmd);
-	x->api_version = kx_strdup(api);
+	x->command = xstrdup(cmd);
+	x->api_version = xstrdup(api);
 	if (ybool(d, m, "provideClusterInfo", where, &x->provide_cluster_info, e) < 0)
 		return -1;
 	if (ylist(d, m, "args", where, &items, &n, e) < 0)
 		return -1;
-	x->args = kx_calloc(n + 1, sizeof(char *));
+	x->args = xcalloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		const char *v;
 		if (yscalar(d, yaml_document_get_node(&d->doc, items[i]), "exec.args", &v, e) < 0)
 			return -1;
-		x->args[i] = kx_strdup(v ? v : "");
+		x->args[i] = xstrdup(v ? v : "");
 	}
 	if (ylist(d, m, "env", where, &items, &n, e) < 0)
 		return -1;
-	x->env = kx_calloc(n + 1, sizeof(char *));
+	x->env = xcalloc(n + 1, sizeof(char *));
 	for (size_t i = 0; i < n; i++) {
 		yaml_node_t *item = yaml_document_get_node(&d->doc, items[i]);
 		const char *k, *v;
-		struct sb s;
+		struct strbuf s;
 		if (ystr(d, item, "name", "exec.env[]", &k, e) < 0 ||
 		    ystr(d, item, "value", "exec.env[]", &v, e) < 0)
 			return -1;
 		if (k == NULL || strchr(k, '=') != NULL)
 			return err_set(e, ERR_INVALID, "kubeconfig %s: %s.env[%zu].name: missing or invalid",
 			    d->name, where, i);
-		sb_init(&s);
-		sb_printf(&s, "%s=%s", k, v ? v : "");
-		x->env[i] = sb_take(&s);
+		strbuf_init(&s);
+		strbuf_printf(&s, "%s=%s", k, v ? v : "");
+		x->env[i] = strbuf_take(&s);
 	}
 	return 0;
 }
@@ -563,7 +573,7 @@ static int parse_user(struct kfiles *f, const char *name, struct kube_config *c,
 		snprintf(where, sizeof(where), "kubeconfig %s: %s.token", d->name, prefix);
 		if (kube_token_check(tok, where, e) < 0)
 			return -1;
-		c->token = kx_strdup(tok);
+		c->token = xstrdup(tok);
 	}
 	else if (tokfile != NULL)
 		c->token_file = resolve_path(d, tokfile);
@@ -620,9 +630,9 @@ static int build_config(struct kfiles *f, const char *source, const char *contex
 		return -1;
 	if (cluster == NULL)
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.cluster: missing", d->name, prefix);
-	c = kx_calloc(1, sizeof(*c));
-	c->source = kx_strdup(source);
-	c->namespace = kx_strdup(ns ? ns : "default");
+	c = xcalloc(1, sizeof(*c));
+	c->source = xstrdup(source);
+	c->namespace = xstrdup(ns ? ns : "default");
 	if (parse_cluster(f, cluster, c, e) < 0 || (user != NULL && parse_user(f, user, c, e) < 0)) {
 		kube_config_free(c);
 		return -1;
@@ -634,7 +644,7 @@ static int build_config(struct kfiles *f, const char *source, const char *contex
 int kube_config_parse(const char *name, const char *text, size_t len, const char *context,
     struct kube_config **out, struct err *e)
 {
-	struct kfiles f = { kx_calloc(1, sizeof(struct kdoc)), 1 };
+	struct kfiles f = { xcalloc(1, sizeof(struct kdoc)), 1 };
 	int rc = kdoc_load(&f.docs[0], name, text, len, e);
 
 	if (rc == 0)
@@ -647,7 +657,7 @@ int kube_config_kubeconfig(const char *paths, const char *context, struct kube_c
     struct err *e)
 {
 	struct kfiles f = { NULL, 0 };
-	char *list = kx_strdup(paths), *save = NULL;
+	char *list = xstrdup(paths), *save = NULL;
 	int rc = -1;
 
 	for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
@@ -664,7 +674,7 @@ int kube_config_kubeconfig(const char *paths, const char *context, struct kube_c
 			err_prefix(e, "kubeconfig %s", p);
 			goto out;
 		}
-		f.docs = kx_realloc(f.docs, (f.n + 1) * sizeof(*f.docs));
+		f.docs = xrealloc(f.docs, (f.n + 1) * sizeof(*f.docs));
 		rc = kdoc_load(&f.docs[f.n], p, text, len, e);
 		f.n++;
 		free(text);

@@ -33,20 +33,20 @@ struct kube_recorder {
 	struct kube_client *c;
 	char *component, *instance;
 	pthread_mutex_t lock;
-	struct kmap cache;         /* identity -> struct seen* */
+	struct strmap cache;         /* identity -> struct seen* */
 	uint64_t next_order;
 };
 
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const char *component,
     const char *instance)
 {
-	struct kube_recorder *r = kx_calloc(1, sizeof(*r));
+	struct kube_recorder *r = xcalloc(1, sizeof(*r));
 
 	r->c = c;
-	r->component = kx_strdup(component ? component : "pulumi-controller");
-	r->instance = kx_strdup(instance ? instance : "");
+	r->component = xstrdup(component ? component : "pulumi-controller");
+	r->instance = xstrdup(instance ? instance : "");
 	pthread_mutex_init(&r->lock, NULL);
-	kmap_init(&r->cache);
+	strmap_init(&r->cache);
 	return r;
 }
 
@@ -62,7 +62,7 @@ void kube_recorder_free(struct kube_recorder *r)
 {
 	if (r == NULL)
 		return;
-	kmap_free(&r->cache, seen_free);
+	strmap_free(&r->cache, seen_free);
 	pthread_mutex_destroy(&r->lock);
 	free(r->component);
 	free(r->instance);
@@ -79,16 +79,16 @@ static void pick_old(void *ud, const char *key, void *value)
 {
 	struct evict_ctx *c = ud;
 	if (((struct seen *)value)->order < c->below)
-		c->keys[c->n++] = kx_strdup(key);
+		c->keys[c->n++] = xstrdup(key);
 }
 
 static void evict_locked(struct kube_recorder *r)
 {
-	struct evict_ctx c = { r->next_order - CACHE_MAX / 2, kx_calloc(r->cache.count, sizeof(char *)), 0 };
+	struct evict_ctx c = { r->next_order - CACHE_MAX / 2, xcalloc(r->cache.count, sizeof(char *)), 0 };
 
-	kmap_each(&r->cache, pick_old, &c);
+	strmap_each(&r->cache, pick_old, &c);
 	for (size_t i = 0; i < c.n; i++) {
-		seen_free(kmap_del(&r->cache, c.keys[i]));
+		seen_free(strmap_del(&r->cache, c.keys[i]));
 		free(c.keys[i]);
 	}
 	free(c.keys);
@@ -145,7 +145,7 @@ static int create_event(struct kube_recorder *r, const cJSON *obj, const char *n
 	if (out == NULL)
 		return -1;
 	cJSON_Delete(out);
-	*name_out = kx_strdup(name);
+	*name_out = xstrdup(name);
 	return 0;
 }
 
@@ -177,7 +177,7 @@ int kube_event(struct kube_recorder *r, const cJSON *obj, const char *type, cons
 	const char *uid = kube_obj_str(obj, "metadata.uid");
 	const char *kind = kube_obj_str(obj, "kind");
 	const char *name = kube_obj_str(obj, "metadata.name");
-	struct sb id;
+	struct strbuf id;
 	struct seen *s;
 	char *ev_name = NULL, *ev_ns = NULL;
 	long count = 0;
@@ -187,13 +187,13 @@ int kube_event(struct kube_recorder *r, const cJSON *obj, const char *type, cons
 		return err_set(e, ERR_INVALID, "event %s: the object has no kind or name", reason);
 	if (ns == NULL || *ns == '\0')
 		ns = "default";
-	sb_init(&id);
-	sb_printf(&id, "%s\n%s\n%s\n%s\n%s\n%s\n%s", kind, ns, name, uid ? uid : "", type, reason, message);
+	strbuf_init(&id);
+	strbuf_printf(&id, "%s\n%s\n%s\n%s\n%s\n%s\n%s", kind, ns, name, uid ? uid : "", type, reason, message);
 	pthread_mutex_lock(&r->lock);
-	s = kmap_get(&r->cache, id.buf);
+	s = strmap_get(&r->cache, id.buf);
 	if (s != NULL) {
-		ev_name = kx_strdup(s->name);
-		ev_ns = kx_strdup(s->ns);
+		ev_name = xstrdup(s->name);
+		ev_ns = xstrdup(s->ns);
 		count = ++s->count;
 		s->order = r->next_order++;
 	}
@@ -203,26 +203,26 @@ int kube_event(struct kube_recorder *r, const cJSON *obj, const char *type, cons
 		free(ev_name);
 		free(ev_ns);
 		if (rc == 0 || e->code != ERR_NOTFOUND) {
-			sb_free(&id);
+			strbuf_free(&id);
 			return rc;
 		}
 		/* The Event expired: start again. */
 	}
 	rc = create_event(r, obj, ns, type, reason, message, &ev_name, e);
 	if (rc == 0) {
-		struct seen *n = kx_calloc(1, sizeof(*n));
+		struct seen *n = xcalloc(1, sizeof(*n));
 		n->name = ev_name;
-		n->ns = kx_strdup(ns);
+		n->ns = xstrdup(ns);
 		n->count = 1;
 		pthread_mutex_lock(&r->lock);
 		n->order = r->next_order++;
 		if (r->cache.count >= CACHE_MAX)
 			evict_locked(r);
-		s = kmap_put(&r->cache, id.buf, n);
+		s = strmap_put(&r->cache, id.buf, n);
 		if (s != NULL)
 			seen_free(s);
 		pthread_mutex_unlock(&r->lock);
 	}
-	sb_free(&id);
+	strbuf_free(&id);
 	return rc;
 }

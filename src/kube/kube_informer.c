@@ -39,12 +39,12 @@ struct item {
 struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube_resource *r,
     const struct kube_informer_opts *o)
 {
-	struct kube_informer *inf = kx_calloc(1, sizeof(*inf));
+	struct kube_informer *inf = xcalloc(1, sizeof(*inf));
 
 	inf->c = c;
 	inf->r = r;
-	inf->ns = o && o->namespace && *o->namespace ? kx_strdup(o->namespace) : NULL;
-	inf->selector = o && o->label_selector && *o->label_selector ? kx_strdup(o->label_selector) : NULL;
+	inf->ns = o && o->namespace && *o->namespace ? xstrdup(o->namespace) : NULL;
+	inf->selector = o && o->label_selector && *o->label_selector ? xstrdup(o->label_selector) : NULL;
 	inf->page_size = o && o->page_size > 0 ? o->page_size : KUBE_DEFAULT_PAGE;
 	inf->watch_timeout_s = o ? o->watch_timeout_s : 0;
 	inf->watch_idle_s = o && o->watch_idle_timeout_s > 0 ? o->watch_idle_timeout_s :
@@ -55,7 +55,7 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	inf->metadata_only = o ? o->metadata_only : 0;
 	pthread_mutex_init(&inf->lock, NULL);
 	kube_mono_cond_init(&inf->cond);
-	kmap_init(&inf->store);
+	strmap_init(&inf->store);
 	return inf;
 }
 
@@ -71,9 +71,9 @@ int kube_informer_add_index(struct kube_informer *inf, const char *name, kube_in
 {
 	if (inf->nidx >= MAX_INDEXES || inf->started)
 		return -1;
-	inf->idx[inf->nidx].name = kx_strdup(name);
+	inf->idx[inf->nidx].name = xstrdup(name);
 	inf->idx[inf->nidx].fn = fn;
-	kmap_init(&inf->idx[inf->nidx].values);
+	strmap_init(&inf->idx[inf->nidx].values);
 	inf->nidx++;
 	return 0;
 }
@@ -85,7 +85,7 @@ const struct kube_resource *kube_informer_resource(const struct kube_informer *i
 
 static void free_keyset(void *v)
 {
-	kmap_free(v, NULL);
+	strmap_free(v, NULL);
 	free(v);
 }
 
@@ -118,11 +118,11 @@ void kube_informer_free(struct kube_informer *inf)
 		return;
 	kube_informer_stop(inf);
 	fc.nidx = inf->nidx;
-	kmap_each(&inf->store, free_item_cb, &fc);
-	kmap_free(&inf->store, NULL);
+	strmap_each(&inf->store, free_item_cb, &fc);
+	strmap_free(&inf->store, NULL);
 	for (int i = 0; i < inf->nidx; i++) {
 		free(inf->idx[i].name);
-		kmap_free(&inf->idx[i].values, free_keyset);
+		strmap_free(&inf->idx[i].values, free_keyset);
 	}
 	free(inf->ns);
 	free(inf->selector);
@@ -138,11 +138,11 @@ static void index_remove(struct kube_informer *inf, const char *key, struct item
 {
 	for (int i = 0; i < inf->nidx; i++) {
 		for (int k = 0; k < it->nvals[i]; k++) {
-			struct kmap *set = kmap_get(&inf->idx[i].values, it->vals[i][k]);
+			struct strmap *set = strmap_get(&inf->idx[i].values, it->vals[i][k]);
 			if (set != NULL) {
-				kmap_del(set, key);
+				strmap_del(set, key);
 				if (set->count == 0)
-					free_keyset(kmap_del(&inf->idx[i].values, it->vals[i][k]));
+					free_keyset(strmap_del(&inf->idx[i].values, it->vals[i][k]));
 			}
 			free(it->vals[i][k]);
 		}
@@ -159,14 +159,14 @@ static void index_add(struct kube_informer *inf, const char *key, struct item *i
 		int n = inf->idx[i].fn(obj, vals, MAX_INDEX_VALUES);
 		if (n <= 0)
 			continue;
-		it->vals[i] = kx_calloc((size_t)n, sizeof(char *));
+		it->vals[i] = xcalloc((size_t)n, sizeof(char *));
 		for (int k = 0; k < n; k++) {
-			struct kmap *set = kmap_get(&inf->idx[i].values, vals[k]);
+			struct strmap *set = strmap_get(&inf->idx[i].values, vals[k]);
 			if (set == NULL) {
-				set = kx_calloc(1, sizeof(*set));
-				kmap_put(&inf->idx[i].values, vals[k], set);
+				set = xcalloc(1, sizeof(*set));
+				strmap_put(&inf->idx[i].values, vals[k], set);
 			}
-			kmap_put(set, key, set);   /* a set: any non-NULL value */
+			strmap_put(set, key, set);   /* a set: any non-NULL value */
 			it->vals[i][k] = vals[k];
 		}
 		it->nvals[i] = n;
@@ -220,10 +220,10 @@ void kube_informer_upsert(struct kube_informer *inf, cJSON *obj)
 		return;
 	}
 	pthread_mutex_lock(&inf->lock);
-	it = kmap_get(&inf->store, key);
+	it = strmap_get(&inf->store, key);
 	if (it == NULL) {
-		it = kx_calloc(1, sizeof(*it));
-		kmap_put(&inf->store, key, it);
+		it = xcalloc(1, sizeof(*it));
+		strmap_put(&inf->store, key, it);
 	} else {
 		changed = strcmp(it->json, json) != 0;
 		index_remove(inf, key, it);
@@ -249,7 +249,7 @@ void kube_informer_remove(struct kube_informer *inf, const char *key, cJSON *las
 	cJSON *obj = last;
 
 	pthread_mutex_lock(&inf->lock);
-	it = kmap_del(&inf->store, key);
+	it = strmap_del(&inf->store, key);
 	if (it != NULL)
 		index_remove(inf, key, it);
 	pthread_mutex_unlock(&inf->lock);
@@ -272,7 +272,7 @@ void kube_informer_set_rv(struct kube_informer *inf, const char *rv)
 {
 	pthread_mutex_lock(&inf->lock);
 	free(inf->last_rv);
-	inf->last_rv = rv ? kx_strdup(rv) : NULL;
+	inf->last_rv = rv ? xstrdup(rv) : NULL;
 	pthread_mutex_unlock(&inf->lock);
 }
 
@@ -307,9 +307,9 @@ static void find_stale(void *ud, const char *key, void *value)
 		return;
 	if (s->kl.n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 64;
-		s->kl.keys = kx_realloc(s->kl.keys, s->cap * sizeof(char *));
+		s->kl.keys = xrealloc(s->kl.keys, s->cap * sizeof(char *));
 	}
-	s->kl.keys[s->kl.n++] = kx_strdup(key);
+	s->kl.keys[s->kl.n++] = xstrdup(key);
 }
 
 void kube_informer_list_end(struct kube_informer *inf, const char *list_rv)
@@ -319,7 +319,7 @@ void kube_informer_list_end(struct kube_informer *inf, const char *list_rv)
 	/* Objects not seen in this list were deleted while we were not watching. */
 	pthread_mutex_lock(&inf->lock);
 	stale.gen = inf->gen;
-	kmap_each(&inf->store, find_stale, &stale);
+	strmap_each(&inf->store, find_stale, &stale);
 	pthread_mutex_unlock(&inf->lock);
 	for (size_t i = 0; i < stale.kl.n; i++) {
 		kube_informer_remove(inf, stale.kl.keys[i], NULL);
@@ -339,20 +339,20 @@ void kube_informer_list_end(struct kube_informer *inf, const char *list_rv)
 
 cJSON *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name)
 {
-	struct sb key;
+	struct strbuf key;
 	struct item *it;
 	cJSON *out = NULL;
 
-	sb_init(&key);
+	strbuf_init(&key);
 	if (ns != NULL && *ns)
-		sb_printf(&key, "%s/", ns);
-	sb_add(&key, name);
+		strbuf_printf(&key, "%s/", ns);
+	strbuf_add(&key, name);
 	pthread_mutex_lock(&inf->lock);
-	it = kmap_get(&inf->store, key.buf);
+	it = strmap_get(&inf->store, key.buf);
 	if (it != NULL)
 		out = cJSON_Parse(it->json);
 	pthread_mutex_unlock(&inf->lock);
-	sb_free(&key);
+	strbuf_free(&key);
 	return out;
 }
 
@@ -370,14 +370,14 @@ static void collect_key(void *ud, const char *key, void *value)
 {
 	struct keylist *kl = ud;
 	(void)value;
-	kl->keys[kl->n++] = kx_strdup(key);
+	kl->keys[kl->n++] = xstrdup(key);
 }
 
 int kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value,
     void (*fn)(void *ud, const char *key), void *ud)
 {
 	struct keylist kl = { NULL, 0 };
-	struct kmap *set;
+	struct strmap *set;
 	int i;
 
 	for (i = 0; i < inf->nidx; i++)
@@ -387,10 +387,10 @@ int kube_informer_by_index(struct kube_informer *inf, const char *index, const c
 		return -1;
 	/* Copy the keys so fn runs without the cache lock (it may enqueue). */
 	pthread_mutex_lock(&inf->lock);
-	set = kmap_get(&inf->idx[i].values, value);
+	set = strmap_get(&inf->idx[i].values, value);
 	if (set != NULL) {
-		kl.keys = kx_calloc(set->count, sizeof(char *));
-		kmap_each(set, collect_key, &kl);
+		kl.keys = xcalloc(set->count, sizeof(char *));
+		strmap_each(set, collect_key, &kl);
 	}
 	pthread_mutex_unlock(&inf->lock);
 	for (size_t k = 0; k < kl.n; k++) {
@@ -427,7 +427,7 @@ void kube_informer_each(struct kube_informer *inf,
 	struct each_ctx c = { fn, ud };
 
 	pthread_mutex_lock(&inf->lock);
-	kmap_each(&inf->store, each_cb, &c);
+	strmap_each(&inf->store, each_cb, &c);
 	pthread_mutex_unlock(&inf->lock);
 }
 

@@ -16,7 +16,7 @@
 struct index {
 	char *name;
 	kube_index_fn fn;
-	struct kmap values;        /* value -> struct kmap* (set of object keys) */
+	struct strmap values;        /* value -> struct strmap* (set of object keys) */
 };
 
 struct handler {
@@ -39,7 +39,7 @@ struct kube_informer {
 	pthread_mutex_t lock;      /* store, indexes, synced, last_rv, stats */
 	pthread_cond_t cond;       /* monotonic (kube_mono.c) */
 
-	struct kmap store;         /* "ns/name" -> struct item* (kube_informer.c) */
+	struct strmap store;         /* "ns/name" -> struct item* (kube_informer.c) */
 	struct index idx[MAX_INDEXES];
 	int nidx;
 	struct handler handlers[MAX_HANDLERS];

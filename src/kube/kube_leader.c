@@ -70,7 +70,7 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 		err_set(e, ERR_INVALID, "leader election: a Lease namespace and name are required");
 		return NULL;
 	}
-	l = kx_calloc(1, sizeof(*l));
+	l = xcalloc(1, sizeof(*l));
 	l->lease_ms = o->lease_ms > 0 ? o->lease_ms : 15000;
 	l->renew_ms = o->renew_ms > 0 ? o->renew_ms : 10000;
 	l->retry_ms = o->retry_ms > 0 ? o->retry_ms : 2000;
@@ -81,16 +81,16 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 		return NULL;
 	}
 	l->c = c;
-	l->ns = kx_strdup(o->namespace);
-	l->name = kx_strdup(o->name);
+	l->ns = xstrdup(o->namespace);
+	l->name = xstrdup(o->name);
 	if (o->identity != NULL && *o->identity) {
-		l->id = kx_strdup(o->identity);
+		l->id = xstrdup(o->identity);
 	} else {
 		gethostname(host, sizeof(host) - 1);
 		snprintf(id, sizeof(id), "%s_%08lx%08lx", host[0] ? host : "pulumi-controller",
 		    (unsigned long)(kube_rand01() * 4294967295.0),
 		    (unsigned long)(kube_rand01() * 4294967295.0));
-		l->id = kx_strdup(id);
+		l->id = xstrdup(id);
 	}
 	l->on_started = o->on_started;
 	l->on_stopped = o->on_stopped;
@@ -156,7 +156,7 @@ static void post_callback(struct kube_leader *l, int started, const char *new_le
 		l->cb_started = 1;
 	if (new_leader != NULL) {
 		free(l->cb_new_leader);
-		l->cb_new_leader = kx_strdup(new_leader);
+		l->cb_new_leader = xstrdup(new_leader);
 	}
 	pthread_cond_broadcast(&l->cb_cond);
 	pthread_mutex_unlock(&l->lock);
@@ -200,7 +200,7 @@ static void note_holder(struct kube_leader *l, const char *holder)
 	if (l->last_holder != NULL && strcmp(l->last_holder, holder) == 0)
 		return;
 	free(l->last_holder);
-	l->last_holder = kx_strdup(holder);
+	l->last_holder = xstrdup(holder);
 	if (*holder && l->on_new_leader)
 		post_callback(l, 0, holder);
 }
@@ -209,7 +209,7 @@ static void note_holder(struct kube_leader *l, const char *holder)
  * no time is left for one. */
 static int bound_request(int64_t deadline_ms)
 {
-	int64_t left = deadline_ms - kube_mono_ms();
+	int64_t left = deadline_ms - clock_mono_ms();
 
 	if (left <= 0)
 		return 0;
@@ -246,8 +246,8 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	const char *holder, *renew, *rv;
 	const cJSON *dur, *trans;
 	char now[64];
-	struct sb observed;
-	int64_t now_ms = kube_mono_ms();
+	struct strbuf observed;
+	int64_t now_ms = clock_mono_ms();
 	long dur_ms;
 	int ours;
 
@@ -281,14 +281,14 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 	    (long)dur->valuedouble * 1000 : l->lease_ms;
 	/* Whole, however long the holder's identity: a record cut short could
 	 * hide a renewal, and a renewed Lease taken as stale makes two leaders. */
-	sb_init(&observed);
-	sb_printf(&observed, "%s|%s|%s", holder ? holder : "", renew ? renew : "", rv ? rv : "");
+	strbuf_init(&observed);
+	strbuf_printf(&observed, "%s|%s|%s", holder ? holder : "", renew ? renew : "", rv ? rv : "");
 	if (l->observed == NULL || strcmp(l->observed, observed.buf) != 0) {
 		free(l->observed);
-		l->observed = sb_take(&observed);
+		l->observed = strbuf_take(&observed);
 		l->observed_ms = now_ms;
 	} else {
-		sb_free(&observed);
+		strbuf_free(&observed);
 	}
 	note_holder(l, holder);
 	ours = holder != NULL && strcmp(holder, l->id) == 0;
@@ -330,7 +330,7 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 		if (wait_ms(l, l->retry_ms))
 			return 0;
 		while (!atomic_load(&l->stop)) {
-			int64_t start = kube_mono_ms();
+			int64_t start = clock_mono_ms();
 			long pause;
 			if (start >= deadline)
 				break;
@@ -340,8 +340,8 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 				break;
 			}
 			pause = l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1;
-			if (deadline - kube_mono_ms() < pause)
-				pause = (long)(deadline - kube_mono_ms());
+			if (deadline - clock_mono_ms() < pause)
+				pause = (long)(deadline - clock_mono_ms());
 			if (pause > 0 && wait_ms(l, pause))
 				return 0;
 		}
@@ -360,7 +360,7 @@ static void elect(struct kube_leader *l)
 
 	/* acquire */
 	while (!atomic_load(&l->stop)) {
-		int64_t start = kube_mono_ms();
+		int64_t start = clock_mono_ms();
 		/* One round must fit in the renew deadline, and this loop retries
 		 * by itself (client-go bounds each round the same way). */
 		if (try_acquire_or_renew(l, start + l->renew_ms)) {

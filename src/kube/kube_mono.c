@@ -4,7 +4,7 @@
  * times out on CLOCK_REALTIME unless told otherwise, so a clock step (NTP,
  * a VM resumed) would lengthen or cut short renew sleeps, backoffs and
  * requeue delays; these condition variables are made with CLOCK_MONOTONIC
- * and every deadline is a kube_mono_ms() time.  A condition variable made
+ * and every deadline is a clock_mono_ms() time.  A condition variable made
  * by kube_mono_cond_init must only be waited on with these functions (or
  * untimed).  Also the token bucket that rate-limits a repeating log line.
  */
@@ -41,7 +41,7 @@ int kube_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t dea
 {
 	struct timespec ts;
 
-	if (deadline_ms - kube_mono_ms() <= 0)
+	if (deadline_ms - clock_mono_ms() <= 0)
 		return -1;
 	ts.tv_sec = (time_t)(deadline_ms / 1000);
 	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
@@ -62,7 +62,7 @@ int kube_mono_sleep_unless(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_i
 
 int64_t kube_mono_deadline(long delay_ms)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 
 	/* Saturate: a delay from a server or a caller must not wrap around. */
 	if (delay_ms <= 0)
@@ -74,7 +74,7 @@ int64_t kube_mono_deadline(long delay_ms)
 
 int kube_rate_gate_pass(struct kube_rate_gate *g, int burst, long interval_ms, unsigned long *held)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 
 	if (!g->started) {
 		g->started = 1;

@@ -1,8 +1,9 @@
 /*
  * kube_priv.h - helpers shared by the files of src/kube/ only (not a public
- * interface: other modules include kube.h).  A growable string buffer and a
- * string-keyed hash map, both small because the informer keeps thousands of
- * objects and every byte per entry counts.
+ * interface: other modules include kube.h).  The generic pieces under
+ * them (string buffer, hash map, allocation) are base/strbuf.h,
+ * base/strmap.h and base/xalloc.h; src/kube/ follows xalloc.h's
+ * out-of-memory policy (abort).
  */
 #ifndef PC_KUBE_PRIV_H
 #define PC_KUBE_PRIV_H
@@ -13,86 +14,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "base/http.h"
+#include "base/secret.h"
+#include "base/strbuf.h"
+#include "base/strmap.h"
+#include "base/xalloc.h"
 #include "kube/kube.h"
-
-/* A NUL-terminated growable string; buf owned, free with sb_free (or take
- * it with sb_take).  Allocation failure aborts, as with kx_malloc. */
-struct sb {
-	char *buf;
-	size_t len, cap;
-};
-
-void sb_init(struct sb *s);
-void sb_addn(struct sb *s, const char *p, size_t n);
-void sb_add(struct sb *s, const char *p);
-void sb_printf(struct sb *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Percent-encodes for a URL query value. */
-void sb_add_query_value(struct sb *s, const char *v);
-/* Hands the buffer to the caller (never NULL; caller frees). */
-char *sb_take(struct sb *s);
-void sb_free(struct sb *s);
-
-/* A hash map from string keys (copied) to opaque values (not owned). */
-struct kmap_entry {
-	struct kmap_entry *next;
-	void *value;
-	char key[];
-};
-
-struct kmap {
-	struct kmap_entry **slots;
-	size_t nslots, count;
-};
-
-void kmap_init(struct kmap *m);
-void *kmap_get(const struct kmap *m, const char *key);
-/* Inserts or replaces; returns the previous value (or NULL). */
-void *kmap_put(struct kmap *m, const char *key, void *value);
-/* Removes; returns the value that was there (or NULL). */
-void *kmap_del(struct kmap *m, const char *key);
-/* Iterates; fn may not modify the map. */
-void kmap_each(const struct kmap *m, void (*fn)(void *ud, const char *key, void *value), void *ud);
-/* Frees the map; values are passed to free_value when non-NULL. */
-void kmap_free(struct kmap *m, void (*free_value)(void *value));
-
-/* Allocation helpers that abort on failure (out of memory leaves a
- * controller nothing sensible to do; the pod restarts). */
-void *kx_malloc(size_t n);
-void *kx_calloc(size_t n, size_t sz);
-void *kx_realloc(void *p, size_t n);
-char *kx_strdup(const char *s);
-char *kx_strndup(const char *s, size_t n);
-
-/* Wipes and frees a secret string (a token, a private key); NULL is fine. */
-void kube_free_secret(char *s);
-
-/* base64 (standard alphabet, padding optional, whitespace ignored) decode;
- * malloc'd NUL-terminated result; -1 on bad input. */
-int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen);
 
 /* The next random double in [0,1) from a per-thread generator. */
 double kube_rand01(void);
-void kube_sleep_ms(long ms);
-
-/* One timed wait on cond (lock held) that ends by the kube_mono_ms()
- * deadline: 0 after waiting (woken or not; the caller re-checks its
- * condition), -1 without waiting when the deadline has passed.  So a wait
- * for a condition is `while (!cond && kube_cond_wait_until(...) == 0);`. */
-int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
-/* Sleeps ms unless *stop is or becomes set (whoever sets it broadcasts
- * cond under lock); returns 1 when stopped. */
-int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
-    long ms);
 
 /*
  * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
  * kube_mono_cond_init makes a condition variable whose timeouts follow the
  * monotonic clock (kube_mono_condattr_init sets up its attributes), and
- * kube_mono_cond_wait waits on one until a kube_mono_ms() deadline (0 after
+ * kube_mono_cond_wait waits on one until a clock_mono_ms() deadline (0 after
  * waiting, woken or not; -1 without waiting once it has passed).
- * kube_mono_sleep_unless is kube_sleep_unless_stopped for such a condition
- * variable.  kube_mono_deadline is now + delay_ms, saturated (never wraps).
+ * kube_mono_sleep_unless sleeps ms on such a condition variable unless
+ * *stop is or becomes set (whoever sets it broadcasts under lock; 1 when
+ * stopped).  kube_mono_deadline is now + delay_ms, saturated (never wraps).
  */
 int kube_mono_condattr_init(pthread_condattr_t *attr);
 void kube_mono_cond_init(pthread_cond_t *cond);
@@ -198,8 +139,10 @@ cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accep
 /* malloc_trim(0), serialized (kube_reflector.c says why). */
 void kube_heap_trim(void);
 
-/* Retry-After in seconds, capped at 60, or -1 when absent or not a number. */
-long kube_retry_after_s(const struct http_response *r);
+/* The longest pause a server's Retry-After (http_response_retry_after:
+ * seconds or an HTTP-date) imposes on a kube request or an informer loop;
+ * beyond it a broken server would stall the controller. */
+#define KUBE_RETRY_AFTER_MAX_S 60L
 const char *kube_client_server(const struct kube_client *c);
 
 #endif

@@ -33,11 +33,11 @@ struct kube_queue {
 	pthread_cond_t cond;
 	struct qnode *head, *tail;
 	size_t len;
-	struct kmap dirty, processing;
-	struct kmap waiting;       /* key -> int64_t* earliest time (heap dedup) */
+	struct strmap dirty, processing;
+	struct strmap waiting;       /* key -> int64_t* earliest time (heap dedup) */
 	struct delayed *heap;
 	size_t nheap, capheap;
-	struct kmap failures;      /* key -> (intptr_t) count */
+	struct strmap failures;      /* key -> (intptr_t) count */
 	double tokens;
 	int64_t tokens_at_ms;
 	int shutdown;
@@ -48,20 +48,20 @@ static void *const PRESENT = (void *)1;
 
 struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 {
-	struct kube_queue *q = kx_calloc(1, sizeof(*q));
+	struct kube_queue *q = xcalloc(1, sizeof(*q));
 
 	pthread_mutex_init(&q->lock, NULL);
 	kube_mono_cond_init(&q->cond);
-	kmap_init(&q->dirty);
-	kmap_init(&q->processing);
-	kmap_init(&q->waiting);
-	kmap_init(&q->failures);
+	strmap_init(&q->dirty);
+	strmap_init(&q->processing);
+	strmap_init(&q->waiting);
+	strmap_init(&q->failures);
 	q->o.base_delay_ms = o && o->base_delay_ms > 0 ? o->base_delay_ms : 5;
 	q->o.max_delay_ms = o && o->max_delay_ms > 0 ? o->max_delay_ms : 1000L * 1000;
 	q->o.qps = o && o->qps > 0 ? o->qps : 10;
 	q->o.burst = o && o->burst > 0 ? o->burst : 100;
 	q->tokens = q->o.burst;
-	q->tokens_at_ms = kube_mono_ms();
+	q->tokens_at_ms = clock_mono_ms();
 	return q;
 }
 
@@ -79,10 +79,10 @@ void kube_queue_free(struct kube_queue *q)
 	for (size_t i = 0; i < q->nheap; i++)
 		free(q->heap[i].key);
 	free(q->heap);
-	kmap_free(&q->dirty, NULL);
-	kmap_free(&q->processing, NULL);
-	kmap_free(&q->waiting, free);
-	kmap_free(&q->failures, NULL);
+	strmap_free(&q->dirty, NULL);
+	strmap_free(&q->processing, NULL);
+	strmap_free(&q->waiting, free);
+	strmap_free(&q->failures, NULL);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	free(q);
@@ -90,9 +90,9 @@ void kube_queue_free(struct kube_queue *q)
 
 static void push_locked(struct kube_queue *q, const char *key)
 {
-	struct qnode *n = kx_malloc(sizeof(*n));
+	struct qnode *n = xmalloc(sizeof(*n));
 
-	n->key = kx_strdup(key);
+	n->key = xstrdup(key);
 	n->next = NULL;
 	if (q->tail)
 		q->tail->next = n;
@@ -105,10 +105,10 @@ static void push_locked(struct kube_queue *q, const char *key)
 
 static void add_locked(struct kube_queue *q, const char *key)
 {
-	if (q->shutdown || kmap_get(&q->dirty, key) != NULL)
+	if (q->shutdown || strmap_get(&q->dirty, key) != NULL)
 		return;
-	kmap_put(&q->dirty, key, PRESENT);
-	if (kmap_get(&q->processing, key) != NULL)
+	strmap_put(&q->dirty, key, PRESENT);
+	if (strmap_get(&q->processing, key) != NULL)
 		return;   /* done() will queue it again */
 	push_locked(q, key);
 }
@@ -135,11 +135,11 @@ static void heap_push(struct kube_queue *q, int64_t at, const char *key)
 
 	if (q->nheap == q->capheap) {
 		q->capheap = q->capheap ? q->capheap * 2 : 16;
-		q->heap = kx_realloc(q->heap, q->capheap * sizeof(*q->heap));
+		q->heap = xrealloc(q->heap, q->capheap * sizeof(*q->heap));
 	}
 	i = q->nheap++;
 	q->heap[i].at_ms = at;
-	q->heap[i].key = kx_strdup(key);
+	q->heap[i].key = xstrdup(key);
 	while (i > 0 && q->heap[(i - 1) / 2].at_ms > q->heap[i].at_ms) {
 		heap_swap(&q->heap[(i - 1) / 2], &q->heap[i]);
 		i = (i - 1) / 2;
@@ -176,12 +176,12 @@ void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
 	}
 	pthread_mutex_lock(&q->lock);
 	if (!q->shutdown) {
-		cur = kmap_get(&q->waiting, key);
+		cur = strmap_get(&q->waiting, key);
 		if (cur == NULL || at < *cur) {
 			/* Earlier wins; a stale heap entry is skipped when it pops. */
 			if (cur == NULL) {
-				cur = kx_malloc(sizeof(*cur));
-				kmap_put(&q->waiting, key, cur);
+				cur = xmalloc(sizeof(*cur));
+				strmap_put(&q->waiting, key, cur);
 			}
 			*cur = at;
 			heap_push(q, at, key);
@@ -194,13 +194,13 @@ void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
 /* Moves due delayed keys to the queue; returns the next due time or -1. */
 static int64_t promote_locked(struct kube_queue *q)
 {
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 
 	while (q->nheap > 0 && q->heap[0].at_ms <= now) {
 		struct delayed d = heap_pop(q);
-		int64_t *cur = kmap_get(&q->waiting, d.key);
+		int64_t *cur = strmap_get(&q->waiting, d.key);
 		if (cur != NULL && *cur == d.at_ms) {
-			free(kmap_del(&q->waiting, d.key));
+			free(strmap_del(&q->waiting, d.key));
 			add_locked(q, d.key);
 		}
 		free(d.key);
@@ -219,9 +219,9 @@ static int64_t promote_locked(struct kube_queue *q)
  * longer.  record counts the failure and takes the token. */
 static long when_locked(struct kube_queue *q, const char *key, int record, long cap_ms)
 {
-	intptr_t fails = (intptr_t)kmap_get(&q->failures, key);
+	intptr_t fails = (intptr_t)strmap_get(&q->failures, key);
 	double per_key = (double)q->o.base_delay_ms, max = (double)q->o.max_delay_ms, wait;
-	int64_t now = kube_mono_ms();
+	int64_t now = clock_mono_ms();
 	double bucket_ms = 0, tokens;
 
 	if (cap_ms > 0 && (double)cap_ms < max)
@@ -239,7 +239,7 @@ static long when_locked(struct kube_queue *q, const char *key, int record, long 
 	if (record) {
 		q->tokens = tokens;
 		q->tokens_at_ms = now;
-		kmap_put(&q->failures, key, (void *)(fails + 1));
+		strmap_put(&q->failures, key, (void *)(fails + 1));
 	}
 	wait = per_key > bucket_ms ? per_key : bucket_ms;
 	return wait < (double)QUEUE_DELAY_MAX_MS ? (long)wait : QUEUE_DELAY_MAX_MS;
@@ -273,7 +273,7 @@ void kube_queue_add_rate_limited_max(struct kube_queue *q, const char *key, long
 void kube_queue_forget(struct kube_queue *q, const char *key)
 {
 	pthread_mutex_lock(&q->lock);
-	kmap_del(&q->failures, key);
+	strmap_del(&q->failures, key);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -282,7 +282,7 @@ int kube_queue_requeues(struct kube_queue *q, const char *key)
 	intptr_t n;
 
 	pthread_mutex_lock(&q->lock);
-	n = (intptr_t)kmap_get(&q->failures, key);
+	n = (intptr_t)strmap_get(&q->failures, key);
 	pthread_mutex_unlock(&q->lock);
 	return (int)n;
 }
@@ -306,8 +306,8 @@ char *kube_queue_get(struct kube_queue *q)
 			q->len--;
 			key = n->key;
 			free(n);
-			kmap_put(&q->processing, key, PRESENT);
-			kmap_del(&q->dirty, key);
+			strmap_put(&q->processing, key, PRESENT);
+			strmap_del(&q->dirty, key);
 			break;
 		}
 		if (next < 0)
@@ -322,8 +322,8 @@ char *kube_queue_get(struct kube_queue *q)
 void kube_queue_done(struct kube_queue *q, const char *key)
 {
 	pthread_mutex_lock(&q->lock);
-	kmap_del(&q->processing, key);
-	if (!q->shutdown && kmap_get(&q->dirty, key) != NULL)
+	strmap_del(&q->processing, key);
+	if (!q->shutdown && strmap_get(&q->dirty, key) != NULL)
 		push_locked(q, key);
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);

@@ -76,20 +76,20 @@ static int pause_ms(struct kube_informer *inf, long ms)
 static char *list_path(const struct kube_informer *inf, const char *cont, long limit)
 {
 	char *base = kube_path(inf->r, inf->ns, NULL, NULL);
-	struct sb s;
+	struct strbuf s;
 
-	sb_init(&s);
-	sb_printf(&s, "%s?limit=%ld", base, limit);
+	strbuf_init(&s);
+	strbuf_printf(&s, "%s?limit=%ld", base, limit);
 	free(base);
 	if (inf->selector) {
-		sb_add(&s, "&labelSelector=");
-		sb_add_query_value(&s, inf->selector);
+		strbuf_add(&s, "&labelSelector=");
+		strbuf_add_query_value(&s, inf->selector);
 	}
 	if (cont) {
-		sb_add(&s, "&continue=");
-		sb_add_query_value(&s, cont);
+		strbuf_add(&s, "&continue=");
+		strbuf_add_query_value(&s, cont);
 	}
-	return sb_take(&s);
+	return strbuf_take(&s);
 }
 
 /* One page; a reply over LIST_REPLY_MAX is asked for again with half the
@@ -132,7 +132,7 @@ static int next_continue(struct kube_informer *inf, const cJSON *page, char **co
 		return err_set(e, ERR_LIMIT, "list %s: still not complete after %ld pages "
 		    "(metadata.continue never ends)", inf->r->resource, pages);
 	free(*cont);
-	*cont = kx_strdup(next);
+	*cont = xstrdup(next);
 	return 0;
 }
 
@@ -159,7 +159,7 @@ static int do_list(struct kube_informer *inf, long *retry_after_s, struct err *e
 		}
 		rv = kube_obj_str(page, "metadata.resourceVersion");
 		if (list_rv == NULL && rv != NULL)
-			list_rv = kx_strdup(rv);
+			list_rv = xstrdup(rv);
 		items = cJSON_GetObjectItemCaseSensitive(page, "items");
 		/* Detach one item at a time so the page shrinks as we go. */
 		while ((it = cJSON_DetachItemViaPointer(items, items ? items->child : NULL)) != NULL) {
@@ -231,7 +231,7 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 		break;
 	case KUBE_ADDED:
 	case KUBE_MODIFIED: {
-		char *rv = kx_strdup(ev.resource_version);
+		char *rv = xstrdup(ev.resource_version);
 		cJSON *obj = ev.object;
 		ev.object = NULL;
 		kube_informer_upsert(inf, obj);
@@ -241,7 +241,7 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 	}
 	case KUBE_DELETED: {
 		char *key = kube_object_key(ev.object);
-		char *rv = kx_strdup(ev.resource_version);
+		char *rv = xstrdup(ev.resource_version);
 		cJSON *obj = ev.object;
 		ev.object = NULL;
 		if (key != NULL)
@@ -260,20 +260,20 @@ static int on_event_line(void *ud, char *line, size_t len, struct err *e)
 
 static char *watch_url(struct kube_informer *inf, const char *rv, long timeout_s)
 {
-	struct sb s;
+	struct strbuf s;
 	char *path = kube_path(inf->r, inf->ns, NULL, NULL);
 
-	sb_init(&s);
-	sb_add(&s, kube_client_server(inf->c));
-	sb_add(&s, path);
+	strbuf_init(&s);
+	strbuf_add(&s, kube_client_server(inf->c));
+	strbuf_add(&s, path);
 	free(path);
-	sb_printf(&s, "?watch=1&allowWatchBookmarks=true&timeoutSeconds=%ld&resourceVersion=", timeout_s);
-	sb_add_query_value(&s, rv);
+	strbuf_printf(&s, "?watch=1&allowWatchBookmarks=true&timeoutSeconds=%ld&resourceVersion=", timeout_s);
+	strbuf_add_query_value(&s, rv);
 	if (inf->selector) {
-		sb_add(&s, "&labelSelector=");
-		sb_add_query_value(&s, inf->selector);
+		strbuf_add(&s, "&labelSelector=");
+		strbuf_add_query_value(&s, inf->selector);
 	}
-	return sb_take(&s);
+	return strbuf_take(&s);
 }
 
 /* A watch the server answered with an error status; 410 means relist. */
@@ -283,7 +283,7 @@ static enum watch_end refused_watch(struct kube_informer *inf, const struct http
 	struct kube_status st;
 	char what[256];
 
-	*retry_after_s = kube_retry_after_s(resp);
+	*retry_after_s = http_response_retry_after(resp);
 	kube_status_parse(resp->body, resp->body_len, resp->status, &st);
 	snprintf(what, sizeof(what), "watch %s: HTTP", inf->r->resource);
 	kube_status_error(e, what, &st);
@@ -307,7 +307,7 @@ static enum watch_end do_watch(struct kube_informer *inf, int force_auth, unsign
 	*events = 0;
 	*retry_after_s = -1;
 	pthread_mutex_lock(&inf->lock);
-	rv = kx_strdup(inf->last_rv ? inf->last_rv : "");
+	rv = xstrdup(inf->last_rv ? inf->last_rv : "");
 	inf->stats.watches++;
 	pthread_mutex_unlock(&inf->lock);
 	url = watch_url(inf, rv, timeout_s);
@@ -378,6 +378,8 @@ static long next_pause(struct kube_backoff *bo, long retry_after_s)
 {
 	long wait = kube_backoff_next(bo);
 
+	if (retry_after_s > KUBE_RETRY_AFTER_MAX_S)
+		retry_after_s = KUBE_RETRY_AFTER_MAX_S;
 	if (retry_after_s * 1000 > wait)
 		wait = retry_after_s * 1000;
 	return wait;
@@ -422,12 +424,12 @@ void *kube_reflector_main(void *arg)
 			log_debug("listed", "resource", inf->r->resource, NULL);
 		}
 		err_clear(&e);
-		started = kube_mono_ms();
+		started = clock_mono_ms();
 		end = do_watch(inf, force_auth, &events, &retry_after_s, &e);
 		force_auth = 0;
 		if (end == WATCH_STOPPED)
 			break;
-		lasted = kube_mono_ms() - started >= WATCH_MIN_MS;
+		lasted = clock_mono_ms() - started >= WATCH_MIN_MS;
 		if (end == WATCH_EOF && (events > 0 || lasted)) {
 			kube_backoff_reset(&bo);
 			continue;   /* a normal end: watch again from the last RV */

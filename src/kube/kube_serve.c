@@ -84,13 +84,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	(void)version; (void)upload; (void)upload_len; (void)state;
 
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return reply(conn, 405, "text/plain", kx_strdup("method not allowed\n"), 19);
+		return reply(conn, 405, "text/plain", xstrdup("method not allowed\n"), 19);
 	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/livez") == 0)
-		return reply(conn, 200, "text/plain", kx_strdup("ok\n"), 3);
+		return reply(conn, 200, "text/plain", xstrdup("ok\n"), 3);
 	if (strcmp(url, "/readyz") == 0) {
 		if (s->ready == NULL || s->ready(s->ud))
-			return reply(conn, 200, "text/plain", kx_strdup("ok\n"), 3);
-		return reply(conn, 503, "text/plain", kx_strdup("caches not synced\n"), 18);
+			return reply(conn, 200, "text/plain", xstrdup("ok\n"), 3);
+		return reply(conn, 503, "text/plain", xstrdup("caches not synced\n"), 18);
 	}
 	if (strcmp(url, "/metrics") == 0 && s->metrics != NULL) {
 		char *buf = NULL;
@@ -102,7 +102,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		fclose(f);
 		return reply(conn, 200, "text/plain; version=0.0.4", buf, len);
 	}
-	return reply(conn, 404, "text/plain", kx_strdup("not found\n"), 10);
+	return reply(conn, 404, "text/plain", xstrdup("not found\n"), 10);
 }
 
 struct kube_serve *kube_serve_start(const char *addr, kube_ready_fn ready,
@@ -142,7 +142,7 @@ struct kube_serve *kube_serve_start(const char *addr, kube_ready_fn ready,
 		err_set(e, ERR_INVALID, "listen address \"%s\": host must be an IPv4 address", addr);
 		return NULL;
 	}
-	s = kx_calloc(1, sizeof(*s));
+	s = xcalloc(1, sizeof(*s));
 	s->ready = ready;
 	s->metrics = metrics;
 	s->ud = ud;

@@ -96,27 +96,27 @@ cJSON *kube_list_page(struct kube_client *c, const char *path, const char *accep
     int64_t max_bytes, long *retry_after_s, struct err *e)
 {
 	struct http_response resp;
-	struct sb url;
+	struct strbuf url;
 	cJSON *page = NULL;
 	int rc;
 
 	*retry_after_s = -1;
-	sb_init(&url);
-	sb_add(&url, kube_client_server(c));
-	sb_add(&url, path);
+	strbuf_init(&url);
+	strbuf_add(&url, kube_client_server(c));
+	strbuf_add(&url, path);
 	rc = get_page(c, url.buf, accept, max_bytes, 0, &resp, e);
 	if (rc == 0 && resp.status == 401) {
 		/* A rotated token or an expired exec credential: read again. */
 		http_response_free(&resp);
 		rc = get_page(c, url.buf, accept, max_bytes, 1, &resp, e);
 	}
-	sb_free(&url);
+	strbuf_free(&url);
 	if (rc < 0)
 		return NULL;   /* e names the URL (http.h) */
 	if (resp.status < 200 || resp.status >= 300) {
 		struct kube_status st;
 		char what[600];
-		*retry_after_s = kube_retry_after_s(&resp);
+		*retry_after_s = http_response_retry_after(&resp);
 		kube_status_parse(resp.body, resp.body_len, resp.status, &st);
 		snprintf(what, sizeof(what), "GET %s", path);
 		kube_status_error(e, what, &st);

@@ -1,308 +1,18 @@
 /*
- * kube_util.c - the small pieces under the Kubernetes client: string
- * buffers, the hash map, base64, secrets, time and durations, timed waits
- * on a condition variable, backoff, and readers for fields of cJSON
- * objects.  See kube_priv.h and kube.h.
+ * kube_util.c - the small pieces under the Kubernetes client: jitter,
+ * wall-clock times (RFC 3339), backoff, small files, and readers for
+ * fields of cJSON objects.  See kube_priv.h and kube.h; the generic
+ * helpers (strings, maps, time, base64, secrets) are in src/base/.
  */
 #include <ctype.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "kube/kube_priv.h"
-
-/* ------------------------------------------------------------ allocation */
-
-static void oom(void)
-{
-	fputs("pulumi-controller: out of memory\n", stderr);
-	abort();
-}
-
-void *kx_malloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-void *kx_calloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz ? sz : 1);
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-void *kx_realloc(void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (q == NULL)
-		oom();
-	return q;
-}
-
-char *kx_strdup(const char *s)
-{
-	return kx_strndup(s, strlen(s));
-}
-
-void kube_free_secret(char *s)
-{
-	if (s != NULL) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-char *kx_strndup(const char *s, size_t n)
-{
-	char *p = kx_malloc(n + 1);
-	memcpy(p, s, n);
-	p[n] = '\0';
-	return p;
-}
-
-/* ------------------------------------------------------------ strings */
-
-void sb_init(struct sb *s)
-{
-	memset(s, 0, sizeof(*s));
-}
-
-static void sb_grow(struct sb *s, size_t extra)
-{
-	size_t need = s->len + extra + 1, cap = s->cap ? s->cap : 64;
-
-	if (need <= s->cap)
-		return;
-	while (cap < need)
-		cap *= 2;
-	s->buf = kx_realloc(s->buf, cap);
-	s->cap = cap;
-}
-
-void sb_addn(struct sb *s, const char *p, size_t n)
-{
-	sb_grow(s, n);
-	memcpy(s->buf + s->len, p, n);
-	s->len += n;
-	s->buf[s->len] = '\0';
-}
-
-void sb_add(struct sb *s, const char *p)
-{
-	sb_addn(s, p, strlen(p));
-}
-
-void sb_printf(struct sb *s, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	sb_grow(s, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(s->buf + s->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	s->len += (size_t)n;
-}
-
-void sb_add_query_value(struct sb *s, const char *v)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (; *v; v++) {
-		unsigned char ch = (unsigned char)*v;
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			sb_addn(s, (const char *)&ch, 1);
-		} else {
-			char enc[3] = { '%', hex[ch >> 4], hex[ch & 15] };
-			sb_addn(s, enc, 3);
-		}
-	}
-}
-
-char *sb_take(struct sb *s)
-{
-	char *p = s->buf ? s->buf : kx_strdup("");
-	sb_init(s);
-	return p;
-}
-
-void sb_free(struct sb *s)
-{
-	free(s->buf);
-	sb_init(s);
-}
-
-/* ------------------------------------------------------------ hash map */
-
-static size_t hash_str(const char *s)
-{
-	size_t h = 1469598103934665603ULL;   /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
-void kmap_init(struct kmap *m)
-{
-	memset(m, 0, sizeof(*m));
-}
-
-static struct kmap_entry **kmap_find(const struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp;
-
-	if (m->nslots == 0)
-		return NULL;
-	for (pp = &m->slots[hash_str(key) & (m->nslots - 1)]; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->key, key) == 0)
-			return pp;
-	return NULL;
-}
-
-void *kmap_get(const struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp = kmap_find(m, key);
-	return pp ? (*pp)->value : NULL;
-}
-
-static void kmap_rehash(struct kmap *m)
-{
-	size_t n = m->nslots ? m->nslots * 2 : 16;
-	struct kmap_entry **slots = kx_calloc(n, sizeof(*slots));
-
-	for (size_t i = 0; i < m->nslots; i++) {
-		struct kmap_entry *en = m->slots[i], *next;
-		for (; en; en = next) {
-			next = en->next;
-			size_t h = hash_str(en->key) & (n - 1);
-			en->next = slots[h];
-			slots[h] = en;
-		}
-	}
-	free(m->slots);
-	m->slots = slots;
-	m->nslots = n;
-}
-
-void *kmap_put(struct kmap *m, const char *key, void *value)
-{
-	struct kmap_entry **pp = kmap_find(m, key), *en;
-	size_t klen = strlen(key), h;
-
-	if (pp != NULL) {
-		void *old = (*pp)->value;
-		(*pp)->value = value;
-		return old;
-	}
-	if (m->count + 1 > m->nslots)   /* load factor <= 1 */
-		kmap_rehash(m);
-	en = kx_malloc(sizeof(*en) + klen + 1);
-	memcpy(en->key, key, klen + 1);
-	en->value = value;
-	h = hash_str(key) & (m->nslots - 1);
-	en->next = m->slots[h];
-	m->slots[h] = en;
-	m->count++;
-	return NULL;
-}
-
-void *kmap_del(struct kmap *m, const char *key)
-{
-	struct kmap_entry **pp = kmap_find(m, key), *en;
-	void *v;
-
-	if (pp == NULL)
-		return NULL;
-	en = *pp;
-	*pp = en->next;
-	v = en->value;
-	free(en);
-	m->count--;
-	return v;
-}
-
-void kmap_each(const struct kmap *m, void (*fn)(void *ud, const char *key, void *value), void *ud)
-{
-	for (size_t i = 0; i < m->nslots; i++)
-		for (struct kmap_entry *en = m->slots[i]; en; en = en->next)
-			fn(ud, en->key, en->value);
-}
-
-void kmap_free(struct kmap *m, void (*free_value)(void *value))
-{
-	for (size_t i = 0; i < m->nslots; i++) {
-		struct kmap_entry *en = m->slots[i], *next;
-		for (; en; en = next) {
-			next = en->next;
-			if (free_value && en->value)
-				free_value(en->value);
-			free(en);
-		}
-	}
-	free(m->slots);
-	kmap_init(m);
-}
-
-/* ------------------------------------------------------------ base64 */
-
-int kube_b64_decode(const char *in, size_t inlen, char **out, size_t *outlen)
-{
-	char *clean = kx_malloc(inlen + 4);
-	size_t n = 0, pad = 0;
-	unsigned char *dst;
-	int got;
-
-	for (size_t i = 0; i < inlen; i++) {
-		if (isspace((unsigned char)in[i]))
-			continue;
-		if (in[i] == '=') {
-			pad++;
-			continue;
-		}
-		if (pad > 0 || !(isalnum((unsigned char)in[i]) || in[i] == '+' || in[i] == '/')) {
-			free(clean);
-			return -1;
-		}
-		clean[n++] = in[i];
-	}
-	if (pad > 2 || n % 4 == 1) {
-		free(clean);
-		return -1;
-	}
-	/* EVP_DecodeBlock wants whole quanta; it reports padding as zero
-	 * bytes, so count them ourselves. */
-	pad = (4 - n % 4) % 4;
-	for (size_t i = 0; i < pad; i++)
-		clean[n++] = '=';
-	dst = kx_malloc(n / 4 * 3 + 1);
-	got = n ? EVP_DecodeBlock(dst, (const unsigned char *)clean, (int)n) : 0;
-	free(clean);
-	if (got < 0) {
-		free(dst);
-		return -1;
-	}
-	got -= (int)pad;
-	dst[got] = '\0';
-	*out = (char *)dst;
-	if (outlen)
-		*outlen = (size_t)got;
-	return 0;
-}
 
 /* ------------------------------------------------------------ time */
 
@@ -320,13 +30,6 @@ double kube_rand01(void)
 	return (double)rand_r(&seed) / ((double)RAND_MAX + 1.0);
 }
 
-void kube_sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 int64_t kube_now_us(void)
 {
 	struct timespec ts;
@@ -334,42 +37,11 @@ int64_t kube_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The monotonic clock is base/clock.h's; this name stays only for the
+ * callers outside src/kube/ (src/stack/, cmd_run.c) that still use it. */
 int64_t kube_mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int kube_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms)
-{
-	int64_t left = deadline_ms - kube_mono_ms();
-	struct timespec ts;
-
-	if (left <= 0)
-		return -1;
-	/* The condition variables use the default (realtime) clock. */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += left / 1000;
-	ts.tv_nsec += (left % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(cond, lock, &ts);
-	return 0;
-}
-
-int kube_sleep_unless_stopped(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop,
-    long ms)
-{
-	int64_t deadline = kube_mono_ms() + ms;
-
-	pthread_mutex_lock(lock);
-	while (!atomic_load(stop) && kube_cond_wait_until(cond, lock, deadline) == 0)
-		;
-	pthread_mutex_unlock(lock);
-	return atomic_load(stop);
+	return clock_mono_ms();
 }
 
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us)
@@ -443,48 +115,6 @@ int kube_parse_time_us(const char *s, int64_t *out)
 	return 0;
 }
 
-long kube_parse_duration_ms(const char *s)
-{
-	double total = 0;
-	const char *p = s;
-
-	if (s == NULL || *s == '\0')
-		return -1;
-	if (strcmp(s, "0") == 0)
-		return 0;
-	while (*p) {
-		char *end;
-		double v, unit;
-
-		if (!isdigit((unsigned char)*p) && *p != '.')
-			return -1;
-		errno = 0;
-		v = strtod(p, &end);
-		if (errno != 0 || end == p || v < 0)
-			return -1;
-		p = end;
-		if (strncmp(p, "ms", 2) == 0) {
-			unit = 1;
-			p += 2;
-		} else if (*p == 's') {
-			unit = 1000;
-			p++;
-		} else if (*p == 'm') {
-			unit = 60000;
-			p++;
-		} else if (*p == 'h') {
-			unit = 3600000;
-			p++;
-		} else {
-			return -1;   /* a unit is required, as in Go */
-		}
-		total += v * unit;
-		if (total > (double)LONG_MAX / 2)
-			return -1;
-	}
-	return (long)total;
-}
-
 /* ------------------------------------------------------------ backoff */
 
 void kube_backoff_init(struct kube_backoff *b, long initial_ms, long max_ms, double factor,
@@ -531,30 +161,6 @@ int kube_read_trimmed(const char *path, size_t max, char **out, struct err *e)
 	return 0;
 }
 
-/* ------------------------------------------------------------ URLs */
-
-const char *kube_url_for_log(const char *url, char *buf, size_t n)
-{
-	CURLU *h = curl_url();
-	char *out = NULL;
-
-	/* libcurl's URL parser, not ours: what it calls the user part is
-	 * what it would send as credentials. */
-	if (h != NULL && curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_OPTIONS, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(h, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
-	    curl_url_get(h, CURLUPART_URL, &out, 0) == CURLUE_OK)
-		snprintf(buf, n, "%s", out);
-	else
-		snprintf(buf, n, "(an invalid URL)");
-	curl_free(out);
-	curl_url_cleanup(h);
-	return buf;
-}
-
 /* ------------------------------------------------------------ objects */
 
 const char *kube_obj_str(const cJSON *obj, const char *path)
@@ -579,17 +185,17 @@ char *kube_object_key(const cJSON *obj)
 {
 	const char *ns = kube_obj_str(obj, "metadata.namespace");
 	const char *name = kube_obj_str(obj, "metadata.name");
-	struct sb s;
+	struct strbuf s;
 
 	if (name == NULL)
 		return NULL;
-	sb_init(&s);
+	strbuf_init(&s);
 	if (ns != NULL && *ns) {
-		sb_add(&s, ns);
-		sb_add(&s, "/");
+		strbuf_add(&s, ns);
+		strbuf_add(&s, "/");
 	}
-	sb_add(&s, name);
-	return sb_take(&s);
+	strbuf_add(&s, name);
+	return strbuf_take(&s);
 }
 
 void kube_strip_object(cJSON *obj)

@@ -33,7 +33,7 @@ static int lines_append(struct kube_lines *l, const char *p, size_t n, struct er
 		size_t cap = l->cap ? l->cap : 4096;
 		while (cap < l->len + n + 1)
 			cap *= 2;
-		l->buf = kx_realloc(l->buf, cap);
+		l->buf = xrealloc(l->buf, cap);
 		l->cap = cap;
 	}
 	memcpy(l->buf + l->len, p, n);

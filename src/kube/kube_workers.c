@@ -55,11 +55,11 @@ static void *worker_main(void *arg)
 struct kube_workers *kube_workers_start(struct kube_queue *q, int n,
     const struct kube_reconciler *r, struct err *e)
 {
-	struct kube_workers *w = kx_calloc(1, sizeof(*w));
+	struct kube_workers *w = xcalloc(1, sizeof(*w));
 
 	w->q = q;
 	w->r = r;
-	w->threads = kx_calloc((size_t)(n > 0 ? n : 1), sizeof(pthread_t));
+	w->threads = xcalloc((size_t)(n > 0 ? n : 1), sizeof(pthread_t));
 	for (int i = 0; i < n; i++) {
 		int rc = pthread_create(&w->threads[i], NULL, worker_main, w);
 		if (rc != 0) {

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
 
@@ -57,15 +58,15 @@ static void set_tails(struct pl_stack *st, struct pl_result *r, const struct pro
 	free(r->out_tail);
 	free(r->err_tail);
 	r->out_tail = pl_redact_tail(pr->out, pr->out_total > pr->out_len,
-				     (const char *const *)st->secrets, st->n_secrets);
+				     (const char *const *)st->secrets.v, st->secrets.n);
 	r->err_tail = pl_redact_tail(pr->errout, pr->err_total > pr->err_len,
-				     (const char *const *)st->secrets, st->n_secrets);
+				     (const char *const *)st->secrets.v, st->secrets.n);
 }
 
 int pl_fail_internal(struct pl_stack *st, struct pl_result *r, const char *op, const char *msg)
 {
 	r->status = PL_INTERNAL;
-	pl_set_message(r, op, msg, (const char *const *)st->secrets, st->n_secrets);
+	pl_set_message(r, op, msg, (const char *const *)st->secrets.v, st->secrets.n);
 	log_error("pulumi driver failure", "stack", st->stack, "op", op, "message", r->message, NULL);
 	return -1;
 }
@@ -107,8 +108,8 @@ static const char *secret_in_argv(struct pl_stack *st, char *const *argv)
 	for (; *argv; argv++) {
 		const char *eq = strchr(*argv, '=');
 
-		for (size_t i = 0; i < st->n_secrets; i++)
-			if (strcmp(*argv, st->secrets[i]) == 0 || (eq && strcmp(eq + 1, st->secrets[i]) == 0))
+		for (size_t i = 0; i < st->secrets.n; i++)
+			if (strcmp(*argv, st->secrets.v[i]) == 0 || (eq && strcmp(eq + 1, st->secrets.v[i]) == 0))
 				return *argv;
 	}
 	return NULL;
@@ -161,19 +162,11 @@ static void evtail_pump(void *arg)
 
 /* ---- one CLI call ---- */
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void log_call(struct pl_stack *st, const struct pl_cmd *c, char *const *argv,
 		     const struct pl_result *r, long ms)
 {
 	char *args = join_args(argv);
-	char *masked = args ? pl_redact(args, (const char *const *)st->secrets, st->n_secrets) : NULL;
+	char *masked = args ? pl_redact(args, (const char *const *)st->secrets.v, st->secrets.n) : NULL;
 	char code[16], dur[24];
 
 	snprintf(code, sizeof(code), "%d", r->exit_code);
@@ -263,7 +256,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	struct proc_spec ps = { 0 };
 	struct err e = { 0 };
 	const char *leak;
-	long t0 = now_ms();
+	long t0 = clock_mono_ms();
 	int run_rc;
 
 	if (out)
@@ -325,16 +318,16 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		/* Read whole: a diagnostic in it may hold a secret in clear. */
 		unlink(c->evlog);
 	}
-	pl_classify(c->op, &pr, c->ev, (const char *const *)st->secrets, st->n_secrets, r);
+	pl_classify(c->op, &pr, c->ev, (const char *const *)st->secrets.v, st->secrets.n, r);
 	if (!pr.started) {
 		/* Only a missing program is a missing CLI; a bad workdir is ours. */
 		r->status = e.code == ERR_NOTFOUND ? PL_CLI_MISSING : PL_INTERNAL;
-		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets, st->n_secrets);
+		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets.v, st->secrets.n);
 	} else if (run_rc < 0) {
 		/* Started, then the driver lost track of it (poll failed): the
 		 * CLI was killed, whatever its output says. */
 		r->status = PL_INTERNAL;
-		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets, st->n_secrets);
+		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets.v, st->secrets.n);
 	}
 	set_tails(st, r, &pr);
 	if (c->ev) {
@@ -345,7 +338,7 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		r->failed_steps = c->ev->failed_steps;
 		r->policy_violations = c->ev->policy_violations;
 	}
-	log_call(st, c, argv.v, r, now_ms() - t0);
+	log_call(st, c, argv.v, r, clock_mono_ms() - t0);
 	if (out && pr.started) {
 		*out = pr.out;
 		pr.out = NULL;

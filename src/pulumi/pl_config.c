@@ -21,6 +21,7 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/secret.h"
 
 static int simple_segment(const char *s)
 {
@@ -90,7 +91,7 @@ static void cfg_plan_free(struct cfg_plan *p)
 	pl_strv_free(&p->path_k);
 	pl_strv_free(&p->path_v);
 	for (size_t i = 0; i < p->sec_v.n; i++)
-		explicit_bzero(p->sec_v.v[i], strlen(p->sec_v.v[i]));
+		secret_wipe(p->sec_v.v[i], strlen(p->sec_v.v[i]));
 	pl_strv_free(&p->sec_k);
 	pl_strv_free(&p->sec_v);
 	free(p->sec_path);
@@ -336,7 +337,7 @@ static void state_save(struct pl_stack *st, const struct secret_state *s)
 	cJSON_AddItemToObject(j, "macs", cJSON_Duplicate(s->macs, 1));
 	text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	explicit_bzero(key, sizeof(key));
+	secret_wipe(key, sizeof(key));
 	state_path(st, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
@@ -348,14 +349,12 @@ static void state_save(struct pl_stack *st, const struct secret_state *s)
 		log_warn("pulumi driver: cannot record the secret config state", "stack", st->stack,
 			 "path", path, NULL);
 	}
-	if (text)
-		explicit_bzero(text, strlen(text));
-	free(text);
+	secret_free(text);
 }
 
 static void state_free(struct secret_state *s)
 {
-	explicit_bzero(s->key, sizeof(s->key));
+	secret_wipe(s->key, sizeof(s->key));
 	cJSON_Delete(s->macs);
 	s->macs = NULL;
 }
@@ -386,7 +385,7 @@ static void secret_mac(struct pl_stack *st, const struct secret_state *s, const 
 	if (HMAC(EVP_sha256(), s->key, (int)sizeof(s->key), (const unsigned char *)buf, len, mac, &mlen) &&
 	    mlen == 32)
 		hex_encode(mac, 32, out);
-	explicit_bzero(buf, len);
+	secret_wipe(buf, len);
 	free(buf);
 }
 

@@ -13,7 +13,13 @@
 /* stdout kept for calls whose output is parsed as JSON (stack output...). */
 #define PL_JSON_TAIL_MAX (16u * 1024 * 1024)
 
-struct pl_strv;
+/* A growable NULL-terminated string vector (pl_util.c): v[n] is NULL;
+ * oom is set (and later adds ignored) when an allocation failed. */
+struct pl_strv {
+	char **v;
+	size_t n, cap;
+	int oom;
+};
 
 /* ---- the stack (pl_spec.c) ---- */
 
@@ -38,8 +44,7 @@ struct pl_stack {
 	long timeout_ms, grace_ms;
 	size_t tail_max;
 	int skip_version_check;
-	char **secrets;          /* every known secret value, owned */
-	size_t n_secrets, cap_secrets;
+	struct pl_strv secrets;  /* every known secret value, owned (wiped when freed) */
 	int oom;                 /* a secret could not be recorded: fail, never leak */
 	atomic_int interrupt;    /* pl_interrupt was called */
 };
@@ -102,12 +107,6 @@ int pl_begin(struct pl_stack *st, struct pl_result *r);
 /* ---- helpers (pl_util.c, pl_classify.c) ---- */
 
 /* A growable NULL-terminated vector of owned strings (argv, envp). */
-struct pl_strv {
-	char **v;
-	size_t n, cap;
-	int oom;
-};
-
 void pl_strv_add(struct pl_strv *s, const char *str);
 void pl_strv_addf(struct pl_strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pl_strv_free(struct pl_strv *s);

@@ -14,6 +14,7 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/secret.h"
 
 /* ---- stack selection ---- */
 
@@ -126,8 +127,8 @@ static int run_logged(struct pl_stack *st, const char *op, struct pl_strv *a,
 
 	snprintf(evlog, sizeof(evlog), "%s/events-%s.jsonl", st->scratch, op);
 	pl_events_init(&ev);
-	ev.secrets = (const char *const *)st->secrets;
-	ev.n_secrets = st->n_secrets;
+	ev.secrets = (const char *const *)st->secrets.v;
+	ev.n_secrets = st->secrets.n;
 	if (o) {
 		ev.progress = o->progress;
 		ev.progress_arg = o->progress_arg;
@@ -316,10 +317,7 @@ static int read_outputs(struct pl_stack *st, int show, cJSON **dst, struct pl_re
 	pl_strv_free(&a);
 	if (rc == 0 && (*dst = pl_parse_outputs(out)) == NULL)
 		rc = pl_fail_internal(st, r, "stack output", "`pulumi stack output --json` did not print a JSON object");
-	if (out) {
-		explicit_bzero(out, strlen(out));
-		free(out);
-	}
+	secret_free(out);
 	return rc;
 }
 
@@ -335,7 +333,7 @@ static int read_plain_outputs(struct pl_stack *st, struct pl_result *r)
 	learn_secret_outputs(st, r->outputs, plain);
 	r->outputs_plain = plain;
 	/* The plaintext call's tails were masked before its secrets were known. */
-	o = pl_redact(r->out_tail, (const char *const *)st->secrets, st->n_secrets);
+	o = pl_redact(r->out_tail, (const char *const *)st->secrets.v, st->secrets.n);
 	free(r->out_tail);
 	r->out_tail = o;
 	return st->oom ? pl_fail_internal(st, r, "stack output", "out of memory") : 0;

@@ -7,6 +7,7 @@
  * NUL-terminated or well-formed.
  */
 #include "pulumi/pl_internal.h"
+#include "base/secret.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,7 +440,7 @@ static void frag_add_len(struct pl_strv *f, const char *s, size_t len)
 		return;
 	}
 	pl_strv_add(f, copy);
-	explicit_bzero(copy, len);
+	secret_wipe(copy, len);
 	free(copy);
 }
 
@@ -499,7 +500,7 @@ static void frag_add_secret(struct pl_strv *f, const char *secret)
 static void frag_free(struct pl_strv *f)
 {
 	for (size_t i = 0; i < f->n; i++)
-		explicit_bzero(f->v[i], strlen(f->v[i]));
+		secret_wipe(f->v[i], strlen(f->v[i]));
 	pl_strv_free(f);
 }
 

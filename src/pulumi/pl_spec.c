@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 
 #include "base/fs.h"
+#include "base/secret.h"
 
 #define DEFAULT_PATH     "/usr/local/bin:/usr/bin:/bin"
 #define DEFAULT_TIMEOUT  (60L * 60 * 1000)
@@ -32,30 +33,14 @@ static char *dup_or_null(const char *s, int *oom)
 
 void pl_secret_add(struct pl_stack *st, const char *v)
 {
-	char *copy;
-
 	if (v == NULL || *v == '\0')
 		return;
-	for (size_t i = 0; i < st->n_secrets; i++)
-		if (strcmp(st->secrets[i], v) == 0)
+	for (size_t i = 0; i < st->secrets.n; i++)
+		if (strcmp(st->secrets.v[i], v) == 0)
 			return;
-	if (st->n_secrets == st->cap_secrets) {
-		size_t cap = st->cap_secrets ? st->cap_secrets * 2 : 8;
-		char **nv = realloc(st->secrets, cap * sizeof(*nv));
-
-		if (nv == NULL) {
-			st->oom = 1;
-			return;
-		}
-		st->secrets = nv;
-		st->cap_secrets = cap;
-	}
-	copy = strdup(v);
-	if (copy == NULL) {
+	pl_strv_add(&st->secrets, v);
+	if (st->secrets.oom)
 		st->oom = 1;
-		return;
-	}
-	st->secrets[st->n_secrets++] = copy;
 }
 
 /* Every string and number leaf of a JSON value is a secret when the whole
@@ -171,7 +156,7 @@ static void add_backend_secrets(struct pl_stack *st, const char *url)
 	if (creds > 0)
 		pl_secret_add(st, url);
 	if (pw)
-		explicit_bzero(pw, strlen(pw));
+		secret_wipe(pw, strlen(pw));
 	curl_free(pw);
 	curl_free(user);
 	curl_free(query);
@@ -307,29 +292,21 @@ void pl_close(struct pl_stack *st)
 	free(st->stack);
 	free(st->backend);
 	free(st->provider);
-	if (st->passphrase)
-		explicit_bzero(st->passphrase, strlen(st->passphrase));
-	free(st->passphrase);
+	secret_free(st->passphrase);
 	free(st->min_version);
 	for (size_t i = 0; i < st->n_env; i++) {
 		free(st->env[i].name);
-		if (st->env[i].secret && st->env[i].value)
-			explicit_bzero(st->env[i].value, strlen(st->env[i].value));
-		free(st->env[i].value);
+		secret_free(st->env[i].value);   /* wiped whether secret or not */
 	}
 	free(st->env);
 	for (size_t i = 0; i < st->n_cfg; i++) {
 		free(st->cfg[i].key);
-		if (st->cfg[i].secret && st->cfg[i].value)
-			explicit_bzero(st->cfg[i].value, strlen(st->cfg[i].value));
-		free(st->cfg[i].value);
+		secret_free(st->cfg[i].value);
 	}
 	free(st->cfg);
-	for (size_t i = 0; i < st->n_secrets; i++) {
-		explicit_bzero(st->secrets[i], strlen(st->secrets[i]));
-		free(st->secrets[i]);
-	}
-	free(st->secrets);
+	for (size_t i = 0; i < st->secrets.n; i++)
+		secret_free(st->secrets.v[i]);
+	free(st->secrets.v);
 	free(st);
 }
 

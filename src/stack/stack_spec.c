@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/duration.h"
 #include "base/log.h"
 #include "stack/stack_internal.h"
 
@@ -81,7 +82,7 @@ static int get_duration(const cJSON *o, const char *k, const char *field, long *
 
 	if (v == NULL || cJSON_IsNull(v))
 		return 0;
-	if (!cJSON_IsString(v) || (d = kube_parse_duration_ms(v->valuestring)) <= 0)
+	if (!cJSON_IsString(v) || duration_parse_ms(v->valuestring, &d) < 0 || d <= 0)
 		return err_set(e, ERR_INVALID, "%s: must be a positive duration such as 90s or 5m", field), -1;
 	*ms = d;
 	return 0;

@@ -882,7 +882,7 @@ static void requests_go_on_while_the_plugin_runs(void **state)
 static long retry_after_of(const char *headers)
 {
 	struct http_response r = { .status = 429, .raw_headers = (char *)headers };
-	return kube_retry_after_s(&r);
+	return http_response_retry_after(&r);
 }
 
 static void retry_after_values(void **state)
@@ -890,10 +890,13 @@ static void retry_after_values(void **state)
 	(void)state;
 	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: 7\r\n\r\n"), 7);
 	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nretry-after:0\r\n\r\n"), 0);
-	/* capped, and no overflow however large the number */
-	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: 99999999999999999999\r\n\r\n"), 60);
-	/* an HTTP date, garbage, a negative number or nothing: absent */
-	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\n\r\n"), -1);
+	/* capped (at a day; the kube client caps its waits at
+	 * KUBE_RETRY_AFTER_MAX_S), and no overflow however large the number */
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: 99999999999999999999\r\n\r\n"), 86400);
+	/* an HTTP date in the past is "now"; garbage, a negative number or
+	 * nothing: absent */
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n"), 0);
+	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: soon\r\n\r\n"), -1);
 	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\nRetry-After: -5\r\n\r\n"), -1);
 	assert_int_equal(retry_after_of("HTTP/1.1 429 x\r\n\r\n"), -1);
 }
@@ -929,7 +932,7 @@ static void stream_lines(void **state)
 	assert_string_equal(got, "{\"a\":1}|{\"b\":2}|");
 	assert_int_equal(kube_stream_lines(&o, &req, 1024, count_line, got, &refused, &e), 1);
 	assert_int_equal(refused.status, 429);
-	assert_int_equal(kube_retry_after_s(&refused), 3);
+	assert_int_equal(http_response_retry_after(&refused), 3);
 	assert_string_equal(refused.body, BUSY);
 	http_response_free(&refused);
 	o.cancel = (const volatile int *)(void *)&flag;

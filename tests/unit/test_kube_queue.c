@@ -469,23 +469,6 @@ static void backoff_grows_caps_and_resets(void **state)
 	}
 }
 
-static void durations(void **state)
-{
-	(void)state;
-	assert_int_equal(kube_parse_duration_ms("15s"), 15000);
-	assert_int_equal(kube_parse_duration_ms("500ms"), 500);
-	assert_int_equal(kube_parse_duration_ms("1m30s"), 90000);
-	assert_int_equal(kube_parse_duration_ms("2h"), 7200000);
-	assert_int_equal(kube_parse_duration_ms("1.5s"), 1500);
-	assert_int_equal(kube_parse_duration_ms("0"), 0);
-	assert_int_equal(kube_parse_duration_ms("15"), -1);
-	assert_int_equal(kube_parse_duration_ms("s"), -1);
-	assert_int_equal(kube_parse_duration_ms("-1s"), -1);
-	assert_int_equal(kube_parse_duration_ms("1x"), -1);
-	assert_int_equal(kube_parse_duration_ms(""), -1);
-	assert_int_equal(kube_parse_duration_ms("99999999999999h"), -1);
-}
-
 static void microtime(void **state)
 {
 	(void)state;
@@ -514,7 +497,6 @@ int main(void)
 		cmocka_unit_test(stop_gives_up_when_interrupt_does_not_help),
 		cmocka_unit_test(interrupt_now_for_a_lost_lease),
 		cmocka_unit_test(backoff_grows_caps_and_resets),
-		cmocka_unit_test(durations),
 		cmocka_unit_test(microtime),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -172,7 +172,7 @@ static void fingerprint_covers_dir(void **state)
  * middle component ("current/sub") is followed. */
 static void dir_through_a_symlink(void **state)
 {
-	static struct stack_ctl sc;
+	static struct stack_ctl ctl;
 	struct stack_pass *p = calloc(1, sizeof(*p));
 	char tmp[] = "/tmp/test_stack_regressions.XXXXXX", path[PATH_MAX], store[PATH_MAX];
 	struct err e;
@@ -190,8 +190,8 @@ static void dir_through_a_symlink(void **state)
 	snprintf(path, sizeof(path), "%s/tree/current", tmp);
 	assert_int_equal(symlink("v2", path), 0);
 	snprintf(store, sizeof(store), "%s/store", tmp);
-	sc.o.storage_path = store;
-	p->sc = &sc;
+	ctl.o.storage_path = store;
+	p->sc = &ctl;
 	snprintf(p->ns, sizeof(p->ns), "apps");
 	snprintf(p->name, sizeof(p->name), "web");
 	p->art.digest = strdup("sha256:1");
