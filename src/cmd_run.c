@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/duration.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "cmd.h"
@@ -412,7 +413,7 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, int64_t t0, struct err *e)
 {
 	int synced_logged = 0;
-	int64_t last_gc = kube_mono_ms();
+	int64_t last_gc = clock_mono_ms();
 
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
@@ -427,14 +428,14 @@ static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, 
 			record_leader_event(rt);
 		if (!synced_logged && stack_ctl_synced(rt->stacks)) {
 			char ms[32], n[32];
-			snprintf(ms, sizeof(ms), "%lld", (long long)(kube_mono_ms() - t0));
+			snprintf(ms, sizeof(ms), "%lld", (long long)(clock_mono_ms() - t0));
 			snprintf(n, sizeof(n), "%zu", stack_ctl_stack_count(rt->stacks));
 			log_info("caches synced", "stacks", n, "ms", ms, NULL);
 			synced_logged = 1;
 		}
-		if (atomic_load(&rt->workers) != NULL && kube_mono_ms() - last_gc > GC_INTERVAL_MS) {
+		if (atomic_load(&rt->workers) != NULL && clock_mono_ms() - last_gc > GC_INTERVAL_MS) {
 			stack_ctl_gc(rt->stacks);
-			last_gc = kube_mono_ms();
+			last_gc = clock_mono_ms();
 		}
 		if (atomic_load(&rt->lost_lease)) {
 			/* Another replica may take over at once: nothing of ours may
@@ -493,7 +494,7 @@ int cmd_run(int argc, char **argv)
 	struct err e;
 	sigset_t sigs;
 	int rc;
-	int64_t t0 = kube_mono_ms();
+	int64_t t0 = clock_mono_ms();
 
 	if ((rc = parse_flags(argc, argv, &f)) >= 0)
 		return rc;

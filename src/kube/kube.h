@@ -534,8 +534,5 @@ void kube_format_microtime(char *buf, size_t n, int64_t unix_us);
  * anything else (an invalid date, no offset, trailing bytes). */
 int kube_parse_time_us(const char *s, int64_t *out);
 int64_t kube_now_us(void);
-/* clock_mono_ms (base/clock.h) under its old name, for src/stack/ and
- * cmd_run.c until they call clock_mono_ms themselves; src/kube/ does. */
-int64_t kube_mono_ms(void);
 
 #endif

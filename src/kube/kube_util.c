@@ -37,12 +37,6 @@ int64_t kube_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The monotonic clock is base/clock.h's; this name stays only for the
- * callers outside src/kube/ (src/stack/, cmd_run.c) that still use it. */
-int64_t kube_mono_ms(void)
-{
-	return clock_mono_ms();
-}
 
 void kube_format_microtime(char *buf, size_t n, int64_t unix_us)
 {

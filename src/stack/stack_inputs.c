@@ -17,6 +17,7 @@
 
 #include "base/base64.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
@@ -90,7 +91,7 @@ static char *object_value(const cJSON *obj, enum stack_value_kind kind, const ch
 	if (base64_decode(v->valuestring, strlen(v->valuestring), &out, &n, &e) < 0)
 		return NULL;
 	if (strlen((char *)out) != n) {   /* a NUL inside: not a value a CLI can take */
-		explicit_bzero(out, n);
+		secret_wipe(out, n);
 		free(out);
 		return NULL;
 	}
@@ -225,13 +226,11 @@ void stack_inputs_free(struct stack_inputs *in)
 	/* key and name are borrowed from the spec; values are owned. */
 	for (size_t i = 0; i < in->n_config; i++) {
 		char *v = (char *)in->config[i].value;
-		explicit_bzero(v, strlen(v));
-		free(v);
+		secret_free(v);
 	}
 	for (size_t i = 0; i < in->n_env; i++) {
 		char *v = (char *)in->env[i].value;
-		explicit_bzero(v, strlen(v));
-		free(v);
+		secret_free(v);
 	}
 	for (size_t i = 0; i < in->n_refs; i++)
 		free(in->refs[i]);

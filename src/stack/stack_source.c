@@ -24,7 +24,9 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "fluxsource/fluxsource.h"
 #include "base/base64.h"
 #include "oci/oci.h"
@@ -303,7 +305,7 @@ static char *secret_value(struct stack_pass *p, const char *name, const char *ke
 static void wipe_free(char *s, size_t n)
 {
 	if (s)
-		explicit_bzero(s, n);
+		secret_wipe(s, n);
 	free(s);
 }
 
@@ -390,7 +392,7 @@ static int poll_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
 
 	pthread_mutex_lock(&sc->lock);
 	for (struct stack_oci_poll *q = sc->oci_polls; q; q = q->next)
-		if (strcmp(q->key, key) == 0 && kube_mono_ms() - q->at_ms < max_age_ms) {
+		if (strcmp(q->key, key) == 0 && clock_mono_ms() - q->at_ms < max_age_ms) {
 			found = copy_result(&q->res, res) == 0;
 			break;
 		}
@@ -413,7 +415,7 @@ static void poll_store(struct stack_ctl *sc, const char *key, const struct oci_p
 		}
 	if ((q = calloc(1, sizeof(*q))) != NULL && (q->key = strdup(key)) != NULL &&
 	    copy_result(res, &q->res) == 0) {
-		q->at_ms = kube_mono_ms();
+		q->at_ms = clock_mono_ms();
 		q->next = sc->oci_polls;
 		sc->oci_polls = q;
 	} else if (q) {

@@ -19,6 +19,7 @@
 
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "stack/stack_internal.h"
 
 #define RESYNC_MIN_MS 60000L
@@ -562,8 +563,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 static void value_free(struct stack_value *v)
 {
 	if (v->literal)
-		explicit_bzero(v->literal, strlen(v->literal));
-	free(v->literal);
+		secret_free(v->literal);
 	free(v->object);
 	free(v->key);
 }

@@ -19,6 +19,7 @@
 
 #include "base/base64.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
@@ -402,8 +403,7 @@ static int add_output(cJSON *data, cJSON *secrets, const cJSON *plain, const cJS
 	if (text == NULL)
 		return -1;
 	enc = base64_encode(text, strlen(text));
-	explicit_bzero(text, strlen(text));
-	free(text);
+	secret_free(text);
 	if (enc == NULL)
 		return -1;
 	secret_key(plain->string, key, sizeof(key));
