@@ -268,13 +268,14 @@ def test_yaml_unknown_reference_in_a_property_stops_the_program(si, tmp_path, pc
     out = json.loads(run(si, "stack", "output", "--json", "--stack", "dev").stdout)
     assert out["message"] == "hello" and out["secretOut"] == "[secret]"
 
-    # The driver: a failed update with no error diagnostic to quote.
+    # The driver: a failed update with no error diagnostic; its reason is the
+    # language host's (coloured) Error line on stdout.
     d = Driver(si, os.path.join(pc_tools, "pl_driver"))
     d.work, spec = si.work, d.spec
     d.spec = lambda: dict(spec(), passphrase=PW)
     res = d.drive("up")
     assert (res["status"], res["exit_code"]) == ("failed", 1), res
-    assert res["message"] == "up: failed without a diagnostic (exit code 1)", res
+    assert res["message"] == 'up: resource, variable, or config value "nope" not found', res
 
 
 def test_missing_language_host(si, tmp_path):
