@@ -288,6 +288,21 @@ static cJSON *build_status(const struct stack_pass *p, int running)
 	return st;
 }
 
+/* The server's answer to a write becomes the pass's object (its new
+ * resourceVersion for the next write), stripped as the cache strips, with
+ * apiVersion and kind for Events. */
+static void adopt(struct stack_pass *p, cJSON *res)
+{
+	if (!cJSON_GetObjectItemCaseSensitive(res, "apiVersion"))
+		cJSON_AddStringToObject(res, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
+	if (!cJSON_GetObjectItemCaseSensitive(res, "kind"))
+		cJSON_AddStringToObject(res, "kind", "Stack");
+	kube_strip_object(res);
+	cJSON_Delete(p->obj);
+	p->obj = res;
+	p->status = cJSON_GetObjectItemCaseSensitive(res, "status");
+}
+
 /* PUTs the status; p->obj becomes the server's answer (its new
  * resourceVersion for the next write of this pass). */
 static int put_status(struct stack_pass *p, cJSON *st, struct err *e)
@@ -299,13 +314,7 @@ static int put_status(struct stack_pass *p, cJSON *st, struct err *e)
 	cJSON_Delete(body);
 	if (res == NULL)
 		return -1;
-	if (!cJSON_GetObjectItemCaseSensitive(res, "apiVersion"))
-		cJSON_AddStringToObject(res, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
-	if (!cJSON_GetObjectItemCaseSensitive(res, "kind"))
-		cJSON_AddStringToObject(res, "kind", "Stack");
-	cJSON_Delete(p->obj);
-	p->obj = res;
-	p->status = cJSON_GetObjectItemCaseSensitive(res, "status");
+	adopt(p, res);
 	return 0;
 }
 
@@ -371,14 +380,7 @@ int stack_finalizer_set(struct stack_pass *p, int present, struct err *e)
 	free(text);
 	if (res == NULL)
 		return -1;
-	if (!cJSON_GetObjectItemCaseSensitive(res, "apiVersion"))
-		cJSON_AddStringToObject(res, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
-	if (!cJSON_GetObjectItemCaseSensitive(res, "kind"))
-		cJSON_AddStringToObject(res, "kind", "Stack");
-	kube_strip_object(res);
-	cJSON_Delete(p->obj);
-	p->obj = res;
-	p->status = cJSON_GetObjectItemCaseSensitive(res, "status");
+	adopt(p, res);
 	return 0;
 }
 
