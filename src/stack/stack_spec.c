@@ -451,6 +451,15 @@ static int parse_source(const cJSON *spec, const char *name, struct stack_spec *
 		if (item(spec, git_fields[i]) != NULL && !cJSON_IsNull(item(spec, git_fields[i])))
 			return err_set(e, ERR_INVALID, "spec.%s: the controller never clones Git; use a Flux "
 			    "GitRepository in spec.fluxSource (or the classic spec.programRef.repo)", git_fields[i]), -1;
+	static const char *sources[] = { "fluxSource", "ociSource", "programRef" };
+
+	/* A source given as a string or a list would otherwise be ignored, and
+	 * the Stack would run from whichever source happened to be an object. */
+	for (size_t i = 0; i < sizeof(sources) / sizeof(sources[0]); i++) {
+		const cJSON *v = item(spec, sources[i]);
+		if (v != NULL && !cJSON_IsObject(v) && !cJSON_IsNull(v))
+			return err_set(e, ERR_INVALID, "spec.%s: must be an object", sources[i]), -1;
+	}
 	if (n != 1)
 		return err_set(e, ERR_INVALID, "spec: set exactly one of fluxSource, ociSource and programRef "
 		    "(found %d)", n), -1;

@@ -15,6 +15,18 @@
 
 #include "stack/stack_internal.h"
 
+/* "..x" is a name like any other; only a whole ".." component escapes. */
+static int has_dotdot_component(const char *dir)
+{
+	size_t n = strlen(dir);
+
+	for (size_t i = 0; i + 1 < n; i++)
+		if (dir[i] == '.' && dir[i + 1] == '.' && (i == 0 || dir[i - 1] == '/') &&
+		    (i + 2 == n || dir[i + 2] == '/'))
+			return 1;
+	return 0;
+}
+
 static void check_accepted(const struct stack_spec *s)
 {
 	if (s->stack == NULL || s->stack[0] == '\0')
@@ -27,7 +39,7 @@ static void check_accepted(const struct stack_spec *s)
 	} else if (s->src_kind == NULL || s->src_name == NULL || s->src_name[0] == '\0') {
 		abort();
 	}
-	if (s->dir != NULL && (s->dir[0] == '/' || strstr(s->dir, "..") != NULL))
+	if (s->dir != NULL && (s->dir[0] == '/' || has_dotdot_component(s->dir)))
 		abort();
 	if (s->resync_ms < 60000 || s->timeout_ms <= 0 || s->max_failures < 1 || s->max_failures > 1000)
 		abort();

@@ -234,6 +234,7 @@ static void program_ref_refusals(void **state)
 
 static void exactly_one_source(void **state)
 {
+	struct stack_spec s;
 	(void)state;
 	refused("{'stack': 'dev'}", "spec", "exactly one", "found 0");
 	refused("{'stack': 'dev', " FLUX ", 'ociSource': {'url': 'oci://r.io/a'}}", "exactly one", "found 2");
@@ -245,6 +246,11 @@ static void exactly_one_source(void **state)
 	    "Flux");
 	refused("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/net.git', " FLUX "}",
 	    "spec.projectRepo");
+	/* A second source of the wrong type is refused, not ignored (found by fuzz_stack_spec). */
+	refused("{'stack': 'dev', " FLUX ", 'ociSource': 'oci://r.io/a'}", "spec.ociSource", "object");
+	refused("{'stack': 'dev', " FLUX ", 'programRef': ['https://x/y.git']}", "spec.programRef", "object");
+	accepted("{'stack': 'dev', " FLUX ", 'ociSource': null}", &s);
+	stack_spec_free(&s);
 }
 
 /* ------------------------------------------------------------ the classic shape */
@@ -639,6 +645,11 @@ static void dir_stays_inside_the_artifact(void **state)
 	accepted("{'stack': 'dev', 'fluxSource': {'sourceRef': {'kind': 'Bucket', 'name': 'b'}, "
 	    "'dir': './stacks/web'}}", &s);
 	assert_string_equal(s.dir, "./stacks/web");
+	stack_spec_free(&s);
+	/* Names that merely start or end with dots are ordinary names. */
+	accepted("{'stack': 'dev', 'fluxSource': {'sourceRef': {'kind': 'Bucket', 'name': 'b'}, "
+	    "'dir': '..x/y../.z'}}", &s);
+	assert_string_equal(s.dir, "..x/y../.z");
 	stack_spec_free(&s);
 }
 
