@@ -12,6 +12,8 @@
  *   stack_status.c     conditions, status, Events, finalizer and outputs
  *   stack_reconcile.c  the state machine: one pass over a Stack
  *   stack_update.c     the pulumi operations of one update or destroy
+ *   stack_approval.c   plan-bound approval: plan ids, status.preview
+ *   stack_drift.c      drift checks: status.drift, the Drifted condition
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -115,6 +117,14 @@ struct stack_envvar {
 
 enum stack_source_type { STACK_SRC_FLUX, STACK_SRC_OCI, STACK_SRC_PROGRAM };
 
+/* One Stack that must be Ready first (spec.prerequisites, or Flux's
+ * dependsOn).  within_ms: its last success at most this old (0: any). */
+struct stack_prereq {
+	char *name;
+	char *namespace;                  /* NULL: the Stack's own */
+	long within_ms;
+};
+
 /* A parsed, validated spec.  Every string is owned; stack_spec_free. */
 struct stack_spec {
 	char *stack;
@@ -140,6 +150,15 @@ struct stack_spec {
 	size_t n_policy_packs;
 	long resync_ms, retry_max_ms, timeout_ms;
 	int max_failures;
+	/* docs/approvals.md */
+	int approval_manual;              /* spec.approval: Manual */
+	char *approved_plan;              /* spec.approvedPlan */
+	int continue_approval;            /* spec.continue (classic) */
+	/* docs/drift.md; drift_interval_ms 0: no drift detection */
+	long drift_interval_ms;
+	int drift_remediate;
+	struct stack_prereq *prereqs;
+	size_t n_prereqs;
 };
 
 /* Parses obj's spec; ERR_INVALID with a message naming the field. */
@@ -244,6 +263,77 @@ void stack_update_run(struct stack_pass *p);
 /* Runs destroy; fills p->out. */
 void stack_update_destroy(struct stack_pass *p);
 
+/* ------------------------------------------------------------ safety */
+
+/* A condition this pass decided besides Ready/Reconciling/Stalled (set: 1
+ * True, -1 False; 0 leaves the old one as it was). */
+struct stack_extra_cond {
+	int set;
+	const char *reason;             /* static */
+	char message[1024];
+};
+
+/* What the approval and drift steps learned in one pass. */
+struct stack_safety {
+	char plan_file[PATH_MAX];       /* set: preview saves / up applies this plan */
+	char plan_id[65];
+	int previewing;                 /* the update body runs a preview (for a plan) */
+	cJSON *preview;                 /* the new status.preview (owned); NULL: unchanged */
+	int clear_preview;              /* remove status.preview (its plan was applied) */
+	cJSON *approval;                /* the new status.approval (owned); NULL: unchanged */
+	struct stack_extra_cond awaiting;
+	cJSON *drift;                   /* the new status.drift (owned); NULL: unchanged */
+	struct stack_extra_cond drifted;
+	int remediate;                  /* this update repairs drift (runs with --refresh) */
+	cJSON *drift_steps;             /* collected while a drift check runs (owned) */
+	int drift_omitted;              /* drifted resources beyond what drift_steps keeps */
+	char policy[256];               /* the first mandatory policy message */
+};
+
+/* The hex digest of an update plan (`preview --save-plan`): its steps and
+ * their goals per URN, random seeds and secret ciphertexts left out.  0,
+ * or -1 when text is no plan.  *changes: some step is not "same". */
+int stack_plan_id(const char *text, char out[65], int *changes);
+/* status.preview.steps from a plan: op and URN of every change, at most
+ * max; *omitted counts the rest.  Caller frees. */
+cJSON *stack_plan_steps(const char *text, int max, int *omitted);
+
+struct stack_pass;
+/* Before decide: a plan for these inputs awaits approval (1, verdict set). */
+int stack_approval_gate(struct stack_pass *p);
+/* After workspace: makes (or reuses) the plan and lets the update apply it
+ * once approved.  1 decided (awaiting), 0 go on, -1 the preview failed
+ * (p->out holds it). */
+int stack_approval_plan(struct stack_pass *p);
+/* After the update: clears an applied plan, or replaces one that no longer
+ * applies with a fresh preview. */
+void stack_approval_after_update(struct stack_pass *p);
+/* Adds the AwaitingApproval / Drifted conditions to out (status writes). */
+void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON *old,
+    void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
+        const char *reason, const char *message, long long generation));
+/* Hex sha256 of what a plan is made from: the fingerprint's inputs with
+ * the spec in place of the generation, approvedPlan and continue left out. */
+void stack_plan_inputs_digest(const struct stack_pass *p, char out[65]);
+/* 1 when a reconcile was requested by annotation and not yet handled. */
+int stack_reconcile_requested(const struct stack_pass *p);
+
+/* Before decide: the drift check when due (1 with a verdict when drift is
+ * left unrepaired); sets p->safety.remediate when an update must repair it. */
+int stack_drift_gate(struct stack_pass *p);
+/* When the next drift check is due, in ms from now (0: no drift checks). */
+long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us);
+/* After the update: a remediating update that succeeded clears Drifted. */
+void stack_drift_after_update(struct stack_pass *p);
+void stack_safety_free(struct stack_safety *s);
+
+/* Runs `preview --save-plan p->safety.plan_file` the way an update runs;
+ * fills p->out. */
+void stack_update_plan(struct stack_pass *p);
+/* Runs `refresh --preview-only --expect-no-changes`; fills p->out and
+ * p->safety.drift_steps. */
+void stack_update_drift_check(struct stack_pass *p);
+
 /* ------------------------------------------------------------ one pass */
 
 struct stack_pass {
@@ -275,6 +365,7 @@ struct stack_pass {
 	int retry;                      /* undecided: the worker retries with backoff (err) */
 	int stale;                      /* the cached object was stale: run again on a fresh one */
 	struct err err;
+	struct stack_safety safety;     /* approval and drift (stack_approval.c, stack_drift.c) */
 };
 
 /* The state machine; returns the requeue delay (0: none). */

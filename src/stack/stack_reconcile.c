@@ -17,15 +17,23 @@
  *   source      no source object / no artifact / kind     Reconciling SourceNotFound, ArtifactNotReady;
  *               not served                                Stalled SourceKindNotServed
  *   inputs      a referenced ConfigMap/Secret/key missing Reconciling ReferenceNotFound
- *   decide      nothing new since the last update         Ready Succeeded (requeue for resync)
- *               the same inputs failed max times          Stalled UpdateFailed
+ *   awaiting    approval Manual: the plan in status for   Reconciling AwaitingApproval,
+ *               these inputs is not approved              PlanNoLongerApplies (no CLI runs)
+ *   drift       driftDetection: the check is due (runs    Stalled Drifted (remediate false);
+ *               refresh --preview-only); drift found      with remediate the update is forced
+ *   decide      nothing new since the last update         Ready Succeeded (requeue for resync,
+ *                                                         drift check)
+ *               the same inputs failed max times          Stalled UpdateFailed, PolicyViolation
  *               backoff after a failure not over          Reconciling RetryingAfterFailure
  *   fresh       the cache was behind the server          (the pass runs again on the server's object)
  *   artifact    download failed / archive refused         Reconciling ArtifactFailed; Stalled ArtifactRefused
  *   workspace   dir or Pulumi.yaml missing                Stalled ProgramNotFound
+ *   approval    approval Manual: preview --save-plan;     Reconciling AwaitingApproval (the update
+ *               the plan is not approved                  runs with --plan once it is)
  *   update      always (runs the CLI)                     Ready Succeeded; Reconciling UpdateConflict,
- *                                                         RetryingAfterFailure; Stalled UpdateFailed,
- *                                                         PulumiUnavailable
+ *                                                         RetryingAfterFailure, PlanNoLongerApplies
+ *                                                         (a fresh preview); Stalled UpdateFailed,
+ *                                                         PulumiUnavailable, PolicyViolation
  *   outputs     the update succeeded                      (writes <name>-outputs)
  */
 #include <stdlib.h>
@@ -221,16 +229,31 @@ static int step_inputs(struct stack_pass *p)
 	return stack_inputs_resolve(p);
 }
 
-/* When a Ready Stack needs a look without being told: its resync, and the
- * tag poll of an ociSource that does not pin a digest.  0: never. */
+static long earliest(long a, long b)
+{
+	return a > 0 && (b <= 0 || a < b) ? a : b;
+}
+
+/* When a Ready Stack needs a look without being told: its resync, the tag
+ * poll of an ociSource that does not pin a digest, the drift check.  0:
+ * never. */
 static long next_look_ms(const struct stack_pass *p, int64_t due_us, int64_t now_us)
 {
 	long resync = p->spec.continue_resync ? (long)((due_us - now_us) / 1000) + 1 : 0;
 	long poll = p->spec.source == STACK_SRC_OCI && p->spec.oci_digest == NULL ? p->spec.oci_interval_ms : 0;
+	long drift = stack_drift_next_ms(p, now_us);
+	long next = earliest(resync, poll);
 
-	if (resync > 0 && (poll == 0 || resync < poll))
-		return jittered(resync);
-	return poll > 0 ? jittered(poll) : 0;
+	/* Drift checks are not jittered up: the interval is a promise. */
+	if (drift > 0 && (next <= 0 || drift <= next))
+		return drift;
+	return next > 0 ? jittered(next) : 0;
+}
+
+int stack_reconcile_requested(const struct stack_pass *p)
+{
+	return (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
+	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
 }
 
 /* Is an update due?  Sets p->why when it is. */
@@ -241,8 +264,9 @@ static int step_decide(struct stack_pass *p)
 	const char *state = stack_status_str(p, "lastUpdate.state");
 	const char *type = stack_status_str(p, "lastUpdate.type");
 	int failures = (int)stack_status_int(p, "lastUpdate.failures", 0);
-	int requested = (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
-	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
+	int requested = stack_reconcile_requested(p);
+	/* A policy violation is not retried: the same inputs violate again. */
+	const char *failed_reason = stack_status_str(p, "policyViolation") ? "PolicyViolation" : "UpdateFailed";
 	int64_t last_us = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
 	int64_t now_us = kube_now_us();
 
@@ -257,6 +281,10 @@ static int step_decide(struct stack_pass *p)
 			p->why = "the resync interval elapsed";
 			return 0;
 		}
+		if (p->safety.remediate) {
+			p->why = "the drift check found drift (remediate: true)";
+			return 0;
+		}
 		stack_verdict(p, STACK_READY, "Succeeded", next_look_ms(p, due_us, now_us), "%s revision %s",
 		    p->spec.preview ? "previewed" : "applied", p->art.revision);
 		atomic_fetch_add(&p->sc->no_change, 1);
@@ -267,9 +295,9 @@ static int step_decide(struct stack_pass *p)
 		int64_t left_ms = (last_us + (int64_t)wait * 1000 - now_us) / 1000;
 		const char *msg = str_or(stack_status_str(p, "lastUpdate.message"), "");
 		if (failures >= p->spec.max_failures) {
-			stack_verdict(p, STACK_STALLED, "UpdateFailed", 0, "the update failed %d times at revision "
+			stack_verdict(p, STACK_STALLED, failed_reason, 0, "the update failed %d time%s at revision "
 			    "%s; not retrying until the spec, the source, a referenced object or a reconcile "
-			    "request changes: %s", failures, p->art.revision, msg);
+			    "request changes: %s", failures, failures == 1 ? "" : "s", p->art.revision, msg);
 			return 1;
 		}
 		if (left_ms > 0) {
@@ -302,6 +330,16 @@ static int step_artifact(struct stack_pass *p)
 static int step_workspace(struct stack_pass *p)
 {
 	return stack_workspace_prepare(p);
+}
+
+static int step_awaiting(struct stack_pass *p)
+{
+	return stack_approval_gate(p);
+}
+
+static int step_drift(struct stack_pass *p)
+{
+	return stack_drift_gate(p);
 }
 
 /* The verdict after an update or preview ran. */
@@ -341,6 +379,14 @@ static void judge_update(struct stack_pass *p)
 		stack_verdict(p, STACK_STALLED, "PulumiUnavailable", 0, "%s", o->message);
 		p->v.event = 1;
 		return;
+	case PL_POLICY_VIOLATION:
+		/* The same inputs violate again: not retried until they change.
+		 * The CLI stops before any resource is touched. */
+		p->failures = p->spec.max_failures > before + 1 ? p->spec.max_failures : before + 1;
+		stack_verdict(p, STACK_STALLED, "PolicyViolation", 0, "a mandatory policy refused the %s at "
+		    "revision %s; nothing was changed: %s", o->type, p->art.revision, o->message);
+		p->v.event = 1;
+		return;
 	default:
 		break;
 	}
@@ -363,6 +409,19 @@ static void judge_update(struct stack_pass *p)
 	p->v.event_reason = "UpdateFailed";
 }
 
+
+/* A preview that failed is judged as an update that failed. */
+static int step_approval(struct stack_pass *p)
+{
+	int rc = stack_approval_plan(p);
+
+	if (rc < 0) {
+		judge_update(p);
+		return 1;
+	}
+	return rc;
+}
+
 static int step_update(struct stack_pass *p)
 {
 	struct err e;
@@ -375,6 +434,8 @@ static int step_update(struct stack_pass *p)
 	    "update", p->art.revision, p->why);
 	stack_update_run(p);
 	judge_update(p);
+	stack_approval_after_update(p);
+	stack_drift_after_update(p);
 	log_info(p->out.ok ? "update succeeded" : "update failed", "namespace", p->ns, "name", p->name,
 	    "revision", p->art.revision, "reconcileID", p->id, "result", pl_status_name(p->out.status),
 	    "message", p->out.message, NULL);
@@ -412,10 +473,13 @@ static const struct {
 	{ "finalizer", step_finalizer },
 	{ "source", step_source },
 	{ "inputs", step_inputs },
+	{ "awaiting", step_awaiting },
+	{ "drift", step_drift },
 	{ "decide", step_decide },
 	{ "fresh", step_fresh },
 	{ "artifact", step_artifact },
 	{ "workspace", step_workspace },
+	{ "approval", step_approval },
 	{ "update", step_update },
 	{ "outputs", step_outputs },
 };
@@ -468,7 +532,10 @@ int stack_reconcile_pass(struct stack_pass *p, struct err *e)
 	log_debug("reconcile pass ended", "namespace", p->ns, "name", p->name, "reconcileID", p->id,
 	    "step", i < sizeof(steps) / sizeof(steps[0]) ? steps[i].name : "end",
 	    "reason", p->v.set ? p->v.reason : "", NULL);
-	if (finish(p, &requeue_ms, e) < 0)
+	if (finish(p, &requeue_ms, e) < 0) {
+		stack_safety_free(&p->safety);
 		return -1;
+	}
+	stack_safety_free(&p->safety);
 	return (int)(requeue_ms > 0x7fffffff ? 0x7fffffff : requeue_ms);
 }

@@ -26,6 +26,8 @@
 #define RETRY_MAX_DEFAULT_MS (86400L * 1000)
 #define OCI_INTERVAL_DEFAULT_MS (5L * 60 * 1000)
 #define OCI_INTERVAL_MIN_MS 1000L
+/* Drift checks more often than this would only load the cloud's API. */
+#define DRIFT_INTERVAL_MIN_MS 1000L
 
 static const cJSON *item(const cJSON *o, const char *k)
 {
@@ -509,6 +511,104 @@ static int has_dotdot(const char *path)
 	return 0;
 }
 
+/* ------------------------------------------------------------ safety */
+
+/* A Kubernetes object name: what a prerequisite may name (no "/", no
+ * control characters; the API server checks the rest when it is read). */
+static int valid_object_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
+			return 0;
+	return 1;
+}
+
+static int add_prereq(struct stack_spec *s, const cJSON *it, const char *field, size_t i, int flux,
+    struct err *e)
+{
+	struct stack_prereq *r;
+	const cJSON *req = NULL;
+	char fn[64], fns[64], fr[64], fd[96];
+
+	if (!cJSON_IsObject(it))
+		return err_set(e, ERR_INVALID, "%s[%zu]: must be an object", field, i), -1;
+	if (grow((void **)&s->prereqs, s->n_prereqs, sizeof(*s->prereqs), e) < 0)
+		return -1;
+	r = &s->prereqs[s->n_prereqs++];
+	snprintf(fn, sizeof(fn), "%s[%zu].name", field, i);
+	snprintf(fns, sizeof(fns), "%s[%zu].namespace", field, i);
+	snprintf(fr, sizeof(fr), "%s[%zu].requirement", field, i);
+	snprintf(fd, sizeof(fd), "%s.succeededWithinDuration", fr);
+	if (get_str(it, "name", fn, &r->name, e) < 0 ||
+	    (flux && get_str(it, "namespace", fns, &r->namespace, e) < 0) ||
+	    (!flux && get_obj(it, "requirement", fr, &req, e) < 0) ||
+	    (req && get_duration(req, "succeededWithinDuration", fd, &r->within_ms, e) < 0))
+		return -1;
+	if (r->name == NULL || !valid_object_name(r->name))
+		return err_set(e, ERR_INVALID, "%s: must be the name of a Stack", fn), -1;
+	if (r->namespace && !valid_object_name(r->namespace))
+		return err_set(e, ERR_INVALID, "%s: must be a namespace name", fns), -1;
+	return 0;
+}
+
+/* spec.prerequisites and its Flux-style alias spec.dependsOn, as one list. */
+static int parse_prereqs(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	static const struct { const char *key, *field; int flux; } lists[] = {
+		{ "prerequisites", "spec.prerequisites", 0 },
+		{ "dependsOn", "spec.dependsOn", 1 },
+	};
+
+	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
+		const cJSON *v = item(spec, lists[l].key), *it;
+		size_t i = 0;
+		if (v == NULL || cJSON_IsNull(v))
+			continue;
+		if (!cJSON_IsArray(v))
+			return err_set(e, ERR_INVALID, "%s: must be a list", lists[l].field), -1;
+		cJSON_ArrayForEach(it, v)
+			if (add_prereq(s, it, lists[l].field, i++, lists[l].flux, e) < 0)
+				return -1;
+	}
+	return 0;
+}
+
+/* approval, approvedPlan, continue, driftDetection. */
+static int parse_safety(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *dd = NULL;
+	char *approval = NULL;
+
+	if (get_str(spec, "approval", "spec.approval", &approval, e) < 0)
+		return -1;
+	if (approval && strcmp(approval, "Manual") != 0 && strcmp(approval, "Auto") != 0) {
+		free(approval);
+		return err_set(e, ERR_INVALID, "spec.approval: must be Auto or Manual"), -1;
+	}
+	s->approval_manual = approval && strcmp(approval, "Manual") == 0;
+	free(approval);
+	if (get_str(spec, "approvedPlan", "spec.approvedPlan", &s->approved_plan, e) < 0 ||
+	    get_bool(spec, "continue", "spec.continue", &s->continue_approval, e) < 0 ||
+	    get_obj(spec, "driftDetection", "spec.driftDetection", &dd, e) < 0)
+		return -1;
+	if (dd && (get_duration(dd, "interval", "spec.driftDetection.interval", &s->drift_interval_ms, e) < 0 ||
+	    get_bool(dd, "remediate", "spec.driftDetection.remediate", &s->drift_remediate, e) < 0))
+		return -1;
+	if (dd && s->drift_interval_ms == 0)
+		return err_set(e, ERR_INVALID, "spec.driftDetection.interval: is required (such as 10m)"), -1;
+	if (s->drift_interval_ms > 0 && s->drift_interval_ms < DRIFT_INTERVAL_MIN_MS)
+		s->drift_interval_ms = DRIFT_INTERVAL_MIN_MS;
+	for (size_t i = 0; i < s->n_policy_packs; i++)
+		if (s->policy_packs[i][0] == '/' || has_dotdot(s->policy_packs[i]))
+			return err_set(e, ERR_INVALID, "spec.policyPacks[%zu] \"%s\": must be a relative path "
+			    "inside the artifact without \"..\"", i, s->policy_packs[i]), -1;
+	return parse_prereqs(spec, s, e);
+}
+
 /* ------------------------------------------------------------ the spec */
 
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *s,
@@ -552,6 +652,8 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 	    get_seconds(spec, "retryMaxBackoffDurationSeconds", "spec.retryMaxBackoffDurationSeconds",
 	        &s->retry_max_ms, e) < 0 ||
 	    get_duration(spec, "timeout", "spec.timeout", &s->timeout_ms, e) < 0)
+		return -1;
+	if (parse_safety(spec, s, e) < 0)
 		return -1;
 	s->destroy_on_finalize = dod || dod2;
 	if (interval > 0)
@@ -615,5 +717,11 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->env);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
+	free(s->approved_plan);
+	for (size_t i = 0; i < s->n_prereqs; i++) {
+		free(s->prereqs[i].name);
+		free(s->prereqs[i].namespace);
+	}
+	free(s->prereqs);
 	memset(s, 0, sizeof(*s));
 }

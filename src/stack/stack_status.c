@@ -160,7 +160,8 @@ static void keep_other_conditions(cJSON *out, const cJSON *old)
 
 	cJSON_ArrayForEach(c, old) {
 		const char *t = kube_obj_str(c, "type");
-		if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled"))
+		if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled") &&
+		    strcmp(t, "AwaitingApproval") && strcmp(t, "Drifted"))
 			cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
 	}
 }
@@ -178,6 +179,7 @@ static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
 		add_condition(out, old, "Reconciling", "True", v->reason, msg, p->generation);
 	if (v->state == STACK_STALLED)
 		add_condition(out, old, "Stalled", "True", v->reason, msg, p->generation);
+	stack_safety_conditions(p, out, old, add_condition);
 	keep_other_conditions(out, old);
 	return out;
 }
@@ -243,6 +245,30 @@ static void add_history(cJSON *st, const struct stack_pass *p)
 	replace(st, "history", h);
 }
 
+/* status.preview, .approval, .drift and .policyViolation, as the approval
+ * and drift steps decided them (stack_approval.c, stack_drift.c). */
+static void safety_status(cJSON *st, const struct stack_pass *p)
+{
+	const struct stack_safety *s = &p->safety;
+
+	if (s->clear_preview)
+		replace(st, "preview", NULL);
+	else if (s->preview)
+		replace(st, "preview", cJSON_Duplicate(s->preview, 1));
+	if (s->approval)
+		replace(st, "approval", cJSON_Duplicate(s->approval, 1));
+	if (s->drift)
+		replace(st, "drift", cJSON_Duplicate(s->drift, 1));
+	if (p->out.ran && strcmp(p->out.type, "destroy") != 0)
+		set_str(st, "policyViolation", s->policy[0] ? s->policy : NULL);
+	if (p->spec_ok && !p->spec.approval_manual) {
+		replace(st, "preview", NULL);
+		replace(st, "approval", NULL);
+	}
+	if (p->spec_ok && p->spec.drift_interval_ms == 0)
+		replace(st, "drift", NULL);
+}
+
 /* The new status: the old one with what this pass learned. */
 static cJSON *build_status(const struct stack_pass *p, int running)
 {
@@ -285,6 +311,7 @@ static cJSON *build_status(const struct stack_pass *p, int running)
 		if (p->out.ok && strcmp(p->out.type, "preview") == 0)
 			set_str(st, "fingerprint", p->fingerprint);
 	}
+	safety_status(st, p);
 	return st;
 }
 
@@ -349,6 +376,8 @@ int stack_status_write_running(struct stack_pass *p, struct err *e)
 	    "Progressing", msg, p->generation);
 	add_condition(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"), "Reconciling",
 	    "True", "Progressing", msg, p->generation);
+	stack_safety_conditions(p, conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"),
+	    add_condition);
 	keep_other_conditions(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"));
 	replace(st, "conditions", conds);
 	return put_status(p, st, e);

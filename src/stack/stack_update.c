@@ -37,6 +37,8 @@ static void outcome_from(struct stack_pass *p, const struct pl_result *r)
 	snprintf(p->out.message, sizeof(p->out.message), "%s", r->message[0] ? r->message :
 	    (r->status == PL_OK ? "succeeded" : pl_status_name(r->status)));
 	p->out.lock = r->lock;
+	if (r->status == PL_POLICY_VIOLATION)
+		snprintf(p->safety.policy, sizeof(p->safety.policy), "%s", p->out.message);
 	if (r->summary.changes) {
 		cJSON_Delete(p->out.changes);
 		p->out.changes = cJSON_Duplicate(r->summary.changes, 1);
@@ -103,15 +105,60 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 	return prev != NULL && strcmp(prev, host) == 0;
 }
 
-static void op_options(const struct stack_pass *p, struct pl_op_opts *o)
+/* Policy packs are named by their path inside the artifact; the CLI gets
+ * them in the workspace's copy of it.  Caller frees (policy_paths_free). */
+static char **policy_paths(const struct stack_pass *p)
+{
+	char root[PATH_MAX], **v = calloc(p->spec.n_policy_packs + 1, sizeof(char *));
+
+	stack_workspace_paths(p->sc, p->ns, p->name, root, sizeof(root));
+	for (size_t i = 0; v && i < p->spec.n_policy_packs; i++) {
+		size_t n = strlen(root) + strlen(p->spec.policy_packs[i]) + 8;
+		if ((v[i] = malloc(n)) != NULL)
+			snprintf(v[i], n, "%s/tree/%s", root, p->spec.policy_packs[i]);
+	}
+	return v;
+}
+
+static void policy_paths_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* The drifted resources, as a refresh's outcome events name them. */
+static void collect_drift(void *arg, const struct pl_step *s)
+{
+	struct stack_pass *p = arg;
+	cJSON *e;
+
+	if (!s->done || s->op == NULL || strcmp(s->op, "same") == 0 || strcmp(s->op, "refresh") == 0)
+		return;
+	if (p->safety.drift_steps == NULL)
+		p->safety.drift_steps = cJSON_CreateArray();
+	if (cJSON_GetArraySize(p->safety.drift_steps) >= 50) {
+		p->safety.drift_omitted++;
+		return;
+	}
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "op", s->op);
+	cJSON_AddStringToObject(e, "urn", s->urn ? s->urn : "");
+	cJSON_AddItemToArray(p->safety.drift_steps, e);
+}
+
+/* One operation's options: spec.refresh (also on the update that repairs
+ * drift), the targets, the policy packs (packs: their paths), the plan. */
+static void op_options(struct stack_pass *p, struct pl_op_opts *o, char *const *packs)
 {
 	memset(o, 0, sizeof(*o));
 	o->with_config = 1;
-	o->refresh = p->spec.refresh;
+	o->refresh = p->spec.refresh || p->safety.remediate;
 	o->targets = (const char *const *)p->spec.targets;
 	o->n_targets = p->spec.n_targets;
-	o->policy_packs = (const char *const *)p->spec.policy_packs;
-	o->n_policy_packs = p->spec.n_policy_packs;
+	o->policy_packs = (const char *const *)packs;
+	o->n_policy_packs = packs ? p->spec.n_policy_packs : 0;
+	o->plan_file = p->safety.plan_file[0] ? p->safety.plan_file : NULL;
 }
 
 static void result_reset(struct pl_result *r)
@@ -126,10 +173,21 @@ typedef int (*pl_op_fn)(struct pl_stack *st, const struct pl_op_opts *o, struct 
 static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct pl_result *r)
 {
 	struct pl_op_opts o;
+	char **packs = policy_paths(p);
+	int rc;
 
-	op_options(p, &o);
-	if (op(st, &o, r) == 0 || r->status != PL_CONFLICT || !lock_is_stale(p, &r->lock))
+	op_options(p, &o, packs);
+	if (op == pl_refresh) {
+		/* A drift check: changes the refresh would make are the drift. */
+		o.preview_only = 1;
+		o.expect_no_changes = 1;
+		o.progress = collect_drift;
+		o.progress_arg = p;
+	}
+	if (op(st, &o, r) == 0 || r->status != PL_CONFLICT || !lock_is_stale(p, &r->lock)) {
+		policy_paths_free(packs, p->spec.n_policy_packs);
 		return r->status == PL_OK ? 0 : -1;
+	}
 	{
 		struct pl_result c;
 		char pid[24];
@@ -143,7 +201,12 @@ static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct
 		pl_result_free(&c);
 	}
 	result_reset(r);
-	return op(st, &o, r) == 0 ? 0 : -1;
+	cJSON_Delete(p->safety.drift_steps);
+	p->safety.drift_steps = NULL;
+	p->safety.drift_omitted = 0;
+	rc = op(st, &o, r) == 0 ? 0 : -1;
+	policy_paths_free(packs, p->spec.n_policy_packs);
+	return rc;
 }
 
 /* Config the up does not carry itself (secret and removed keys; nothing
@@ -197,7 +260,8 @@ static void with_stack(struct stack_pass *p, const char *type,
 static void update_body(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
 {
 	int known = stack_status_str(p, "lastUpdate.type") != NULL;
-	pl_op_fn op = p->spec.preview ? pl_preview : pl_up;
+	int preview = p->spec.preview || p->safety.previewing;
+	pl_op_fn op = preview ? pl_preview : pl_up;
 	struct pl_result o;
 
 	if (!known && pl_ensure_stack(st, r) < 0)
@@ -213,7 +277,7 @@ static void update_body(struct stack_pass *p, struct pl_stack *st, struct pl_res
 		if (prepare(p, st, r) < 0 || run_op(p, st, op, r) < 0)
 			return;
 	}
-	if (r->status != PL_OK || p->spec.preview)
+	if (r->status != PL_OK || preview)
 		return;
 	if (!r->has_secret_outputs) {
 		p->out.outputs = r->outputs ? cJSON_Duplicate(r->outputs, 1) : cJSON_CreateObject();
@@ -250,4 +314,28 @@ static void destroy_body(struct stack_pass *p, struct pl_stack *st, struct pl_re
 void stack_update_destroy(struct stack_pass *p)
 {
 	with_stack(p, "destroy", destroy_body);
+}
+
+void stack_update_plan(struct stack_pass *p)
+{
+	p->safety.previewing = 1;
+	with_stack(p, "preview", update_body);
+	p->safety.previewing = 0;
+}
+
+/* The stack exists (it was updated at these inputs); the refresh needs its
+ * config as the update left it. */
+static void drift_body(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
+{
+	if (prepare(p, st, r) < 0)
+		return;
+	run_op(p, st, pl_refresh, r);
+}
+
+void stack_update_drift_check(struct stack_pass *p)
+{
+	cJSON_Delete(p->safety.drift_steps);
+	p->safety.drift_steps = NULL;
+	p->safety.drift_omitted = 0;
+	with_stack(p, "refresh", drift_body);
 }

@@ -1,0 +1,560 @@
+/*
+ * stack_approval.c - plan-bound approval (spec.approval: Manual).
+ *
+ * A change is previewed with `pulumi preview --save-plan`; the plan is kept
+ * in the workspace's scratch directory under its plan id and described in
+ * status.preview.  The update runs with `pulumi up --plan` only when
+ * spec.approvedPlan (or the plan recorded when spec.continue turned true)
+ * names that id, so what is applied is exactly what was reviewed.
+ *
+ * The plan id is a digest of the plan's steps and goals per URN, not of the
+ * revision: a new commit that changes nothing the plan does keeps its
+ * approval, and an approval can never apply a plan with other steps.  The
+ * plan is bound to the inputs it was made from (status.preview.inputsDigest:
+ * revision, spec without the approval fields, referenced objects); any other
+ * input makes a fresh preview.  docs/approvals.md is the user's view.
+ *
+ * Three calls from the step table (stack_reconcile.c): the gate before
+ * decide (a plan for these inputs awaits approval: nothing runs), the plan
+ * step after the workspace (preview, then approve or wait), and the
+ * after-update hook (an applied plan is cleared; one that no longer applies
+ * is replaced by a fresh preview at once).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "base/fs.h"
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+#define PLAN_MAX_BYTES (64L * 1024 * 1024)
+#define PREVIEW_STEPS_MAX 50
+#define STEP_PROPERTIES_MAX 20
+#define CANON_DEPTH_MAX 64
+
+/* The key of a secret value in Pulumi's serialized state and plans. */
+#define SECRET_SIG "4dabf18193072939515e22adb298388d"
+
+/* ------------------------------------------------------------ plan ids */
+
+static int cmp_children(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+
+	return strcmp(x->string ? x->string : "", y->string ? y->string : "");
+}
+
+/* A copy of v with object keys sorted and secret values as "[secret]" (a
+ * secret's ciphertext is new on every preview).  Caller frees. */
+static cJSON *canonical(const cJSON *v, int depth)
+{
+	const cJSON **kids;
+	cJSON *out;
+	size_t n = 0, i = 0;
+
+	if (depth > CANON_DEPTH_MAX)
+		return cJSON_CreateString("[too deep]");
+	if (cJSON_IsArray(v)) {
+		out = cJSON_CreateArray();
+		for (const cJSON *c = v->child; c && out; c = c->next)
+			cJSON_AddItemToArray(out, canonical(c, depth + 1));
+		return out;
+	}
+	if (!cJSON_IsObject(v))
+		return cJSON_Duplicate(v, 0);
+	if (cJSON_GetObjectItemCaseSensitive(v, SECRET_SIG))
+		return cJSON_CreateString("[secret]");
+	for (const cJSON *c = v->child; c; c = c->next)
+		n++;
+	if ((kids = calloc(n + 1, sizeof(*kids))) == NULL)
+		return NULL;
+	for (const cJSON *c = v->child; c; c = c->next)
+		kids[i++] = c;
+	qsort(kids, n, sizeof(*kids), cmp_children);
+	out = cJSON_CreateObject();
+	for (i = 0; i < n && out; i++)
+		cJSON_AddItemToObject(out, kids[i]->string ? kids[i]->string : "", canonical(kids[i], depth + 1));
+	free(kids);
+	return out;
+}
+
+static int steps_change(const cJSON *steps)
+{
+	const cJSON *s;
+
+	cJSON_ArrayForEach(s, steps)
+		if (!cJSON_IsString(s) || strcmp(s->valuestring, "same") != 0)
+			return 1;
+	return 0;
+}
+
+int stack_plan_id(const char *text, char out[65], int *changes)
+{
+	cJSON *doc = text ? cJSON_Parse(text) : NULL, *canon = NULL;
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(doc, "resourcePlans"), *r;
+	EVP_MD_CTX *ctx = NULL;
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char *flat = NULL;
+	int rc = -1;
+
+	out[0] = '\0';
+	*changes = 0;
+	if (!cJSON_IsObject(rp))
+		goto done;
+	/* Only what the plan will do: per URN its steps and goal. */
+	canon = cJSON_CreateObject();
+	cJSON_ArrayForEach(r, rp) {
+		cJSON *e = cJSON_CreateObject();
+		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(r, "steps");
+		if (!cJSON_IsObject(r) || e == NULL) {
+			cJSON_Delete(e);
+			goto done;
+		}
+		cJSON_AddItemToObject(e, "steps", canonical(steps, 0));
+		cJSON_AddItemToObject(e, "goal", canonical(cJSON_GetObjectItemCaseSensitive(r, "goal"), 0));
+		cJSON_AddItemToObject(canon, r->string, e);
+		*changes |= steps_change(steps);
+	}
+	{
+		cJSON *sorted = canonical(canon, 0);
+		cJSON_Delete(canon);
+		canon = sorted;
+	}
+	if (canon == NULL || (flat = cJSON_PrintUnformatted(canon)) == NULL)
+		goto done;
+	if ((ctx = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ctx, flat, strlen(flat)) != 1 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+		goto done;
+	/* 128 bits: short enough to type, far beyond any collision. */
+	for (unsigned int i = 0; i < 16 && i < mdlen; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	rc = 0;
+done:
+	EVP_MD_CTX_free(ctx);
+	free(flat);
+	cJSON_Delete(canon);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+/* The names of the properties a goal changes (the real plan's inputDiff;
+ * the stand-in writes the same shape). */
+static cJSON *changed_properties(const cJSON *goal)
+{
+	static const char *const kinds[] = { "adds", "updates", "deletes" };
+	const cJSON *diff = cJSON_GetObjectItemCaseSensitive(goal, "inputDiff");
+	cJSON *names = cJSON_CreateArray();
+	int n = 0;
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(diff, kinds[k]), *c;
+		if (cJSON_IsObject(m))
+			cJSON_ArrayForEach(c, m)
+				if (n++ < STEP_PROPERTIES_MAX)
+					cJSON_AddItemToArray(names, cJSON_CreateString(c->string));
+		if (cJSON_IsArray(m))   /* deletes may be a list of names */
+			cJSON_ArrayForEach(c, m)
+				if (cJSON_IsString(c) && n++ < STEP_PROPERTIES_MAX)
+					cJSON_AddItemToArray(names, cJSON_CreateString(c->valuestring));
+	}
+	return names;
+}
+
+static void join_steps(const cJSON *steps, char *buf, size_t n)
+{
+	const cJSON *s;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	cJSON_ArrayForEach(s, steps)
+		if (cJSON_IsString(s) && strcmp(s->valuestring, "same") != 0 && len < n)
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", s->valuestring);
+}
+
+cJSON *stack_plan_steps(const char *text, int max, int *omitted)
+{
+	cJSON *doc = text ? cJSON_Parse(text) : NULL, *out = cJSON_CreateArray();
+	const cJSON *r;
+	int n = 0;
+
+	*omitted = 0;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(doc, "resourcePlans")) {
+		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(r, "steps");
+		char op[128];
+		cJSON *s;
+		if (!steps_change(steps))
+			continue;
+		if (n++ >= max) {
+			(*omitted)++;
+			continue;
+		}
+		join_steps(steps, op, sizeof(op));
+		s = cJSON_CreateObject();
+		cJSON_AddStringToObject(s, "op", op);
+		cJSON_AddStringToObject(s, "urn", r->string ? r->string : "");
+		cJSON_AddItemToObject(s, "properties",
+		    changed_properties(cJSON_GetObjectItemCaseSensitive(r, "goal")));
+		cJSON_AddItemToArray(out, s);
+	}
+	cJSON_Delete(doc);
+	return out;
+}
+
+/* ------------------------------------------------------------ inputs */
+
+static void hash_str(EVP_MD_CTX *ctx, const char *k, const char *v)
+{
+	EVP_DigestUpdate(ctx, k, strlen(k) + 1);
+	EVP_DigestUpdate(ctx, v ? v : "", v ? strlen(v) + 1 : 1);
+}
+
+void stack_plan_inputs_digest(const struct stack_pass *p, char out[65])
+{
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(p->obj, "spec");
+	cJSON *copy = cJSON_Duplicate(spec, 1), *canon;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char *flat;
+
+	out[0] = '\0';
+	/* Approving is a spec change that must not make the plan a new one. */
+	cJSON_DeleteItemFromObjectCaseSensitive(copy, "approvedPlan");
+	cJSON_DeleteItemFromObjectCaseSensitive(copy, "continue");
+	canon = canonical(copy, 0);
+	flat = canon ? cJSON_PrintUnformatted(canon) : NULL;
+	if (ctx && flat && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1) {
+		hash_str(ctx, "spec", flat);
+		hash_str(ctx, "revision", p->art.revision);
+		hash_str(ctx, "digest", p->art.digest);
+		for (size_t i = 0; i < p->in.n_refs; i++)
+			hash_str(ctx, "ref", p->in.refs[i]);
+		if (EVP_DigestFinal_ex(ctx, md, &mdlen) == 1)
+			for (unsigned int i = 0; i < mdlen && i < 32; i++)
+				snprintf(out + 2 * i, 3, "%02x", md[i]);
+	}
+	EVP_MD_CTX_free(ctx);
+	free(flat);
+	cJSON_Delete(canon);
+	cJSON_Delete(copy);
+}
+
+/* ------------------------------------------------------------ approval */
+
+static int manual(const struct stack_pass *p)
+{
+	return p->spec_ok && p->spec.approval_manual && !p->spec.preview && !p->deleting;
+}
+
+static int same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* The plan id spec.continue approved: recorded the first time the
+ * controller sees continue true, as the plan then in status.  Records
+ * what it saw in p->safety.approval. */
+static const char *continued_plan(struct stack_pass *p)
+{
+	const char *seen_plan = stack_status_str(p, "approval.continuedPlan");
+	const cJSON *obs = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->status, "approval"), "continueObserved");
+	int observed = cJSON_IsTrue(obs);
+
+	if (p->safety.approval) {   /* decided earlier in this pass */
+		const char *v = kube_obj_str(p->safety.approval, "continuedPlan");
+		return v && v[0] ? v : NULL;
+	}
+	if (p->spec.continue_approval == observed)
+		return seen_plan && seen_plan[0] ? seen_plan : NULL;
+	p->safety.approval = p->status && cJSON_GetObjectItemCaseSensitive(p->status, "approval") ?
+	    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "approval"), 1) : cJSON_CreateObject();
+	cJSON_DeleteItemFromObjectCaseSensitive(p->safety.approval, "continueObserved");
+	cJSON_AddBoolToObject(p->safety.approval, "continueObserved", p->spec.continue_approval);
+	if (p->spec.continue_approval) {
+		const char *now = stack_status_str(p, "preview.planId");
+		cJSON_DeleteItemFromObjectCaseSensitive(p->safety.approval, "continuedPlan");
+		cJSON_AddStringToObject(p->safety.approval, "continuedPlan", now ? now : "");
+		return now;
+	}
+	return seen_plan && seen_plan[0] ? seen_plan : NULL;
+}
+
+/* How id is approved ("approvedPlan", "continue"), or NULL. */
+static const char *approved_by(struct stack_pass *p, const char *id)
+{
+	const char *cont = continued_plan(p);
+
+	if (same(p->spec.approved_plan, id))
+		return "approvedPlan";
+	if (same(cont, id))
+		return "continue";
+	return NULL;
+}
+
+static void plan_path(const struct stack_pass *p, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s/plan-%s.json", p->scratch, id);
+}
+
+static void summary_text(const cJSON *changes, char *buf, size_t n)
+{
+	const cJSON *c;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	cJSON_ArrayForEach(c, changes)
+		if (strcmp(c->string, "same") != 0 && len < n)
+			len += (size_t)snprintf(buf + len, n - len, "%s%d to %s", len ? ", " : "",
+			    (int)c->valuedouble, c->string);
+	if (len == 0)
+		snprintf(buf, n, "no resource changes");
+}
+
+/* Ready=False, Reconciling=True, AwaitingApproval=True with the commands
+ * that approve the plan. */
+static void await(struct stack_pass *p, const char *reason, const char *id, const char *why)
+{
+	const cJSON *pv = p->safety.preview ? p->safety.preview :
+	    cJSON_GetObjectItemCaseSensitive(p->status, "preview");
+	char sum[200];
+
+	summary_text(cJSON_GetObjectItemCaseSensitive(pv, "changeSummary"), sum, sizeof(sum));
+	stack_verdict(p, STACK_WAITING, reason, 0, "%splan %s (%s) at revision %s awaits approval: run "
+	    "`pulumi-controller approve %s/%s --plan %s`, or `kubectl -n %s patch stack %s --type merge "
+	    "-p '{\"spec\":{\"approvedPlan\":\"%s\"}}'`", why ? why : "", id, sum,
+	    kube_obj_str(pv, "revision") ? kube_obj_str(pv, "revision") : "?", p->ns, p->name, id,
+	    p->ns, p->name, id);
+	p->safety.awaiting.set = 1;
+	p->safety.awaiting.reason = reason;
+	snprintf(p->safety.awaiting.message, sizeof(p->safety.awaiting.message), "%s", p->v.message);
+}
+
+int stack_approval_gate(struct stack_pass *p)
+{
+	char digest[65];
+	const char *id = stack_status_str(p, "preview.planId");
+
+	if (!manual(p) || id == NULL)
+		return 0;
+	stack_plan_inputs_digest(p, digest);
+	if (!same(digest, stack_status_str(p, "preview.inputsDigest")) || stack_reconcile_requested(p))
+		return 0;   /* the plan step makes a fresh one */
+	if (approved_by(p, id))
+		return 0;
+	await(p, stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p,
+	    "lastUpdate.state"), "failed") ? "PlanNoLongerApplies" : "AwaitingApproval", id, NULL);
+	return 1;
+}
+
+/* Runs the preview into a new plan file and describes it in
+ * p->safety.preview; 0, or -1 (p->out holds the failure). */
+static int make_plan(struct stack_pass *p, char id[65], int *changes)
+{
+	char tmp[PATH_MAX], final[PATH_MAX], now[32], digest[65];
+	char *text = NULL;
+	size_t len = 0;
+	struct err e;
+	int omitted = 0;
+	cJSON *pv;
+	time_t t = time(NULL);
+	struct tm tm;
+
+	snprintf(tmp, sizeof(tmp), "%s/plan-new.json", p->scratch);
+	unlink(tmp);
+	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", tmp);
+	stack_update_plan(p);
+	p->safety.plan_file[0] = '\0';
+	if (!p->out.ok)
+		return -1;
+	if (fs_read_file(tmp, PLAN_MAX_BYTES, &text, &len, &e) < 0 || stack_plan_id(text, id, changes) < 0) {
+		free(text);
+		p->out.ok = 0;
+		p->out.status = PL_INTERNAL;
+		snprintf(p->out.message, sizeof(p->out.message), "preview --save-plan wrote no readable plan "
+		    "to %s", tmp);
+		return -1;
+	}
+	plan_path(p, id, final, sizeof(final));
+	if (rename(tmp, final) != 0) {
+		free(text);
+		p->out.ok = 0;
+		p->out.status = PL_INTERNAL;
+		snprintf(p->out.message, sizeof(p->out.message), "cannot keep the plan as %s", final);
+		return -1;
+	}
+	gmtime_r(&t, &tm);
+	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	stack_plan_inputs_digest(p, digest);
+	pv = cJSON_CreateObject();
+	cJSON_AddStringToObject(pv, "planId", id);
+	cJSON_AddStringToObject(pv, "revision", p->art.revision ? p->art.revision : "");
+	cJSON_AddStringToObject(pv, "inputsDigest", digest);
+	cJSON_AddItemToObject(pv, "changeSummary", p->out.changes ? cJSON_Duplicate(p->out.changes, 1) :
+	    cJSON_CreateObject());
+	cJSON_AddItemToObject(pv, "steps", stack_plan_steps(text, PREVIEW_STEPS_MAX, &omitted));
+	cJSON_AddNumberToObject(pv, "omittedSteps", omitted);
+	cJSON_AddStringToObject(pv, "generatedAt", now);
+	free(text);
+	cJSON_Delete(p->safety.preview);
+	p->safety.preview = pv;
+	/* The preview is not an update: status.lastUpdate stays as it was. */
+	cJSON_Delete(p->out.changes);
+	memset(&p->out, 0, sizeof(p->out));
+	log_info("plan previewed", "namespace", p->ns, "name", p->name, "planId", id, "reconcileID", p->id, NULL);
+	return 0;
+}
+
+/* Sets the update to apply the plan id, approved by how. */
+static void apply_plan(struct stack_pass *p, const char *id, const char *how)
+{
+	plan_path(p, id, p->safety.plan_file, sizeof(p->safety.plan_file));
+	snprintf(p->safety.plan_id, sizeof(p->safety.plan_id), "%s", id);
+	if (p->safety.preview && how) {
+		cJSON_DeleteItemFromObjectCaseSensitive(p->safety.preview, "approvedBy");
+		cJSON_AddStringToObject(p->safety.preview, "approvedBy", how);
+	}
+}
+
+/* The plan is new: say so once (an Event), and why an approval on record
+ * does not apply to it. */
+static void announce(struct stack_pass *p, const char *id)
+{
+	const char *prev = stack_status_str(p, "preview.planId");
+	char why[300] = "";
+
+	if (p->spec.approved_plan && p->spec.approved_plan[0])
+		snprintf(why, sizeof(why), "spec.approvedPlan %s names another plan (an approval never "
+		    "applies to a plan with other steps); ", p->spec.approved_plan);
+	await(p, "AwaitingApproval", id, why);
+	if (!same(prev, id))
+		stack_event(p, "Normal", "AwaitingApproval", "%s", p->v.message);
+}
+
+int stack_approval_plan(struct stack_pass *p)
+{
+	const char *id = stack_status_str(p, "preview.planId"), *how;
+	char digest[65], file[PATH_MAX], fresh[65];
+	int changes = 0;
+
+	if (!manual(p))
+		return 0;
+	stack_plan_inputs_digest(p, digest);
+	if (id && same(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_reconcile_requested(p)) {
+		plan_path(p, id, file, sizeof(file));
+		if ((how = approved_by(p, id)) && fs_exists(file)) {
+			p->safety.preview = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "preview"), 1);
+			apply_plan(p, id, how);
+			return 0;
+		}
+	}
+	/* No plan for these inputs (or its file is gone: a new volume): make one.
+	 * An unchanged plan gets the same id, so an approval on record holds. */
+	if (make_plan(p, fresh, &changes) < 0)
+		return -1;
+	if (!changes) {
+		/* Nothing in the cloud changes: nothing to review. */
+		apply_plan(p, fresh, NULL);
+		return 0;
+	}
+	if ((how = approved_by(p, fresh))) {
+		apply_plan(p, fresh, how);
+		return 0;
+	}
+	announce(p, fresh);
+	return 1;
+}
+
+void stack_approval_after_update(struct stack_pass *p)
+{
+	struct stack_outcome failed;
+	char old_id[65], fresh[65], why[700];
+	int changes = 0;
+
+	if (!p->safety.plan_file[0] || !p->out.ran)
+		return;
+	if (p->out.ok) {
+		unlink(p->safety.plan_file);
+		p->safety.clear_preview = 1;
+		p->safety.awaiting.set = -1;
+		p->safety.awaiting.reason = "PlanApplied";
+		snprintf(p->safety.awaiting.message, sizeof(p->safety.awaiting.message), "plan %s was applied",
+		    p->safety.plan_id);
+		return;
+	}
+	if (p->out.status != PL_PLAN_VIOLATION)
+		return;
+	/* The stack or the cloud moved since the preview: the approved plan
+	 * cannot be applied as reviewed.  Preview again now, so the reviewer
+	 * sees what would happen instead. */
+	snprintf(old_id, sizeof(old_id), "%s", p->safety.plan_id);
+	unlink(p->safety.plan_file);
+	p->safety.plan_file[0] = '\0';
+	if (!p->safety.approval)
+		p->safety.approval = p->status && cJSON_GetObjectItemCaseSensitive(p->status, "approval") ?
+		    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "approval"), 1) : cJSON_CreateObject();
+	cJSON_DeleteItemFromObjectCaseSensitive(p->safety.approval, "failedPlan");
+	cJSON_AddStringToObject(p->safety.approval, "failedPlan", old_id);
+	stack_event(p, "Warning", "PlanNoLongerApplies", "the approved plan %s no longer applies: %s", old_id,
+	    p->out.message);
+	failed = p->out;
+	memset(&p->out, 0, sizeof(p->out));
+	if (make_plan(p, fresh, &changes) < 0) {
+		cJSON_Delete(p->out.changes);
+		p->out = failed;
+		return;   /* the update's failure verdict stands */
+	}
+	p->out = failed;
+	if (same(fresh, old_id))
+		return;   /* the same plan again: retried with backoff as a failure */
+	snprintf(why, sizeof(why), "the approved plan %s no longer applies (the stack or the cloud changed "
+	    "since it was previewed: %s); a fresh ", old_id, failed.message);
+	await(p, "PlanNoLongerApplies", fresh, why);
+	p->v.event = 1;
+	p->v.event_reason = "AwaitingApproval";
+}
+
+/* ------------------------------------------------------------ status */
+
+static void extra_condition(const struct stack_pass *p, cJSON *out, const cJSON *old, const char *type,
+    const struct stack_extra_cond *c, int keep,
+    void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
+        const char *reason, const char *message, long long generation))
+{
+	const cJSON *prev;
+
+	if (c->set) {
+		add(out, old, type, c->set > 0 ? "True" : "False", c->reason, c->message, p->generation);
+		return;
+	}
+	cJSON_ArrayForEach(prev, old)
+		if (same(kube_obj_str(prev, "type"), type) && keep)
+			cJSON_AddItemToArray(out, cJSON_Duplicate(prev, 1));
+}
+
+void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON *old,
+    void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
+        const char *reason, const char *message, long long generation))
+{
+	/* Kept while the feature is on (a pass that ended early decided
+	 * nothing about it); dropped once the spec turns it off. */
+	extra_condition(p, out, old, "AwaitingApproval", &p->safety.awaiting,
+	    !p->spec_ok || p->spec.approval_manual, add);
+	extra_condition(p, out, old, "Drifted", &p->safety.drifted, !p->spec_ok || p->spec.drift_interval_ms > 0,
+	    add);
+}
+
+void stack_safety_free(struct stack_safety *s)
+{
+	cJSON_Delete(s->preview);
+	cJSON_Delete(s->approval);
+	cJSON_Delete(s->drift);
+	cJSON_Delete(s->drift_steps);
+	memset(s, 0, sizeof(*s));
+}

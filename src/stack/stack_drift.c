@@ -1,0 +1,206 @@
+/*
+ * stack_drift.c - drift detection and remediation (spec.driftDetection).
+ *
+ * On the interval, a Stack whose last update at its current inputs
+ * succeeded gets a drift check: `pulumi refresh --preview-only
+ * --expect-no-changes`, which changes nothing and fails (exit 7) exactly
+ * when the cloud no longer matches the stack's state.  The check runs inside
+ * a reconcile pass, and one Stack is never in two passes at once, so it
+ * never overlaps an update of the same Stack.
+ *
+ * Drift is recorded in status.drift and the Drifted condition, with a
+ * Warning event when it is first seen.  With remediate: true the pass goes
+ * on to an update with --refresh (through approval when spec.approval is
+ * Manual); without it the Stack is Ready=False, Stalled=True reason Drifted,
+ * until a check finds the cloud matching again.  docs/drift.md.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "stack/stack_internal.h"
+
+static int enabled(const struct stack_pass *p)
+{
+	return p->spec_ok && !p->deleting && !p->spec.preview && p->spec.drift_interval_ms > 0;
+}
+
+static int eq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* The last update at these inputs succeeded: the state says what the
+ * cloud should be. */
+static int applied_now(struct stack_pass *p)
+{
+	stack_fingerprint(p, p->fingerprint);
+	return eq(stack_status_str(p, "fingerprint"), p->fingerprint) &&
+	    eq(stack_status_str(p, "lastUpdate.state"), "succeeded") &&
+	    eq(stack_status_str(p, "lastUpdate.type"), "up");
+}
+
+static int64_t last_check_us(const struct stack_pass *p)
+{
+	int64_t t = stack_parse_time_us(stack_status_str(p, "drift.checkedAt"));
+	int64_t u = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
+
+	return t > u ? t : u;
+}
+
+long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us)
+{
+	int64_t due_us;
+
+	if (!enabled(p))
+		return 0;
+	due_us = last_check_us(p) + (int64_t)p->spec.drift_interval_ms * 1000;
+	return due_us <= now_us ? 1 : (long)((due_us - now_us) / 1000) + 1;
+}
+
+static void rfc3339(char *buf, size_t n)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void set_drifted(struct stack_pass *p, int drifted, const char *reason, const char *msg)
+{
+	p->safety.drifted.set = drifted ? 1 : -1;
+	p->safety.drifted.reason = reason;
+	snprintf(p->safety.drifted.message, sizeof(p->safety.drifted.message), "%s", msg);
+}
+
+/* The new status.drift after a check with outcome o. */
+static void record(struct stack_pass *p, int drifted, const char *message)
+{
+	const cJSON *old = cJSON_GetObjectItemCaseSensitive(p->status, "drift");
+	const char *since = kube_obj_str(old, "detectedAt");
+	int was = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(old, "drifted"));
+	cJSON *d = cJSON_CreateObject();
+	char now[32];
+
+	rfc3339(now, sizeof(now));
+	cJSON_AddStringToObject(d, "checkedAt", now);
+	cJSON_AddBoolToObject(d, "drifted", drifted);
+	if (drifted)
+		cJSON_AddStringToObject(d, "detectedAt", was && since ? since : now);
+	cJSON_AddItemToObject(d, "changeSummary", p->out.changes ? cJSON_Duplicate(p->out.changes, 1) :
+	    cJSON_CreateObject());
+	cJSON_AddItemToObject(d, "resources", drifted && p->safety.drift_steps ?
+	    cJSON_Duplicate(p->safety.drift_steps, 1) : cJSON_CreateArray());
+	cJSON_AddNumberToObject(d, "omittedResources", drifted ? p->safety.drift_omitted : 0);
+	cJSON_AddStringToObject(d, "message", message);
+	cJSON_Delete(p->safety.drift);
+	p->safety.drift = d;
+}
+
+static int resource_count(const struct stack_pass *p)
+{
+	return cJSON_GetArraySize(p->safety.drift_steps) + p->safety.drift_omitted;
+}
+
+/* Runs the check; 1 drifted, 0 not, -1 the check failed (nothing known). */
+static int check(struct stack_pass *p)
+{
+	char msg[700];
+	int was = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
+	int drifted;
+
+	stack_update_drift_check(p);
+	if (p->out.status != PL_OK && p->out.status != PL_CHANGES_NOT_EXPECTED) {
+		snprintf(msg, sizeof(msg), "the drift check failed: %s", p->out.message);
+		log_warn("drift check failed", "namespace", p->ns, "name", p->name, "error", p->out.message, NULL);
+		stack_event(p, "Warning", "DriftCheckFailed", "%s", msg);
+		cJSON_Delete(p->out.changes);
+		memset(&p->out, 0, sizeof(p->out));
+		return -1;
+	}
+	drifted = p->out.status == PL_CHANGES_NOT_EXPECTED;
+	if (drifted)
+		snprintf(msg, sizeof(msg), "%d resource%s differ%s from the stack's state (pulumi refresh "
+		    "--preview-only found changes)", resource_count(p), resource_count(p) == 1 ? "" : "s",
+		    resource_count(p) == 1 ? "s" : "");
+	else
+		snprintf(msg, sizeof(msg), "the cloud matches the stack's state");
+	record(p, drifted, msg);
+	set_drifted(p, drifted, drifted ? "DriftDetected" : "NoDrift", msg);
+	log_info(drifted ? "drift detected" : "no drift", "namespace", p->ns, "name", p->name,
+	    "reconcileID", p->id, NULL);
+	if (drifted && !was)
+		stack_event(p, "Warning", "DriftDetected", "%s", msg);
+	if (!drifted && was)
+		stack_event(p, "Normal", "DriftResolved", "%s", msg);
+	/* A check is not an update: status.lastUpdate stays as it was. */
+	cJSON_Delete(p->out.changes);
+	memset(&p->out, 0, sizeof(p->out));
+	return drifted;
+}
+
+int stack_drift_gate(struct stack_pass *p)
+{
+	int64_t now_us = kube_now_us();
+	int drifted;
+
+	if (!enabled(p) || !applied_now(p) || stack_reconcile_requested(p))
+		return 0;   /* an update is due anyway (decide) */
+	drifted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
+	if (stack_drift_next_ms(p, now_us) <= 1) {
+		int rc;
+		/* The program of the last update, as the update would build it. */
+		if (stack_source_fetch(p) || stack_workspace_prepare(p))
+			return 1;
+		if ((rc = check(p)) >= 0)
+			drifted = rc;
+	}
+	if (!drifted)
+		return 0;
+	if (p->spec.drift_remediate) {
+		p->safety.remediate = 1;
+		return 0;
+	}
+	stack_verdict(p, STACK_STALLED, "Drifted", p->spec.drift_interval_ms, "the cloud differs from the "
+	    "stack's state (status.drift) and spec.driftDetection.remediate is false: repair it with "
+	    "remediate: true, a reconcile request with spec.refresh, or by hand; checked again every %lds",
+	    p->spec.drift_interval_ms / 1000);
+	if (!p->safety.drifted.set)
+		set_drifted(p, 1, "DriftDetected", kube_obj_str(cJSON_GetObjectItemCaseSensitive(p->status, "drift"),
+		    "message") ? kube_obj_str(cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "message") :
+		    "drift detected");
+	return 1;
+}
+
+void stack_drift_after_update(struct stack_pass *p)
+{
+	char msg[200];
+
+	if (!enabled(p) || !p->out.ran || !p->out.ok || strcmp(p->out.type, "up") != 0)
+		return;
+	if (!p->safety.remediate && !p->spec.refresh)
+		return;   /* an update without refresh does not look at the cloud */
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->status, "drift"),
+	    "drifted")) && !p->safety.remediate)
+		return;
+	snprintf(msg, sizeof(msg), "%s", p->safety.remediate ? "the drift was repaired by an update" :
+	    "an update with refresh brought the cloud back to the program");
+	cJSON_Delete(p->safety.drift);
+	p->safety.drift = cJSON_CreateObject();
+	{
+		char now[32];
+		rfc3339(now, sizeof(now));
+		cJSON_AddStringToObject(p->safety.drift, "checkedAt", now);
+	}
+	cJSON_AddBoolToObject(p->safety.drift, "drifted", 0);
+	cJSON_AddItemToObject(p->safety.drift, "changeSummary", cJSON_CreateObject());
+	cJSON_AddItemToObject(p->safety.drift, "resources", cJSON_CreateArray());
+	cJSON_AddNumberToObject(p->safety.drift, "omittedResources", 0);
+	cJSON_AddStringToObject(p->safety.drift, "message", msg);
+	set_drifted(p, 0, "Remediated", msg);
+	stack_event(p, "Normal", "DriftRemediated", "%s", msg);
+}

@@ -1,0 +1,190 @@
+"""Issue 14 scenario 1 (and 5 for approvals): plan-bound approval, spec.approval: Manual.
+Both tiers (stack_world).
+
+The preview's plan is recorded in status.preview and nothing happens in the simulated cloud
+until the plan is approved; then `up --plan` applies exactly it.  A new revision gets a
+fresh preview and a stale approval is refused; a revision that yields the identical plan
+keeps its approval (the plan id is bound to what changes, not to the revision);
+spec.continue approves only the plan in status when it turns true; a cloud changed between
+preview and approval fails the plan clearly and yields a fresh preview."""
+GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
+
+
+def revision(w, greeting, extra=None):
+    return w.flux_source("GitRepository", "app", w.artifact(
+        w.revision_files("stack-plan", greeting), extra=extra))
+
+
+def awaiting(w, name, reason="AwaitingApproval", plan_not=None):
+    """Waits for a plan awaiting approval (other than plan_not); returns the Stack."""
+    def pending():
+        obj = w.stack(name)
+        c = w.cond(obj, "AwaitingApproval")
+        st = obj.get("status") or {}
+        pv = st.get("preview") or {}
+        if (c and c["status"] == "True" and c["reason"] == reason and pv.get("planId") and
+                pv["planId"] != plan_not and
+                st.get("observedGeneration") == obj["metadata"]["generation"]):
+            return obj
+        return None
+    return w._wait(name, pending, 180, f"a plan of {name} awaiting approval ({reason})")
+
+
+def approve(w, name, plan):
+    w.patch_stack(name, {"spec": {"approvedPlan": plan}})
+
+
+def plan_args(w, since):
+    return [a for r in w.updates("dev", since) for a in r["argv"] if a.startswith("--plan")]
+
+
+def kubectl_wait_ready(w, name, seconds=3):
+    """`kubectl wait --for=condition=Ready` against the Stack (what a pipeline runs)."""
+    return w.kubectl("wait", f"stack/{name}", "--for=condition=Ready", f"--timeout={seconds}s",
+                     check=False)
+
+
+def test_nothing_changes_until_the_plan_is_approved(stack_world):
+    w = stack_world
+    src = revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.controller()
+    obj = awaiting(w, "demo")
+    pv = obj["status"]["preview"]
+    plan = pv["planId"]
+    assert pv["revision"] == src["revision"]
+    assert pv["changeSummary"].get("create", 0) >= 2, pv
+    assert any(s["op"] == "create" and s["urn"].endswith("standin:index:File::note") and
+               s["properties"] == ["content"] for s in pv["steps"]), pv["steps"]
+    assert pv["omittedSteps"] == 0 and pv["generatedAt"].endswith("Z")
+    ready = w.cond(obj, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "AwaitingApproval")
+    assert f"pulumi-controller approve {w.namespace}/demo --plan {plan}" in ready["message"]
+    assert w.cond(obj, "Reconciling")["status"] == "True"
+    assert "AwaitingApproval" in w.event_reasons("demo")
+    assert w.cloud_files() == {}
+    assert w.updates("dev") == []                     # no up ran at all
+    res = kubectl_wait_ready(w, "demo")
+    assert res.returncode != 0 and "timed out" in (res.stderr + res.stdout)
+
+    # Scenario 5: every new status field and condition through kubectl -o yaml.
+    out = w.kubectl("get", "stack", "demo", "-o", "yaml").stdout
+    for field in ("preview:", f"planId: {plan}", "changeSummary:", "omittedSteps: 0",
+                  "inputsDigest:", "type: AwaitingApproval"):
+        assert field in out, field
+
+    mark = w.mark()
+    approve(w, "demo", plan)
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert list(w.cloud_files().values()) == ["hello"]
+    assert len(plan_args(w, mark)) == 1               # up --plan, once
+    assert "preview" not in obj["status"]             # the plan was applied
+    c = w.cond(obj, "AwaitingApproval")
+    assert (c["status"], c["reason"]) == ("False", "PlanApplied")
+    assert kubectl_wait_ready(w, "demo").returncode == 0
+
+    # A new revision: a fresh preview; the approval on record names the old plan.
+    src2 = revision(w, "bye")
+    obj = awaiting(w, "demo", plan_not=plan)
+    plan2 = obj["status"]["preview"]["planId"]
+    assert obj["status"]["preview"]["revision"] == src2["revision"]
+    assert f"spec.approvedPlan {plan} names another plan" in w.cond(obj, "Ready")["message"]
+    w.settle("demo")
+    assert list(w.cloud_files().values()) == ["hello"]
+    assert w.stack("demo")["status"]["lastAppliedRevision"] == src["revision"]
+
+    # The approval is committed with the program (a new revision, the identical plan):
+    # the plan id is the same, so the approval holds and there is no loop.
+    src3 = revision(w, "bye", extra={"README.md": b"approved plan2\n"})
+    approve(w, "demo", plan2)
+    obj = w.wait_ready("demo", revision=src3["revision"])
+    assert list(w.cloud_files().values()) == ["bye"]
+    assert obj["status"]["lastAppliedRevision"] == src3["revision"]
+
+
+def test_continue_approves_only_the_plan_in_status_then(stack_world):
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.controller()
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
+    w.patch_stack("demo", {"spec": {"continue": True}})
+    obj = w.wait_ready("demo")
+    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan}
+    assert list(w.cloud_files().values()) == ["hello"]
+
+    # continue stays true in the spec; a later plan needs it set again.
+    revision(w, "bye")
+    obj = awaiting(w, "demo", plan_not=plan)
+    plan2 = obj["status"]["preview"]["planId"]
+    w.settle("demo")
+    assert list(w.cloud_files().values()) == ["hello"]
+    # Re-approval with continue: false (seen by the controller), then true.
+    w.patch_stack("demo", {"spec": {"continue": False}})
+    w._wait("demo", lambda: (w.stack("demo")["status"].get("approval") or {}).get(
+        "continueObserved") is False, 60, "continue: false observed")
+    w.patch_stack("demo", {"spec": {"continue": True}})
+    obj = w.wait_ready("demo")
+    assert obj["status"]["approval"]["continuedPlan"] == plan2
+    assert list(w.cloud_files().values()) == ["bye"]
+
+
+def test_a_cloud_changed_after_the_preview_fails_the_plan_and_previews_again(stack_world):
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual", refresh=True)
+    w.controller()
+    approve(w, "demo", awaiting(w, "demo")["status"]["preview"]["planId"])
+    w.wait_ready("demo")
+    revision(w, "bye")
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
+    # The cloud moves between preview and approval: the file is deleted.
+    for f in (w.cloud_dir / "files").iterdir():
+        f.unlink()
+    approve(w, "demo", plan)
+    obj = awaiting(w, "demo", reason="PlanNoLongerApplies", plan_not=plan)
+    fresh = obj["status"]["preview"]["planId"]
+    msg = w.cond(obj, "Ready")["message"]
+    assert f"the approved plan {plan} no longer applies" in msg and fresh in msg
+    assert obj["status"]["approval"]["failedPlan"] == plan
+    assert obj["status"]["lastUpdate"]["state"] == "failed"
+    assert "violates plan" in obj["status"]["lastUpdate"]["message"]
+    assert "PlanNoLongerApplies" in w.event_reasons("demo")
+    assert w.cloud_files() == {}                       # nothing was applied
+    assert any(s["op"] == "create" for s in obj["status"]["preview"]["steps"])
+    approve(w, "demo", fresh)
+    w.wait_ready("demo")
+    assert list(w.cloud_files().values()) == ["bye"]
+
+
+def test_unchanged_inputs_need_no_approval_and_auto_is_unchanged(stack_world):
+    """A plan whose every step is `same` changes nothing in the cloud: it is applied
+    without review.  A Stack without approval never previews for a plan."""
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.apply_stack("auto", stack="auto", fluxSource={"sourceRef": GIT})
+    w.controller()
+    approve(w, "demo", awaiting(w, "demo")["status"]["preview"]["planId"])
+    w.wait_ready("demo")
+    w.wait_ready("auto")
+    mark = w.mark()
+    # New inputs (an environment value the program does not read): the same plan.
+    w.patch_stack("demo", {"spec": {"envRefs": {"PCTEST_X": {
+        "type": "Literal", "literal": {"value": "x"}}}}})
+    w.wait_ready("demo")
+    assert "preview" not in w.stack("demo")["status"]
+    assert len(plan_args(w, mark)) == 1
+    assert not [r for r in w.cli_invocations() if r["stack"] == "auto" and
+                any(a.startswith(("--save-plan", "--plan")) for a in r["argv"])]
+    assert w.cond(w.stack("auto"), "AwaitingApproval") is None
+
+
+def test_bad_approval_spec_is_stalled(stack_world):
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual",
+                  policyPacks=["../outside"])
+    w.controller()
+    obj = w.wait_condition("demo", "Stalled", reason="SpecInvalid")
+    assert "spec.policyPacks[0]" in w.cond(obj, "Stalled")["message"]
