@@ -6,7 +6,8 @@
  * an accepted spec must keep the promises the reconciler relies on: a
  * non-empty stack name, exactly one known source, a dir inside the
  * artifact, a resync period of at least 60 s, 1..1000 failures; a refused
- * one must carry a message.
+ * one must carry a message; policy packs and prerequisites must not name
+ * a path out of the artifact or the API.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,18 @@ static void check_accepted(const struct stack_spec *s)
 	for (size_t i = 0; i < s->n_env; i++)
 		if (s->env[i].name == NULL || s->env[i].name[0] == '\0' || strchr(s->env[i].name, '='))
 			abort();
+	/* Issue 14: policy packs inside the artifact, prerequisites that name
+	 * an object (never a path), drift checks no more often than 1 s. */
+	for (size_t i = 0; i < s->n_policy_packs; i++)
+		if (s->policy_packs[i][0] == '\0' || s->policy_packs[i][0] == '/' ||
+		    has_dotdot_component(s->policy_packs[i]))
+			abort();
+	for (size_t i = 0; i < s->n_prereqs; i++)
+		if (s->prereqs[i].name == NULL || s->prereqs[i].name[0] == '\0' || strchr(s->prereqs[i].name, '/') ||
+		    (s->prereqs[i].namespace && strchr(s->prereqs[i].namespace, '/')) || s->prereqs[i].within_ms < 0)
+			abort();
+	if (s->drift_interval_ms != 0 && s->drift_interval_ms < 1000)
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

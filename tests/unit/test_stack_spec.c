@@ -839,6 +839,99 @@ static void late_refusal_frees_what_was_parsed(void **state)
 	    "spec.secretsRef.a.secret.key");
 }
 
+/* ------------------------------------------------------------ safety (issue 14) */
+
+static void approval_fields(void **state)
+{
+	struct stack_spec s;
+
+	(void)state;
+	accepted("{'stack': 'dev', " FLUX "}", &s);
+	assert_false(s.approval_manual);
+	assert_null(s.approved_plan);
+	assert_false(s.continue_approval);
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'approvedPlan': 'abc', 'continue': true}", &s);
+	assert_true(s.approval_manual);
+	assert_string_equal(s.approved_plan, "abc");
+	assert_true(s.continue_approval);
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'approval': 'Auto'}", &s);
+	assert_false(s.approval_manual);
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'approval': 'manual'}", "spec.approval", "Auto or Manual");
+	refused("{'stack': 'dev', " FLUX ", 'approval': true}", "spec.approval");
+	refused("{'stack': 'dev', " FLUX ", 'approvedPlan': 12}", "spec.approvedPlan");
+	refused("{'stack': 'dev', " FLUX ", 'continue': 'yes'}", "spec.continue");
+}
+
+static void drift_detection(void **state)
+{
+	struct stack_spec s;
+
+	(void)state;
+	accepted("{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '10m', 'remediate': true}}", &s);
+	assert_int_equal(s.drift_interval_ms, 600000);
+	assert_true(s.drift_remediate);
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '1ms'}}", &s);
+	assert_int_equal(s.drift_interval_ms, 1000);   /* raised to the minimum */
+	assert_false(s.drift_remediate);
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'driftDetection': null}", &s);
+	assert_int_equal(s.drift_interval_ms, 0);
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'driftDetection': {}}", "spec.driftDetection.interval", "required");
+	refused("{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': 'soon'}}", "spec.driftDetection.interval");
+	refused("{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '1m', 'remediate': 1}}",
+	    "spec.driftDetection.remediate");
+	refused("{'stack': 'dev', " FLUX ", 'driftDetection': '10m'}", "spec.driftDetection");
+}
+
+static void prerequisites_and_depends_on(void **state)
+{
+	struct stack_spec s;
+
+	(void)state;
+	accepted("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'net', 'requirement': "
+	    "{'succeededWithinDuration': '1h'}}, {'name': 'db'}], 'dependsOn': [{'name': 'dns', "
+	    "'namespace': 'infra'}]}", &s);
+	assert_int_equal(s.n_prereqs, 3);
+	assert_string_equal(s.prereqs[0].name, "net");
+	assert_int_equal(s.prereqs[0].within_ms, 3600000);
+	assert_null(s.prereqs[0].namespace);
+	assert_string_equal(s.prereqs[1].name, "db");
+	assert_int_equal(s.prereqs[1].within_ms, 0);
+	assert_string_equal(s.prereqs[2].name, "dns");
+	assert_string_equal(s.prereqs[2].namespace, "infra");
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': {'name': 'x'}}", "spec.prerequisites", "list");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': ['net']}", "spec.prerequisites[0]", "object");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{}]}", "spec.prerequisites[0].name");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a/b'}]}", "spec.prerequisites[0].name");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'Net'}]}", "spec.prerequisites[0].name");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': "
+	    "{'succeededWithinDuration': 'x'}}]}", "spec.prerequisites[0].requirement.succeededWithinDuration");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': 3}]}",
+	    "spec.prerequisites[0].requirement");
+	refused("{'stack': 'dev', " FLUX ", 'dependsOn': [{'name': 'a'}, {'name': 'b', 'namespace': '../x'}]}",
+	    "spec.dependsOn[1].namespace");
+	refused("{'stack': 'dev', " FLUX ", 'dependsOn': [{'name': 7}]}", "spec.dependsOn[0].name");
+}
+
+static void policy_packs_stay_inside_the_artifact(void **state)
+{
+	struct stack_spec s;
+
+	(void)state;
+	accepted("{'stack': 'dev', " FLUX ", 'policyPacks': ['policies/base', '..x/y']}", &s);
+	assert_int_equal(s.n_policy_packs, 2);
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'policyPacks': ['/etc']}", "spec.policyPacks[0]", "relative");
+	refused("{'stack': 'dev', " FLUX ", 'policyPacks': ['ok', 'a/../../b']}", "spec.policyPacks[1]");
+	refused("{'stack': 'dev', " FLUX ", 'policyPacks': ['']}", "spec.policyPacks[0]");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -867,6 +960,10 @@ int main(void)
 		cmocka_unit_test(long_names_are_cut_not_overflowed),
 		cmocka_unit_test(free_releases_everything),
 		cmocka_unit_test(late_refusal_frees_what_was_parsed),
+		cmocka_unit_test_setup(approval_fields, setup),
+		cmocka_unit_test_setup(drift_detection, setup),
+		cmocka_unit_test_setup(prerequisites_and_depends_on, setup),
+		cmocka_unit_test_setup(policy_packs_stay_inside_the_artifact, setup),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
