@@ -511,8 +511,8 @@ void stack_approval_after_update(struct stack_pass *p)
 		return;   /* the update's failure verdict stands */
 	}
 	p->out = failed;
-	if (same(fresh, old_id))
-		return;   /* the same plan again: retried with backoff as a failure */
+	if (same(fresh, old_id) || !changes)
+		return;   /* the same plan again, or nothing to do: retried with backoff as a failure */
 	snprintf(why, sizeof(why), "the approved plan %s no longer applies (the stack or the cloud changed "
 	    "since it was previewed: %s); a fresh ", old_id, failed.message);
 	await(p, "PlanNoLongerApplies", fresh, why);

@@ -142,15 +142,34 @@ static int check(struct stack_pass *p)
 	return drifted;
 }
 
+/* Drift found and left unrepaired: Ready=False until a check finds the
+ * cloud matching again. */
+static void unrepaired(struct stack_pass *p)
+{
+	const char *m = kube_obj_str(cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "message");
+
+	stack_verdict(p, STACK_STALLED, "Drifted", p->spec.drift_interval_ms, "the cloud differs from the "
+	    "stack's state (status.drift) and spec.driftDetection.remediate is false: repair it with "
+	    "remediate: true, a reconcile request with spec.refresh, or by hand; checked again every %lds",
+	    p->spec.drift_interval_ms / 1000);
+	if (!p->safety.drifted.set)
+		set_drifted(p, 1, "DriftDetected", m ? m : "drift detected");
+}
+
 int stack_drift_gate(struct stack_pass *p)
 {
 	int64_t now_us = kube_now_us();
 	int drifted;
 
-	if (!enabled(p) || !applied_now(p) || stack_reconcile_requested(p))
-		return 0;   /* an update is due anyway (decide) */
+	if (!enabled(p))
+		return 0;
 	drifted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
+	if (!applied_now(p) || stack_reconcile_requested(p)) {
+		/* An update is due anyway (decide); known drift makes it repair. */
+		p->safety.remediate = drifted && p->spec.drift_remediate;
+		return 0;
+	}
 	if (stack_drift_next_ms(p, now_us) <= 1) {
 		int rc;
 		/* The program of the last update, as the update would build it. */
@@ -165,14 +184,7 @@ int stack_drift_gate(struct stack_pass *p)
 		p->safety.remediate = 1;
 		return 0;
 	}
-	stack_verdict(p, STACK_STALLED, "Drifted", p->spec.drift_interval_ms, "the cloud differs from the "
-	    "stack's state (status.drift) and spec.driftDetection.remediate is false: repair it with "
-	    "remediate: true, a reconcile request with spec.refresh, or by hand; checked again every %lds",
-	    p->spec.drift_interval_ms / 1000);
-	if (!p->safety.drifted.set)
-		set_drifted(p, 1, "DriftDetected", kube_obj_str(cJSON_GetObjectItemCaseSensitive(p->status, "drift"),
-		    "message") ? kube_obj_str(cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "message") :
-		    "drift detected");
+	unrepaired(p);
 	return 1;
 }
 
@@ -180,12 +192,19 @@ void stack_drift_after_update(struct stack_pass *p)
 {
 	char msg[200];
 
+	int was = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
+
 	if (!enabled(p) || !p->out.ran || !p->out.ok || strcmp(p->out.type, "up") != 0)
 		return;
-	if (!p->safety.remediate && !p->spec.refresh)
-		return;   /* an update without refresh does not look at the cloud */
-	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->status, "drift"),
-	    "drifted")) && !p->safety.remediate)
+	if (!p->safety.remediate && !p->spec.refresh) {
+		/* An update without refresh does not look at the cloud: drift
+		 * seen before is still there. */
+		if (was && !p->spec.drift_remediate)
+			unrepaired(p);
+		return;
+	}
+	if (!was && !p->safety.remediate)
 		return;
 	snprintf(msg, sizeof(msg), "%s", p->safety.remediate ? "the drift was repaired by an update" :
 	    "an update with refresh brought the cloud back to the program");
