@@ -15,6 +15,8 @@ int cmd_fetch(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_push(int argc, char **argv);
+int cmd_preview(int argc, char **argv);   /* cmd_approve.c */
+int cmd_approve(int argc, char **argv);
 
 /* Shared by the commands: applies --log-level / --log-format values.
  * Returns 0, or -1 after printing what was wrong. */

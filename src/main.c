@@ -16,7 +16,9 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "approve", cmd_approve, "approve the plan a Stack awaits (spec.approvedPlan)" },
 	{ "fetch",   cmd_fetch,   "download a Flux artifact, verify its digest and unpack it" },
+	{ "preview", cmd_preview, "print the plan a Stack awaits approval for" },
 	{ "pull",    cmd_pull,    "pull an OCI artifact, verify it and unpack it" },
 	{ "push",    cmd_push,    "push a directory as a Flux OCI artifact" },
 	{ "run",     cmd_run,     "run the controller (watch Stacks and Flux sources, reconcile)" },

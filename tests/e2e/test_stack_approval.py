@@ -7,6 +7,9 @@ fresh preview and a stale approval is refused; a revision that yields the identi
 keeps its approval (the plan id is bound to what changes, not to the revision);
 spec.continue approves only the plan in status when it turns true; a cloud changed between
 preview and approval fails the plan clearly and yields a fresh preview."""
+import os
+import subprocess
+
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
 
 
@@ -36,6 +39,12 @@ def approve(w, name, plan):
 
 def plan_args(w, since):
     return [a for r in w.updates("dev", since) for a in r["argv"] if a.startswith("--plan")]
+
+
+def pc(w, *args, input=None):
+    """pulumi-controller preview/approve against this world's API server."""
+    return subprocess.run([w.pc_bin, *args, "--kubeconfig", w.api.kubeconfig], capture_output=True,
+                          text=True, timeout=60, input=input, env=dict(os.environ))
 
 
 def kubectl_wait_ready(w, name, seconds=3):
@@ -73,8 +82,21 @@ def test_nothing_changes_until_the_plan_is_approved(stack_world):
                   "inputsDigest:", "type: AwaitingApproval"):
         assert field in out, field
 
+    # The reviewer: preview, then approve with the CLI.
+    ref = f"{w.namespace}/demo"
+    res = pc(w, "preview", ref)
+    assert res.returncode == 0, res.stderr
+    assert f"plan {plan}" in res.stdout and "awaiting approval" in res.stdout
+    assert "standin:index:File::note  [content]" in res.stdout
+    res = pc(w, "approve", ref, "--plan", "0" * 32, "--yes")
+    assert res.returncode == 1 and f"the plan awaiting approval is {plan}" in res.stderr
+    res = pc(w, "approve", ref, input="y\n")              # stdin is no terminal: never asks
+    assert res.returncode == 1 and "--yes" in res.stderr
+    assert "approvedPlan" not in w.stack("demo")["spec"]
     mark = w.mark()
-    approve(w, "demo", plan)
+    res = pc(w, "approve", ref, "--plan", plan, "--yes")
+    assert res.returncode == 0, res.stderr
+    assert w.stack("demo")["spec"]["approvedPlan"] == plan
     obj = w.wait_ready("demo", revision=src["revision"])
     assert list(w.cloud_files().values()) == ["hello"]
     assert len(plan_args(w, mark)) == 1               # up --plan, once
