@@ -179,6 +179,9 @@ static int stack_changed(const cJSON *old, const cJSON *obj)
 	    meta_changed(old, obj, "finalizers");
 }
 
+static void enqueue_dependents(struct stack_ctl *sc, const char *index, const char *kind,
+    const cJSON *obj);
+
 static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
     const cJSON *obj)
 {
@@ -186,6 +189,9 @@ static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, c
 	char *key;
 
 	log_change(inf, ch, obj);
+	/* Its dependents (spec.prerequisites) look again at once. */
+	if (stack_prereq_readiness_changed(old, obj))
+		enqueue_dependents(sc, "prereq", "Stack", obj);
 	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !stack_changed(old, obj))
 		return;
 	if ((key = kube_object_key(obj)) != NULL) {
@@ -461,7 +467,8 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 		    "install the CRD (deploy/crds)"), -1;
 	if (make_informer(sc, &sc->stacks, sc->o.label_selector, 0, on_stack, e) < 0 ||
 	    kube_informer_add_index(sc->stacks.inf, "source", source_index) < 0 ||
-	    kube_informer_add_index(sc->stacks.inf, "ref", ref_index) < 0)
+	    kube_informer_add_index(sc->stacks.inf, "ref", ref_index) < 0 ||
+	    kube_informer_add_index(sc->stacks.inf, "prereq", stack_prereq_index) < 0)
 		return err_set(e, ERR_INVALID, "cannot index the Stack cache"), -1;
 	for (int i = 0; i < 3; i++) {
 		struct stack_kind *k = &sc->sources[i];

@@ -14,6 +14,7 @@
  *   stack_update.c     the pulumi operations of one update or destroy
  *   stack_approval.c   plan-bound approval: plan ids, status.preview
  *   stack_drift.c      drift checks: status.drift, the Drifted condition
+ *   stack_prereq.c     prerequisites: the index, the wait, cycles
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -326,6 +327,13 @@ long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us);
 /* After the update: a remediating update that succeeded clears Drifted. */
 void stack_drift_after_update(struct stack_pass *p);
 void stack_safety_free(struct stack_safety *s);
+
+/* stack_prereq.c: the "prereq" index of the Stack cache (Stack/<ns>/<name>
+ * of each prerequisite), whether a Stack's readiness changed (its
+ * dependents are queued then), and the step that waits for them. */
+int stack_prereq_index(const cJSON *obj, char **out, int max);
+int stack_prereq_readiness_changed(const cJSON *old, const cJSON *obj);
+int stack_prereq_gate(struct stack_pass *p);
 
 /* Runs `preview --save-plan p->safety.plan_file` the way an update runs;
  * fills p->out. */

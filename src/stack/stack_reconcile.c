@@ -14,6 +14,8 @@
  *   spec        the spec cannot be acted on               Stalled SpecInvalid
  *   finalize    the Stack is being deleted                destroy, then release the finalizer
  *   finalizer   -                                         (adds/removes the finalizer)
+ *   prereqs     a prerequisite is not Ready (recently)    Reconciling PrerequisiteNotReady;
+ *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
  *   source      no source object / no artifact / kind     Reconciling SourceNotFound, ArtifactNotReady;
  *               not served                                Stalled SourceKindNotServed
  *   inputs      a referenced ConfigMap/Secret/key missing Reconciling ReferenceNotFound
@@ -217,6 +219,11 @@ static int step_finalizer(struct stack_pass *p)
 	if (stack_finalizer_set(p, want, &e) < 0)
 		return retry_later(p, &e);
 	return 0;
+}
+
+static int step_prereqs(struct stack_pass *p)
+{
+	return stack_prereq_gate(p);
 }
 
 static int step_source(struct stack_pass *p)
@@ -471,6 +478,7 @@ static const struct {
 	{ "spec", step_spec },
 	{ "finalize", step_finalize },
 	{ "finalizer", step_finalizer },
+	{ "prereqs", step_prereqs },
 	{ "source", step_source },
 	{ "inputs", step_inputs },
 	{ "awaiting", step_awaiting },
