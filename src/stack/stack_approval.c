@@ -341,11 +341,28 @@ int stack_approval_gate(struct stack_pass *p)
 	char digest[65];
 	const char *id = stack_status_str(p, "preview.planId");
 
-	if (!manual(p) || id == NULL)
+	if (!manual(p))
+		return 0;
+	/* A continue: true is tied to the plan in status when it is first seen,
+	 * whatever this pass goes on to do. */
+	(void)continued_plan(p);
+	if (id == NULL)
 		return 0;
 	stack_plan_inputs_digest(p, digest);
-	if (!same(digest, stack_status_str(p, "preview.inputsDigest")) || stack_reconcile_requested(p))
-		return 0;   /* the plan step makes a fresh one */
+	if (!same(digest, stack_status_str(p, "preview.inputsDigest")) || stack_reconcile_requested(p)) {
+		stack_fingerprint(p, p->fingerprint);
+		if (same(stack_status_str(p, "fingerprint"), p->fingerprint) &&
+		    same(stack_status_str(p, "lastUpdate.state"), "succeeded")) {
+			/* Back to what was applied (a reverted revision): nothing is
+			 * pending, the old plan is void. */
+			p->safety.clear_preview = 1;
+			p->safety.awaiting.set = -1;
+			p->safety.awaiting.reason = "NoChangePending";
+			snprintf(p->safety.awaiting.message, sizeof(p->safety.awaiting.message), "the inputs are "
+			    "those of the last update again; plan %s is void", id);
+		}
+		return 0;   /* else the plan step makes a fresh one */
+	}
 	if (approved_by(p, id))
 		return 0;
 	await(p, stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p,

@@ -43,7 +43,10 @@ static int applied_now(struct stack_pass *p)
 
 static int64_t last_check_us(const struct stack_pass *p)
 {
-	int64_t t = stack_parse_time_us(stack_status_str(p, "drift.checkedAt"));
+	/* This pass's check, when it made one, is not in p->status yet. */
+	const char *checked = p->safety.drift ? kube_obj_str(p->safety.drift, "checkedAt") :
+	    stack_status_str(p, "drift.checkedAt");
+	int64_t t = stack_parse_time_us(checked);
 	int64_t u = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
 
 	return t > u ? t : u;

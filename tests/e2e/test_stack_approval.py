@@ -210,3 +210,23 @@ def test_bad_approval_spec_is_stalled(stack_world):
     w.controller()
     obj = w.wait_condition("demo", "Stalled", reason="SpecInvalid")
     assert "spec.policyPacks[0]" in w.cond(obj, "Stalled")["message"]
+
+
+def test_a_reverted_revision_voids_the_pending_plan(stack_world):
+    """Back to the applied revision: nothing is pending, Ready, and the old plan is gone, so
+    approving it later does nothing."""
+    w = stack_world
+    src = revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.controller()
+    approve(w, "demo", awaiting(w, "demo")["status"]["preview"]["planId"])
+    w.wait_ready("demo", revision=src["revision"])
+    revision(w, "bye")
+    awaiting(w, "demo")
+    again = revision(w, "hello")
+    assert again["revision"] == src["revision"]
+    obj = w._wait("demo", lambda: (lambda o: o if w.cond(o, "AwaitingApproval")["reason"] ==
+                                   "NoChangePending" else None)(w.stack("demo")), 120, "no plan")
+    assert "preview" not in obj["status"]
+    assert w.cond(obj, "Ready")["status"] == "True"
+    assert list(w.cloud_files().values()) == ["hello"]
