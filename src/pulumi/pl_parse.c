@@ -185,6 +185,8 @@ static void on_step(struct pl_events *ev, const cJSON *payload, int done, int fa
 	st.type = str_field(md, "type");
 	st.done = done;
 	st.failed = failed;
+	st.drifted = done && st.op && strcmp(st.op, "refresh") == 0 &&
+	    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(md, "diffs")) > 0;
 	if (failed)
 		ev->failed_steps++;
 	else if (!done)

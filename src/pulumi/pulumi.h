@@ -118,6 +118,8 @@ struct pl_step {
 	const char *type;
 	int done;           /* 0: resourcePreEvent, 1: resOutputsEvent */
 	int failed;         /* 1: resOpFailedEvent */
+	int drifted;        /* the outcome of an update's refresh that changed the state
+	                     * (op "refresh" with diffs): drift */
 };
 
 typedef void (*pl_progress_fn)(void *arg, const struct pl_step *step);

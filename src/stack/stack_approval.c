@@ -563,8 +563,8 @@ void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON
 	 * nothing about it); dropped once the spec turns it off. */
 	extra_condition(p, out, old, "AwaitingApproval", &p->safety.awaiting,
 	    !p->spec_ok || p->spec.approval_manual, add);
-	extra_condition(p, out, old, "Drifted", &p->safety.drifted, !p->spec_ok || p->spec.drift_interval_ms > 0,
-	    add);
+	extra_condition(p, out, old, "Drifted", &p->safety.drifted, !p->spec_ok || p->spec.drift_interval_ms > 0 ||
+	    p->spec.refresh, add);
 }
 
 void stack_safety_free(struct stack_safety *s)

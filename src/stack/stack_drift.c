@@ -191,38 +191,58 @@ int stack_drift_gate(struct stack_pass *p)
 	return 1;
 }
 
+/* status.drift after an update with --refresh: what its refresh found
+ * (resources) was put back by the update. */
+static void record_repaired(struct stack_pass *p, const char *msg)
+{
+	char now[32];
+	int found = p->safety.drift_steps != NULL;
+
+	rfc3339(now, sizeof(now));
+	cJSON_Delete(p->safety.drift);
+	p->safety.drift = cJSON_CreateObject();
+	cJSON_AddStringToObject(p->safety.drift, "checkedAt", now);
+	cJSON_AddBoolToObject(p->safety.drift, "drifted", 0);
+	if (found)
+		cJSON_AddStringToObject(p->safety.drift, "detectedAt", now);
+	cJSON_AddItemToObject(p->safety.drift, "changeSummary", cJSON_CreateObject());
+	cJSON_AddItemToObject(p->safety.drift, "resources", found ? cJSON_Duplicate(p->safety.drift_steps, 1) :
+	    cJSON_CreateArray());
+	cJSON_AddNumberToObject(p->safety.drift, "omittedResources", p->safety.drift_omitted);
+	cJSON_AddStringToObject(p->safety.drift, "message", msg);
+	set_drifted(p, 0, "Remediated", msg);
+}
+
 void stack_drift_after_update(struct stack_pass *p)
 {
-	char msg[200];
-
 	int was = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
+	int refreshed = p->safety.remediate || p->spec.refresh;
+	char msg[300];
 
-	if (!enabled(p) || !p->out.ran || !p->out.ok || strcmp(p->out.type, "up") != 0)
+	if (!p->spec_ok || !p->out.ran || !p->out.ok || strcmp(p->out.type, "up") != 0)
 		return;
-	if (!p->safety.remediate && !p->spec.refresh) {
+	if (!refreshed) {
 		/* An update without refresh does not look at the cloud: drift
 		 * seen before is still there. */
-		if (was && !p->spec.drift_remediate)
+		if (was && enabled(p) && !p->spec.drift_remediate)
 			unrepaired(p);
 		return;
 	}
-	if (!was && !p->safety.remediate)
+	if (p->safety.drift_steps) {
+		/* The update's refresh found drift (also without driftDetection):
+		 * reported as a check would, and repaired by this update. */
+		int n = resource_count(p);
+		snprintf(msg, sizeof(msg), "the update's refresh found %d resource%s changed outside Pulumi and "
+		    "put %s back", n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
+		if (!p->safety.remediate)   /* else the check said so already */
+			stack_event(p, "Warning", "DriftDetected", "%s", msg);
+	} else if (was || p->safety.remediate) {
+		snprintf(msg, sizeof(msg), "%s", p->safety.remediate ? "the drift was repaired by an update" :
+		    "an update with refresh brought the cloud back to the program");
+	} else {
 		return;
-	snprintf(msg, sizeof(msg), "%s", p->safety.remediate ? "the drift was repaired by an update" :
-	    "an update with refresh brought the cloud back to the program");
-	cJSON_Delete(p->safety.drift);
-	p->safety.drift = cJSON_CreateObject();
-	{
-		char now[32];
-		rfc3339(now, sizeof(now));
-		cJSON_AddStringToObject(p->safety.drift, "checkedAt", now);
 	}
-	cJSON_AddBoolToObject(p->safety.drift, "drifted", 0);
-	cJSON_AddItemToObject(p->safety.drift, "changeSummary", cJSON_CreateObject());
-	cJSON_AddItemToObject(p->safety.drift, "resources", cJSON_CreateArray());
-	cJSON_AddNumberToObject(p->safety.drift, "omittedResources", 0);
-	cJSON_AddStringToObject(p->safety.drift, "message", msg);
-	set_drifted(p, 0, "Remediated", msg);
+	record_repaired(p, msg);
 	stack_event(p, "Normal", "DriftRemediated", "%s", msg);
 }

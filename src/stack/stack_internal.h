@@ -288,6 +288,7 @@ struct stack_safety {
 	int remediate;                  /* this update repairs drift (runs with --refresh) */
 	cJSON *drift_steps;             /* collected while a drift check runs (owned) */
 	int drift_omitted;              /* drifted resources beyond what drift_steps keeps */
+	int refresh_in_update;          /* drift_steps come from an update's refresh */
 	char policy[256];               /* the first mandatory policy message */
 };
 

@@ -265,7 +265,7 @@ static void safety_status(cJSON *st, const struct stack_pass *p)
 		replace(st, "preview", NULL);
 		replace(st, "approval", NULL);
 	}
-	if (p->spec_ok && p->spec.drift_interval_ms == 0)
+	if (p->spec_ok && p->spec.drift_interval_ms == 0 && !p->spec.refresh)
 		replace(st, "drift", NULL);
 }
 

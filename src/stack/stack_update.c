@@ -133,7 +133,10 @@ static void collect_drift(void *arg, const struct pl_step *s)
 	struct stack_pass *p = arg;
 	cJSON *e;
 
-	if (!s->done || s->op == NULL || strcmp(s->op, "same") == 0 || strcmp(s->op, "refresh") == 0)
+	/* A drift check (refresh): the outcome's op; an update's refresh: its
+	 * outcome events with diffs. */
+	if (p->safety.refresh_in_update ? !s->drifted :
+	    (!s->done || s->op == NULL || strcmp(s->op, "same") == 0 || strcmp(s->op, "refresh") == 0))
 		return;
 	if (p->safety.drift_steps == NULL)
 		p->safety.drift_steps = cJSON_CreateArray();
@@ -142,7 +145,7 @@ static void collect_drift(void *arg, const struct pl_step *s)
 		return;
 	}
 	e = cJSON_CreateObject();
-	cJSON_AddStringToObject(e, "op", s->op);
+	cJSON_AddStringToObject(e, "op", p->safety.refresh_in_update ? "update" : s->op);
 	cJSON_AddStringToObject(e, "urn", s->urn ? s->urn : "");
 	cJSON_AddItemToArray(p->safety.drift_steps, e);
 }
@@ -181,6 +184,11 @@ static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct
 		/* A drift check: changes the refresh would make are the drift. */
 		o.preview_only = 1;
 		o.expect_no_changes = 1;
+		o.progress = collect_drift;
+		o.progress_arg = p;
+	} else if (op == pl_up && o.refresh) {
+		/* What the update's refresh changed in the state is drift too. */
+		p->safety.refresh_in_update = 1;
 		o.progress = collect_drift;
 		o.progress_arg = p;
 	}

@@ -84,3 +84,25 @@ def test_remediation_waits_for_approval_when_manual(stack_world):
     w.wait_condition("demo", "Drifted", "False", reason="Remediated")
     assert path.read_text() == "hello"
     w.wait_ready("demo")
+
+
+def test_an_update_with_refresh_reports_the_drift_it_repaired(stack_world):
+    """spec.refresh without driftDetection: the update's refresh finds the edited file (its
+    outcome event has diffs), reports it in status.drift and a Warning event, and the update
+    puts it back."""
+    w = stack_world
+    start(w, refresh=True)
+    w.wait_ready("demo")
+    path = tamper(w)
+    mark = w.mark()
+    w.patch_stack("demo", {"metadata": {"annotations": {
+        "reconcile.fluxcd.io/requestedAt": "drift-1"}}})
+    obj = w.wait_condition("demo", "Drifted", "False", reason="Remediated")
+    drift = obj["status"]["drift"]
+    assert [r["urn"].rsplit("::", 1)[-1] for r in drift["resources"]] == ["note"], drift
+    assert drift["drifted"] is False and drift["detectedAt"]
+    assert path.read_text() == "hello"
+    assert len(w.updates("dev", mark)) == 1
+    ev = [e for e in w.events("demo") if e["reason"] == "DriftDetected"]
+    assert ev and ev[0]["type"] == "Warning"
+    w.wait_ready("demo")

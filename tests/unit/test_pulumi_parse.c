@@ -86,6 +86,43 @@ static void test_events_whole(void **state)
 	pl_events_free(&ev);
 }
 
+static int drifted_steps;
+
+static void count_drifted(void *arg, const struct pl_step *s)
+{
+	(void)arg;
+	drifted_steps += s->drifted;
+}
+
+/* An update's refresh (observed on v3.274.1): the outcome of a refreshed
+ * resource whose read changed the state is op "refresh" with diffs. */
+static void test_refresh_outcome_with_diffs_is_drift(void **state)
+{
+	static const char log[] =
+	    "{\"sequence\":1,\"timestamp\":1,\"resOutputsEvent\":{\"metadata\":{\"op\":\"refresh\","
+	    "\"urn\":\"urn:pulumi:dev::p::standin:index:File::note\",\"type\":\"standin:index:File\","
+	    "\"diffs\":[\"content\"]}}}\n"
+	    "{\"sequence\":2,\"timestamp\":1,\"resOutputsEvent\":{\"metadata\":{\"op\":\"refresh\","
+	    "\"urn\":\"urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev\",\"type\":\"pulumi:pulumi:Stack\","
+	    "\"diffs\":[]}}}\n"
+	    "{\"sequence\":3,\"timestamp\":1,\"resourcePreEvent\":{\"metadata\":{\"op\":\"refresh\","
+	    "\"urn\":\"urn:pulumi:dev::p::standin:index:File::other\",\"type\":\"standin:index:File\","
+	    "\"diffs\":[\"content\"]}}}\n"
+	    "{\"sequence\":4,\"timestamp\":1,\"resOutputsEvent\":{\"metadata\":{\"op\":\"update\","
+	    "\"urn\":\"urn:pulumi:dev::p::standin:index:File::note\",\"type\":\"standin:index:File\","
+	    "\"diffs\":[\"content\"]}}}\n";
+	struct pl_events ev;
+
+	(void)state;
+	pl_events_init(&ev);
+	ev.progress = count_drifted;
+	drifted_steps = 0;
+	pl_events_feed(&ev, log, strlen(log));
+	pl_events_finish(&ev);
+	assert_int_equal(drifted_steps, 1);   /* not the empty diffs, the pre-event, the update */
+	pl_events_free(&ev);
+}
+
 static void test_events_any_chunking(void **state)
 {
 	(void)state;
@@ -537,6 +574,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_events_whole),
+		cmocka_unit_test(test_refresh_outcome_with_diffs_is_drift),
 		cmocka_unit_test(test_events_any_chunking),
 		cmocka_unit_test(test_events_last_line_without_newline),
 		cmocka_unit_test(test_events_overlong_line_is_skipped),
