@@ -399,6 +399,15 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 		return -1;
 	}
 	plan_path(p, id, final, sizeof(final));
+	{
+		/* The plan this one replaces can never be applied any more. */
+		const char *prev = stack_status_str(p, "preview.planId");
+		char old[PATH_MAX];
+		if (prev && strcmp(prev, id) != 0 && strspn(prev, "0123456789abcdef") == strlen(prev)) {
+			plan_path(p, prev, old, sizeof(old));
+			unlink(old);
+		}
+	}
 	if (rename(tmp, final) != 0) {
 		free(text);
 		p->out.ok = 0;
