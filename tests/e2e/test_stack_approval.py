@@ -230,3 +230,41 @@ def test_a_reverted_revision_voids_the_pending_plan(stack_world):
     assert "preview" not in obj["status"]
     assert w.cond(obj, "Ready")["status"] == "True"
     assert list(w.cloud_files().values()) == ["hello"]
+
+
+def test_approve_refuses_a_plan_that_changed_while_it_was_shown(stack_world):
+    """`approve` on a terminal shows the plan and asks; a new revision makes a new plan
+    before the answer: the merge patch (with the resourceVersion read) conflicts, the
+    command reads again, sees another plan and refuses."""
+    import pty
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.controller()
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([w.pc_bin, "approve", f"{w.namespace}/demo", "--kubeconfig",
+                             w.api.kubeconfig], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    try:
+        shown = ""
+        while "[y/N]" not in shown:                         # it asks: the plan was shown
+            chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else \
+                os.read(proc.stdout.fileno(), 4096).decode()
+            assert chunk, "approve ended without asking"
+            shown += chunk if isinstance(chunk, str) else chunk.decode()
+        assert f"plan {plan}" in shown
+        revision(w, "bye")
+        awaiting(w, "demo", plan_not=plan)                  # a new plan in status
+        os.write(master, b"y\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, (out, err)
+    assert "changed since it was shown" in err
+    assert "approvedPlan" not in w.stack("demo")["spec"]
+    w.settle("demo")
+    assert w.cloud_files() == {}
