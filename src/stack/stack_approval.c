@@ -325,8 +325,12 @@ static void await(struct stack_pass *p, const char *reason, const char *id, cons
 	    cJSON_GetObjectItemCaseSensitive(p->status, "preview");
 	char sum[200];
 
+	/* Watches say when the spec or a source changes; an ociSource tag is
+	 * only polled, so a new tag must still be looked for while waiting. */
+	long poll = p->spec.source == STACK_SRC_OCI && p->spec.oci_digest == NULL ? p->spec.oci_interval_ms : 0;
+
 	summary_text(cJSON_GetObjectItemCaseSensitive(pv, "changeSummary"), sum, sizeof(sum));
-	stack_verdict(p, STACK_WAITING, reason, 0, "%splan %s (%s) at revision %s awaits approval: run "
+	stack_verdict(p, STACK_WAITING, reason, poll, "%splan %s (%s) at revision %s awaits approval: run "
 	    "`pulumi-controller approve %s/%s --plan %s`, or `kubectl -n %s patch stack %s --type merge "
 	    "-p '{\"spec\":{\"approvedPlan\":\"%s\"}}'`", why ? why : "", id, sum,
 	    kube_obj_str(pv, "revision") ? kube_obj_str(pv, "revision") : "?", p->ns, p->name, id,
