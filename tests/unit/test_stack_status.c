@@ -71,6 +71,7 @@ static void pass_free(struct stack_pass *p)
 	for (size_t i = 0; i < p->in.n_refs; i++)
 		free(p->in.refs[i]);
 	free(p->in.refs);
+	stack_safety_free(&p->safety);
 	free(p);
 }
 
@@ -527,6 +528,91 @@ static void running_status(void **state)
 	pass_free(p);
 }
 
+/* ------------------------------------------------------------ approval and drift (issue 14) */
+
+static void set_cond(struct stack_extra_cond *c, int set, const char *reason)
+{
+	c->set = set;
+	c->reason = reason;
+	snprintf(c->message, sizeof(c->message), "%s happened", reason);
+}
+
+/* A pass whose spec says what is on: Manual approval, drift detection. */
+static struct stack_pass *safety_pass(const char *status_json, int manual, int drift)
+{
+	struct stack_pass *p = pass_new(status_json);
+
+	p->spec_ok = 1;
+	p->spec.approval_manual = manual;
+	p->spec.drift_interval_ms = drift ? 60000 : 0;
+	return p;
+}
+
+static void approval_and_drift_in_status(void **state)
+{
+	struct stack_pass *p;
+	cJSON *st, *again;
+	char *text;
+	(void)state;
+
+	/* A plan awaits approval and drift was found: both conditions, and Ready False. */
+	p = safety_pass(NULL, 1, 1);
+	p->safety.preview = cJSON_Parse("{\"planId\": \"abc\", \"steps\": []}");
+	p->safety.approval = cJSON_Parse("{\"continueObserved\": false}");
+	p->safety.drift = cJSON_Parse("{\"drifted\": true}");
+	set_cond(&p->safety.awaiting, 1, "AwaitingApproval");
+	set_cond(&p->safety.drifted, 1, "DriftDetected");
+	stack_verdict(p, STACK_WAITING, "AwaitingApproval", 0, "plan abc awaits approval");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "preview.planId"), "abc");
+	assert_non_null(cJSON_GetObjectItemCaseSensitive(st, "approval"));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "drift"),
+	    "drifted")));
+	assert_condition(st, "Ready", "False", "AwaitingApproval");
+	assert_condition(st, "AwaitingApproval", "True", "AwaitingApproval");
+	assert_condition(st, "Drifted", "True", "DriftDetected");
+	text = cJSON_PrintUnformatted(st);
+	cJSON_Delete(st);
+	pass_free(p);
+
+	/* A pass that decides neither keeps them while the features are on. */
+	p = safety_pass(text, 1, 1);
+	stack_verdict(p, STACK_WAITING, "ArtifactNotReady", 0, "no artifact");
+	again = write_status(p);
+	assert_condition(again, "AwaitingApproval", "True", "AwaitingApproval");
+	assert_condition(again, "Drifted", "True", "DriftDetected");
+	assert_string_equal(kube_obj_str(again, "preview.planId"), "abc");
+	cJSON_Delete(again);
+	pass_free(p);
+
+	/* The plan applied, the drift repaired: False, and the preview gone. */
+	p = safety_pass(text, 1, 1);
+	p->safety.clear_preview = 1;
+	set_cond(&p->safety.awaiting, -1, "PlanApplied");
+	set_cond(&p->safety.drifted, -1, "Remediated");
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	again = write_status(p);
+	assert_null(cJSON_GetObjectItemCaseSensitive(again, "preview"));
+	assert_condition(again, "AwaitingApproval", "False", "PlanApplied");
+	assert_condition(again, "Drifted", "False", "Remediated");
+	assert_condition(again, "Ready", "True", "Succeeded");
+	cJSON_Delete(again);
+	pass_free(p);
+
+	/* The features turned off: their conditions and status fields go. */
+	p = safety_pass(text, 0, 0);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	again = write_status(p);
+	assert_null(condition(again, "AwaitingApproval"));
+	assert_null(condition(again, "Drifted"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(again, "preview"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(again, "approval"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(again, "drift"));
+	cJSON_Delete(again);
+	pass_free(p);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -542,6 +628,7 @@ int main(void)
 		cmocka_unit_test(unchanged_status_is_not_written),
 		cmocka_unit_test(conflict_goes_back_to_the_worker),
 		cmocka_unit_test(running_status),
+		cmocka_unit_test(approval_and_drift_in_status),
 	};
 	return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }
