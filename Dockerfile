@@ -44,6 +44,7 @@ ARG PULUMI_VERSION
 ARG PULUMI_SHA256_AMD64=""
 ARG PULUMI_SHA256_ARM64=""
 ARG TARGETARCH=amd64
+# Only the download tools, unpinned like the rest: the tarball itself is pinned by sha256.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
@@ -68,6 +69,8 @@ RUN case "${TARGETARCH}" in \
 
 FROM debian:12-slim
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The Debian 12 point release of the base tag fixes the versions (security updates
+# included); pinning each would only stop those.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
