@@ -18,7 +18,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ["default", "namespaced", "crds", "rbac", "manager", "flux", "samples"]
+OVERLAYS = ["default", "namespaced", "crds", "rbac", "policy", "manager", "flux", "samples"]
 REAL_KUBECTL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real"))) / "bin" / "kubectl"
 # How long the controller may still take after --shutdown-grace: cancelling running
 # updates the way the CLI expects (src/cmd_run.c STOP_CANCEL_MS).
@@ -274,6 +274,30 @@ def test_namespaced_overlay_has_a_role_and_watches_its_namespace():
     env = {e["name"]: e for e in ctr["env"]}
     assert env["RUNTIME_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert all(d["metadata"].get("namespace") == ns for d in docs)
+
+
+def test_gitrepository_policy_names_what_the_code_writes():
+    """deploy/policy checks the label, the name suffix and the ServiceAccount the code and
+    the overlays really use (test_deploy_rbac.py shows the server enforcing it)."""
+    docs = render("default")
+    policy = one(docs, "ValidatingAdmissionPolicy")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    header = (ROOT / "src" / "stack" / "stack_internal.h").read_text()
+    label = re.search(r'#define STACK_LABEL_NAME "([^"]+)"', header).group(1)
+    spec = (ROOT / "src" / "stack" / "stack_spec.c").read_text()
+    assert '"%s-program"' in spec
+    text = yaml.safe_dump(policy)
+    assert f"'{label}'" in text and "'-program'" in text
+    cond, = policy["spec"]["matchConditions"]
+    pattern = re.search(r"matches\('(.+?)'\)", cond["expression"]).group(1)
+    for d in ("default", "namespaced"):
+        dep = one(render(d), "Deployment")
+        user = (f"system:serviceaccount:{dep['metadata']['namespace']}:"
+                f"{dep['spec']['template']['spec']['serviceAccountName']}")
+        assert re.fullmatch(pattern, user), (pattern, user)
+    assert not re.fullmatch(pattern, "system:serviceaccount:flux-system:source-controller")
 
 
 # -- Flux -----------------------------------------------------------------------------

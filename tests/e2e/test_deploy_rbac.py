@@ -105,6 +105,22 @@ def reconcile_one_stack(w, ctl, name, label=None):
     return obj
 
 
+def program_ref_source(w, name, label=None):
+    """A programRef Stack: the controller server-side applies the GitRepository it owns."""
+    spec = {"programRef": {"repo": "https://git.example.test/net.git", "ref": "refs/heads/main"}}
+    if label is None:
+        w.apply_stack(name, **spec)
+    else:
+        labelled_stack(w, name, label, **spec)
+    path = f"/apis/{SOURCE_API}/namespaces/{w.namespace}/gitrepositories/{name}-program"
+    repo = wait_until(lambda: w._call(lambda c: c.raw("GET", path))[0] == 200 and
+                      w._call(lambda c: c.get(SOURCE_API, "gitrepositories", f"{name}-program",
+                                              w.namespace)),
+                      what="the programRef GitRepository")
+    assert repo["metadata"]["ownerReferences"][0]["name"] == name
+    return repo
+
+
 def lease_holder(w, namespace):
     lease = w._call(lambda c: c.get("coordination.k8s.io/v1", "leases",
                                     "pulumi-controller-leader-election", namespace))
@@ -130,7 +146,26 @@ def test_cluster_wide_install_reconciles_with_only_its_cluster_role(stack_world,
                        watch_label_selector=f"pc-deploy-test={label}")
     reconcile_one_stack(w, ctl, "wide", label)
     wait_until(lambda: lease_holder(w, ns), what="the Lease in " + ns)
+    owned = program_ref_source(w, "classic", label)
     no_forbidden_requests(ctl)
+
+    # RBAC grants create/patch on every GitRepository; deploy/policy admits only the
+    # <stack>-program ones a Stack controls.  "app" is the test's own (no owner).
+    repos = f"/apis/{SOURCE_API}/namespaces/{w.namespace}/gitrepositories"
+    merge = "application/merge-patch+json"
+    body = refused(client, "PATCH", f"{repos}/app", {"spec": {"url": "https://evil.example.test/x.git"}},
+                   merge)
+    assert "pulumi-controller" in body["message"], body
+    refused(client, "PATCH", f"{repos}/app", {"metadata": {
+        "labels": {"pulumi.com/stack-name": "app"},
+        "ownerReferences": [{"apiVersion": STACK_API, "kind": "Stack", "name": "app",
+                             "uid": owned["metadata"]["ownerReferences"][0]["uid"],
+                             "controller": True}]}}, merge)
+    refused(client, "POST", repos, {"apiVersion": SOURCE_API, "kind": "GitRepository",
+                                    "metadata": {"name": "mine"},
+                                    "spec": {"url": "https://evil.example.test/x.git", "interval": "1m"}})
+    status, _, _ = client.raw("PATCH", f"{repos}/classic-program", {"spec": {"interval": "2m"}}, merge)
+    assert status == 200      # its own: RBAC and the policy both admit it
 
     # What the ClusterRole does not grant.
     stack = f"/apis/{STACK_API}/namespaces/{w.namespace}/stacks/wide"
@@ -166,14 +201,7 @@ def test_namespaced_install_reconciles_with_only_its_role(stack_world, tmp_path)
     reconcile_one_stack(w, ctl, "narrow")
     wait_until(lambda: lease_holder(w, w.namespace), what="the Lease")
 
-    # programRef: the controller creates the GitRepository it owns (server-side apply).
-    w.apply_stack("classic", programRef={"repo": "https://git.example.test/net.git",
-                                         "ref": "refs/heads/main"})
-    repo = wait_until(lambda: w._call(lambda c: c.raw(
-        "GET", f"/apis/{SOURCE_API}/namespaces/{w.namespace}/gitrepositories/classic-program"))[0] == 200
-        and w._call(lambda c: c.get(SOURCE_API, "gitrepositories", "classic-program", w.namespace)),
-        what="the programRef GitRepository")
-    assert repo["metadata"]["ownerReferences"][0]["name"] == "classic"
+    program_ref_source(w, "classic")
     no_forbidden_requests(ctl)
 
     # Nothing outside the namespace: another namespace's Secret, Stacks cluster-wide.
