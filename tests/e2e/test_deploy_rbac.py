@@ -41,6 +41,24 @@ def apply(kube, path, *extra):
                         "--field-manager=test-deploy", "-f", str(path), *extra)
 
 
+def assert_references_exist_on_the_server(kube, docs):
+    """What the applied Deployment and bindings name exists on the server itself."""
+    c = kube.direct_client
+    dep = td.one(docs, "Deployment")
+    ns = dep["metadata"]["namespace"]
+    served = c.get("apps/v1", "deployments", dep["metadata"]["name"], ns)
+    c.get("v1", "serviceaccounts", served["spec"]["template"]["spec"]["serviceAccountName"], ns)
+    for b in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        plural = "rolebindings" if b["kind"] == "RoleBinding" else "clusterrolebindings"
+        on_server = c.get("rbac.authorization.k8s.io/v1", plural, b["metadata"]["name"],
+                          b["metadata"].get("namespace"))
+        ref = on_server["roleRef"]
+        c.get("rbac.authorization.k8s.io/v1", "roles" if ref["kind"] == "Role" else "clusterroles",
+              ref["name"], on_server["metadata"].get("namespace") if ref["kind"] == "Role" else None)
+        for subject in on_server["subjects"]:
+            c.get("v1", "serviceaccounts", subject["name"], subject["namespace"])
+
+
 def sa_token(kube, namespace, sa):
     """A TokenRequest token of ServiceAccount namespace/sa, which the test binds to
     nothing: it has exactly what the applied manifests grant."""
@@ -134,6 +152,7 @@ def test_cluster_wide_install_reconciles_with_only_its_cluster_role(stack_world,
     kube = w.api
     docs = td.render("default")
     apply(kube, write_rendering(tmp_path, docs, "default"))
+    assert_references_exist_on_the_server(kube, docs)
     dep = td.one(docs, "Deployment")
     ns = dep["metadata"]["namespace"]
     sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
@@ -192,6 +211,7 @@ def test_namespaced_install_reconciles_with_only_its_role(stack_world, tmp_path)
     docs = td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
     assert not [d for d in docs if d["kind"].startswith("Cluster")]
     apply(kube, write_rendering(tmp_path, docs, "namespaced"))
+    assert_references_exist_on_the_server(kube, docs)
     dep = td.one(docs, "Deployment")
     token, client = sa_token(kube, w.namespace, dep["spec"]["template"]["spec"]["serviceAccountName"])
     kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=w.namespace)
