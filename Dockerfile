@@ -58,14 +58,14 @@ RUN case "${TARGETARCH}" in \
       echo "${var} must be the sha256 of pulumi-v${PULUMI_VERSION}-linux-${arch}.tar.gz (pulumi-${PULUMI_VERSION}-checksums.txt)" >&2; \
       exit 1; \
     fi \
- && curl --fail --silent --show-error --location --proto '=https' --tlsv1.2 \
+ && curl --fail --silent --show-error --location --proto '=https' --proto-redir '=https' --tlsv1.2 \
       --output /tmp/pulumi.tar.gz \
       "https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}/pulumi-v${PULUMI_VERSION}-linux-${arch}.tar.gz" \
  && echo "${sum}  /tmp/pulumi.tar.gz" | sha256sum --check --strict - \
  && mkdir -p /opt \
  && tar -xzf /tmp/pulumi.tar.gz -C /opt --no-same-owner --no-same-permissions \
  && rm /tmp/pulumi.tar.gz \
- && /opt/pulumi/pulumi version
+ && PULUMI_SKIP_UPDATE_CHECK=true /opt/pulumi/pulumi version
 
 FROM debian:12-slim
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]

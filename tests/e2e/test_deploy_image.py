@@ -299,7 +299,8 @@ def test_fetch_with_the_right_checksum_installs_the_release(tmp_path):
     args = log.read_text().splitlines()
     assert f"https://github.com/pulumi/pulumi/releases/download/{version}/" \
            f"pulumi-{version}-linux-x64.tar.gz" in args
-    assert "--proto" in args and args[args.index("--proto") + 1] == "=https"
+    for opt in ("--proto", "--proto-redir"):      # https only, redirects included
+        assert opt in args and args[args.index(opt) + 1] == "=https", opt
 
 
 def test_fetch_refuses_an_unknown_architecture(tmp_path):
