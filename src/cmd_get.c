@@ -51,6 +51,10 @@ static void last_update(const cJSON *st, int64_t now, char *buf, size_t n)
 		snprintf(buf, n, "running for %s", stackctl_age(start, now, age, sizeof(age)));
 		return;
 	}
+	if (type != NULL && *type == '\0')
+		type = NULL;
+	if (state != NULL && *state == '\0')
+		state = NULL;
 	if (type == NULL && state == NULL) {
 		snprintf(buf, n, "-");
 		return;

@@ -271,10 +271,20 @@ static int emit_number(yaml_emitter_t *em, const cJSON *v, struct err *e)
 	char num[64];
 	double d = v->valuedouble;
 
-	if (d == (double)(long long)d && d > -9e15 && d < 9e15)
+	if (d > -9e15 && d < 9e15 && d == (double)(long long)d) {
 		snprintf(num, sizeof(num), "%lld", (long long)d);
-	else
-		snprintf(num, sizeof(num), "%.17g", d);
+	} else {
+		char *exp;
+		/* The shortest form that reads back as the same number. */
+		snprintf(num, sizeof(num), "%.15g", d);
+		if (strtod(num, NULL) != d)
+			snprintf(num, sizeof(num), "%.17g", d);
+		/* YAML 1.1 reads 1e+308 as a string: its floats have a dot. */
+		if (strchr(num, '.') == NULL && (exp = strchr(num, 'e')) != NULL) {
+			memmove(exp + 2, exp, strlen(exp) + 1);
+			memcpy(exp, ".0", 2);
+		}
+	}
 	return emit_scalar(em, num, 1, e);
 }
 

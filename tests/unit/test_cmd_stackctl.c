@@ -297,7 +297,7 @@ static void yaml_quotes_what_would_change_type(void **state)
 	char *out = doc_of(
 	    "{\"plain\": \"hello\", \"t\": \"true\", \"Yes\": \"Yes\", \"n\": \"null\", \"num\": \"42\","
 	    " \"neg\": \"-1.5\", \"time\": \"2026-12-01T10:00:00Z\", \"empty\": \"\", \"real\": 42,"
-	    " \"frac\": 0.5, \"bool\": false, \"nil\": null, \"multi\": \"a\\nb\", \"list\": [\"x\", 1],"
+	    " \"frac\": 0.5, \"huge\": 1e300, \"bool\": false, \"nil\": null, \"multi\": \"a\\nb\", \"list\": [\"x\", 1],"
 	    " \"none\": {}, \"colon\": \"a: b\", \"dash\": \"- x\"}", STACKCTL_OUT_YAML);
 
 	(void)state;
@@ -312,6 +312,7 @@ static void yaml_quotes_what_would_change_type(void **state)
 	    "empty: ''\n"
 	    "real: 42\n"
 	    "frac: 0.5\n"
+	    "huge: 1.0e+300\n"       /* 1e+300 would read back as a string */
 	    "bool: false\n"
 	    "nil: null\n"
 	    "multi: \"a\\nb\"\n"
