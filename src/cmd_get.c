@@ -30,7 +30,8 @@ static void get_usage(FILE *out)
 	    "Flags:\n"
 	    "  -A, --all-namespaces   Stacks of every namespace (adds a NAMESPACE column)\n"
 	    "  -o, --output FMT       json or yaml: the objects as the API server has them\n"
-	    "                         (a List without NAME), managedFields left out\n"
+	    "                         (a List without NAME), managedFields and kubectl's\n"
+	    "                         last-applied annotation left out\n"
 	    STACKCTL_COMMON_HELP
 	    "\n"
 	    "Exit status: 0 success (also when there is no Stack), 1 the API request failed\n"
@@ -166,7 +167,7 @@ static cJSON *list_all(struct stackctl *sc, const char *ns)
 			char what[300] = "Stacks";
 			if (ns != NULL)
 				snprintf(what, sizeof(what), "Stacks in namespace %s", ns);
-			stackctl_print_api_error("get", "list", what, &e);
+			stackctl_print_api_error("get", "list", what, NULL, &e);
 			goto fail;
 		}
 		items = cJSON_GetObjectItemCaseSensitive(page, "items");

@@ -200,12 +200,29 @@ static const char *server_part(const struct err *e)
 	return p ? p + 2 : e->msg;
 }
 
-void stackctl_print_api_error(const char *cmd, const char *verb, const char *what,
+/* Is this 404 about the path rather than the object?  An object's 404 is a
+ * Status naming it ("stacks.pulumi.com \"x\" not found"); an unknown group
+ * is a plain "404 page not found", an unknown resource of a known group
+ * "the server could not find the requested resource".  A list's 404 is
+ * always the path's: a namespace that does not exist lists empty. */
+static int kind_not_served(const struct err *e, const char *name)
+{
+	char quoted[STACKCTL_NAME_MAX + 16];
+
+	if (e->code != ERR_NOTFOUND)
+		return 0;
+	if (name == NULL)
+		return 1;
+	snprintf(quoted, sizeof(quoted), "\"%s\" not found", name);
+	return strstr(e->msg, quoted) == NULL;
+}
+
+void stackctl_print_api_error(const char *cmd, const char *verb, const char *what, const char *name,
     const struct err *e)
 {
 	char msg[ERR_MSG_MAX + 1024];
 
-	if (e->code == ERR_NOTFOUND && strstr(e->msg, "could not find the requested resource") != NULL)
+	if (kind_not_served(e, name))
 		/* The resource path itself is unknown: no CRD, or another version. */
 		snprintf(msg, sizeof(msg), "cannot %s %s: the API server does not serve the kind (%s); are the "
 		    "CRDs installed? (kubectl apply -k deploy/crds)", verb, what, server_part(e));
@@ -227,7 +244,7 @@ void stackctl_print_object_error(const char *cmd, const char *verb, const char *
 	char what[600];
 
 	snprintf(what, sizeof(what), "%s %s/%s", kind, ns, name);
-	stackctl_print_api_error(cmd, verb, what, e);
+	stackctl_print_api_error(cmd, verb, what, name, e);
 }
 
 cJSON *stackctl_get_stack(struct stackctl *sc, const char *cmd, const struct stackctl_ref *ref)

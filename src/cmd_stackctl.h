@@ -104,8 +104,10 @@ cJSON *stackctl_get_stack(struct stackctl *sc, const char *cmd, const struct sta
 
 /* Prints an API failure of `verb` ("get", "patch") on `what` ("Stack
  * NS/NAME", "Stacks in namespace NS") as one line on stderr, saying what
- * it means for the common cases (not found, not allowed, not served). */
-void stackctl_print_api_error(const char *cmd, const char *verb, const char *what,
+ * it means for the common cases (not found, not allowed, not served).
+ * name is the object's (NULL for a list): a 404 that is not about it
+ * means the kind itself is not served. */
+void stackctl_print_api_error(const char *cmd, const char *verb, const char *what, const char *name,
     const struct err *e);
 /* stackctl_print_api_error for "<kind> ns/name". */
 void stackctl_print_object_error(const char *cmd, const char *verb, const char *kind, const char *ns,

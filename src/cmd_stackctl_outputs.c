@@ -260,8 +260,7 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 		return NULL;
 	}
 	secret = kube_get(sc->client, &secret_res, ref->ns, name, NULL, &e);
-	if (secret == NULL && e.code == ERR_NOTFOUND && e.http_status == 404 &&
-	    strstr(e.msg, "could not find the requested resource") == NULL) {
+	if (secret == NULL && e.code == ERR_NOTFOUND && strstr(e.msg, "\" not found") != NULL) {
 		snprintf(msg, sizeof(msg), "Stack %s/%s has no outputs yet: Secret %s/%s does not exist (the "
 		    "controller writes it after the first successful update)", ref->ns, ref->name, ref->ns, name);
 		cmd_print_error("outputs", msg);

@@ -150,31 +150,36 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	return rc;
 }
 
-/* "✗ ..." on stderr, escaped. */
+/* One line of the command's report, escaped: results on stdout, "✗ ..."
+ * failures on stderr (after what stdout holds so far). */
+static void vsay(FILE *out, const char *prefix, const char *fmt, va_list ap)
+{
+	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fflush(stdout);
+	fprintf(out, "%s%s\n", prefix, log_printable(msg, shown, sizeof(shown)));
+	fflush(out);
+}
+
 static void fail_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail_line(const char *fmt, ...)
 {
-	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsay(stderr, "✗ ", fmt, ap);
 	va_end(ap);
-	fflush(stdout);
-	fprintf(stderr, "✗ %s\n", log_printable(msg, shown, sizeof(shown)));
 }
 
 static void ok_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void ok_line(const char *fmt, ...)
 {
-	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsay(stdout, "", fmt, ap);
 	va_end(ap);
-	printf("%s\n", log_printable(msg, shown, sizeof(shown)));
-	fflush(stdout);
 }
 
 static const char *or_dash(const char *s)

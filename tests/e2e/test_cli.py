@@ -399,6 +399,15 @@ def test_no_permission(stack_world):
     assert "suspend" not in w.stack("demo")["spec"]
 
 
+def test_no_stack_crd_says_so(any_bare_kubeapi, pc_bin):
+    """A server without the Stack CRD: the message says what is missing."""
+    k = any_bare_kubeapi
+    for args in (["get"], ["get", "demo"], ["history", "demo"], ["suspend", "demo"]):
+        r = run(pc_bin, *args, kubeconfig=k.kubeconfig, check=1)
+        assert "the API server does not serve the kind" in r.stderr, r.stderr
+        assert "are the CRDs installed?" in r.stderr
+
+
 # -- one tier by nature -----------------------------------------------------------------
 
 USAGE = {
