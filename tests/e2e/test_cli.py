@@ -291,6 +291,32 @@ def test_reconcile_with_source(stack_world):
     assert w.stack("demo")["metadata"]["annotations"][REQUESTED] == stack_token
 
 
+@pytest.mark.usefixtures("isolated_docker_config")
+def test_rollback_by_pinning_the_digest(stack_world, run_pc, registry_plain, tmp_path):
+    """docs/cli.md "Rolling back", ociSource: the digest from `history`, pinned with the
+    documented kubectl patch, brings the earlier program back."""
+    from test_stack_oci import oci_source, push
+    w = stack_world
+    repo = f"stacks-{w.id}/rollback"
+    d1 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "good")
+    w.apply_stack("demo", ociSource=oci_source(registry_plain, repo, {"tag": "stable"}))
+    w.controller()
+    w.wait_ready("demo", revision=f"stable@{d1}")
+    d2 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "bad")
+    w.wait_ready("demo", revision=f"stable@{d2}", timeout=120)
+    assert list(w.cloud_files().values()) == ["bad"]
+
+    rows = table(pc(w, "history", "demo", check=0).stdout)
+    assert [x["REVISION"] for x in rows] == [f"stable@{d2}", f"stable@{d1}"]
+    good = rows[1]["REVISION"].split("@", 1)[1]
+    w.kubectl("patch", "stack", "demo", "--type", "merge", "-p", json.dumps(
+        {"spec": {"ociSource": {"ref": {"tag": None, "semver": None, "digest": good}}}}))
+    w.wait_ready("demo", revision=good, timeout=120)
+    assert list(w.cloud_files().values()) == ["good"]
+    rows = table(pc(w, "history", "demo", check=0).stdout)
+    assert [x["REVISION"] for x in rows][:2] == [good, f"stable@{d2}"]
+
+
 # -- failures without a controller ------------------------------------------------------
 
 def test_no_such_stack_no_outputs_and_timeouts(stack_world):
