@@ -203,12 +203,12 @@ static void get_row_of_hostile_stacks_reads_absent(void **state)
 	static const char *const hostile[] = {
 		"{}",
 		"{\"metadata\": 7, \"spec\": [], \"status\": \"broken\"}",
-		"{\"metadata\": {\"name\": 5, \"generation\": \"2\", \"creationTimestamp\": 12},"
+		("{\"metadata\": {\"name\": 5, \"generation\": \"2\", \"creationTimestamp\": 12},"
 		" \"spec\": {\"suspend\": \"true\"},"
 		" \"status\": {\"conditions\": {\"type\": \"Ready\"}, \"lastUpdate\": [], \"currentUpdate\": 3,"
-		"  \"lastAppliedRevision\": {\"x\": 1}, \"observedGeneration\": 1e308}}",
-		"{\"status\": {\"conditions\": [null, 3, {\"type\": 1}, {\"type\": \"Ready\", \"status\": 1,"
-		"  \"message\": [\"x\"]}], \"lastUpdate\": {\"type\": 3, \"state\": null, \"endTime\": \"nope\"}}}",
+		"  \"lastAppliedRevision\": {\"x\": 1}, \"observedGeneration\": 1e308}}"),
+		("{\"status\": {\"conditions\": [null, 3, {\"type\": 1}, {\"type\": \"Ready\", \"status\": 1,"
+		"  \"message\": [\"x\"]}], \"lastUpdate\": {\"type\": 3, \"state\": null, \"endTime\": \"nope\"}}}"),
 	};
 	struct stackctl_row_buf b;
 
