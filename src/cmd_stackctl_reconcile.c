@@ -140,10 +140,11 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 		const cJSON *ready = stackctl_condition(last, "Ready");
 		const char *prev = stackctl_str(last, "status.lastHandledReconcileAt");
 		char msg[ERR_MSG_MAX];
-		snprintf(msg, sizeof(msg), "last handled request: %s; Ready: %s %s: %s", prev ? prev : "none",
+		snprintf(msg, sizeof(msg), "last handled request: %s; Ready: %s %s: %s%s%s", prev ? prev : "none",
 		    stackctl_str(ready, "status") ? stackctl_str(ready, "status") : "(none)",
 		    stackctl_str(ready, "reason") ? stackctl_str(ready, "reason") : "",
-		    stackctl_str(ready, "message") ? stackctl_str(ready, "message") : "");
+		    stackctl_str(ready, "message") ? stackctl_str(ready, "message") : "",
+		    problem[0] ? "; then the reads failed: " : "", problem);
 		snprintf(e->msg, sizeof(e->msg), "%s", msg);
 	}
 	cJSON_Delete(last);
