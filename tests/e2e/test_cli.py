@@ -10,6 +10,7 @@ real API server can be made to send a Stack whose status is a number).
 import base64
 import json
 import os
+import pathlib
 import pty
 import re
 import select
@@ -469,11 +470,15 @@ def test_usage_errors_exit_2_before_any_request(pc_bin, tmp_path, args):
 
 
 @pytest.mark.parametrize("cmd", ["get", "reconcile", "suspend", "resume", "outputs", "history"])
-def test_help(pc_bin, cmd):
+def test_help_and_every_flag_documented(pc_bin, cmd):
     r = run(pc_bin, cmd, "--help", check=0)
     assert r.stdout.startswith(f"Usage: pulumi-controller {cmd}")
     assert "Exit status:" in r.stdout and "--kubeconfig" in r.stdout
     assert cmd in run(pc_bin, "--help", check=0).stdout
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert f"## {cmd}" in doc or f" and {cmd}" in doc
+    for flag in set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r.stdout)):
+        assert f"`{flag}" in doc, f"{cmd} {flag} is not in docs/cli.md"
 
 
 def test_missing_kubeconfig_is_named(pc_bin, tmp_path):
