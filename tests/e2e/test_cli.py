@@ -206,9 +206,20 @@ def test_reconcile_reports_failure_suspend_and_resume(stack_world):
     w.apply_stack("ok", stack="ok", fluxSource={"sourceRef": GIT})
     w.apply_stack("bad", stack="bad", fluxSource={"sourceRef": dict(GIT, name="bad")},
                   maxUpdateFailures=100)
+    w.apply_stack("stuck", stack="stuck", fluxSource={"sourceRef": dict(GIT, name="bad")},
+                  maxUpdateFailures=1)
     w.controller()
     w.wait_ready("ok")
     w.wait_condition("bad", "Ready", "False", "UpdateFailed")
+    w.wait_condition("stuck", "Stalled", "True", "UpdateFailed")
+
+    # a Stalled Stack: the request runs one more update, which fails; the message says
+    # the controller will not retry on its own
+    mark = w.mark()
+    r = pc(w, "reconcile", "stuck", check=1)
+    assert f"✗ Stack {ns}/stuck reconciliation failed (Stalled: it is not retried until " \
+        "something changes): UpdateFailed:" in r.stderr
+    assert len(w.updates("stuck", since=mark)) == 1
 
     # a reconcile whose update fails: exit 1 with the reason and message
     r = pc(w, "reconcile", "bad", check=1)
