@@ -10,7 +10,9 @@
  * condition beside it is the outcome.  With --with-source the Flux source is
  * asked first, the same way, and source-controller answers the same way.
  * Waiting is a GET a second: it costs the server nothing a watch would not,
- * and a dropped connection costs nothing either.
+ * and a dropped connection costs nothing either.  SIGINT/SIGTERM end the
+ * wait (the request stays on the object) and then the process, by that
+ * signal (cmd_exit).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,6 +94,8 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	int tty = isatty(STDOUT_FILENO), rc = -1;
 	char problem[ERR_MSG_MAX] = "";
 	cJSON *last = NULL;
+	/* Ctrl-C ends the wait at once, with the terminal line cleaned up. */
+	const volatile int *stop = cmd_cancel_on_signals();
 
 	*out = NULL;
 	for (;;) {
@@ -100,6 +104,10 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 		cJSON *obj;
 		const char *handled;
 
+		if (*stop) {
+			err_set(e, ERR_CANCELED, "interrupted");
+			break;
+		}
 		if (left <= 0) {
 			err_set(e, ERR_TIMEOUT, "%s%s", problem[0] ? "the last request failed: " : "", problem);
 			break;
@@ -131,7 +139,7 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 		if (tty)
 			show_progress(r->kind, ns, name, clock_mono_ms() - start, last, problem[0] ? problem : NULL);
 		left = deadline - clock_mono_ms();
-		clock_sleep_ms(left < POLL_MS ? (long)(left > 0 ? left : 0) : POLL_MS);
+		clock_sleep_cancelable_ms(left < POLL_MS ? (long)(left > 0 ? left : 0) : POLL_MS, stop);
 	}
 	if (tty)
 		clear_progress();
@@ -192,7 +200,10 @@ static const char *or_dash(const char *s)
 static int wait_failed(const char *cmd, const char *kind, const char *ns, const char *name,
     const char *timeout_text, const struct err *e)
 {
-	if (e->code == ERR_TIMEOUT)
+	if (e->code == ERR_CANCELED)
+		fail_line("interrupted: %s %s/%s keeps the reconcile request; the controller handles it all the "
+		    "same", kind, ns, name);
+	else if (e->code == ERR_TIMEOUT)
 		fail_line("timed out after %s waiting for %s %s/%s to handle the reconcile request; is the "
 		    "controller running and watching namespace %s? (%s)", timeout_text, kind, ns, name, ns, e->msg);
 	else
@@ -546,7 +557,7 @@ int cmd_reconcile(int argc, char **argv)
 out:
 	cJSON_Delete(st);
 	stackctl_close(&sc);
-	return rc;
+	return cmd_exit(rc);
 }
 
 int cmd_suspend(int argc, char **argv)
@@ -591,5 +602,5 @@ int cmd_resume(int argc, char **argv)
 			rc = wait_outcome(&sc, "resume", &a.ref, token, a.timeout_ms, a.timeout_text);
 	}
 	stackctl_close(&sc);
-	return rc;
+	return cmd_exit(rc);
 }

@@ -14,6 +14,7 @@ import pathlib
 import pty
 import re
 import select
+import signal
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -361,6 +362,20 @@ def test_no_such_stack_no_outputs_and_timeouts(stack_world):
     assert REQUESTED in w.stack("idle")["metadata"]["annotations"]
     r = pc(w, "resume", "idle", "--timeout", "1s", check=1)
     assert "timed out after 1s" in r.stderr
+
+    # Ctrl-C while waiting: the wait ends at once, says the request stays, and the
+    # process ends by the signal.
+    before = w.stack("idle")["metadata"]["annotations"][REQUESTED]
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    proc = subprocess.Popen([w.pc_bin, "reconcile", "idle", "--kubeconfig", w.api.kubeconfig],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wait_for(lambda: w.stack("idle")["metadata"]["annotations"][REQUESTED] != before, 60,
+             what="the reconcile request")
+    wait_for(lambda: proc.stdout.readline().startswith("◎ waiting"), 30, what="the wait")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, out + err
+    assert f"✗ interrupted: Stack {ns}/idle keeps the reconcile request" in err
 
     # An Outputs Secret the Stack does not own is not shown.
     w.secret("idle-outputs", {"x": "not-the-stacks-value"})
