@@ -173,7 +173,7 @@ int stackctl_print_doc(const cJSON *obj, enum stackctl_output fmt, FILE *out, st
  * written into cells[] (STACKCTL_GET_COLS + 1 of them) pointing into buf. */
 #define STACKCTL_GET_COLS 7
 struct stackctl_row_buf {
-	char ready[16], revision[512], suspended[8], last[128], age[16], message[1024];
+	char ready[16], revision[1024], suspended[8], last[160], age[16], message[2048];
 };
 void stackctl_get_row(const cJSON *stack, int64_t now, int with_ns, struct stackctl_row_buf *buf,
     const char **cells);

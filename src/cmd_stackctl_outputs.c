@@ -18,6 +18,7 @@
 
 #include "base/base64.h"
 #include "base/secret.h"
+#include "base/xalloc.h"
 #include "cmd.h"
 #include "cmd_stackctl.h"
 
@@ -180,9 +181,7 @@ static cJSON *decode_outputs(const cJSON *secret, const cJSON *keys, int show_se
 	size_t n = 0;
 
 	*undecodable = 0;
-	sorted = calloc((size_t)cJSON_GetArraySize(data) + 1, sizeof(*sorted));
-	if (sorted == NULL)
-		return out;
+	sorted = xcalloc((size_t)cJSON_GetArraySize(data) + 1, sizeof(*sorted));
 	cJSON_ArrayForEach(it, data)
 		if (it->string != NULL)
 			sorted[n++] = it;
