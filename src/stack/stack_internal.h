@@ -297,6 +297,10 @@ int stack_finalizer_set(struct stack_pass *p, int present, struct err *e);
 /* Creates or updates the outputs Secret <name>-outputs. */
 int stack_outputs_write(struct stack_pass *p, struct err *e);
 
+/* Does the Stack carry a reconcile request not yet handled (Flux's
+ * requestedAt, or the operator's reconciliation-request)? */
+int stack_pass_requested(const struct stack_pass *p);
+
 /* Small readers of the cached status. */
 const char *stack_status_str(const struct stack_pass *p, const char *path);
 long long stack_status_int(const struct stack_pass *p, const char *path, long long dflt);

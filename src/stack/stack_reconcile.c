@@ -233,6 +233,12 @@ static long next_look_ms(const struct stack_pass *p, int64_t due_us, int64_t now
 	return poll > 0 ? jittered(poll) : 0;
 }
 
+int stack_pass_requested(const struct stack_pass *p)
+{
+	return (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
+	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
+}
+
 /* Is an update due?  Sets p->why when it is. */
 static int step_decide(struct stack_pass *p)
 {
@@ -241,8 +247,7 @@ static int step_decide(struct stack_pass *p)
 	const char *state = stack_status_str(p, "lastUpdate.state");
 	const char *type = stack_status_str(p, "lastUpdate.type");
 	int failures = (int)stack_status_int(p, "lastUpdate.failures", 0);
-	int requested = (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
-	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
+	int requested = stack_pass_requested(p);
 	int64_t last_us = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
 	int64_t now_us = kube_now_us();
 

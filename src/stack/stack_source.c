@@ -454,11 +454,19 @@ static int resolve_oci(struct stack_pass *p)
 	struct oci_client *c;
 	struct err e;
 	char key[4096];
+	long max_age_ms;
 
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	poll_key(&p->spec, p->ns, key, sizeof(key));
-	if (!poll_lookup(p->sc, key, p->spec.oci_digest ? INT64_MAX / 2 : p->spec.oci_interval_ms, &res)) {
+	/* A digest never moves; a tag or range is looked up once per interval,
+	 * or at once when someone asks for a reconcile (as `flux reconcile`
+	 * makes an OCIRepository look now). */
+	if (p->spec.oci_digest)
+		max_age_ms = INT64_MAX / 2;
+	else
+		max_age_ms = stack_pass_requested(p) ? 0 : p->spec.oci_interval_ms;
+	if (!poll_lookup(p->sc, key, max_age_ms, &res)) {
 		if (parse_oci_ref(p, &ref, &e) < 0) {
 			oci_ref_free(&ref);
 			stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.ociSource: %s", e.msg);
