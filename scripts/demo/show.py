@@ -1,0 +1,104 @@
+"""What the demo prints: numbered step lines, the commands it runs (`$ ...`) with their
+output indented, and the Stacks as the operator's command line shows them.
+
+`pulumi-controller get stacks` and `pulumi-controller outputs NS/NAME` are used when the
+binary has them (`get --help` succeeds); otherwise the demo says so once and shows the same
+with kubectl (`kubectl get stacks`, the outputs Secret decoded).
+"""
+import base64
+import json
+import os
+import subprocess
+import time
+
+from demo.samples import NAMESPACE
+
+T0 = time.monotonic()
+_step = 0
+
+
+def elapsed():
+    return time.monotonic() - T0
+
+
+def step(title):
+    global _step
+    _step += 1
+    print(f"\n[{_step}] {title}   ({elapsed():.0f}s)", flush=True)
+
+
+def say(text=""):
+    for line in str(text).splitlines() or [""]:
+        print(f"    {line}", flush=True)
+
+
+def command(argv, output):
+    """Shows one command as typed (paths shortened) and its output, indented."""
+    words = [os.path.basename(a) if i == 0 else a for i, a in enumerate(argv)]
+    say("$ " + " ".join(words))
+    for line in output.rstrip("\n").splitlines():
+        say("  " + line)
+
+
+class Cli:
+    """The operator's commands, through pulumi-controller when it has them."""
+
+    def __init__(self, sb):
+        self.sb = sb
+        self.env = dict(os.environ, KUBECONFIG=sb.kubeconfig)
+        self.has_get = self._run("get", "--help").returncode == 0
+
+    def _run(self, *args):
+        return subprocess.run([self.sb.pc_bin, *args], capture_output=True, text=True,
+                              env=self.env, timeout=60)
+
+    def fallback_note(self):
+        if not self.has_get:
+            say("(this build has no `pulumi-controller get`/`outputs` yet: "
+                "showing the same with kubectl)")
+
+    def _kubectl(self, *args):
+        argv = ["kubectl", *args]
+        out = self.sb.kubectl(*args).stdout
+        return argv, out
+
+    def get_stacks(self):
+        if self.has_get:
+            r = self._run("get", "stacks", "-n", NAMESPACE)
+            if r.returncode == 0:
+                return command(["pulumi-controller", "get", "stacks", "-n", NAMESPACE], r.stdout)
+            say(f"pulumi-controller get failed ({r.stderr.strip()}); kubectl instead:")
+        command(*self._kubectl("get", "stacks", "-n", NAMESPACE))
+
+    def outputs(self, name):
+        ref = f"{NAMESPACE}/{name}"
+        if self.has_get:
+            r = self._run("outputs", ref)
+            if r.returncode == 0:
+                return command(["pulumi-controller", "outputs", ref], r.stdout)
+            say(f"pulumi-controller outputs failed ({r.stderr.strip()}); kubectl instead:")
+        args = ("get", "secret", f"{name}-outputs", "-n", NAMESPACE, "-o", "jsonpath={.data}")
+        argv, out = self._kubectl(*args)
+        data = json.loads(out or "{}")
+        decoded = "\n".join(f"{k}: {base64.b64decode(v).decode()}" for k, v in sorted(data.items()))
+        command(argv + ["| base64 -d"], decoded)
+
+
+def stack_line(obj):
+    """'hello-oci   Ready=True  stable@sha256:3a33bdc8b667' of a Stack object."""
+    st = obj.get("status") or {}
+    ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
+    rev = st.get("lastAppliedRevision") or "-"
+    return f"{obj['metadata']['name']:<11} Ready={ready.get('status', '?'):<5} {short(rev)}"
+
+
+def short(revision):
+    """A revision with its digest cut to 12 hex digits, for reading."""
+    head, sep, digest = revision.rpartition(":")
+    return f"{head}{sep}{digest[:12]}" if sep and len(digest) > 12 else revision
+
+
+def cloud(world):
+    """The simulated cloud's files as one line each."""
+    files = world.cloud_files()
+    return [f"{n}: {c!r}" for n, c in files.items()] or ["(empty)"]
