@@ -237,6 +237,8 @@ def teardown(sb, keep, failed):
 def main():
     args = parse_args()
     signal.signal(signal.SIGTERM, on_sigterm)
+    # Ctrl-C tears down even when the demo was started with SIGINT ignored (`make demo &`).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"demo: {args.bin} is not built; run `make` (or `make demo`)")
     try:
