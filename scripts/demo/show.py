@@ -97,8 +97,3 @@ def short(revision):
     head, sep, digest = revision.rpartition(":")
     return f"{head}{sep}{digest[:12]}" if sep and len(digest) > 12 else revision
 
-
-def cloud(world):
-    """The simulated cloud's files as one line each."""
-    files = world.cloud_files()
-    return [f"{n}: {c!r}" for n, c in files.items()] or ["(empty)"]
