@@ -1,14 +1,9 @@
 #!/usr/bin/python3
-"""`make demo`: pulumi-controller doing its main job in a local sandbox on loopback.
-
-It starts an API server, nginx (as source-controller's artifact server) and an OCI registry,
-publishes an embedded Pulumi YAML program as a Flux artifact and with `pulumi-controller push`,
-applies the CRDs and two sample Stacks with kubectl, runs the controller until both are Ready,
-shows them and their outputs, publishes a new revision and shows the update land, rolls one
-Stack back by pinning the previous digest, and tears everything down -- also on Ctrl-C or
-SIGTERM.  The real kube-apiserver, etcd and pulumi CLI are used when `make deps-real` has
-built them (.real/bin), the emulator and the pulumi stand-in otherwise; the first lines say
-which.  See docs/demo.md.
+"""`make demo`: pulumi-controller doing its main job in a local sandbox on loopback: two
+Stacks from one program published as a Flux artifact and with `pulumi-controller push`, a new
+revision rolled out, one rollback, and everything torn down (also on Ctrl-C or SIGTERM).  The
+real kube-apiserver, etcd and pulumi CLI when `make deps-real` has built them, else the
+emulator and the pulumi stand-in; the first lines say which.  See docs/demo.md.
 """
 import argparse
 import os
@@ -24,7 +19,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import pytest  # noqa: E402  (the fixture classes report a missing binary with pytest.fail)
 
 from demo import show, steps  # noqa: E402
-from demo.sandbox import SOURCE_CONTROLLER, Sandbox, missing_real_parts, real_versions  # noqa: E402
+from demo.sandbox import (KUBECTL, REAL_BIN, SOURCE_CONTROLLER, Sandbox,  # noqa: E402
+                          missing_real_parts, real_versions)
 from demo.show import say, step  # noqa: E402
 from demo.steps import DemoFailed  # noqa: E402
 
@@ -50,11 +46,13 @@ def choose_tier(want):
     missing = missing_real_parts()
     if want == "real" and missing:
         raise DemoFailed(f"--tier real: {missing[0]} is not built; run `make deps-real`")
+    if want != "emulator" and not missing:
+        return "real", "built by `make deps-real`"
+    if not os.access(KUBECTL, os.X_OK) and not os.access(REAL_BIN / "kubectl", os.X_OK):
+        raise DemoFailed(f"no kubectl: install one as {KUBECTL}, or run `make deps-real`")
     if want == "emulator":
         return "emulator", "--tier emulator"
-    if missing:
-        return "emulator", f"{missing[0]} is not built; `make deps-real` builds the real ones"
-    return "real", "built by `make deps-real`"
+    return "emulator", f"{missing[0]} is not built; `make deps-real` builds the real ones"
 
 
 def banner(tier, why):

@@ -1,18 +1,13 @@
-"""The demo's sandbox: real servers on loopback, made of the test harness's fixture classes
-(tests/e2e/*_fixtures.py), everything under one temporary directory.
-
-    tier "real"      etcd + kube-apiserver (real_fixtures.RealKube) and the real pulumi CLI
-                     with the real test provider, as `make deps-real` built them in .real/
-    tier "emulator"  the API-server emulator (kube_fixtures.KubeAPI) and the pulumi stand-in
-
-Both tiers: nginx serving Flux artifacts (nginx_fixtures.Nginx), Debian's docker-registry
-(registry_fixtures.Registry, plain HTTP), and a stack_fixtures.StackWorld around them, whose
+"""The demo's sandbox: servers on loopback made of the test harness's fixture classes, all
+under one temporary directory.  Tier "real": etcd + kube-apiserver (real_fixtures.RealKube)
+and the real pulumi CLI with the real test provider from .real/; tier "emulator": the
+API-server emulator (kube_fixtures.KubeAPI) and the pulumi stand-in.  Both: nginx serving
+Flux artifacts, Debian's docker-registry (plain HTTP), and a stack_fixtures.StackWorld whose
 controller() runs `pulumi-controller run` and whose flux_source() writes a GitRepository's
 status as source-controller would.
 
-close() stops everything in reverse order of start, whatever state a start was interrupted
-in, then sweeps: a process still naming the sandbox directory is killed and reported (it
-should never happen; the demo's test checks the sweep found nothing).
+close() stops everything newest first, whatever state a start was interrupted in, then kills
+and reports any process still naming the directory (the demo's test checks there is none).
 """
 import os
 import pathlib

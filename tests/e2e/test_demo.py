@@ -38,10 +38,10 @@ def demo_tier(request):
 class DemoRun:
     """One run of the demo with its own TMPDIR; its output is collected line by line."""
 
-    def __init__(self, tier, pc_bin, tmp_path):
+    def __init__(self, tier, pc_bin, tmp_path, **env):
         self.tmp = tmp_path / "tmp"
         self.tmp.mkdir()
-        env = dict(os.environ, TMPDIR=str(self.tmp))
+        env = dict(os.environ, TMPDIR=str(self.tmp), **env)
         self.proc = subprocess.Popen(
             ["/usr/bin/python3", str(DEMO), "--tier", tier, "--bin", pc_bin],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -134,3 +134,23 @@ def test_sigterm_mid_run_tears_down(pc_bin, tmp_path):
     assert rc == 130, run.text
     assert "interrupted: tearing down" in run.text
     run.assert_nothing_left()
+
+
+def test_tier_is_never_chosen_silently(pc_bin, tmp_path):
+    """Without .real (REAL_DIR names an empty directory) the default tier is the emulator,
+    and the demo says why; --tier real then refuses to start, naming what to build."""
+    empty = tmp_path / "no-real"
+    empty.mkdir()
+    run = DemoRun("auto", pc_bin, tmp_path, REAL_DIR=str(empty))
+    run.wait_line("[1] starting the sandbox")
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 130, run.text
+    assert run.lines[1].strip().startswith("tier: EMULATOR"), run.text
+    assert f"{empty}/bin/etcd is not built; `make deps-real` builds the real ones" in run.text
+    run.assert_nothing_left()
+
+    r = subprocess.run(["/usr/bin/python3", str(DEMO), "--tier", "real", "--bin", pc_bin],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, REAL_DIR=str(empty)))
+    assert r.returncode != 0
+    assert f"--tier real: {empty}/bin/etcd is not built; run `make deps-real`" in r.stderr
