@@ -46,42 +46,48 @@ class Cli:
     def __init__(self, sb):
         self.sb = sb
         self.env = dict(os.environ, KUBECONFIG=sb.kubeconfig)
-        self.has_get = self._run("get", "--help").returncode == 0
+        self.has = {c: self._run(c, "--help").returncode == 0 for c in ("get", "outputs", "history")}
 
     def _run(self, *args):
         return subprocess.run([self.sb.pc_bin, *args], capture_output=True, text=True,
                               env=self.env, timeout=60)
 
     def fallback_note(self):
-        if not self.has_get:
-            say("(this build has no `pulumi-controller get`/`outputs` yet: "
+        lacking = [c for c, ok in self.has.items() if not ok]
+        if lacking:
+            say(f"(this build has no `pulumi-controller {'/'.join(lacking)}` yet: "
                 "showing the same with kubectl)")
 
-    def _kubectl(self, *args):
-        argv = ["kubectl", *args]
-        out = self.sb.kubectl(*args).stdout
-        return argv, out
+    def _show(self, args, fallback):
+        """`pulumi-controller ARGS` when the binary has the command and it succeeds, else
+        fallback() (saying why when the command failed)."""
+        if self.has[args[0]]:
+            r = self._run(*args)
+            if r.returncode == 0:
+                return command(["pulumi-controller", *args], r.stdout)
+            say(f"pulumi-controller {args[0]} failed ({r.stderr.strip()}); kubectl instead:")
+        fallback()
 
     def get_stacks(self):
-        if self.has_get:
-            r = self._run("get", "stacks", "-n", NAMESPACE)
-            if r.returncode == 0:
-                return command(["pulumi-controller", "get", "stacks", "-n", NAMESPACE], r.stdout)
-            say(f"pulumi-controller get failed ({r.stderr.strip()}); kubectl instead:")
-        command(*self._kubectl("get", "stacks", "-n", NAMESPACE))
+        args = ("get", "stacks", "-n", NAMESPACE)
+        self._show(args, lambda: command(["kubectl", *args], self.sb.kubectl(*args).stdout))
 
     def outputs(self, name):
-        ref = f"{NAMESPACE}/{name}"
-        if self.has_get:
-            r = self._run("outputs", ref)
-            if r.returncode == 0:
-                return command(["pulumi-controller", "outputs", ref], r.stdout)
-            say(f"pulumi-controller outputs failed ({r.stderr.strip()}); kubectl instead:")
-        args = ("get", "secret", f"{name}-outputs", "-n", NAMESPACE, "-o", "jsonpath={.data}")
-        argv, out = self._kubectl(*args)
-        data = json.loads(out or "{}")
-        decoded = "\n".join(f"{k}: {base64.b64decode(v).decode()}" for k, v in sorted(data.items()))
-        command(argv + ["| base64 -d"], decoded)
+        def from_secret():
+            args = ("get", "secret", f"{name}-outputs", "-n", NAMESPACE, "-o", "jsonpath={.data}")
+            data = json.loads(self.sb.kubectl(*args).stdout or "{}")
+            command(["kubectl", *args, "| base64 -d"], "\n".join(
+                f"{k}: {base64.b64decode(v).decode()}" for k, v in sorted(data.items())))
+        self._show(("outputs", f"{NAMESPACE}/{name}"), from_secret)
+
+    def history(self, name):
+        def from_status():
+            args = ("get", "stack", name, "-n", NAMESPACE, "-o", "jsonpath={.status.history}")
+            entries = json.loads(self.sb.kubectl(*args).stdout or "[]")
+            command(["kubectl", *args], "\n".join(
+                f"{short(h.get('revision', '?'))}  {h.get('type')} {h.get('result')}"
+                for h in entries))
+        self._show(("history", f"{NAMESPACE}/{name}"), from_status)
 
 
 def stack_line(obj):

@@ -97,8 +97,7 @@ def rollback(sb, cli, rev2, timeout):
     docs/stack-api.md says to roll back: found in the Stack's own status.history."""
     step(f"a rollback: pin {OCI_STACK} to revision 1's digest from its status.history")
     history = sb.world.stack(OCI_STACK)["status"].get("history") or []
-    for h in history:
-        say(f"history: {show.short(h.get('revision', '?'))}  {h.get('type')} {h.get('result')}")
+    cli.history(OCI_STACK)
     previous = next((h["revision"] for h in history if h.get("revision") != rev2[1]), "")
     if "@" not in previous:
         raise DemoFailed(f"no earlier revision in {OCI_STACK}'s status.history: {history}")
