@@ -76,6 +76,16 @@ class DemoRun:
         self.reader.join(30)
         return rc
 
+    def wait_update_started(self, timeout=RUN_TIMEOUT):
+        """Waits until the controller has run `pulumi up` (the record the StackWorld's
+        --pulumi-bin wrapper keeps in the sandbox: world/cli-record.jsonl)."""
+        def started():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"demo exited {self.proc.returncode}:\n{self.text}")
+            return any('"up"' in p.read_text()
+                       for p in self.tmp.glob("pc-demo-*/world/cli-record.jsonl"))
+        wait_for(started, timeout, interval=0.05, what="the first pulumi up")
+
     def count(self, fragment):
         return sum(1 for line in self.lines if fragment in line)
 
@@ -112,10 +122,10 @@ def test_demo_runs_to_the_end(demo_tier, pc_bin, tmp_path):
 
 
 def test_ctrl_c_mid_run_tears_down(demo_tier, pc_bin, tmp_path):
-    """SIGINT to the whole group once the controller runs (its first updates are under
-    way): the servers in the group get it too, as from a terminal."""
+    """SIGINT to the whole group once the controller has started its first `pulumi up`:
+    the servers in the group get it too, as from a terminal."""
     run = DemoRun(demo_tier, pc_bin, tmp_path)
-    run.wait_line("$ pulumi-controller run")
+    run.wait_update_started()
     os.killpg(run.proc.pid, signal.SIGINT)
     rc = run.finish()
     assert rc == 130, run.text
