@@ -160,8 +160,8 @@ def wait_ready(sb, name, revision, timeout, expect):
     """Waits until Stack `name` is Ready (at `revision`) with output message `expect`."""
     try:
         obj = sb.world.wait_ready(name, revision=revision, timeout=timeout)
-    except AssertionError as e:
-        raise DemoFailed(str(e)) from None
+    except AssertionError as e:      # the timeout and the Stack's status (teardown shows the log)
+        raise DemoFailed(str(e).split("\ncontroller log tail:")[0]) from None
     got = (obj["status"].get("outputs") or {}).get("message")
     if got != expect:
         raise DemoFailed(f"Stack {name} is Ready but its output message is {got!r}, "

@@ -38,12 +38,12 @@ def demo_tier(request):
 class DemoRun:
     """One run of the demo with its own TMPDIR; its output is collected line by line."""
 
-    def __init__(self, tier, pc_bin, tmp_path, **env):
+    def __init__(self, tier, pc_bin, tmp_path, *flags, **env):
         self.tmp = tmp_path / "tmp"
         self.tmp.mkdir()
         env = dict(os.environ, TMPDIR=str(self.tmp), **env)
         self.proc = subprocess.Popen(
-            ["/usr/bin/python3", str(DEMO), "--tier", tier, "--bin", pc_bin],
+            ["/usr/bin/python3", str(DEMO), "--tier", tier, "--bin", pc_bin, *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             start_new_session=True)         # its own group: Ctrl-C is sent to it alone
         self.lines = []
@@ -164,3 +164,15 @@ def test_tier_is_never_chosen_silently(pc_bin, tmp_path):
                        env=dict(os.environ, REAL_DIR=str(empty)))
     assert r.returncode != 0
     assert f"--tier real: {empty}/bin/etcd is not built; run `make deps-real`" in r.stderr
+
+
+def test_a_failed_step_says_so_and_tears_down(pc_bin, tmp_path):
+    """--timeout 0: the first wait for a Stack gives up at once (the controller has only
+    just been started), so the demo fails there: exit 1, the controller log's tail shown,
+    nothing left.  The failure path is the demo's own, the same on both tiers."""
+    run = DemoRun("emulator", pc_bin, tmp_path, "--timeout", "0")
+    assert run.finish() == 1, run.text
+    assert "demo FAILED: timed out after 0" in run.text
+    assert "controller log (last lines):" in run.text
+    assert "demo ok" not in run.text
+    run.assert_nothing_left()
