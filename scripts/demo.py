@@ -13,6 +13,15 @@ import sys
 import tempfile
 import traceback
 
+
+def quit_quietly(signum, frame):
+    raise SystemExit(130)
+
+
+# Until handle_interrupts() (nothing is started before it), an interrupt just ends the demo.
+signal.signal(signal.SIGINT, quit_quietly)
+signal.signal(signal.SIGTERM, quit_quietly)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -20,7 +29,7 @@ import pytest  # noqa: E402  (the fixture classes report a missing binary with p
 
 from demo import show, steps  # noqa: E402
 from demo.sandbox import (KUBECTL, REAL_BIN, SOURCE_CONTROLLER, Sandbox,  # noqa: E402
-                          missing_real_parts, real_versions)
+                          handle_interrupts, missing_real_parts, real_versions)
 from demo.show import say, step  # noqa: E402
 from demo.steps import DemoFailed  # noqa: E402
 
@@ -69,10 +78,6 @@ def banner(tier, why):
     say("      demo writes the GitRepository's status.artifact as source-controller would")
 
 
-def on_sigterm(signum, frame):
-    raise KeyboardInterrupt          # the same teardown as Ctrl-C
-
-
 def teardown(sb, keep, failed):
     """Stops everything; returns False when something could not be stopped or removed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # a second Ctrl-C must not cut it short
@@ -82,11 +87,14 @@ def teardown(sb, keep, failed):
         say("controller log (last lines):")
         for line in sb.world.ctl.text().splitlines()[-15:]:
             say("  " + line[:200])
-    errors, swept = sb.close()
+    errors, orphans, swept = sb.close()
+    if orphans:
+        say(f"stopped {orphans} process(es) whose start the interrupt had cut short")
     for what, err in errors:
         say(f"could not stop {what}: {err}")
     if swept:
-        say(f"LEFTOVER processes killed by the final sweep: {swept}")
+        for proc in swept:
+            say(f"LEFTOVER process killed by the final sweep: {proc}")
     if keep:
         say(f"stopped every process; sandbox kept in {sb.dir}")
         return not errors and not swept
@@ -97,9 +105,6 @@ def teardown(sb, keep, failed):
 
 def main():
     args = parse_args()
-    signal.signal(signal.SIGTERM, on_sigterm)
-    # Ctrl-C tears down even when the demo was started with SIGINT ignored (`make demo &`).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"demo: {args.bin} is not built; run `make` (or `make demo`)")
     try:
@@ -109,6 +114,9 @@ def main():
     banner(tier, why)
     sb = Sandbox(tier, tempfile.mkdtemp(prefix="pc-demo-"), os.path.abspath(args.bin))
     rc = 1
+    # From here Ctrl-C and SIGTERM tear down alike (also when started with SIGINT ignored,
+    # as by `make demo &`).
+    handle_interrupts()
     try:
         os.chmod(sb.dir, 0o755)
         # Every temporary file of every child lands in the sandbox, and no docker login of

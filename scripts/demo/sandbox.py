@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -46,6 +47,56 @@ def real_versions():
     return (f"kube-apiserver {m.get('KUBERNETES_VERSION', '?')} + etcd, "
             f"pulumi {m.get('PULUMI_VERSION', '?')} with pulumi-language-yaml "
             f"{m.get('PULUMI_YAML_VERSION', '?')}")
+
+
+# -- interrupts: never between the start of a child and its handle -------------------------
+#
+# Ctrl-C or SIGTERM raises KeyboardInterrupt wherever the demo is, also inside the fixture
+# classes.  Raised in the middle of subprocess.Popen (forked, not yet returned), it would
+# leave a child nobody holds.  So every Popen of this process is recorded once started, and
+# an interrupt that comes while one starts is raised only then; Sandbox.close() stops any
+# recorded child still running after the orderly teardown.
+
+_children = []
+_spawning = [False]
+_pending = []
+_popen_init = subprocess.Popen.__init__
+
+
+def on_interrupt(signum, frame):
+    """The SIGINT and SIGTERM handler (see above)."""
+    if _spawning[0]:
+        _pending.append(signum)
+        return
+    raise KeyboardInterrupt
+
+
+def _recorded_popen_init(self, *args, **kwargs):
+    _spawning[0] = True
+    try:
+        _popen_init(self, *args, **kwargs)
+        _children.append(self)
+    finally:
+        _spawning[0] = False
+    if _pending:
+        _pending.clear()
+        raise KeyboardInterrupt
+
+
+def handle_interrupts():
+    subprocess.Popen.__init__ = _recorded_popen_init
+    signal.signal(signal.SIGINT, on_interrupt)
+    signal.signal(signal.SIGTERM, on_interrupt)
+
+
+def stop_orphans():
+    """Kills the recorded children still running (those whose start was interrupted
+    before a fixture kept them); returns how many."""
+    alive = [p for p in _children if p.poll() is None]
+    for p in alive:
+        p.kill()
+        p.wait()
+    return len(alive)
 
 
 def processes_naming(path):
@@ -149,7 +200,8 @@ class Sandbox:
     # -- stop -------------------------------------------------------------------------
 
     def close(self):
-        """Stops what was started, newest first; returns [(what, error)] and the PIDs the
+        """Stops what was started, newest first; returns [(what, error)], how many children
+        whose start was interrupted it killed, and the processes ("PID command line") the
         final sweep had to kill."""
         errors = []
         for what, close in reversed(self.parts):
@@ -158,13 +210,17 @@ class Sandbox:
             except Exception as e:       # keep going: the rest must stop too
                 errors.append((what, f"{type(e).__name__}: {e}"))
         self.parts = []
-        swept = processes_naming(self.dir)
-        for pid in swept:
+        orphans = stop_orphans()
+        swept = []
+        for pid in processes_naming(self.dir):
             try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    argv = fh.read().replace(b"\0", b" ").decode(errors="replace")
+                swept.append(f"{pid} {argv[:120]}")
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (OSError, ProcessLookupError):
                 pass
-        return errors, swept
+        return errors, orphans, swept
 
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)

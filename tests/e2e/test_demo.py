@@ -115,7 +115,7 @@ def test_demo_runs_to_the_end(demo_tier, pc_bin, tmp_path):
     if has_get:
         assert "$ pulumi-controller get stacks -n demo" in out
     else:
-        assert "this build has no `pulumi-controller get`" in out
+        assert "this build has no `pulumi-controller get/outputs/history`" in out
         assert "$ kubectl get stacks -n demo" in out
     assert run.lines[-1].startswith("demo ok in "), out
     run.assert_nothing_left()
