@@ -176,3 +176,30 @@ def test_a_failed_step_says_so_and_tears_down(pc_bin, tmp_path):
     assert "controller log (last lines):" in run.text
     assert "demo ok" not in run.text
     run.assert_nothing_left()
+
+
+INTERRUPTED_SPAWN = r'''
+import os, signal, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from demo import sandbox
+sandbox.handle_interrupts()
+try:
+    # the child signals its parent between fork and exec: the parent is inside Popen then
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: os.kill(os.getppid(), signal.SIGTERM))
+    print("no interrupt")
+except KeyboardInterrupt:
+    print("interrupted; recorded:", [p.args for p in sandbox._children])
+    print("stopped:", sandbox.stop_orphans())
+'''
+
+
+def test_an_interrupt_while_a_child_starts_loses_no_child():
+    """SIGTERM that arrives while subprocess.Popen is starting a child (sent by the child
+    itself before its exec) is raised once Popen has returned and the child is recorded;
+    stop_orphans() then ends it.  Without this a fixture's `self.proc = Popen(...)` could
+    be cut off with the child running and nobody holding it."""
+    r = subprocess.run(["/usr/bin/python3", "-c", INTERRUPTED_SPAWN, str(ROOT / "scripts")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["interrupted; recorded: [['sleep', '60']]", "stopped: 1"], \
+        r.stdout + r.stderr
