@@ -124,6 +124,8 @@ def processes_naming(path):
 
 
 class Sandbox:
+    """The servers, the StackWorld and the directory of one demo run; close() undoes it."""
+
     def __init__(self, tier, workdir, pc_bin):
         self.tier = tier
         self.dir = pathlib.Path(workdir)
