@@ -50,7 +50,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(SAN_DIR)/tests/%,$(UNIT_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
 TOOL_BINS := $(patsubst tests/tools/%.c,$(SAN_DIR)/tools/%,$(TOOL_SRCS))
 
-.PHONY: all deps deps-check test unit e2e fuzz bench demo install clean sanitize
+.PHONY: all deps deps-check test unit e2e fuzz fuzz-build bench demo install clean sanitize
 
 all: bin/pulumi-controller
 
@@ -107,11 +107,22 @@ unit: sanitize
 e2e: sanitize
 	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests/e2e
 
-# libFuzzer needs clang; the targets link every library object.
-$(FUZZ_DIR)/%: tests/fuzz/%.c $(LIB_SRCS)
+# libFuzzer needs clang.  The library is compiled once (instrumented, without
+# libFuzzer's main) and every target links those objects.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -Isrc -I. -g -O1 -DPC_VERSION='"fuzz"' -pthread
+FUZZ_OBJS   := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS))
+# Kept between runs (make would delete them as intermediates of a pattern).
+.SECONDARY: $(FUZZ_OBJS)
+
+$(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -Isrc -I. -g -O1 -DPC_VERSION='"fuzz"' -pthread \
-	    -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(FUZZ_DIR)/%: tests/fuzz/%.c $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+fuzz-build: $(FUZZ_BINS)
 
 fuzz: deps $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do \

@@ -172,6 +172,8 @@ static void run_usage(FILE *out)
 	    "  --max-artifact-size BYTES      one artifact download (default 512Mi; -1: none)\n"
 	    "  --requeue-dependency D         retry while a source or reference is missing\n"
 	    "                                 (default 30s)\n"
+	    "  --discovery-interval D         look again this often for Flux kinds the server\n"
+	    "                                 did not serve (Flux installed later; default 30s)\n"
 	    "  --max-update-failures N        consecutive failures before Stalled (default 5)\n"
 	    "  --leader-elect                 run only while holding the Lease\n"
 	    "  --leader-election-id ID        Lease name (default pulumi-controller-leader-election)\n"
@@ -197,7 +199,7 @@ struct run_flags {
 	const char *kubeconfig, *le_id, *le_ns, *metrics_addr, *health_addr;
 	const char *level, *format, *cache_dump;
 	int leader_elect, concurrency;
-	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms;
+	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms, discovery_ms;
 	struct stack_opts so;
 };
 
@@ -224,6 +226,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "update-timeout", required_argument, NULL, 'u' },
 		{ "max-artifact-size", required_argument, NULL, 'z' },
 		{ "requeue-dependency", required_argument, NULL, 'q' },
+		{ "discovery-interval", required_argument, NULL, 'X' },
 		{ "max-update-failures", required_argument, NULL, 'f' },
 		{ "leader-elect", no_argument, NULL, 'E' },
 		{ "leader-election-id", required_argument, NULL, 'I' },
@@ -256,6 +259,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	f->retry_ms = 2000;
 	f->grace_ms = 30000;
 	f->watch_idle_ms = 120000;
+	f->discovery_ms = 30000;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		long *dur = NULL, v;
@@ -290,6 +294,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'P': dur = &f->retry_ms; break;
 		case 'g': dur = &f->grace_ms; break;
 		case 'W': dur = &f->watch_idle_ms; break;
+		case 'X': dur = &f->discovery_ms; break;
 		case 'c':
 			if ((v = parse_count(optarg, 1, 1024)) < 0) {
 				fprintf(stderr, "run: --concurrency: expected 1..1024\n");
@@ -412,8 +417,8 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
  * the exit status the process should have. */
 static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, int64_t t0, struct err *e)
 {
-	int synced_logged = 0;
-	int64_t last_gc = clock_mono_ms();
+	int synced_logged = 0, kinds_missing = 1;
+	int64_t last_gc = clock_mono_ms(), last_discovery = clock_mono_ms();
 
 	for (;;) {
 		struct timespec ts = { 0, 200 * 1000000L };
@@ -436,6 +441,10 @@ static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, 
 		if (atomic_load(&rt->workers) != NULL && clock_mono_ms() - last_gc > GC_INTERVAL_MS) {
 			stack_ctl_gc(rt->stacks);
 			last_gc = clock_mono_ms();
+		}
+		if (kinds_missing && clock_mono_ms() - last_discovery > f->discovery_ms) {
+			kinds_missing = stack_ctl_rediscover(rt->stacks);
+			last_discovery = clock_mono_ms();
 		}
 		if (atomic_load(&rt->lost_lease)) {
 			/* Another replica may take over at once: nothing of ours may

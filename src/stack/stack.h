@@ -63,6 +63,12 @@ void stack_ctl_free(struct stack_ctl *sc);
  * informers (Stacks, sources, metadata-only ConfigMaps and Secrets).  Fails
  * when the Stack CRD is not served. */
 int stack_ctl_watch(struct stack_ctl *sc, struct err *e);
+/* Looks again for the Flux source kinds that were not served (Flux
+ * installed after the controller) and starts watching those now served;
+ * every Stack is queued again so none stays Stalled on SourceKindNotServed.
+ * Returns how many kinds are still missing.  Call from the thread that
+ * called stack_ctl_watch, now and then. */
+int stack_ctl_rediscover(struct stack_ctl *sc);
 /* Stops and joins every informer; call after the workers stopped. */
 void stack_ctl_unwatch(struct stack_ctl *sc);
 /* 1 once every informer has its first list. */

@@ -24,20 +24,20 @@
 #include "stack/stack_internal.h"
 
 static const struct stack_kind stack_kind_init = {
-	{ { "pulumi.com", "v1", "stacks", "Stack", 1 } }, 1, NULL, NULL,
+	.res = { { "pulumi.com", "v1", "stacks", "Stack", 1 } }, .nres = 1,
 };
 static const struct stack_kind source_kinds_init[3] = {
-	{ { { "source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository", 1 } }, 1, NULL, NULL },
-	{ { { "source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository", 1 },
-	    { "source.toolkit.fluxcd.io", "v1beta2", "ocirepositories", "OCIRepository", 1 } }, 2, NULL, NULL },
-	{ { { "source.toolkit.fluxcd.io", "v1", "buckets", "Bucket", 1 },
-	    { "source.toolkit.fluxcd.io", "v1beta2", "buckets", "Bucket", 1 } }, 2, NULL, NULL },
+	{ .res = { { "source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository", 1 } }, .nres = 1 },
+	{ .res = { { "source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository", 1 },
+	    { "source.toolkit.fluxcd.io", "v1beta2", "ocirepositories", "OCIRepository", 1 } }, .nres = 2 },
+	{ .res = { { "source.toolkit.fluxcd.io", "v1", "buckets", "Bucket", 1 },
+	    { "source.toolkit.fluxcd.io", "v1beta2", "buckets", "Bucket", 1 } }, .nres = 2 },
 };
 static const struct stack_kind configmap_kind_init = {
-	{ { "", "v1", "configmaps", "ConfigMap", 1 } }, 1, NULL, NULL,
+	.res = { { "", "v1", "configmaps", "ConfigMap", 1 } }, .nres = 1,
 };
 static const struct stack_kind secret_kind_init = {
-	{ { "", "v1", "secrets", "Secret", 1 } }, 1, NULL, NULL,
+	.res = { { "", "v1", "secrets", "Secret", 1 } }, .nres = 1,
 };
 
 void stack_opts_default(struct stack_opts *o)
@@ -403,15 +403,16 @@ void stack_ctl_free(struct stack_ctl *sc)
 }
 
 /* All informers, for loops that treat them alike. */
+/* The kinds being watched (a Flux kind not served is left out). */
 static int all_kinds(struct stack_ctl *sc, struct stack_kind **out)
 {
+	struct stack_kind *every[6] = { &sc->stacks, &sc->sources[0], &sc->sources[1], &sc->sources[2],
+	    &sc->configmaps, &sc->secrets };
 	int n = 0;
 
-	out[n++] = &sc->stacks;
-	for (int i = 0; i < 3; i++)
-		out[n++] = &sc->sources[i];
-	out[n++] = &sc->configmaps;
-	out[n++] = &sc->secrets;
+	for (int i = 0; i < 6; i++)
+		if (atomic_load(&every[i]->live))
+			out[n++] = every[i];
 	return n;
 }
 
@@ -446,6 +447,7 @@ static int make_informer(struct stack_ctl *sc, struct stack_kind *k, const char 
 		return err_set(e, ERR_NOMEM, "cannot create the %s informer", k->served->kind), -1;
 	if (kube_informer_add_handler(k->inf, fn, sc) < 0)
 		return err_set(e, ERR_INVALID, "cannot watch %s changes", k->served->kind), -1;
+	atomic_store(&k->live, 1);
 	return 0;
 }
 
@@ -485,14 +487,56 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 	return 0;
 }
 
+static void requeue_key(void *ud, const char *key, const char *rv)
+{
+	(void)rv;
+	kube_queue_add(((struct stack_ctl *)ud)->queue, key);
+}
+
+int stack_ctl_rediscover(struct stack_ctl *sc)
+{
+	int missing = 0, found = 0;
+	struct err e;
+
+	for (int i = 0; i < 3; i++) {
+		struct stack_kind *k = &sc->sources[i];
+		int rc;
+		if (atomic_load(&k->live))
+			continue;
+		if ((rc = discover(sc->client, k, &e)) != 0) {
+			missing++;
+			if (rc < 0)
+				log_debug("discovery failed; trying again later", "kind", k->res[0].kind, "error", e.msg,
+				    NULL);
+			continue;
+		}
+		/* Live before it starts: a Stack reconciled meanwhile finds its
+		 * source not yet cached (SourceNotFound, retried), and the first
+		 * list's events queue the Stacks on each source. */
+		if (make_informer(sc, k, NULL, 0, on_source, &e) < 0 || kube_informer_start(k->inf, &e) < 0) {
+			log_error("cannot watch a newly served kind", "kind", k->res[0].kind, "error", e.msg, NULL);
+			missing++;
+			continue;
+		}
+		log_info("kind now served by the API server; watching it", "kind", k->served->kind,
+		    "version", k->served->version, NULL);
+		found++;
+	}
+	if (found && atomic_load(&sc->stacks.live))
+		kube_informer_each(sc->stacks.inf, requeue_key, sc);
+	return missing;
+}
+
 void stack_ctl_unwatch(struct stack_ctl *sc)
 {
 	struct stack_kind *all[6];
 	int n = all_kinds(sc, all);
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		atomic_store(&all[i]->live, 0);
 		if (all[i]->inf)
 			kube_informer_request_stop(all[i]->inf);
+	}
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf) {
 			kube_informer_stop(all[i]->inf);
@@ -522,7 +566,7 @@ size_t stack_ctl_stack_count(struct stack_ctl *sc)
 struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind)
 {
 	for (int i = 0; i < 3; i++)
-		if (sc->sources[i].inf && strcmp(sc->sources[i].res[0].kind, kind) == 0)
+		if (atomic_load(&sc->sources[i].live) && strcmp(sc->sources[i].res[0].kind, kind) == 0)
 			return &sc->sources[i];
 	return NULL;
 }

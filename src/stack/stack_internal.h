@@ -42,6 +42,10 @@ struct stack_kind {
 	int nres;
 	const struct kube_resource *served;
 	struct kube_informer *inf;
+	/* Set (once, after inf) when the kind is watched.  A Flux kind the
+	 * server did not serve at start is looked for again from the main loop
+	 * (stack_ctl_rediscover), while workers and the metrics thread read. */
+	atomic_int live;
 };
 
 /* One running pulumi operation, so stack_ctl_interrupt can reach it. */

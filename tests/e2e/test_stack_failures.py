@@ -14,6 +14,8 @@ from stack_fixtures import SOURCE_API
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import hostile_corpus  # noqa: E402
 
+HERE = pathlib.Path(__file__).resolve().parent
+
 
 def git(name):
     return {"sourceRef": {"apiVersion": SOURCE_API, "kind": "GitRepository", "name": name}}
@@ -188,3 +190,20 @@ def test_source_kind_not_served(bare_stack_world):
     obj = assert_stalled(w, "demo", "SourceKindNotServed")
     assert "GitRepository" in w.cond(obj, "Ready")["message"]
     assert ran_nothing(w, "dev")
+
+
+def test_flux_installed_after_the_controller(bare_stack_world):
+    """Flux's CRDs applied while the controller runs: the kind is discovered and
+    watched, and the Stack Stalled on SourceKindNotServed reconciles."""
+    w = bare_stack_world
+    w.apply_stack("demo", fluxSource=git("app"))
+    w.controller(discovery_interval="1s")
+    assert_stalled(w, "demo", "SourceKindNotServed")
+    w.api.apply_file(HERE / "crds" / "source.toolkit.fluxcd.io_gitrepositories.yaml")
+    if w.tier == "real":
+        w.api.kubectl("wait", "--for=condition=Established",
+                      "crd/gitrepositories.source.toolkit.fluxcd.io", "--timeout=120s")
+        w.api.wait_custom_resources_served()
+    w.ctl.wait_log("kind now served by the API server; watching it", kind="GitRepository")
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    w.wait_ready("demo", revision=src["revision"])
