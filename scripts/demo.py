@@ -72,8 +72,8 @@ def banner(tier, why):
         say("tier: EMULATOR  the API-server emulator (tests/e2e/kubeapi) and the pulumi "
             "stand-in (tests/e2e/pulumi_standin)")
         say(f"      ({why})")
-    why_not = "present, but the demo does not drive it yet" if SOURCE_CONTROLLER.exists() \
-        else "not in .real/bin"
+    why_not = ".real/bin/source-controller is built; the demo does not drive it yet" \
+        if SOURCE_CONTROLLER.exists() else "not in .real/bin"
     say(f"source-controller: PLAYED BY THE DEMO ({why_not}): nginx serves the artifact and the")
     say("      demo writes the GitRepository's status.artifact as source-controller would")
 
