@@ -74,8 +74,9 @@ def banner(tier, why):
         say(f"      ({why})")
     why_not = ".real/bin/source-controller is built; the demo does not drive it yet" \
         if SOURCE_CONTROLLER.exists() else "not in .real/bin"
-    say(f"source-controller: PLAYED BY THE DEMO ({why_not}): nginx serves the artifact and the")
-    say("      demo writes the GitRepository's status.artifact as source-controller would")
+    say("source-controller: PLAYED BY THE DEMO: nginx serves the artifact and the demo writes")
+    say("      the GitRepository's status.artifact as source-controller would")
+    say(f"      ({why_not})")
 
 
 def teardown(sb, keep, failed):
