@@ -46,6 +46,14 @@ for p in $PACKAGES; do
 	esac
 done
 
+# kubectl: whatever the machine has (any kubectl package provides it); on a
+# machine with none, Debian 12's own (kubernetes-client, 1.20), which the
+# emulator serves as it serves every Debian kubectl.  `make deps-real` also
+# builds kubectl at the real kube-apiserver's version into .real/bin.
+if ! command -v kubectl >/dev/null 2>&1; then
+	missing="$missing kubernetes-client"
+fi
+
 # The PyPI packages of tests/requirements.txt (pinned, hash-checked), for the
 # Debian python3 the tests run with; after the Debian packages (pip is one).
 python_requirements() {
