@@ -34,6 +34,7 @@ time
 curl
 procps
 etcd-server
+prometheus
 "
 
 missing=""
