@@ -83,6 +83,7 @@ static void *worker_main(void *arg)
 			if (requeue > 0)
 				kube_queue_add_after(w->q, key, requeue);
 		}
+		log_context_clear();   /* what the reconcile set for its own lines */
 		atomic_fetch_add(&w->done, 1);
 		kube_queue_done(w->q, key);
 		free(key);
