@@ -437,8 +437,8 @@ static void write_series(void *ud, const char *key, void *value)
 
 void metrics_write(struct metrics_registry *r, FILE *out)
 {
+	static const char *names[] = { "metric" };
 	struct metric *m;
-	int any_dropped = 0;
 
 	pthread_mutex_lock(&r->lock);
 	for (m = r->head; m; m = m->next) {
@@ -446,23 +446,19 @@ void metrics_write(struct metrics_registry *r, FILE *out)
 		pthread_mutex_lock(&m->lock);
 		metrics_write_header(out, m->name, m->help, m->type);
 		strmap_each(&m->series, write_series, &c);
-		any_dropped |= m->dropped > 0;
 		pthread_mutex_unlock(&m->lock);
 	}
-	if (any_dropped) {
-		static const char *names[] = { "metric" };
-		metrics_write_header(out, "pulumi_controller_metric_series_dropped_total",
-		    "Updates of new label sets refused because the family had its maximum of series.",
-		    METRIC_COUNTER);
-		for (m = r->head; m; m = m->next) {
-			uint64_t d;
-			pthread_mutex_lock(&m->lock);
-			d = m->dropped;
-			pthread_mutex_unlock(&m->lock);
-			if (d > 0)
-				metrics_write_sample(out, "pulumi_controller_metric_series_dropped_total", 1, names,
-				    (const char *const *)&m->name, (double)d);
-		}
+	/* Always declared, so that an alert on it has a family to read. */
+	metrics_write_header(out, "pulumi_controller_metric_series_dropped_total",
+	    "Updates of new label sets refused because the family had its maximum of series.", METRIC_COUNTER);
+	for (m = r->head; m; m = m->next) {
+		uint64_t d;
+		pthread_mutex_lock(&m->lock);
+		d = m->dropped;
+		pthread_mutex_unlock(&m->lock);
+		if (d > 0)
+			metrics_write_sample(out, "pulumi_controller_metric_series_dropped_total", 1, names,
+			    (const char *const *)&m->name, (double)d);
 	}
 	pthread_mutex_unlock(&r->lock);
 }
