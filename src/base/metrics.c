@@ -4,8 +4,8 @@
  *
  * A family keeps its series in a strmap keyed by the label values
  * (length-prefixed, so no value can forge another's key) under its own
- * mutex; updates hold it for one lookup, the exposition for one family's
- * formatting into the caller's (in-memory) stream.  The registry's mutex
+ * mutex; updates hold it for one lookup, the exposition for copying one
+ * family's numbers (the text is formatted after the lock is released).  The registry's mutex
  * only guards the list of families.
  */
 #include "base/metrics.h"
@@ -308,21 +308,41 @@ int metric_delete(struct metric *m, int npairs, ...)
 
 /* ------------------------------------------------------------ text */
 
+/* Go's strconv.FormatFloat(v, 'g', -1, 64), which the Prometheus client
+ * library writes: the shortest digits that read back as v, in exponent form
+ * when the exponent is below -4 or at least 6 ("1e+06", "1.4410284e+07",
+ * "1e-05"), else plain ("123456", "0.0001"). */
 const char *metrics_format_value(double v, char *buf, size_t n)
 {
+	char e[40], digits[20], *p;
+	size_t nd = 0;
+	int exp;
+
 	if (isnan(v))
-		snprintf(buf, n, "NaN");
-	else if (isinf(v))
-		snprintf(buf, n, v > 0 ? "+Inf" : "-Inf");
-	else {
-		/* The shortest precision that reads back exactly, as Go's
-		 * strconv.FormatFloat(v, 'g', -1, 64). */
-		for (int prec = 1; prec <= 17; prec++) {
-			snprintf(buf, n, "%.*g", prec, v);
-			if (strtod(buf, NULL) == v)
-				break;
-		}
+		return snprintf(buf, n, "NaN"), buf;
+	if (isinf(v))
+		return snprintf(buf, n, v > 0 ? "+Inf" : "-Inf"), buf;
+	if (v == 0)
+		return snprintf(buf, n, "0"), buf;
+	/* A double whose shortest form has up to 15 digits reads back from its
+	 * 15-digit rounding, so the search starts there. */
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(e, sizeof(e), "%.*e", prec - 1, v);
+		if (strtod(e, NULL) == v)
+			break;
 	}
+	for (p = e + (e[0] == '-'); *p && *p != 'e'; p++)
+		if (*p != '.')
+			digits[nd++] = *p;
+	exp = atoi(p + 1);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	digits[nd] = '\0';
+	if (exp < -4 || exp >= 6)
+		snprintf(buf, n, "%s%c%s%se%c%02d", v < 0 ? "-" : "", digits[0], nd > 1 ? "." : "", digits + 1,
+		    exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+	else
+		snprintf(buf, n, "%.*f", (int)nd - 1 - exp > 0 ? (int)nd - 1 - exp : 0, v);
 	return buf;
 }
 
@@ -369,19 +389,16 @@ void metrics_write_header(FILE *out, const char *name, const char *help, enum me
 	fprintf(out, "\n# TYPE %s %s\n", name, types[type]);
 }
 
-/* {a="x",b="y"} (with an extra le="..." when le is set), or nothing. */
-static void write_labels(FILE *out, size_t n, const char *const *names, const char *const *values,
-    const char *le)
+/* {a="x",b="y"}, or nothing without labels. */
+static void write_labels(FILE *out, size_t n, const char *const *names, const char *const *values)
 {
 	char esc[1024];
 
-	if (n == 0 && le == NULL)
+	if (n == 0)
 		return;
 	fputc('{', out);
 	for (size_t i = 0; i < n; i++)
 		fprintf(out, "%s%s=\"%s\"", i ? "," : "", names[i], metrics_escape_label(values[i], esc, sizeof(esc)));
-	if (le)
-		fprintf(out, "%sle=\"%s\"", n ? "," : "", le);
 	fputc('}', out);
 }
 
@@ -391,48 +408,96 @@ void metrics_write_sample(FILE *out, const char *name, size_t n, const char *con
 	char num[40];
 
 	fputs(name, out);
-	write_labels(out, n, names, values, NULL);
+	write_labels(out, n, names, values);
 	fprintf(out, " %s\n", metrics_format_value(v, num, sizeof(num)));
 }
 
-struct write_ctx {
-	const struct metric *m;
-	FILE *out;
+/* A series as the exposition writes it: its labels already rendered
+ * (a="x",b="y"), its numbers copied, so the family's lock is not held
+ * while the text is formatted. */
+struct snap {
+	char *labels;
+	double value, sum;
+	uint64_t count;
+	uint64_t buckets[METRICS_MAX_BUCKETS];
 };
 
-static void write_series(void *ud, const char *key, void *value)
+struct snap_ctx {
+	const struct metric *m;
+	struct snap *v;
+	size_t n;
+};
+
+/* a="x",b="y" for s, malloc'd. */
+static char *render_labels(const struct metric *m, const struct series *s)
 {
-	struct write_ctx *c = ud;
-	const struct metric *m = c->m;
+	char *buf = NULL, esc[1024];
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		return xstrdup("");
+	for (size_t i = 0; i < m->nlabels; i++)
+		fprintf(f, "%s%s=\"%s\"", i ? "," : "", m->labels[i], metrics_escape_label(s->values[i], esc, sizeof(esc)));
+	fclose(f);
+	return buf ? buf : xstrdup("");
+}
+
+static void take_snap(void *ud, const char *key, void *value)
+{
+	struct snap_ctx *c = ud;
 	const struct series *s = value;
-	const char *const *names = (const char *const *)m->labels;
-	const char *const *vals = (const char *const *)s->values;
-	char name[256], le[40], num[40];
-	uint64_t cum = 0;
+	struct snap *sn = &c->v[c->n++];
 	(void)key;
 
+	sn->labels = render_labels(c->m, s);
+	sn->value = s->value;
+	sn->sum = s->sum;
+	sn->count = s->count;
+	memcpy(sn->buckets, s->buckets, sizeof(sn->buckets));
+}
+
+static void write_snap(FILE *out, const struct metric *m, const char le[][40], const struct snap *sn)
+{
+	const char *sep = sn->labels[0] ? "," : "";
+	char num[40];
+	uint64_t cum = 0;
+
 	if (m->type != METRIC_HISTOGRAM) {
-		metrics_write_sample(c->out, m->name, m->nlabels, names, vals, s->value);
+		fprintf(out, sn->labels[0] ? "%s{%s} %s\n" : "%s%s %s\n", m->name, sn->labels,
+		    metrics_format_value(sn->value, num, sizeof(num)));
 		return;
 	}
-	snprintf(name, sizeof(name), "%s_bucket", m->name);
 	for (size_t i = 0; i < m->nbounds; i++) {
-		cum += s->buckets[i];
-		fputs(name, c->out);
-		write_labels(c->out, m->nlabels, names, vals, metrics_format_value(m->bounds[i], le, sizeof(le)));
-		fprintf(c->out, " %llu\n", (unsigned long long)cum);
+		cum += sn->buckets[i];
+		fprintf(out, "%s_bucket{%s%sle=\"%s\"} %llu\n", m->name, sn->labels, sep, le[i], (unsigned long long)cum);
 	}
-	fputs(name, c->out);
-	write_labels(c->out, m->nlabels, names, vals, "+Inf");
-	fprintf(c->out, " %llu\n", (unsigned long long)s->count);
-	snprintf(name, sizeof(name), "%s_sum", m->name);
-	fputs(name, c->out);
-	write_labels(c->out, m->nlabels, names, vals, NULL);
-	fprintf(c->out, " %s\n", metrics_format_value(s->sum, num, sizeof(num)));
-	snprintf(name, sizeof(name), "%s_count", m->name);
-	fputs(name, c->out);
-	write_labels(c->out, m->nlabels, names, vals, NULL);
-	fprintf(c->out, " %llu\n", (unsigned long long)s->count);
+	fprintf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", m->name, sn->labels, sep, (unsigned long long)sn->count);
+	fprintf(out, sn->labels[0] ? "%s_sum{%s} %s\n" : "%s_sum%s %s\n", m->name, sn->labels,
+	    metrics_format_value(sn->sum, num, sizeof(num)));
+	fprintf(out, sn->labels[0] ? "%s_count{%s} %llu\n" : "%s_count%s %llu\n", m->name, sn->labels,
+	    (unsigned long long)sn->count);
+}
+
+/* One family: its series copied under its lock (microseconds per series),
+ * then formatted without it. */
+static void write_family(FILE *out, struct metric *m)
+{
+	struct snap_ctx c = { m, NULL, 0 };
+	char le[METRICS_MAX_BUCKETS][40];
+
+	for (size_t i = 0; i < m->nbounds; i++)
+		metrics_format_value(m->bounds[i], le[i], sizeof(le[i]));
+	pthread_mutex_lock(&m->lock);
+	c.v = xcalloc(m->series.count ? m->series.count : 1, sizeof(*c.v));
+	strmap_each(&m->series, take_snap, &c);
+	pthread_mutex_unlock(&m->lock);
+	metrics_write_header(out, m->name, m->help, m->type);
+	for (size_t i = 0; i < c.n; i++) {
+		write_snap(out, m, (const char (*)[40])le, &c.v[i]);
+		free(c.v[i].labels);
+	}
+	free(c.v);
 }
 
 void metrics_write(struct metrics_registry *r, FILE *out)
@@ -441,13 +506,8 @@ void metrics_write(struct metrics_registry *r, FILE *out)
 	struct metric *m;
 
 	pthread_mutex_lock(&r->lock);
-	for (m = r->head; m; m = m->next) {
-		struct write_ctx c = { m, out };
-		pthread_mutex_lock(&m->lock);
-		metrics_write_header(out, m->name, m->help, m->type);
-		strmap_each(&m->series, write_series, &c);
-		pthread_mutex_unlock(&m->lock);
-	}
+	for (m = r->head; m; m = m->next)
+		write_family(out, m);
 	/* Always declared, so that an alert on it has a family to read. */
 	metrics_write_header(out, "pulumi_controller_metric_series_dropped_total",
 	    "Updates of new label sets refused because the family had its maximum of series.", METRIC_COUNTER);

@@ -16,8 +16,8 @@
  * registry with metrics_registry_new and metrics_family.
  *
  * Thread-safety: every update takes its family's mutex for a hash lookup and
- * an addition, nothing more; the exposition takes each family's mutex while
- * it formats that family into memory.  So a scrape never waits for a
+ * an addition, nothing more; the exposition takes each family's mutex only
+ * to copy its numbers, and formats the text after releasing it.  So a scrape never waits for a
  * reconcile and a reconcile never waits for a scrape's network I/O.
  *
  * Cardinality is bounded: a family holds at most max_series label sets

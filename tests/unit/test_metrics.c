@@ -103,6 +103,15 @@ static void labels_are_escaped_and_values_formatted(void **state)
 	assert_string_equal(metrics_format_value(9.999999999999999e-06, buf, sizeof(buf)), "9.999999999999999e-06");
 	assert_string_equal(metrics_format_value(1799.9999999999986, buf, sizeof(buf)), "1799.9999999999986");
 	assert_string_equal(metrics_format_value(1.0 / 0.0, buf, sizeof(buf)), "+Inf");
+	/* Go's choices between the plain and the exponent form */
+	assert_string_equal(metrics_format_value(14410284, buf, sizeof(buf)), "1.4410284e+07");
+	assert_string_equal(metrics_format_value(123456, buf, sizeof(buf)), "123456");
+	assert_string_equal(metrics_format_value(0.0001, buf, sizeof(buf)), "0.0001");
+	assert_string_equal(metrics_format_value(2.5e-5, buf, sizeof(buf)), "2.5e-05");
+	assert_string_equal(metrics_format_value(1e-08, buf, sizeof(buf)), "1e-08");
+	assert_string_equal(metrics_format_value(4.35, buf, sizeof(buf)), "4.35");
+	assert_string_equal(metrics_format_value(-1234567.5, buf, sizeof(buf)), "-1.2345675e+06");
+	assert_string_equal(metrics_format_value(0, buf, sizeof(buf)), "0");
 	/* Cut, never inside an escape. */
 	assert_string_equal(metrics_escape_label("ab\"", buf, 4), "ab");
 	metrics_registry_free(r);
