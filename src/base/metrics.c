@@ -22,6 +22,7 @@
 
 struct series {
 	char *values[METRICS_MAX_LABELS];
+	char *rendered;                /* a="x",b="y", escaped once at creation */
 	double value;                  /* counter, gauge */
 	double sum;                    /* histogram */
 	uint64_t count;
@@ -71,6 +72,7 @@ static void series_free(void *v)
 
 	for (size_t i = 0; i < METRICS_MAX_LABELS; i++)
 		free(s->values[i]);
+	free(s->rendered);
 	free(s);
 }
 
@@ -119,6 +121,8 @@ static char *series_key(const struct metric *m, const char *const *values)
 	return key;
 }
 
+static char *render_labels(const struct metric *m, const struct series *s);
+
 /* The series for values, created when missing and the family has room.
  * NULL when it is full.  Called with m->lock held. */
 static struct series *series_locked(struct metric *m, const char *const *values, int create)
@@ -133,6 +137,7 @@ static struct series *series_locked(struct metric *m, const char *const *values,
 			s = xcalloc(1, sizeof(*s));
 			for (size_t i = 0; i < m->nlabels; i++)
 				s->values[i] = xstrdup(values[i] ? values[i] : "");
+			s->rendered = render_labels(m, s);
 			strmap_put(&m->series, key, s);
 		}
 	}
@@ -450,7 +455,7 @@ static void take_snap(void *ud, const char *key, void *value)
 	struct snap *sn = &c->v[c->n++];
 	(void)key;
 
-	sn->labels = render_labels(c->m, s);
+	sn->labels = xstrdup(s->rendered);
 	sn->value = s->value;
 	sn->sum = s->sum;
 	sn->count = s->count;
