@@ -106,6 +106,16 @@ static void context_fields_go_on_every_record_of_the_thread(void **state)
 	assert_non_null(strstr(out, "\"msg\":\"from another thread\"}\n"));
 	assert_non_null(strstr(out, "\"msg\":\"three\"}\n"));
 	assert_null(strstr(out, "id-1"));
+	/* --log-format text: the same fields, key=value */
+	f = fmemopen(out, sizeof(out), "w");
+	assert_non_null(f);
+	log_setup(LOG_INFO, LOG_TEXT, f);
+	log_context_set("name", "web app");
+	log_info("four", "revision", "v1", NULL);
+	log_context_clear();
+	fclose(f);
+	log_setup(LOG_INFO, LOG_JSON, stderr);
+	assert_non_null(strstr(out, "info  four name=\"web app\" revision=v1\n"));
 }
 
 int main(void)
