@@ -35,6 +35,7 @@ time
 curl
 procps
 etcd-server
+prometheus
 "
 
 missing=""

@@ -12,6 +12,7 @@
  *   stack_status.c     conditions, status, Events, finalizer and outputs
  *   stack_reconcile.c  the state machine: one pass over a Stack
  *   stack_update.c     the pulumi operations of one update or destroy
+ *   stack_metrics.c    what the controller counts (Prometheus families)
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -249,7 +250,7 @@ void stack_update_destroy(struct stack_pass *p);
 struct stack_pass {
 	struct stack_ctl *sc;
 	char ns[254], name[254];
-	char id[17];                    /* reconcile id, for logs */
+	char id[37];                    /* reconcile id (a UUID), on every log line */
 	cJSON *obj;                     /* the cached Stack (a copy; owned) */
 	const cJSON *status;            /* obj's status (may be NULL) */
 	long long generation;
@@ -279,6 +280,33 @@ struct stack_pass {
 
 /* The state machine; returns the requeue delay (0: none). */
 int stack_reconcile_pass(struct stack_pass *p, struct err *e);
+
+/* ------------------------------------------------------------ metrics */
+
+/* Registers the families and their zero series (at stack_ctl_new). */
+void stack_metrics_init(void);
+/* One reconcile of a Stack ended (rc < 0: to be retried): counts it by
+ * result and reason and records its gotk_reconcile_duration_seconds, or
+ * removes the Stack's series when it is gone. */
+void stack_metrics_reconciled(const struct stack_pass *p, int rc, double seconds);
+/* Removes the Stack's per-object series (it was deleted). */
+void stack_metrics_forget(const char *ns, const char *name);
+/* A reconcile found the Stack deleted (not in the cache any more). */
+void stack_metrics_gone(const char *ns, const char *name, double seconds);
+/* source: "flux" or "oci".  A store lookup found the tree (hit) or not. */
+void stack_metrics_cache(const char *source, int hit);
+/* A download ended: result "success", "failed" or "refused"; bytes
+ * received (0 when unknown). */
+void stack_metrics_fetched(const char *source, const char *result, double seconds, long long bytes);
+/* A refused artifact, counted by the rule its message names. */
+void stack_metrics_refused(const char *source, const struct err *e);
+/* The rule label for a refusal ("path", "symlink", "size_limit"...). */
+const char *stack_refusal_rule(const struct err *e);
+/* An ociSource resolution: "cached", "resolved" or "failed". */
+void stack_metrics_resolved(const char *result);
+/* A pulumi operation ("up", "preview", "destroy") starts and ends. */
+void stack_metrics_operation_start(const char *op);
+void stack_metrics_operation_end(const char *op, enum pl_status status, double seconds);
 
 /* ------------------------------------------------------------ status */
 

@@ -213,7 +213,11 @@ static int step_finalizer(struct stack_pass *p)
 
 static int step_source(struct stack_pass *p)
 {
-	return stack_source_resolve(p);
+	int rc = stack_source_resolve(p);
+
+	if (rc == 0)   /* from here on, every line of the pass names the revision */
+		log_context_set("revision", p->art.revision);
+	return rc;
 }
 
 static int step_inputs(struct stack_pass *p)
