@@ -135,8 +135,12 @@ fuzz: deps $(FUZZ_BINS)
 bench: deps all
 	@set -e; for b in bench/*; do [ -x "$$b" ] && [ -f "$$b" ] || continue; echo "== $$b"; "$$b"; done
 
+# The demo on an embedded default (docs/demo.md): the real kube-apiserver, etcd and pulumi
+# when `make deps-real` has built them, the emulator and the stand-in otherwise.
+# DEMO_FLAGS="--tier emulator" forces the fast tier; --keep keeps the sandbox's logs.
+DEMO_FLAGS ?=
 demo: deps all
-	@/usr/bin/python3 scripts/demo.py
+	@$(PYTHON) scripts/demo.py $(DEMO_FLAGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

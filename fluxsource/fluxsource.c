@@ -218,6 +218,8 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 	}
 	rc = 0;
 out:
+	if (o->received != NULL)
+		*o->received += p->bytes;
 	http_stream_free(p->stream);
 	digest_ctx_free(p->hash);
 	free(p);

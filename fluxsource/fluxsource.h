@@ -78,6 +78,10 @@ struct flux_fetch_opts {
 	 * signal handler into a volatile sig_atomic_t-sized int) cancels the
 	 * lock wait or the download: ERR_CANCELED, staging removed. */
 	const volatile int *cancel;
+	/* When set, every byte received from the server (all attempts) is
+	 * added to it, for the controller's download metrics.  Owned by the
+	 * caller; one call at a time. */
+	long long *received;
 };
 
 /* Defaults: http_opts_default with the limits above, untar_limits_default,

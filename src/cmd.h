@@ -15,6 +15,13 @@ int cmd_fetch(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_push(int argc, char **argv);
+/* The operator's commands (src/cmd_get.c, src/cmd_stackctl*.c; docs/cli.md). */
+int cmd_get(int argc, char **argv);
+int cmd_reconcile(int argc, char **argv);
+int cmd_suspend(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_outputs(int argc, char **argv);
+int cmd_history(int argc, char **argv);
 int cmd_preview(int argc, char **argv);   /* cmd_approve.c */
 int cmd_approve(int argc, char **argv);
 

@@ -21,14 +21,15 @@
 
 #include "base/err.h"
 #include "cmd.h"
+#include "cmd_stackctl.h"
 #include "kube/kube.h"
-
-static const struct kube_resource stack_res = { "pulumi.com", "v1", "stacks", "Stack", 1 };
 
 #define APPROVE_ATTEMPTS 5
 
+enum { OPT_PLAN = STACKCTL_OPT_FIRST_FREE };
+
 struct approve_flags {
-	const char *kubeconfig;
+	struct stackctl_flags conn;
 	const char *plan;
 	int yes;
 };
@@ -36,12 +37,10 @@ struct approve_flags {
 static void preview_usage(FILE *out)
 {
 	fprintf(out,
-	    "Usage: pulumi-controller preview NAMESPACE/NAME [flags]\n\n"
+	    "Usage: pulumi-controller preview [NAMESPACE/]NAME [flags]\n\n"
 	    "Prints the plan of a Stack with spec.approval: Manual that awaits approval: its id,\n"
 	    "revision, change summary and steps (op, URN, changed properties).\n\n"
-	    "Flags:\n"
-	    "  --kubeconfig F   kubeconfig file(s) (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
-	    "  -h, --help       this help\n\n"
+	    "Flags:\n" STACKCTL_COMMON_HELP "\n"
 	    "Exit status: 0 a plan is shown, 1 none awaits approval or the Stack cannot be read,\n"
 	    "2 bad usage.  docs/approvals.md\n");
 }
@@ -49,76 +48,57 @@ static void preview_usage(FILE *out)
 static void approve_usage(FILE *out)
 {
 	fprintf(out,
-	    "Usage: pulumi-controller approve NAMESPACE/NAME [--plan ID] [--yes] [flags]\n\n"
+	    "Usage: pulumi-controller approve [NAMESPACE/]NAME [--plan ID] [--yes] [flags]\n\n"
 	    "Shows the plan awaiting approval and sets spec.approvedPlan to its id (a merge patch).\n"
 	    "Refuses when the plan in status is not ID, or changed since it was shown.\n\n"
 	    "Flags:\n"
-	    "  --plan ID        approve only this plan id (what the reviewer saw elsewhere)\n"
-	    "  -y, --yes        do not ask (needed when stdin is not a terminal)\n"
-	    "  --kubeconfig F   kubeconfig file(s) (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
-	    "  -h, --help       this help\n\n"
+	    "  --plan ID              approve only this plan id (what the reviewer saw elsewhere)\n"
+	    "  -y, --yes              do not ask (needed when stdin is not a terminal)\n"
+	    STACKCTL_COMMON_HELP "\n"
 	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n");
 }
 
-/* "ns/name" into its parts; -1 when it is not that. */
-static int split_ref(const char *ref, char *ns, size_t nn, char *name, size_t n)
-{
-	const char *slash = ref ? strchr(ref, '/') : NULL;
-
-	if (slash == NULL || slash == ref || slash[1] == '\0' || strchr(slash + 1, '/') ||
-	    (size_t)(slash - ref) >= nn || strlen(slash + 1) >= n)
-		return -1;
-	snprintf(ns, nn, "%.*s", (int)(slash - ref), ref);
-	snprintf(name, n, "%s", slash + 1);
-	return 0;
-}
-
-static int parse(int argc, char **argv, struct approve_flags *f, int approve, const char **ref)
+/* 0 to go on, 1 after --help (exit 0), EXIT_USAGE after a usage error. */
+static int parse(int argc, char **argv, struct approve_flags *f, int approve, struct stackctl_ref *ref)
 {
 	static const struct option long_opts[] = {
-		{ "kubeconfig", required_argument, NULL, 'k' },
-		{ "plan", required_argument, NULL, 'p' },
+		STACKCTL_COMMON_OPTIONS,
+		{ "plan", required_argument, NULL, OPT_PLAN },
 		{ "yes", no_argument, NULL, 'y' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	const char *cmd = approve ? "approve" : "preview";
+	struct err e;
+	int ch, rc;
 
 	memset(f, 0, sizeof(*f));
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, approve ? "yh" : "h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': f->kubeconfig = optarg; break;
-		case 'p': if (!approve) goto bad; f->plan = optarg; break;
-		case 'y': if (!approve) goto bad; f->yes = 1; break;
-		case 'h': (approve ? approve_usage : preview_usage)(stdout); return 1;
-		default:
-		bad:
-			cmd_errorf("%s: unknown or incomplete flag %s (see --help)", approve ? "approve" : "preview",
-			    argv[optind - 1]);
-			return -1;
+	stackctl_flags_init(&f->conn);
+	while ((ch = getopt_long(argc, argv, approve ? "n:yh" : "n:h", long_opts, NULL)) != -1) {
+		if (ch == 'h') {
+			(approve ? approve_usage : preview_usage)(stdout);
+			return 1;
+		}
+		if ((rc = stackctl_common_flag(&f->conn, ch, optarg)) != 0) {
+			if (rc < 0)
+				return EXIT_USAGE;
+		} else if (approve && ch == OPT_PLAN) {
+			f->plan = optarg;
+		} else if (approve && ch == 'y') {
+			f->yes = 1;
+		} else {
+			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
+			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		cmd_errorf("%s: expected one NAMESPACE/NAME (see --help)", approve ? "approve" : "preview");
-		return -1;
+	if (argc - optind != 1) {
+		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
+		return EXIT_USAGE;
 	}
-	*ref = argv[optind];
-	return 0;
-}
-
-static struct kube_client *connect(const struct approve_flags *f, const char *cmd)
-{
-	struct kube_config *cfg = NULL;
-	struct kube_client *c;
-	struct err e;
-
-	if (kube_config_load(f->kubeconfig, &cfg, &e) < 0 || (c = kube_client_new(cfg, &e)) == NULL) {
+	if (stackctl_parse_ref(argv[optind], f->conn.namespace, ref, &e) < 0) {
 		cmd_print_error(cmd, e.msg);
-		return NULL;
+		return EXIT_USAGE;
 	}
-	return c;
+	return 0;
 }
 
 static const cJSON *preview_of(const cJSON *obj)
@@ -160,20 +140,16 @@ static void print_plan(const char *ref, const cJSON *pv)
 }
 
 /* GETs the Stack; its status.preview must hold a plan.  Caller frees. */
-static cJSON *read_pending(struct kube_client *c, const char *cmd, const char *ns, const char *name,
-    const char *ref)
+static cJSON *read_pending(struct stackctl *sc, const char *cmd, const struct stackctl_ref *ref)
 {
-	struct err e;
-	cJSON *obj = kube_get(c, &stack_res, ns, name, NULL, &e);
+	cJSON *obj = stackctl_get_stack(sc, cmd, ref);
 
-	if (obj == NULL) {
-		cmd_print_error(cmd, e.msg);
+	if (obj == NULL)
 		return NULL;
-	}
 	if (kube_obj_str(preview_of(obj), "planId") == NULL) {
 		char msg[600];
-		snprintf(msg, sizeof(msg), "Stack %s has no plan awaiting approval (status.preview is empty; "
-		    "is spec.approval Manual?)", ref);
+		snprintf(msg, sizeof(msg), "Stack %s/%s has no plan awaiting approval (status.preview is empty; "
+		    "is spec.approval Manual?)", ref->ns, ref->name);
 		cmd_print_error(cmd, msg);
 		cJSON_Delete(obj);
 		return NULL;
@@ -184,25 +160,23 @@ static cJSON *read_pending(struct kube_client *c, const char *cmd, const char *n
 int cmd_preview(int argc, char **argv)
 {
 	struct approve_flags f;
-	struct kube_client *c;
-	const char *ref;
-	char ns[254], name[254];
+	struct stackctl_ref ref;
+	struct stackctl sc;
+	char shown[2 * STACKCTL_NAME_MAX + 2];
 	cJSON *obj;
 	int rc = parse(argc, argv, &f, 0, &ref);
 
 	if (rc != 0)
-		return rc > 0 ? 0 : EXIT_USAGE;
-	if (split_ref(ref, ns, sizeof(ns), name, sizeof(name)) < 0) {
-		cmd_errorf("preview: \"%s\" is not NAMESPACE/NAME", ref);
-		return EXIT_USAGE;
-	}
-	if ((c = connect(&f, "preview")) == NULL)
-		return 1;
-	obj = read_pending(c, "preview", ns, name, ref);
+		return rc == 1 ? 0 : rc;
+	if ((rc = stackctl_connect(&f.conn, "preview", &sc)) != 0)
+		return rc;
+	stackctl_resolve_ref(&sc, &ref);
+	obj = read_pending(&sc, "preview", &ref);
+	snprintf(shown, sizeof(shown), "%s/%s", ref.ns, ref.name);
 	if (obj)
-		print_plan(ref, preview_of(obj));
+		print_plan(shown, preview_of(obj));
 	cJSON_Delete(obj);
-	kube_client_free(c);
+	stackctl_close(&sc);
 	return obj ? 0 : 1;
 }
 
@@ -238,33 +212,32 @@ static char *approval_patch(const char *rv, const char *id)
 
 /* Patches approvedPlan to id while status still shows plan id; on a
  * conflict reads again.  Frees obj.  0, or -1 (printed). */
-static int set_approval(struct kube_client *c, const char *ns, const char *name, const char *ref,
-    const char *id, cJSON *obj)
+static int set_approval(struct stackctl *sc, const struct stackctl_ref *ref, const char *id, cJSON *obj)
 {
 	for (int attempt = 0; attempt < APPROVE_ATTEMPTS; attempt++) {
 		char *patch = approval_patch(kube_obj_str(obj, "metadata.resourceVersion"), id);
 		struct err e;
-		cJSON *res = kube_patch(c, &stack_res, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, &e);
+		cJSON *res = kube_patch(sc->client, &stackctl_stack_res, ref->ns, ref->name, NULL, KUBE_PATCH_MERGE,
+		    patch, NULL, 0, &e);
 
 		free(patch);
+		cJSON_Delete(obj);
+		obj = NULL;
 		if (res) {
 			cJSON_Delete(res);
-			cJSON_Delete(obj);
 			return 0;
 		}
 		if (e.code != ERR_CONFLICT) {
-			cmd_print_error("approve", e.msg);
-			cJSON_Delete(obj);
+			stackctl_print_object_error("approve", "patch", "Stack", ref->ns, ref->name, &e);
 			return -1;
 		}
 		/* The Stack changed since it was read: only the same plan may go on. */
-		cJSON_Delete(obj);
-		if ((obj = read_pending(c, "approve", ns, name, ref)) == NULL)
+		if ((obj = read_pending(sc, "approve", ref)) == NULL)
 			return -1;
 		if (strcmp(kube_obj_str(preview_of(obj), "planId"), id) != 0) {
 			char msg[400];
-			snprintf(msg, sizeof(msg), "the plan of %s changed since it was shown (now %s): not approved; "
-			    "review it again", ref, kube_obj_str(preview_of(obj), "planId"));
+			snprintf(msg, sizeof(msg), "the plan of %s/%s changed since it was shown (now %s): not "
+			    "approved; review it again", ref->ns, ref->name, kube_obj_str(preview_of(obj), "planId"));
 			cmd_print_error("approve", msg);
 			cJSON_Delete(obj);
 			return -1;
@@ -278,44 +251,43 @@ static int set_approval(struct kube_client *c, const char *ns, const char *name,
 int cmd_approve(int argc, char **argv)
 {
 	struct approve_flags f;
-	struct kube_client *c;
-	const char *ref, *id;
-	char ns[254], name[254], shown[65];
+	struct stackctl_ref ref;
+	struct stackctl sc;
+	char shown[65], where[2 * STACKCTL_NAME_MAX + 2];
+	const char *id;
 	cJSON *obj;
 	int rc = parse(argc, argv, &f, 1, &ref);
 
 	if (rc != 0)
-		return rc > 0 ? 0 : EXIT_USAGE;
-	if (split_ref(ref, ns, sizeof(ns), name, sizeof(name)) < 0) {
-		cmd_errorf("approve: \"%s\" is not NAMESPACE/NAME", ref);
-		return EXIT_USAGE;
-	}
-	if ((c = connect(&f, "approve")) == NULL)
-		return 1;
-	if ((obj = read_pending(c, "approve", ns, name, ref)) == NULL) {
-		kube_client_free(c);
+		return rc == 1 ? 0 : rc;
+	if ((rc = stackctl_connect(&f.conn, "approve", &sc)) != 0)
+		return rc;
+	stackctl_resolve_ref(&sc, &ref);
+	snprintf(where, sizeof(where), "%s/%s", ref.ns, ref.name);
+	if ((obj = read_pending(&sc, "approve", &ref)) == NULL) {
+		stackctl_close(&sc);
 		return 1;
 	}
 	id = kube_obj_str(preview_of(obj), "planId");
-	print_plan(ref, preview_of(obj));
-	if (f.plan && strcmp(f.plan, id) != 0) {
+	snprintf(shown, sizeof(shown), "%s", id);
+	print_plan(where, preview_of(obj));
+	if (f.plan && strcmp(f.plan, shown) != 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "the plan awaiting approval is %s, not %s: not approved; review it "
-		    "again", id, f.plan);
+		    "again", shown, f.plan);
 		cmd_print_error("approve", msg);
 		rc = 1;
-	} else if (!f.yes && !confirmed(id)) {
+	} else if (!f.yes && !confirmed(shown)) {
 		cmd_print_error("approve", "not approved");
 		rc = 1;
 	} else {
-		snprintf(shown, sizeof(shown), "%s", id);
 		/* set_approval owns obj from here (it may replace it). */
-		rc = set_approval(c, ns, name, ref, shown, obj) < 0 ? 1 : 0;
+		rc = set_approval(&sc, &ref, shown, obj) < 0 ? 1 : 0;
 		obj = NULL;
 		if (rc == 0)
-			printf("approved plan %s of %s (spec.approvedPlan)\n", shown, ref);
+			printf("approved plan %s of %s (spec.approvedPlan)\n", shown, where);
 	}
 	cJSON_Delete(obj);
-	kube_client_free(c);
+	stackctl_close(&sc);
 	return rc;
 }

@@ -27,6 +27,7 @@
 #include "base/duration.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/proc.h"
 #include "cmd.h"
 #include "kube/kube.h"
@@ -65,6 +66,15 @@ static void write_cache_dump(struct run *rt)
 
 /* ------------------------------------------------------------ probes */
 
+/*
+ * Ready once every cache has synced, leader or not.  A standby replica is
+ * ready too, as controller-runtime's managers are (their readiness does not
+ * depend on the Lease): readiness gates Service endpoints and rollouts, and
+ * a standby held unready would stall every rolling update of a Deployment
+ * with more than one replica (the new pod never gets the Lease while the old
+ * one holds it, so it never becomes ready, so the old one is never
+ * replaced).  Who leads is in pulumi_controller_leader.
+ */
 static int ready(void *ud)
 {
 	struct run *rt = ud;
@@ -72,23 +82,28 @@ static int ready(void *ud)
 	return rt->stacks != NULL && stack_ctl_synced(rt->stacks);
 }
 
+/* Everything is read from atomics or under short mutexes (the queue's, a
+ * metric family's): a scrape never waits for a reconcile, a pulumi call or
+ * an API call. */
 static void metrics(void *ud, FILE *out)
 {
 	struct run *rt = ud;
 	struct kube_workers *w = atomic_load(&rt->workers);
-	uint64_t done = 0, failed = 0;
 
 	stack_ctl_metrics(rt->stacks, out);
-	if (w != NULL)
-		kube_workers_counts(w, &done, &failed);
-	fprintf(out, "# TYPE pulumi_controller_workqueue_depth gauge\npulumi_controller_workqueue_depth %zu\n",
-	    kube_queue_len(rt->queue));
-	fprintf(out, "# TYPE pulumi_controller_reconcile_total counter\npulumi_controller_reconcile_total %llu\n",
-	    (unsigned long long)done);
-	fprintf(out, "# TYPE pulumi_controller_reconcile_errors_total counter\npulumi_controller_reconcile_errors_total %llu\n",
-	    (unsigned long long)failed);
-	fprintf(out, "# TYPE pulumi_controller_leader gauge\npulumi_controller_leader %d\n",
+	kube_queue_write_metrics(rt->queue, out);
+	kube_workers_write_metrics(w, out);
+	metrics_write_header(out, "pulumi_controller_workqueue_depth",
+	    "Stacks waiting in the work queue (workqueue_depth{name=\"stack\"}).", METRIC_GAUGE);
+	metrics_write_sample(out, "pulumi_controller_workqueue_depth", 0, NULL, NULL, (double)kube_queue_len(rt->queue));
+	metrics_write_header(out, "pulumi_controller_leader",
+	    "1 while this replica holds the Lease (or leader election is off), else 0.", METRIC_GAUGE);
+	metrics_write_sample(out, "pulumi_controller_leader", 0, NULL, NULL,
 	    rt->leader ? kube_leader_is_leader(rt->leader) : 1);
+	metrics_write_header(out, "pulumi_controller_ready", "1 once every cache has synced (/readyz), else 0.",
+	    METRIC_GAUGE);
+	metrics_write_sample(out, "pulumi_controller_ready", 0, NULL, NULL, ready(rt));
+	metrics_write(metrics_default(), out);
 }
 
 /* ------------------------------------------------------------ leader */
@@ -380,7 +395,10 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 	}
 	if ((rt->client = kube_client_new(cfg, e)) == NULL)
 		return err_prefix(e, "cannot create the Kubernetes client: "), -1;
-	rt->queue = kube_queue_new(NULL);
+	{
+		struct kube_queue_opts qo = { 0, 0, 0, 0, "stack" };
+		rt->queue = kube_queue_new(&qo);
+	}
 	gethostname(host, sizeof(host) - 1);
 	rt->recorder = kube_recorder_new(rt->client, "pulumi-controller", host);
 	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL)

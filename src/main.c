@@ -16,14 +16,20 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "approve", cmd_approve, "approve the plan a Stack awaits (spec.approvedPlan)" },
-	{ "fetch",   cmd_fetch,   "download a Flux artifact, verify its digest and unpack it" },
-	{ "preview", cmd_preview, "print the plan a Stack awaits approval for" },
-	{ "pull",    cmd_pull,    "pull an OCI artifact, verify it and unpack it" },
-	{ "push",    cmd_push,    "push a directory as a Flux OCI artifact" },
-	{ "run",     cmd_run,     "run the controller (watch Stacks and Flux sources, reconcile)" },
-	{ "unpack",  cmd_unpack,  "safely unpack a tar, tar.gz or tar.zst archive" },
-	{ "version", cmd_version, "print the version" },
+	{ "get",       cmd_get,       "show Stacks: ready, revision, last update, message" },
+	{ "reconcile", cmd_reconcile, "reconcile a Stack now and wait for the outcome" },
+	{ "suspend",   cmd_suspend,   "suspend a Stack's reconciliation" },
+	{ "resume",    cmd_resume,    "resume a suspended Stack and wait for its reconcile" },
+	{ "outputs",   cmd_outputs,   "show a Stack's outputs (secret ones masked)" },
+	{ "history",   cmd_history,   "show a Stack's last updates" },
+	{ "preview",   cmd_preview,   "print the plan a Stack awaits approval for" },
+	{ "approve",   cmd_approve,   "approve the plan a Stack awaits (spec.approvedPlan)" },
+	{ "run",       cmd_run,       "run the controller (watch Stacks and Flux sources, reconcile)" },
+	{ "fetch",     cmd_fetch,     "download a Flux artifact, verify its digest and unpack it" },
+	{ "pull",      cmd_pull,      "pull an OCI artifact, verify it and unpack it" },
+	{ "push",      cmd_push,      "push a directory as a Flux OCI artifact" },
+	{ "unpack",    cmd_unpack,    "safely unpack a tar, tar.gz or tar.zst archive" },
+	{ "version",   cmd_version,   "print the version" },
 };
 
 static void usage(FILE *out)
@@ -34,7 +40,7 @@ static void usage(FILE *out)
 	    "Usage: pulumi-controller <command> [flags]\n\n"
 	    "Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'pulumi-controller <command> --help' for a command's flags.\n"
 	    "Documentation: docs/README.md\n");
 }

@@ -14,6 +14,9 @@
 /* Milliseconds on CLOCK_MONOTONIC (an arbitrary origin; only differences
  * mean anything). */
 int64_t clock_mono_ms(void);
+/* The same in seconds with nanosecond resolution, for durations that
+ * metrics report. */
+double clock_mono_s(void);
 
 /* Sleeps ms milliseconds (<= 0 returns at once), resuming after signals. */
 void clock_sleep_ms(long ms);

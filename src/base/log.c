@@ -3,7 +3,9 @@
  *
  * Records are built completely in memory and written with one fwrite under a
  * mutex, so concurrent workers never produce interleaved lines.  JSON
- * escaping is left to cJSON rather than done by hand.
+ * escaping is left to cJSON rather than done by hand.  A record's fields are
+ * the thread's context (log_context_set) followed by its own pairs; a key in
+ * both is written once, with the record's value.
  */
 #include "base/log.h"
 
@@ -21,6 +23,78 @@ static FILE *cur_out;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *level_names[] = { "debug", "info", "warn", "error", "off" };
+
+/* Most key/value pairs one record carries (its own and the context's). */
+#define LOG_PAIRS_MAX 40
+
+struct log_context {
+	int n;
+	char key[LOG_CONTEXT_MAX][32];
+	char value[LOG_CONTEXT_MAX][LOG_CONTEXT_VALUE_MAX];
+};
+
+static _Thread_local struct log_context ctx;
+
+void log_context_set(const char *key, const char *value)
+{
+	int i = 0;
+
+	while (i < ctx.n && strcmp(ctx.key[i], key) != 0)
+		i++;
+	if (i == ctx.n) {
+		if (ctx.n == LOG_CONTEXT_MAX)
+			return;
+		ctx.n++;
+		snprintf(ctx.key[i], sizeof(ctx.key[i]), "%s", key);
+	}
+	snprintf(ctx.value[i], sizeof(ctx.value[i]), "%s", value ? value : "");
+}
+
+void log_context_clear(void)
+{
+	ctx.n = 0;
+}
+
+struct pairs {
+	size_t n;
+	const char *k[LOG_PAIRS_MAX], *v[LOG_PAIRS_MAX];
+};
+
+static int has_key(const struct pairs *own, const char *key)
+{
+	for (size_t i = 0; i < own->n; i++)
+		if (strcmp(own->k[i], key) == 0)
+			return 1;
+	return 0;
+}
+
+/* The record's fields in order: context first (unless the record sets the
+ * same key), then the record's own pairs from ap. */
+static void collect_pairs(va_list ap, struct pairs *out)
+{
+	struct pairs own = { 0 };
+
+	for (;;) {
+		const char *k = va_arg(ap, const char *);
+		if (k == NULL)
+			break;
+		const char *v = va_arg(ap, const char *);
+		if (own.n < LOG_PAIRS_MAX) {
+			own.k[own.n] = k;
+			own.v[own.n++] = v != NULL ? v : "";
+		}
+	}
+	out->n = 0;
+	for (int i = 0; i < ctx.n && out->n < LOG_PAIRS_MAX; i++)
+		if (!has_key(&own, ctx.key[i])) {
+			out->k[out->n] = ctx.key[i];
+			out->v[out->n++] = ctx.value[i];
+		}
+	for (size_t i = 0; i < own.n && out->n < LOG_PAIRS_MAX; i++) {
+		out->k[out->n] = own.k[i];
+		out->v[out->n++] = own.v[i];
+	}
+}
 
 void log_setup(enum log_level level, enum log_format format, FILE *out)
 {
@@ -69,7 +143,7 @@ static void format_time(char *buf, size_t len)
 	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-static char *render_json(enum log_level level, const char *ts, const char *msg, va_list ap)
+static char *render_json(enum log_level level, const char *ts, const char *msg, const struct pairs *f)
 {
 	cJSON *o = cJSON_CreateObject();
 	char *line;
@@ -79,13 +153,8 @@ static char *render_json(enum log_level level, const char *ts, const char *msg, 
 	cJSON_AddStringToObject(o, "level", level_names[level]);
 	cJSON_AddStringToObject(o, "ts", ts);
 	cJSON_AddStringToObject(o, "msg", msg);
-	for (;;) {
-		const char *k = va_arg(ap, const char *);
-		if (k == NULL)
-			break;
-		const char *v = va_arg(ap, const char *);
-		cJSON_AddStringToObject(o, k, v != NULL ? v : "");
-	}
+	for (size_t i = 0; i < f->n; i++)
+		cJSON_AddStringToObject(o, f->k[i], f->v[i]);
 	line = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return line;
@@ -188,7 +257,7 @@ static int append_raw(char **buf, size_t *len, size_t *cap, const char *s)
 /* Text: "2026-11-30T10:00:00.123Z INFO  message key=value key2=\"a b\"".
  * Values are quoted when they hold a space, a quote, '=' or any character
  * that is escaped, so every record stays one parseable line. */
-static char *render_text(enum log_level level, const char *ts, const char *msg, va_list ap)
+static char *render_text(enum log_level level, const char *ts, const char *msg, const struct pairs *f)
 {
 	size_t cap = 256 + strlen(msg), len = 0;
 	char *s = malloc(cap);
@@ -198,13 +267,8 @@ static char *render_text(enum log_level level, const char *ts, const char *msg, 
 	len = (size_t)snprintf(s, cap, "%s %-5s ", ts, level_names[level]);
 	if (append_raw(&s, &len, &cap, msg) < 0)
 		goto fail;
-	for (;;) {
-		const char *k = va_arg(ap, const char *);
-		if (k == NULL)
-			break;
-		const char *v = va_arg(ap, const char *);
-		if (v == NULL)
-			v = "";
+	for (size_t i = 0; i < f->n; i++) {
+		const char *k = f->k[i], *v = f->v[i];
 		int quote = *v == '\0' || strpbrk(v, " \t\"=\\") != NULL;
 		for (const unsigned char *p = (const unsigned char *)v; *p && !quote; p++)
 			quote = *p < 0x20 || *p == 0x7f;
@@ -224,17 +288,19 @@ void log_write(enum log_level level, const char *msg, ...)
 {
 	char ts[40];
 	char *line;
+	struct pairs f;
 	va_list ap;
 
 	if (!log_enabled(level))
 		return;
 	format_time(ts, sizeof(ts));
 	va_start(ap, msg);
-	if (cur_format == LOG_JSON)
-		line = render_json(level, ts, msg, ap);
-	else
-		line = render_text(level, ts, msg, ap);
+	collect_pairs(ap, &f);
 	va_end(ap);
+	if (cur_format == LOG_JSON)
+		line = render_json(level, ts, msg, &f);
+	else
+		line = render_text(level, ts, msg, &f);
 	if (line == NULL)
 		return;
 	pthread_mutex_lock(&log_lock);

@@ -33,6 +33,19 @@ int log_enabled(enum log_level level);
 void log_write(enum log_level level, const char *msg, ...);
 
 /*
+ * Fields this thread adds to every record it writes until they are cleared:
+ * a reconcile sets namespace, name, reconcileID (and revision once known),
+ * so every line of that reconcile, the driver's and the fetcher's included,
+ * names the Stack and the pass.  A key the record passes itself wins over
+ * the context's.  Values are copied (cut at LOG_CONTEXT_VALUE_MAX - 1
+ * bytes); at most LOG_CONTEXT_MAX keys; setting a key again replaces it.
+ */
+#define LOG_CONTEXT_MAX 6
+#define LOG_CONTEXT_VALUE_MAX 256
+void log_context_set(const char *key, const char *value);
+void log_context_clear(void);
+
+/*
  * Copies untrusted text (a server's message, a name from an archive, a
  * command-line value echoed back) into out so that it stays on one line:
  * control characters become \n, \r, \t or \xNN; other bytes, UTF-8

@@ -372,6 +372,8 @@ struct kube_queue_opts {
 	long max_delay_ms;         /* per-key backoff cap, default 1000 s */
 	double qps;                /* overall bucket rate, default 10 */
 	int burst;                 /* overall bucket size, default 100 */
+	const char *name;          /* the workqueue_* metrics' name and controller
+	                            * labels (copied); NULL: "default" */
 };
 
 struct kube_queue *kube_queue_new(const struct kube_queue_opts *o);
@@ -395,6 +397,11 @@ int kube_queue_requeues(struct kube_queue *q, const char *key);
 char *kube_queue_get(struct kube_queue *q);
 void kube_queue_done(struct kube_queue *q, const char *key);
 size_t kube_queue_len(struct kube_queue *q);
+const char *kube_queue_name(const struct kube_queue *q);
+/* Writes the scrape-time workqueue_* gauges (depth, the age of running
+ * work) in the Prometheus text format; the counters and histograms are in
+ * the default metrics registry (base/metrics.h). */
+void kube_queue_write_metrics(struct kube_queue *q, FILE *out);
 /* Stops handing out keys; get returns NULL. */
 void kube_queue_shutdown(struct kube_queue *q);
 /* Waits up to timeout_ms for keys being processed to be done; 0 when all
@@ -455,6 +462,10 @@ void kube_workers_free(struct kube_workers *w);
 /* Keys reconciled so far, and how many failed; any thread, any time
  * between start and free (w may be NULL: zeros). */
 void kube_workers_counts(struct kube_workers *w, uint64_t *done, uint64_t *failed);
+/* Writes the scrape-time controller_runtime_* gauges (configured and busy
+ * workers); the reconcile counters and histogram are in the default
+ * metrics registry.  NULL writes nothing. */
+void kube_workers_write_metrics(struct kube_workers *w, FILE *out);
 
 /* ------------------------------------------------------------------ leader */
 

@@ -9,6 +9,13 @@
  *   - delayed adds wait in a min-heap; the earliest requested time wins;
  *   - rate-limited adds wait max(per-key exponential backoff, an overall
  *     token bucket), like workqueue.DefaultControllerRateLimiter.
+ *
+ * Metrics are controller-runtime's workqueue_* families, labelled with the
+ * queue's name (as controller-runtime labels name and controller with the
+ * controller's), so dashboards made for Flux's controllers read them: adds,
+ * retries (adds with a delay), how long keys waited and how long their
+ * processing took are counted as they happen; depth and the age of running
+ * work are read at scrape time (kube_queue_write_metrics).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -16,11 +23,29 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/metrics.h"
 #include "kube/kube_priv.h"
+
+/* controller-runtime's workqueue bounds: ExponentialBuckets(10e-9, 10, 12). */
+static const double WORKQUEUE_BUCKETS[] = { 1e-08, 1e-07, 1e-06, 9.999999999999999e-06,
+	9.999999999999999e-05, 0.001, 0.01, 0.1, 1, 10, 100, 1000 };
+
+static struct metric_desc m_adds = { "workqueue_adds_total", "Total number of adds handled by workqueue",
+	METRIC_COUNTER, { "name", "controller" }, NULL, 0, 0, NULL };
+static struct metric_desc m_retries = { "workqueue_retries_total",
+	"Total number of items added to the workqueue with a non-zero delay (rate-limited requeues and "
+	"requeue-after)", METRIC_COUNTER, { "name", "controller" }, NULL, 0, 0, NULL };
+static struct metric_desc m_wait = { "workqueue_queue_duration_seconds",
+	"How long in seconds an item stays in workqueue before being requested", METRIC_HISTOGRAM,
+	{ "name", "controller" }, WORKQUEUE_BUCKETS, 12, 0, NULL };
+static struct metric_desc m_work = { "workqueue_work_duration_seconds",
+	"How long in seconds processing an item from workqueue takes.", METRIC_HISTOGRAM,
+	{ "name", "controller" }, WORKQUEUE_BUCKETS, 12, 0, NULL };
 
 struct qnode {
 	struct qnode *next;
 	char *key;
+	double queued_s;             /* clock_mono_s when it entered the queue */
 };
 
 struct delayed {
@@ -33,7 +58,8 @@ struct kube_queue {
 	pthread_cond_t cond;
 	struct qnode *head, *tail;
 	size_t len;
-	struct strmap dirty, processing;
+	struct strmap dirty;
+	struct strmap processing;    /* key -> start time (started_value) */
 	struct strmap waiting;       /* key -> int64_t* earliest time (heap dedup) */
 	struct delayed *heap;
 	size_t nheap, capheap;
@@ -42,9 +68,27 @@ struct kube_queue {
 	int64_t tokens_at_ms;
 	int shutdown;
 	struct kube_queue_opts o;
+	char *name;                  /* the metrics' name and controller label */
 };
 
 static void *const PRESENT = (void *)1;
+
+/* A processing entry's value: its start in microseconds, never NULL. */
+static void *started_value(double now_s)
+{
+	return (void *)(intptr_t)((int64_t)(now_s * 1e6) | 1);
+}
+
+static double started_s(void *v)
+{
+	return (double)(intptr_t)v / 1e6;
+}
+
+static const char *const *labels_of(const struct kube_queue *q, const char *l[2])
+{
+	l[0] = l[1] = q->name;
+	return l;
+}
 
 struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 {
@@ -62,6 +106,12 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 	q->o.burst = o && o->burst > 0 ? o->burst : 100;
 	q->tokens = q->o.burst;
 	q->tokens_at_ms = clock_mono_ms();
+	q->name = xstrdup(o && o->name ? o->name : "default");
+	{
+		const char *l[2];
+		metric_touch(metric_d(&m_adds), labels_of(q, l));
+		metric_touch(metric_d(&m_retries), labels_of(q, l));
+	}
 	return q;
 }
 
@@ -83,6 +133,7 @@ void kube_queue_free(struct kube_queue *q)
 	strmap_free(&q->processing, NULL);
 	strmap_free(&q->waiting, free);
 	strmap_free(&q->failures, NULL);
+	free(q->name);
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	free(q);
@@ -94,6 +145,7 @@ static void push_locked(struct kube_queue *q, const char *key)
 
 	n->key = xstrdup(key);
 	n->next = NULL;
+	n->queued_s = clock_mono_s();
 	if (q->tail)
 		q->tail->next = n;
 	else
@@ -105,8 +157,11 @@ static void push_locked(struct kube_queue *q, const char *key)
 
 static void add_locked(struct kube_queue *q, const char *key)
 {
+	const char *l[2];
+
 	if (q->shutdown || strmap_get(&q->dirty, key) != NULL)
 		return;
+	metric_add(metric_d(&m_adds), labels_of(q, l), 1);
 	strmap_put(&q->dirty, key, PRESENT);
 	if (strmap_get(&q->processing, key) != NULL)
 		return;   /* done() will queue it again */
@@ -169,11 +224,13 @@ static struct delayed heap_pop(struct kube_queue *q)
 void kube_queue_add_after(struct kube_queue *q, const char *key, long delay_ms)
 {
 	int64_t at = kube_mono_deadline(delay_ms), *cur;
+	const char *l[2];
 
 	if (delay_ms <= 0) {
 		kube_queue_add(q, key);
 		return;
 	}
+	metric_add(metric_d(&m_retries), labels_of(q, l), 1);
 	pthread_mutex_lock(&q->lock);
 	if (!q->shutdown) {
 		cur = strmap_get(&q->waiting, key);
@@ -292,10 +349,13 @@ int kube_queue_requeues(struct kube_queue *q, const char *key)
 char *kube_queue_get(struct kube_queue *q)
 {
 	char *key = NULL;
+	double waited = -1;
+	const char *l[2];
 
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		int64_t next = promote_locked(q);
+		double now;
 		if (q->shutdown)
 			break;
 		if (q->head != NULL) {
@@ -305,8 +365,10 @@ char *kube_queue_get(struct kube_queue *q)
 				q->tail = NULL;
 			q->len--;
 			key = n->key;
+			now = clock_mono_s();
+			waited = now - n->queued_s;
 			free(n);
-			strmap_put(&q->processing, key, PRESENT);
+			strmap_put(&q->processing, key, started_value(now));
 			strmap_del(&q->dirty, key);
 			break;
 		}
@@ -316,17 +378,24 @@ char *kube_queue_get(struct kube_queue *q)
 			kube_mono_cond_wait(&q->cond, &q->lock, next);
 	}
 	pthread_mutex_unlock(&q->lock);
+	if (waited >= 0)
+		metric_observe(metric_d(&m_wait), labels_of(q, l), waited);
 	return key;
 }
 
 void kube_queue_done(struct kube_queue *q, const char *key)
 {
+	void *started;
+	const char *l[2];
+
 	pthread_mutex_lock(&q->lock);
-	strmap_del(&q->processing, key);
+	started = strmap_del(&q->processing, key);
 	if (!q->shutdown && strmap_get(&q->dirty, key) != NULL)
 		push_locked(q, key);
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+	if (started != NULL)
+		metric_observe(metric_d(&m_work), labels_of(q, l), clock_mono_s() - started_s(started));
 }
 
 size_t kube_queue_len(struct kube_queue *q)
@@ -358,4 +427,47 @@ int kube_queue_drain(struct kube_queue *q, long timeout_ms)
 	rc = q->processing.count == 0 ? 0 : -1;
 	pthread_mutex_unlock(&q->lock);
 	return rc;
+}
+
+const char *kube_queue_name(const struct kube_queue *q)
+{
+	return q->name;
+}
+
+struct running_age {
+	double now, total, longest;
+};
+
+static void add_age(void *ud, const char *key, void *value)
+{
+	struct running_age *a = ud;
+	double age = a->now - started_s(value);
+	(void)key;
+
+	a->total += age;
+	if (age > a->longest)
+		a->longest = age;
+}
+
+void kube_queue_write_metrics(struct kube_queue *q, FILE *out)
+{
+	static const char *names[] = { "name", "controller" };
+	struct running_age a = { clock_mono_s(), 0, 0 };
+	const char *l[2];
+	size_t depth;
+
+	pthread_mutex_lock(&q->lock);
+	depth = q->len;
+	strmap_each(&q->processing, add_age, &a);
+	pthread_mutex_unlock(&q->lock);
+	labels_of(q, l);
+	metrics_write_header(out, "workqueue_depth", "Current depth of workqueue", METRIC_GAUGE);
+	metrics_write_sample(out, "workqueue_depth", 2, names, l, (double)depth);
+	metrics_write_header(out, "workqueue_unfinished_work_seconds", "How many seconds of work has been done "
+	    "that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads.",
+	    METRIC_GAUGE);
+	metrics_write_sample(out, "workqueue_unfinished_work_seconds", 2, names, l, a.total);
+	metrics_write_header(out, "workqueue_longest_running_processor_seconds", "How many seconds has the "
+	    "longest running processor for workqueue been running.", METRIC_GAUGE);
+	metrics_write_sample(out, "workqueue_longest_running_processor_seconds", 2, names, l, a.longest);
 }

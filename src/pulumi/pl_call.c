@@ -6,7 +6,9 @@
  * SDK does, refuses to put a known secret on the command line, runs the CLI
  * under proc_run with the stack's timeout, tails the --event-log file for
  * progress while it runs, classifies the outcome (pl_classify.c), masks the
- * output tails, logs the call and prunes the CLI's own log files.
+ * output tails, logs the call, counts it (pulumi_controller_pulumi_cli_*
+ * metrics, by command and outcome; commands are the driver's own fixed
+ * names) and prunes the CLI's own log files.
  */
 #include "pulumi/pl_internal.h"
 
@@ -24,12 +26,23 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/metrics.h"
 
 /* The CLI writes a log file into $PULUMI_HOME/logs for every command
  * (v3.274.1: `pulumi-<time>-<command>.log`, `<org>+<project>+<stack>-<time>.log`)
  * and never removes one; PULUMI_HOME is shared by every stack, so a controller
  * would fill its disk.  After each call only this many, the newest, are kept. */
 #define CLI_LOGS_KEEP    64
+
+/* One CLI call: a few seconds for a select, up to the update timeout. */
+static const double CLI_BUCKETS[] = { 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600 };
+
+static struct metric_desc m_calls = { "pulumi_controller_pulumi_cli_invocations_total",
+	"pulumi CLI processes run, by command and outcome (ok, failed, conflict, timeout...).",
+	METRIC_COUNTER, { "command", "result" }, NULL, 0, 0, NULL };
+static struct metric_desc m_call_time = { "pulumi_controller_pulumi_cli_duration_seconds",
+	"How long each pulumi CLI process ran, by command.", METRIC_HISTOGRAM, { "command" }, CLI_BUCKETS,
+	sizeof(CLI_BUCKETS) / sizeof(CLI_BUCKETS[0]), 0, NULL };
 
 /* ---- results ---- */
 
@@ -339,6 +352,10 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		r->policy_violations = c->ev->policy_violations;
 	}
 	log_call(st, c, argv.v, r, clock_mono_ms() - t0);
+	if (pr.started) {
+		metric_add(metric_d(&m_calls), (const char *[]){ c->op, pl_status_name(r->status) }, 1);
+		metric_observe(metric_d(&m_call_time), (const char *[]){ c->op }, (double)(clock_mono_ms() - t0) / 1000.0);
+	}
 	if (out && pr.started) {
 		*out = pr.out;
 		pr.out = NULL;

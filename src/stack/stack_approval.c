@@ -353,7 +353,7 @@ int stack_approval_gate(struct stack_pass *p)
 	if (id == NULL)
 		return 0;
 	stack_plan_inputs_digest(p, digest);
-	if (!same(digest, stack_status_str(p, "preview.inputsDigest")) || stack_reconcile_requested(p)) {
+	if (!same(digest, stack_status_str(p, "preview.inputsDigest")) || stack_pass_requested(p)) {
 		stack_fingerprint(p, p->fingerprint);
 		if (same(stack_status_str(p, "fingerprint"), p->fingerprint) &&
 		    same(stack_status_str(p, "lastUpdate.state"), "succeeded")) {
@@ -476,7 +476,7 @@ int stack_approval_plan(struct stack_pass *p)
 	if (!manual(p))
 		return 0;
 	stack_plan_inputs_digest(p, digest);
-	if (id && same(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_reconcile_requested(p)) {
+	if (id && same(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_pass_requested(p)) {
 		plan_path(p, id, file, sizeof(file));
 		if ((how = approved_by(p, id)) && fs_exists(file)) {
 			p->safety.preview = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "preview"), 1);

@@ -16,8 +16,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "fluxsource/fluxsource.h"
@@ -271,7 +273,21 @@ static void pass_init(struct stack_pass *p, struct stack_ctl *sc, cJSON *obj)
 	p->deleting = kube_obj_str(obj, "metadata.deletionTimestamp") != NULL;
 	p->requested = annotation(obj, STACK_ANN_REQUESTED) ? strdup(annotation(obj, STACK_ANN_REQUESTED)) : NULL;
 	p->request = annotation(obj, STACK_ANN_REQUEST) ? strdup(annotation(obj, STACK_ANN_REQUEST)) : NULL;
-	snprintf(p->id, sizeof(p->id), "%08x%08x", (unsigned)rand(), (unsigned)rand());
+}
+
+/* A random (version 4) UUID, as controller-runtime's reconcileID: one per
+ * reconcile, so the lines of one pass can be told from the next one's. */
+static void new_reconcile_id(char out[37])
+{
+	unsigned char b[16];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] = (unsigned char)rand();
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+	    b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 static void pass_free(struct stack_pass *p)
@@ -291,19 +307,30 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 {
 	struct stack_ctl *sc = ud;
 	struct stack_pass p;
-	char ns[254], name[254];
+	char ns[254], name[254], id[37];
+	double t0 = clock_mono_s();
 	cJSON *obj;
 	int rc;
 
 	*requeue_after_ms = 0;
 	if (split_key(key, ns, sizeof(ns), name, sizeof(name)) < 0)
 		return 0;
-	if ((obj = kube_informer_get(sc->stacks.inf, ns, name)) == NULL)
+	/* Every line of this reconcile, whoever logs it, names it (the worker
+	 * clears the context when it is done). */
+	new_reconcile_id(id);
+	log_context_clear();
+	log_context_set("namespace", ns);
+	log_context_set("name", name);
+	log_context_set("reconcileID", id);
+	if ((obj = kube_informer_get(sc->stacks.inf, ns, name)) == NULL) {
+		stack_metrics_gone(ns, name, clock_mono_s() - t0);
 		return 0;   /* deleted; its finalizer was handled before */
+	}
 	for (int attempt = 0;; attempt++) {
 		memset(&p, 0, sizeof(p));
 		snprintf(p.ns, sizeof(p.ns), "%s", ns);
 		snprintf(p.name, sizeof(p.name), "%s", name);
+		snprintf(p.id, sizeof(p.id), "%s", id);
 		pass_init(&p, sc, obj);
 		rc = stack_reconcile_pass(&p, e);
 		if (p.stale && attempt > 0) {
@@ -318,6 +345,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 		p.obj = NULL;
 		pass_free(&p);
 	}
+	stack_metrics_reconciled(&p, rc, clock_mono_s() - t0);
 	pass_free(&p);
 	log_info("reconcile", "stack", key, "result", rc < 0 ? "retry" : "done", "error", rc < 0 ? e->msg : "",
 	    NULL);
@@ -380,6 +408,7 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	sc->rec.reconcile = reconcile;
 	sc->rec.interrupt = interrupt;
 	sc->rec.ud = sc;
+	stack_metrics_init();
 	if (o->identity)
 		snprintf(sc->identity, sizeof(sc->identity), "%s", o->identity);
 	else if (gethostname(sc->identity, sizeof(sc->identity) - 1) != 0)

@@ -168,7 +168,7 @@ int stack_drift_gate(struct stack_pass *p)
 		return 0;
 	drifted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
-	if (!applied_now(p) || stack_reconcile_requested(p)) {
+	if (!applied_now(p) || stack_pass_requested(p)) {
 		/* An update is due anyway (decide); known drift makes it repair. */
 		p->safety.remediate = drifted && p->spec.drift_remediate;
 		return 0;

@@ -15,6 +15,7 @@
  *   stack_approval.c   plan-bound approval: plan ids, status.preview
  *   stack_drift.c      drift checks: status.drift, the Drifted condition
  *   stack_prereq.c     prerequisites: the index, the wait, cycles
+ *   stack_metrics.c    what the controller counts (Prometheus families)
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -317,8 +318,6 @@ void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON
 /* Hex sha256 of what a plan is made from: the fingerprint's inputs with
  * the spec in place of the generation, approvedPlan and continue left out. */
 void stack_plan_inputs_digest(const struct stack_pass *p, char out[65]);
-/* 1 when a reconcile was requested by annotation and not yet handled. */
-int stack_reconcile_requested(const struct stack_pass *p);
 
 /* Before decide: the drift check when due (1 with a verdict when drift is
  * left unrepaired); sets p->safety.remediate when an update must repair it. */
@@ -348,7 +347,7 @@ void stack_update_drift_check(struct stack_pass *p);
 struct stack_pass {
 	struct stack_ctl *sc;
 	char ns[254], name[254];
-	char id[17];                    /* reconcile id, for logs */
+	char id[37];                    /* reconcile id (a UUID), on every log line */
 	cJSON *obj;                     /* the cached Stack (a copy; owned) */
 	const cJSON *status;            /* obj's status (may be NULL) */
 	long long generation;
@@ -380,6 +379,33 @@ struct stack_pass {
 /* The state machine; returns the requeue delay (0: none). */
 int stack_reconcile_pass(struct stack_pass *p, struct err *e);
 
+/* ------------------------------------------------------------ metrics */
+
+/* Registers the families and their zero series (at stack_ctl_new). */
+void stack_metrics_init(void);
+/* One reconcile of a Stack ended (rc < 0: to be retried): counts it by
+ * result and reason and records its gotk_reconcile_duration_seconds, or
+ * removes the Stack's series when it is gone. */
+void stack_metrics_reconciled(const struct stack_pass *p, int rc, double seconds);
+/* Removes the Stack's per-object series (it was deleted). */
+void stack_metrics_forget(const char *ns, const char *name);
+/* A reconcile found the Stack deleted (not in the cache any more). */
+void stack_metrics_gone(const char *ns, const char *name, double seconds);
+/* source: "flux" or "oci".  A store lookup found the tree (hit) or not. */
+void stack_metrics_cache(const char *source, int hit);
+/* A download ended: result "success", "failed" or "refused"; bytes
+ * received (0 when unknown). */
+void stack_metrics_fetched(const char *source, const char *result, double seconds, long long bytes);
+/* A refused artifact, counted by the rule its message names. */
+void stack_metrics_refused(const char *source, const struct err *e);
+/* The rule label for a refusal ("path", "symlink", "size_limit"...). */
+const char *stack_refusal_rule(const struct err *e);
+/* An ociSource resolution: "cached", "resolved" or "failed". */
+void stack_metrics_resolved(const char *result);
+/* A pulumi operation ("up", "preview", "destroy") starts and ends. */
+void stack_metrics_operation_start(const char *op);
+void stack_metrics_operation_end(const char *op, enum pl_status status, double seconds);
+
 /* ------------------------------------------------------------ status */
 
 /* Writes status from p (verdict, outcome, artifact, fingerprint) through the
@@ -396,6 +422,10 @@ void stack_event(struct stack_pass *p, const char *type, const char *reason, con
 int stack_finalizer_set(struct stack_pass *p, int present, struct err *e);
 /* Creates or updates the outputs Secret <name>-outputs. */
 int stack_outputs_write(struct stack_pass *p, struct err *e);
+
+/* Does the Stack carry a reconcile request not yet handled (Flux's
+ * requestedAt, or the operator's reconciliation-request)? */
+int stack_pass_requested(const struct stack_pass *p);
 
 /* Small readers of the cached status. */
 const char *stack_status_str(const struct stack_pass *p, const char *path);

@@ -228,7 +228,11 @@ static int step_prereqs(struct stack_pass *p)
 
 static int step_source(struct stack_pass *p)
 {
-	return stack_source_resolve(p);
+	int rc = stack_source_resolve(p);
+
+	if (rc == 0)   /* from here on, every line of the pass names the revision */
+		log_context_set("revision", p->art.revision);
+	return rc;
 }
 
 static int step_inputs(struct stack_pass *p)
@@ -257,7 +261,7 @@ static long next_look_ms(const struct stack_pass *p, int64_t due_us, int64_t now
 	return next > 0 ? jittered(next) : 0;
 }
 
-int stack_reconcile_requested(const struct stack_pass *p)
+int stack_pass_requested(const struct stack_pass *p)
 {
 	return (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
 	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
@@ -271,7 +275,7 @@ static int step_decide(struct stack_pass *p)
 	const char *state = stack_status_str(p, "lastUpdate.state");
 	const char *type = stack_status_str(p, "lastUpdate.type");
 	int failures = (int)stack_status_int(p, "lastUpdate.failures", 0);
-	int requested = stack_reconcile_requested(p);
+	int requested = stack_pass_requested(p);
 	/* A policy violation is not retried: the same inputs violate again. */
 	const char *failed_reason = stack_status_str(p, "policyViolation") ? "PolicyViolation" : "UpdateFailed";
 	int64_t last_us = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));

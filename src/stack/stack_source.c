@@ -219,10 +219,26 @@ static int resolve_flux(struct stack_pass *p)
 	return 0;
 }
 
+/* A hostile or oversized artifact, which retrying will not change. */
+static int is_refusal(const struct err *e)
+{
+	return e->code == ERR_REFUSED || e->code == ERR_LIMIT || e->code == ERR_UNSUPPORTED;
+}
+
+/* A download (a store miss) ended: e is NULL on success. */
+static void count_download(const char *source, const struct err *e, double t0, long long bytes)
+{
+	stack_metrics_cache(source, 0);
+	stack_metrics_fetched(source, e == NULL ? "success" : is_refusal(e) ? "refused" : "failed",
+	    clock_mono_s() - t0, bytes);
+	if (e != NULL && is_refusal(e))
+		stack_metrics_refused(source, e);
+}
+
 /* Turns a store error into the verdict. */
 static void fetch_failed(struct stack_pass *p, const char *what, const struct err *e)
 {
-	if (e->code == ERR_REFUSED || e->code == ERR_LIMIT || e->code == ERR_UNSUPPORTED) {
+	if (is_refusal(e)) {
 		stack_verdict(p, STACK_STALLED, "ArtifactRefused", 0,
 		    "%s refused: %s; the Stack waits for a new revision", what, e->msg);
 		p->v.event = 1;
@@ -241,14 +257,22 @@ static int fetch_flux(struct stack_pass *p)
 	struct flux_artifact a = { p->art.url, p->art.digest, p->art.revision };
 	struct err e;
 	int cached = 0;
+	long long received = 0;
+	double t0 = clock_mono_s();
 
 	flux_fetch_opts_default(&fo);
 	fo.http.max_bytes = p->sc->o.max_artifact_bytes;
 	fo.cancel = &p->sc->cancel;
+	fo.received = &received;
 	if (flux_store_get(p->sc->o.storage_path, &a, &fo, p->tree, sizeof(p->tree), &cached, &e) < 0) {
+		count_download("flux", &e, t0, received);
 		fetch_failed(p, "artifact", &e);
 		return 1;
 	}
+	if (cached)
+		stack_metrics_cache("flux", 1);
+	else
+		count_download("flux", NULL, t0, received);
 	log_debug("artifact ready", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "cached", cached ? "true" : "false", NULL);
 	return 0;
@@ -454,11 +478,21 @@ static int resolve_oci(struct stack_pass *p)
 	struct oci_client *c;
 	struct err e;
 	char key[4096];
+	long max_age_ms;
 
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	poll_key(&p->spec, p->ns, key, sizeof(key));
-	if (!poll_lookup(p->sc, key, p->spec.oci_digest ? INT64_MAX / 2 : p->spec.oci_interval_ms, &res)) {
+	/* A digest never moves; a tag or range is looked up once per interval,
+	 * or at once when someone asks for a reconcile (as `flux reconcile`
+	 * makes an OCIRepository look now). */
+	if (p->spec.oci_digest)
+		max_age_ms = INT64_MAX / 2;
+	else
+		max_age_ms = stack_pass_requested(p) ? 0 : p->spec.oci_interval_ms;
+	if (poll_lookup(p->sc, key, max_age_ms, &res)) {
+		stack_metrics_resolved("cached");
+	} else {
 		if (parse_oci_ref(p, &ref, &e) < 0) {
 			oci_ref_free(&ref);
 			stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.ociSource: %s", e.msg);
@@ -469,6 +503,7 @@ static int resolve_oci(struct stack_pass *p)
 			oci_client_free(c);
 			oci_ref_free(&ref);
 			oci_pull_result_free(&res);
+			stack_metrics_resolved("failed");
 			stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms,
 			    "cannot resolve %s: %s", p->spec.oci_url, e.msg);
 			p->v.event = 1;
@@ -476,6 +511,7 @@ static int resolve_oci(struct stack_pass *p)
 		}
 		oci_client_free(c);
 		oci_ref_free(&ref);
+		stack_metrics_resolved("resolved");
 		poll_store(p->sc, key, &res);
 	}
 	/* The tree is keyed by the layer digest; the manifest digest is the
@@ -498,6 +534,7 @@ static int fetch_oci(struct stack_pass *p)
 	struct err e;
 	char key[4096];
 	const char *colon = strchr(p->art.digest, ':');
+	double t0 = clock_mono_s();
 
 	if (colon == NULL) {
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 0, "bad layer digest %s", p->art.digest);
@@ -505,8 +542,10 @@ static int fetch_oci(struct stack_pass *p)
 	}
 	snprintf(p->tree, sizeof(p->tree), "%s/artifacts/%.*s/%s", p->sc->o.storage_path,
 	    (int)(colon - p->art.digest), p->art.digest, colon + 1);
-	if (fs_is_dir(p->tree))
+	if (fs_is_dir(p->tree)) {
+		stack_metrics_cache("oci", 1);
 		return 0;
+	}
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	poll_key(&p->spec, p->ns, key, sizeof(key));
@@ -521,9 +560,12 @@ static int fetch_oci(struct stack_pass *p)
 		oci_client_free(c);
 		oci_ref_free(&ref);
 		oci_pull_result_free(&res);
+		count_download("oci", &e, t0, 0);
 		fetch_failed(p, p->spec.oci_url, &e);
 		return 1;
 	}
+	/* The layer's digest matched, so exactly its descriptor's size came. */
+	count_download("oci", NULL, t0, (long long)res.layer_size);
 	oci_client_free(c);
 	oci_ref_free(&ref);
 	oci_pull_result_free(&res);

@@ -240,6 +240,7 @@ static void with_stack(struct stack_pass *p, const char *type,
 	struct err e;
 
 	outcome_start(p, type);
+	stack_metrics_operation_start(type);
 	memset(&r, 0, sizeof(r));
 	if ((st = open_stack(p, &e)) == NULL) {
 		snprintf(p->out.message, sizeof(p->out.message), "%s", e.msg);
@@ -256,6 +257,7 @@ static void with_stack(struct stack_pass *p, const char *type,
 	}
 	pl_result_free(&r);
 	p->out.end_us = kube_now_us();
+	stack_metrics_operation_end(type, p->out.status, (double)(p->out.end_us - p->out.start_us) / 1e6);
 }
 
 /*

@@ -75,3 +75,27 @@ def test_oci_source_moved_tag_is_picked_up_by_digest(stack_world, run_pc, regist
     w.settle("demo")
     assert len(w.updates("dev", since=mark)) == 1
     assert list(w.cloud_files().values()) == ["moved"]
+
+
+def test_reconcile_request_looks_up_a_moved_tag_at_once(stack_world, run_pc, registry_plain,
+                                                        tmp_path):
+    """A tag moved while its interval is long: a reconcile request (what
+    `pulumi-controller reconcile` and `flux reconcile` set) looks it up now."""
+    w = stack_world
+    repo = f"stacks-{w.id}/requested"
+    d1 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "first")
+    src = dict(oci_source(registry_plain, repo, {"tag": "stable"}), interval="1h")
+    w.apply_stack("demo", ociSource=src)
+    w.controller()
+    w.wait_ready("demo", revision=f"stable@{d1}")
+    d2 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "moved")
+    w.settle("demo")
+    assert w.stack("demo")["status"]["artifact"]["revision"] == f"stable@{d1}"   # not looked up yet
+
+    mark = w.mark()
+    token = "manual-1"
+    w.patch_stack("demo", {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}})
+    obj = w.wait_ready("demo", revision=f"stable@{d2}", timeout=120)
+    assert obj["status"]["lastHandledReconcileAt"] == token
+    assert len(w.updates("dev", since=mark)) == 1
+    assert list(w.cloud_files().values()) == ["moved"]

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <limits.h>
 
+#include "base/metrics.h"
 #include "kube/kube.h"
 
 static void dedups_while_waiting(void **state)
@@ -97,7 +98,7 @@ static void delayed_adds(void **state)
 static void per_key_backoff_and_forget(void **state)
 {
 	(void)state;
-	struct kube_queue_opts o = { 5, 1000, 1000, 1000 };
+	struct kube_queue_opts o = { 5, 1000, 1000, 1000, NULL };
 	struct kube_queue *q = kube_queue_new(&o);
 
 	assert_int_equal(kube_queue_when(q, "a"), 5);
@@ -117,7 +118,7 @@ static void per_key_backoff_and_forget(void **state)
 static void per_key_backoff_cap(void **state)
 {
 	(void)state;
-	struct kube_queue_opts o = { 5, 1000000, 1000, 1000 };
+	struct kube_queue_opts o = { 5, 1000000, 1000, 1000, NULL };
 	struct kube_queue *q = kube_queue_new(&o);
 
 	for (int i = 0; i < 30; i++)
@@ -145,7 +146,7 @@ static void huge_delays_saturate(void **state)
 	(void)state;
 	struct kube_queue *q = kube_queue_new(NULL);
 	/* A bucket so slow its debt would overflow a long in milliseconds. */
-	struct kube_queue_opts slow = { 1, 1000, 1e-300, 1 };
+	struct kube_queue_opts slow = { 1, 1000, 1e-300, 1, NULL };
 	struct kube_queue *q2 = kube_queue_new(&slow);
 	char *k;
 
@@ -170,7 +171,7 @@ static void overall_bucket_limits_bursts(void **state)
 	/* One token per 1000 s, burst 2: the third distinct key waits ~1000 s,
 	 * the fourth ~2000 s, whatever their own backoff says.  The rate is so
 	 * low that the time between these calls cannot move the results. */
-	struct kube_queue_opts o = { 1, 100000000, 0.001, 2 };
+	struct kube_queue_opts o = { 1, 100000000, 0.001, 2, NULL };
 	struct kube_queue *q = kube_queue_new(&o);
 	long w1 = kube_queue_when(q, "k1"), w2 = kube_queue_when(q, "k2");
 	long w3 = kube_queue_when(q, "k3"), w4 = kube_queue_when(q, "k4");
@@ -302,6 +303,68 @@ static void workers_handle_results(void **state)
 	kube_workers_counts(w, &done, &failed);
 	assert_int_equal(failed, 2);
 	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);   /* idempotent */
+	kube_workers_free(w);
+	kube_queue_free(q);
+}
+
+/* The value of a series of the default registry's family called name. */
+static double metric_now(const char *name, enum metric_type type, const char *const *values)
+{
+	struct metric_desc d = { name, "", type, { NULL }, NULL, 0, 0, NULL };
+
+	return metric_value(metrics_family(metrics_default(), &d), values);
+}
+
+/* controller-runtime's workqueue_* and controller_runtime_* families move
+ * as keys are added, retried, waited for and reconciled. */
+static void queue_and_workers_count_metrics(void **state)
+{
+	(void)state;
+	struct recon r = { 0 };
+	struct kube_reconciler rec = { reconcile, NULL, &r };
+	struct kube_queue_opts o = { 0, 0, 0, 0, "mtest" };
+	struct kube_queue *q = kube_queue_new(&o);
+	const char *qv[] = { "mtest", "mtest" }, *cv[] = { "mtest" };
+	struct kube_workers *w;
+	struct err e;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	kube_queue_add(q, "fail");
+	kube_queue_add(q, "fail");             /* deduplicated: not an add */
+	kube_queue_add(q, "requeue");
+	kube_queue_add(q, "ok");
+	assert_true(metric_now("workqueue_adds_total", METRIC_COUNTER, qv) == 3);
+	f = open_memstream(&text, &len);
+	kube_queue_write_metrics(q, f);
+	fclose(f);
+	assert_non_null(strstr(text, "workqueue_depth{name=\"mtest\",controller=\"mtest\"} 3\n"));
+	free(text);
+	w = kube_workers_start(q, 2, &rec, &e);
+	assert_non_null(w);
+	for (int i = 0; i < 5000 && metric_now("workqueue_work_duration_seconds", METRIC_HISTOGRAM, qv) < 6; i++)
+		usleep(1000);
+	assert_int_equal(kube_workers_stop(w, 5000, 0), 0);
+	/* fail: error, error, success; requeue: requeue_after, success; ok: success */
+	assert_true(metric_now("controller_runtime_reconcile_total", METRIC_COUNTER,
+	    (const char *[]){ "mtest", "error" }) == 2);
+	assert_true(metric_now("controller_runtime_reconcile_total", METRIC_COUNTER,
+	    (const char *[]){ "mtest", "requeue_after" }) == 1);
+	assert_true(metric_now("controller_runtime_reconcile_total", METRIC_COUNTER,
+	    (const char *[]){ "mtest", "success" }) == 3);
+	assert_true(metric_now("controller_runtime_reconcile_errors_total", METRIC_COUNTER, cv) == 2);
+	assert_true(metric_now("controller_runtime_reconcile_time_seconds", METRIC_HISTOGRAM, cv) == 6);
+	/* Two rate-limited retries and one requeue-after, each added back. */
+	assert_true(metric_now("workqueue_retries_total", METRIC_COUNTER, qv) == 3);
+	assert_true(metric_now("workqueue_adds_total", METRIC_COUNTER, qv) == 6);
+	assert_true(metric_now("workqueue_queue_duration_seconds", METRIC_HISTOGRAM, qv) == 6);
+	f = open_memstream(&text, &len);
+	kube_workers_write_metrics(w, f);
+	fclose(f);
+	assert_non_null(strstr(text, "controller_runtime_max_concurrent_reconciles{controller=\"mtest\"} 2\n"));
+	assert_non_null(strstr(text, "controller_runtime_active_workers{controller=\"mtest\"} 0\n"));
+	free(text);
 	kube_workers_free(w);
 	kube_queue_free(q);
 }
@@ -493,6 +556,7 @@ int main(void)
 		cmocka_unit_test(shutdown_and_drain),
 		cmocka_unit_test(one_worker_per_key),
 		cmocka_unit_test(workers_handle_results),
+		cmocka_unit_test(queue_and_workers_count_metrics),
 		cmocka_unit_test(stop_interrupts_work_that_outlives_the_grace),
 		cmocka_unit_test(stop_gives_up_when_interrupt_does_not_help),
 		cmocka_unit_test(interrupt_now_for_a_lost_lease),

@@ -81,6 +81,7 @@ static int setup(void **state)
 	k->nres = 1;
 	k->served = &k->res[0];
 	k->inf = kube_informer_new(sc.client, k->served, &o);
+	atomic_store(&k->live, 1);
 	if (k->inf == NULL || kube_informer_start(k->inf, &e) < 0 || kube_informer_wait_synced(k->inf, 10000) < 0)
 		return -1;
 	return 0;

@@ -287,6 +287,7 @@ static void serve_git_repositories(int on)
 		k->served = &k->res[0];
 		k->inf = kube_informer_new(sc.client, k->served, &o);
 		assert_non_null(k->inf);
+		atomic_store(&k->live, 1);
 	} else {
 		kube_informer_free(k->inf);
 		memset(k, 0, sizeof(*k));

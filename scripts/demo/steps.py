@@ -1,0 +1,174 @@
+"""The demo's steps, in the order run() takes them; each prints what it does and checks it
+(a Stack that is not Ready with the expected output within the timeout fails the demo)."""
+import hashlib
+import subprocess
+
+from demo import samples, show
+from demo.samples import FLUX_STACK, NAMESPACE, OCI_REPO, OCI_STACK, OCI_TAG, SOURCE
+from demo.sandbox import ROOT
+from demo.show import say, step
+
+
+class DemoFailed(Exception):
+    pass
+
+
+def run(sb, timeout):
+    start_sandbox(sb)
+    apply_crds(sb)
+    apply_samples(sb)
+    step("publishing revision 1 (greeting 'hello') as a Flux artifact and with "
+         "pulumi-controller push")
+    rev1 = publish(sb, "hello")
+    run_controller(sb, rev1, timeout)
+    cli = show.Cli(sb)
+    show_stacks(cli)
+    rev2 = change(sb, cli, timeout)
+    rollback(sb, cli, rev2, timeout)
+
+
+def start_sandbox(sb):
+    step("starting the sandbox on loopback")
+    sb.start_servers()
+    real = sb.tier == "real"
+    say(f"API server      {sb.kube.direct_url if real else sb.kube.url}  "
+        f"({'kube-apiserver + etcd' if real else 'emulator'})")
+    say(f"artifact server {sb.nginx.url('artifacts/')}  (nginx)")
+    say(f"OCI registry    {sb.registry.url}  (docker-registry)")
+
+
+def apply_crds(sb):
+    step("applying the CRDs with kubectl, creating the namespace")
+    kubectl(sb, "apply", "--server-side", "-f", "deploy/crds/pulumi.com_stacks.yaml",
+            "-f", "tests/e2e/crds/", note="Flux's source CRDs, as Flux installs them")
+    if sb.tier == "real":
+        sb.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
+        sb.kube.wait_custom_resources_served()
+    kubectl(sb, "create", "namespace", NAMESPACE)
+    sb.start_world()
+
+
+def apply_samples(sb):
+    step("applying the samples with kubectl: a Secret, a GitRepository and two Stacks")
+    w = sb.world
+    (sb.dir / "samples.yaml").write_text(
+        samples.manifests(sb.registry.host, w.backend_url, w.cloud_dir))
+    kubectl(sb, "apply", "--server-side", "-f", str(sb.dir / "samples.yaml"), shown="samples.yaml")
+    say(f"{FLUX_STACK}: spec.fluxSource -> GitRepository {SOURCE} (no artifact yet)")
+    say(f"{OCI_STACK}:  spec.ociSource  -> {sb.registry.ref(OCI_REPO, OCI_TAG)} "
+        "(looked at every 5s)")
+    say(f"both: file:// backend in the sandbox, passphrase from Secret {samples.PASSPHRASE_SECRET}")
+
+
+def run_controller(sb, rev1, timeout):
+    step("running pulumi-controller until both Stacks are Ready")
+    w = sb.world
+    ctl = w.controller(namespace=NAMESPACE, log_level="info", shutdown_grace="10s")
+    say(f"$ pulumi-controller run --namespace {NAMESPACE} --kubeconfig ... --pulumi-bin ... "
+        f"(pid {ctl.proc.pid}, log {ctl.log_path.name})")
+    wait_ready(sb, FLUX_STACK, rev1[0], timeout, "hello, world")
+    wait_ready(sb, OCI_STACK, rev1[1], timeout, "hello, world")
+    say(f"pulumi up runs so far: {len(w.updates())}; the cloud holds:")
+    show_cloud(w)
+
+
+def show_stacks(cli):
+    step("the Stacks and their outputs")
+    cli.fallback_note()
+    cli.get_stacks()
+    cli.outputs(FLUX_STACK)
+    cli.outputs(OCI_STACK)
+
+
+def change(sb, cli, timeout):
+    step("a change: revision 2 (greeting 'bonjour'), published both ways")
+    mark = sb.world.mark()
+    rev2 = publish(sb, "bonjour")
+    say("the tag stable moved to the new content; the GitRepository has a new revision:")
+    wait_ready(sb, FLUX_STACK, rev2[0], timeout, "bonjour, world")
+    wait_ready(sb, OCI_STACK, rev2[1], timeout, "bonjour, world")
+    say(f"the change landed: {len(sb.world.updates(since=mark))} pulumi up runs, one per Stack")
+    cli.get_stacks()
+    return rev2
+
+
+def rollback(sb, cli, rev2, timeout):
+    """Pins the ociSource Stack to the manifest digest of the revision before rev2, as
+    docs/stack-api.md says to roll back: found in the Stack's own status.history."""
+    step(f"a rollback: pin {OCI_STACK} to revision 1's digest from its status.history")
+    history = sb.world.stack(OCI_STACK)["status"].get("history") or []
+    cli.history(OCI_STACK)
+    previous = next((h["revision"] for h in history if h.get("revision") != rev2[1]), "")
+    if "@" not in previous:
+        raise DemoFailed(f"no earlier revision in {OCI_STACK}'s status.history: {history}")
+    patch = samples.pin_digest_patch(previous.rsplit("@", 1)[1])
+    kubectl(sb, "patch", "stack", OCI_STACK, "-n", NAMESPACE, "--type", "merge", "-p", patch)
+    wait_ready(sb, OCI_STACK, None, timeout, "hello, world")
+    cli.outputs(OCI_STACK)
+    say(f"rolled back: {OCI_STACK} runs revision 1 again, {FLUX_STACK} stays on revision 2")
+    show_cloud(sb.world)
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+def kubectl(sb, *args, shown=None, note=None):
+    """kubectl from the repository's root, shown as typed (`shown` replaces the last
+    argument, a long path; `note` becomes a comment)."""
+    words = [*args[:-1], shown] if shown else list(args)
+    words = [f"'{a}'" if a.startswith("{") else a for a in words]
+    out = sb.kubectl(*[str(ROOT / a) if a.startswith(("deploy/", "tests/")) else a
+                       for a in args]).stdout
+    show.command(["kubectl", *words] + ([f" # {note}"] if note else []), out)
+    return out
+
+
+def commit_of(greeting):
+    """The revision both publications carry, as if the program were a Git commit."""
+    return "main@sha1:" + hashlib.sha1(samples.program_files(greeting)["Pulumi.yaml"]).hexdigest()
+
+
+def push(sb, greeting):
+    """`pulumi-controller push` of the program with `greeting`; returns the manifest digest."""
+    d = sb.dir / f"program-{greeting}"
+    d.mkdir()
+    for rel, data in samples.program_files(greeting).items():
+        (d / rel).write_bytes(data)
+    argv = [sb.pc_bin, "push", sb.registry.ref(OCI_REPO, OCI_TAG), "--path", str(d),
+            "--plain-http", "--source", samples.GIT_URL, "--revision", commit_of(greeting)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    show.command(argv[:3] + ["--path", d.name, *argv[5:]], r.stdout)
+    if r.returncode != 0 or not r.stdout.startswith("sha256:"):
+        raise DemoFailed(f"pulumi-controller push failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def publish(sb, greeting):
+    """Revision `greeting` as a Flux artifact (GitRepository status written) and in the
+    registry; returns (the GitRepository's revision, the OCI Stack's revision)."""
+    w = sb.world
+    art = w.artifact(samples.program_files(greeting))
+    w.publish(art, key=f"gitrepository/{NAMESPACE}/{SOURCE}/{art.hex}.tar.gz")
+    say(f"Flux artifact: {art.url}")
+    say(f"               {art.size} bytes, {art.digest}")
+    src = w.flux_source("GitRepository", SOURCE, art, revision=commit_of(greeting), create=False)
+    say(f"GitRepository {NAMESPACE}/{SOURCE} status.artifact.revision = {src['revision']}")
+    say("               (written by the demo, playing source-controller)")
+    return src["revision"], f"{OCI_TAG}@{push(sb, greeting)}"
+
+
+def wait_ready(sb, name, revision, timeout, expect):
+    """Waits until Stack `name` is Ready (at `revision`) with output message `expect`."""
+    try:
+        obj = sb.world.wait_ready(name, revision=revision, timeout=timeout)
+    except AssertionError as e:      # the timeout and the Stack's status (teardown shows the log)
+        raise DemoFailed(str(e).split("\ncontroller log tail:")[0]) from None
+    got = (obj["status"].get("outputs") or {}).get("message")
+    if got != expect:
+        raise DemoFailed(f"Stack {name} is Ready but its output message is {got!r}, "
+                         f"not {expect!r}")
+    say("ok  " + show.stack_line(obj))
+
+
+def show_cloud(world):
+    for name, content in world.cloud_files().items():
+        say(f"  {name}: {content!r}")
