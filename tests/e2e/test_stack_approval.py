@@ -84,7 +84,7 @@ def test_nothing_changes_until_the_plan_is_approved(stack_world):
 
     # The reviewer: preview, then approve with the CLI.
     ref = f"{w.namespace}/demo"
-    res = pc(w, "preview", ref)
+    res = pc(w, "preview", "demo", "-n", w.namespace)     # NAME with -n, as the other commands
     assert res.returncode == 0, res.stderr
     assert f"plan {plan}" in res.stdout and "awaiting approval" in res.stdout
     assert "standin:index:File::note  [content]" in res.stdout
