@@ -198,7 +198,9 @@ def test_create_sets_system_fields_and_refuses_duplicates(any_kubeapi):
     s = c.create(stack("s1", ns), "stacks")
     m = s["metadata"]
     assert m["generation"] == 1 and m["uid"] and m["creationTimestamp"].endswith("Z")
-    assert "status" not in s or s["status"] == {}
+    # the CRD's status default, as Flux's kinds have: kstatus sees InProgress, not Current
+    assert s["status"] == {"observedGeneration": -1}
+    assert c.get(GV, "stacks", "s1", ns)["status"] == {"observedGeneration": -1}
     e = err_of(c.create, stack("s1", ns), "stacks")
     assert (e.code, e.reason) == (409, "AlreadyExists")
     assert e.status["message"] == 'stacks.pulumi.com "s1" already exists'
@@ -283,7 +285,7 @@ def test_generation_and_status_subresource(any_kubeapi):
                                                   "annotations": {"x": "y"}}}, ns)
     assert s["metadata"]["generation"] == 1
     s = c.patch(GV, "stacks", "s1", {"status": {"observedGeneration": 1}}, ns)
-    assert "status" not in s or "observedGeneration" not in s.get("status", {})
+    assert s["status"] == {"observedGeneration": -1}   # the main resource ignores status
     s = c.patch(GV, "stacks", "s1", {"status": {"observedGeneration": 1},
                                      "spec": {"stack": "changed"}}, ns,
                 subresource="status")
