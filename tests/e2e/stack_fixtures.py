@@ -16,9 +16,14 @@ A StackWorld offers:
     artifact(files, under=None)     a Flux tarball (as source-controller packs one) + digest
     publish(artifact, key) / corrupt(artifact)  nginx serves it / serves altered bytes
     flux_source(kind, name, artifact=None, revision=None)  the Flux source object with its
-                    status.artifact and Ready condition, as source-controller would write them
-                    (THE one method issue 12 replaces with the real source-controller);
-                    returns the artifact as written ({url, digest, revision, ...})
+                    status.artifact and Ready condition: on the real tier made by the real
+                    source-controller (flux_fixtures.py) from a Git repository, an OCI
+                    artifact or bucket objects holding the artifact's files; on the
+                    emulator tier (and for what Flux cannot produce: hostile archives, a
+                    given revision, a failing or artifact-less source) written by hand as
+                    source-controller would; returns status.artifact ({url, digest,
+                    revision, ...}) and, when real, makes `artifact` the bytes Flux serves
+    .flux (real tier) flux_fixtures.FluxControllers, .git_server, .s3_server
     downloads(artifact)             how many times nginx served it
     apply_stack(name, **spec)       server-side apply of a Stack (passphrase envRef, cloud
                                     Literal, file:// backend by default)
@@ -51,6 +56,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import uuid
 
@@ -61,6 +67,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from artifacts import flux_tarball, sha256  # noqa: E402
+from flux_fixtures import HAND_WRITTEN_LABEL, SOURCE_FINALIZER, new_token  # noqa: E402
 from kube_fixtures import KubeError, wait_for  # noqa: E402
 
 STACK_API = "pulumi.com/v1"
@@ -140,14 +147,27 @@ def stack_of(argv):
 class Artifact:
     """A Flux artifact: the tarball, its sha256 digest and the files it holds."""
 
-    def __init__(self, files, data):
+    def __init__(self, files, data, raw=False):
         self.files = files
+        self.raw = raw             # prepared bytes: no program Flux could package
+        self.key = None            # its path under nginx's root once served
+        self.uri = None            # the request path nginx's access log shows for it
+        self.url = None
+        self._set_data(data)
+
+    def _set_data(self, data):
         self.data = data
         self.digest = sha256(data)
         self.hex = self.digest.split(":", 1)[1]
         self.size = len(data)
-        self.key = None            # its path under nginx's /artifacts/ once published
-        self.url = None
+
+    def adopt(self, data, key, url):
+        """The artifact is now the one the real source-controller stored (its own
+        tarball of the files), served by nginx at `key` under its root."""
+        self._set_data(data)
+        self.key = key
+        self.uri = "/" + key
+        self.url = url
 
 
 class Controller:
@@ -238,8 +258,9 @@ class Controller:
 
 
 class StackWorld:
-    def __init__(self, tier, api, cli, nginx, pc_bin, workdir):
+    def __init__(self, tier, api, cli, nginx, pc_bin, workdir, request=None):
         self.tier = tier
+        self._request = request    # for the real tier's session Flux fixtures, lazily
         self.api = api
         self.cli = cli
         self.nginx = nginx
@@ -322,7 +343,7 @@ class StackWorld:
     @staticmethod
     def raw_artifact(data):
         """An artifact of prepared bytes (a hostile archive from artifacts.py builders)."""
-        return Artifact({}, data)
+        return Artifact({}, data, raw=True)
 
     def publish(self, artifact, key=None):
         """Puts the artifact where nginx serves it; returns its URL."""
@@ -332,6 +353,7 @@ class StackWorld:
         os.chmod(path.parent, 0o755)
         self.nginx.put(key, artifact.data)
         artifact.key = key
+        artifact.uri = "/artifacts/" + key
         artifact.url = self.nginx.url("artifacts/" + key)
         return artifact.url
 
@@ -344,32 +366,47 @@ class StackWorld:
 
     def downloads(self, artifact):
         """How many successful GETs nginx served of the artifact."""
-        return sum(1 for status, _ in self.nginx.requests("/artifacts/" + artifact.key)
-                   if status == 200)
+        return sum(1 for status, _ in self.nginx.requests(artifact.uri) if status == 200)
 
     # -- Flux sources -----------------------------------------------------------------
 
     def flux_source(self, kind, name, artifact=None, revision=None, ready=True, create=True):
-        """Creates (or updates) a Flux source of `kind` named `name` and writes, through
-        its status subresource, what source-controller writes once it has an artifact:
-        status.artifact {url, digest, revision, path, lastUpdateTime, size}, a Ready
-        condition True/Succeeded, ArtifactInStorage, observedGeneration.  Without an
-        artifact the source is Ready=False/Progressing and has none ("no artifact yet").
+        """Creates (or updates) the Flux source `kind`/`name` with an artifact of
+        `artifact`'s files; returns its status.artifact {url, digest, revision, path,
+        lastUpdateTime, size}, or None when it has none.
 
-        This is the only place that stands in for source-controller: issue 12 replaces
-        its body with a push to the real Git server / registry / bucket and a wait for
-        the real status.  Tests use what it returns ({url, digest, revision, ...} or None),
-        never revisions of their own making.  create=False leaves the object as it is
-        (one the controller made, for programRef) and writes only its status.
+        On the real tier the real source-controller makes it (real_source): the files
+        are committed to the Git server, pushed to the registry or put in a bucket, the
+        source reconciled and its status waited for.  Otherwise the status is written
+        by hand (hand_written_source), as source-controller writes it; the real tier
+        does that too for what no Flux source can produce: prepared bytes (a hostile
+        archive), a given revision, a failing source (ready=False), a source without an
+        artifact (artifact=None), or the status of an object the controller made
+        (create=False).  Tests use what it returns, never revisions of their own making.
         """
+        if (self.tier == "real" and artifact is not None and not artifact.raw and
+                revision is None and ready and create):
+            return self.real_source(kind, name, artifact)
+        return self.hand_written_source(kind, name, artifact, revision, ready, create)
+
+    def hand_written_source(self, kind, name, artifact=None, revision=None, ready=True,
+                            create=True):
+        """What source-controller writes, written through the status subresource: a
+        Ready condition True/Succeeded, ArtifactInStorage, observedGeneration and the
+        artifact nginx serves; without an artifact Ready=Unknown/Progressing ("no
+        artifact yet").  The object carries flux_fixtures.HAND_WRITTEN_LABEL, which the
+        real source-controller is told to leave alone."""
         plural = SOURCE_PLURALS[kind]
         if create:
             obj = {"apiVersion": SOURCE_API, "kind": kind,
-                   "metadata": {"name": name, "namespace": self.namespace},
+                   "metadata": {"name": name, "namespace": self.namespace,
+                                "labels": {HAND_WRITTEN_LABEL: "true"}},
                    "spec": self._source_spec(kind, name)}
             cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
         else:
-            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
+            cur = self._label_hand_written(plural, name)
+        if self.tier == "real":
+            self._drop_flux_finalizer(plural, cur)
         gen = cur["metadata"].get("generation", 1)
         ts = now_rfc3339()
         if artifact is None:
@@ -402,6 +439,24 @@ class StackWorld:
         self._patch_source_status(plural, name, status)
         return written
 
+    def _label_hand_written(self, plural, name):
+        """Labels an object someone else made (the controller's programRef source) so
+        that the real source-controller stops reconciling it."""
+        patch = {"metadata": {"labels": {HAND_WRITTEN_LABEL: "true"}}}
+        return self._call(lambda c: c.patch(SOURCE_API, plural, name, patch, self.namespace,
+                                             "merge"))
+
+    def _drop_flux_finalizer(self, plural, obj):
+        """source-controller may have added its finalizer before the object was labelled
+        out of its sight; it would then never remove it, and the object could not be
+        deleted."""
+        fins = obj["metadata"].get("finalizers") or []
+        if SOURCE_FINALIZER in fins:
+            keep = [f for f in fins if f != SOURCE_FINALIZER]
+            self._call(lambda c: c.patch(SOURCE_API, plural, obj["metadata"]["name"],
+                                         {"metadata": {"finalizers": keep or None}},
+                                         self.namespace, "merge"))
+
     def _source_spec(self, kind, name):
         if kind == "GitRepository":
             return {"url": f"https://git.example.test/{name}.git", "interval": "1m",
@@ -417,6 +472,129 @@ class StackWorld:
             return c.patch(SOURCE_API, plural, name, {"status": status}, self.namespace,
                            "merge", "status")
         return self._call(patch)
+
+    # -- the real source-controller (real tier) ----------------------------------------
+
+    @property
+    def flux(self):
+        """The session's real Flux controllers (flux_fixtures.flux), started on first use."""
+        return self._request.getfixturevalue("flux")
+
+    @property
+    def git_server(self):
+        return self._request.getfixturevalue("git_server")
+
+    @property
+    def s3_server(self):
+        return self._request.getfixturevalue("s3_server")
+
+    @property
+    def registry(self):
+        return self._request.getfixturevalue("registry_plain")
+
+    def git_repo(self, name):
+        """The Git server's repository of this world's source `name`."""
+        return f"{self.namespace}/{name}"
+
+    def oci_repo(self, name):
+        return f"stacks-{self.namespace}/{name}"
+
+    def bucket_name(self, name):
+        return f"{self.namespace}-{name}"
+
+    def real_source(self, kind, name, artifact, spec=None):
+        """Puts artifact.files where the source's spec points, asks the real
+        source-controller to reconcile it (reconcile.fluxcd.io/requestedAt) and waits for
+        its artifact; `artifact` then holds the bytes Flux stored.  Returns
+        status.artifact."""
+        self.flux                 # the CRDs and controllers, before the first object
+        expect = self._push_source_content(kind, name, artifact.files)
+        obj = self.reconcile_source(kind, name, spec or self.real_source_spec(kind, name))
+        got = obj["status"]["artifact"]
+        if expect is not None:
+            assert got["revision"] == expect, (got, expect)
+        data = (self.flux.storage / got["path"]).read_bytes()
+        artifact.adopt(data, got["path"], got["url"])
+        return got
+
+    def real_source_spec(self, kind, name):
+        """The spec of a source the real source-controller serves from this world's
+        repository / bucket.  The interval is long: tests ask for reconciles."""
+        if kind == "GitRepository":
+            return {"url": self.git_server.url(self.git_repo(name)), "interval": "10m",
+                    "ref": {"branch": "main"}}
+        if kind == "OCIRepository":
+            return {"url": f"oci://{self.registry.host}/{self.oci_repo(name)}",
+                    "interval": "10m", "ref": {"tag": "latest"}, "insecure": True}
+        return {"bucketName": self.bucket_name(name), "endpoint": self.s3_server.endpoint,
+                "provider": "generic", "insecure": True, "interval": "10m"}
+
+    def _push_source_content(self, kind, name, files):
+        """Publishes files for the source; returns the revision source-controller will
+        report when it can be known beforehand (None for a Bucket)."""
+        if kind == "GitRepository":
+            return "main@sha1:" + self.git_server.commit(self.git_repo(name), files)
+        if kind == "OCIRepository":
+            return "latest@" + self.push_program(f"{self.oci_repo(name)}:latest", files)
+        self.s3_server.put_objects(self.bucket_name(name), files)
+        return None
+
+    def push_program(self, ref, files, tool="pulumi-controller"):
+        """Pushes files as an OCI artifact to the session's plain registry with
+        `pulumi-controller push` or the real `flux push artifact`; returns the
+        manifest digest."""
+        d = pathlib.Path(tempfile.mkdtemp(prefix="push-", dir=self.workdir))
+        for rel, data in files.items():
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / rel).write_bytes(data)
+        url = f"oci://{self.registry.host}/{ref}"
+        source, rev = "https://git.example.test/app", f"main@sha1:{'0' * 40}"
+        if tool == "flux":
+            out = self.flux.cli("push", "artifact", url, f"--path={d}", f"--source={source}",
+                                f"--revision={rev}", "--insecure-registry", "--output=json")
+            return json.loads(out.stdout)["digest"]
+        r = subprocess.run([self.pc_bin, "push", url, "--path", str(d), "--plain-http",
+                            "--source", source, "--revision", rev], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    def reconcile_source(self, kind, name, spec=None, timeout=120):
+        """Applies the source (spec, if given) with a new requestedAt annotation and
+        waits until the real source-controller has handled it: Ready=True at its
+        generation with an artifact.  Returns the object."""
+        plural = SOURCE_PLURALS[kind]
+        token = new_token()
+        meta = {"name": name, "namespace": self.namespace,
+                "annotations": {"reconcile.fluxcd.io/requestedAt": token}}
+        if spec is not None:
+            obj = {"apiVersion": SOURCE_API, "kind": kind, "metadata": meta, "spec": spec}
+            self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
+        else:   # an apply without the spec would drop the spec fields the test applied
+            self._call(lambda c: c.patch(SOURCE_API, plural, name, {"metadata": meta},
+                                         self.namespace, "merge"))
+        return self.wait_source_handled(kind, name, token, timeout)
+
+    def wait_source_handled(self, kind, name, token, timeout=120):
+        """Waits until source-controller handled the reconcile request `token` and the
+        source is Ready with an artifact; returns it."""
+        plural = SOURCE_PLURALS[kind]
+
+        def handled():
+            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
+            st = cur.get("status") or {}
+            ready = self.cond(cur, "Ready")
+            if (st.get("lastHandledReconcileAt") == token and st.get("artifact") and
+                    st.get("observedGeneration") == cur["metadata"]["generation"] and
+                    ready and ready["status"] == "True"):
+                return cur
+            return None
+        try:
+            return wait_for(handled, timeout, interval=0.1, what=f"{kind} {name} reconciled")
+        except AssertionError as e:
+            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
+            raise AssertionError(f"{e}\n{kind} {name}: {json.dumps(cur.get('status'))}"
+                                 f"{self.flux.explain()}") from None
 
     def delete_source(self, kind, name):
         self._call(lambda c: c.delete(SOURCE_API, SOURCE_PLURALS[kind], name, self.namespace))
@@ -799,6 +977,10 @@ def _world(request, tmp_path, bare=False):
         api = EmulatorView(factory(crds=not bare))
         cli = RealPulumi(tmp_path / "pulumi", kind="standin")
     else:
+        if not bare:
+            # The real Flux controllers, and the CRDs of their modules, before the
+            # world's first source: every real-tier source is a real Flux object.
+            request.getfixturevalue("flux")
         api = request.getfixturevalue("bare_real_kubeapi" if bare else "real_kubeapi")
         cli = RealPulumi(tmp_path / "pulumi", kind="real")
     if bare:
@@ -808,7 +990,7 @@ def _world(request, tmp_path, bare=False):
                         "--timeout=120s")
             api.wait_custom_resources_served()
     world = StackWorld(tier, api, cli, request.getfixturevalue("nginx"),
-                       request.getfixturevalue("pc_bin"), tmp_path / "world")
+                       request.getfixturevalue("pc_bin"), tmp_path / "world", request=request)
     return world
 
 
