@@ -21,10 +21,11 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
                     counts artifact downloads as for the emulator tier's hand-written
                     sources.
 
-Objects the tests write status for by hand (hostile archives, sources that never get
-an artifact) carry the label HAND_WRITTEN_LABEL: source-controller is started with
---watch-label-selector=!<label> so it leaves them alone, while it serves every other
-source in every namespace (each real-tier test has its own namespace).
+source-controller serves only the sources that carry SHARD_LABEL (Flux's sharding label,
+--watch-label-selector=sharding.fluxcd.io/key=pc-test), in every namespace (each real-tier
+test has its own): the tests that write a source's status by hand (hostile archives, sources
+that never get an artifact, the Kubernetes tests that create Flux objects to see how the API
+server treats them) share the session's API server with it and must not race it.
 """
 import os
 import pathlib
@@ -47,7 +48,7 @@ from kube_fixtures import wait_for  # noqa: E402
 from nginx_fixtures import free_port  # noqa: E402
 from real_fixtures import REAL, _log_tail, _terminate, real_binary  # noqa: E402
 
-HAND_WRITTEN_LABEL = "pc-test.pulumi.com/hand-written"
+SHARD_LABEL = ("sharding.fluxcd.io/key", "pc-test")
 SOURCE_FINALIZER = "finalizers.fluxcd.io"
 RUNTIME_NAMESPACE = "flux-system"
 GIT_BACKEND = "/usr/lib/git-core/git-http-backend"
@@ -307,7 +308,7 @@ class FluxControllers:
             f"--storage-path={self.storage}",
             f"--storage-addr=127.0.0.1:{free_port()}",
             f"--storage-adv-addr=127.0.0.1:{nginx.port}",
-            f"--watch-label-selector=!{HAND_WRITTEN_LABEL}"],
+            f"--watch-label-selector={SHARD_LABEL[0]}={SHARD_LABEL[1]}"],
             env, self.workdir / "source-controller.log")
         self.kustomize = FluxProcess("kustomize-controller", [
             kc_bin, *ports(), *common,
@@ -365,5 +366,5 @@ def new_token():
     return secrets.token_hex(6)
 
 
-__all__ = ["GitServer", "S3Server", "FluxControllers", "HAND_WRITTEN_LABEL",
+__all__ = ["GitServer", "S3Server", "FluxControllers", "SHARD_LABEL",
            "SOURCE_FINALIZER", "new_token"]

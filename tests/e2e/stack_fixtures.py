@@ -67,7 +67,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from artifacts import flux_tarball, sha256  # noqa: E402
-from flux_fixtures import HAND_WRITTEN_LABEL, SOURCE_FINALIZER, new_token  # noqa: E402
+from flux_fixtures import SHARD_LABEL, SOURCE_FINALIZER, new_token  # noqa: E402
 from kube_fixtures import KubeError, wait_for  # noqa: E402
 
 STACK_API = "pulumi.com/v1"
@@ -382,10 +382,11 @@ class StackWorld:
         does that too for what no Flux source can produce: prepared bytes (a hostile
         archive), a given revision, a failing source (ready=False), a source without an
         artifact (artifact=None), or the status of an object the controller made
-        (create=False).  Tests use what it returns, never revisions of their own making.
+        (create=False).  A world made outside pytest (no `request`: scripts/demo) writes
+        them by hand too.  Tests use what it returns, never revisions of their own making.
         """
-        if (self.tier == "real" and artifact is not None and not artifact.raw and
-                revision is None and ready and create):
+        if (self.tier == "real" and self._request is not None and artifact is not None and
+                not artifact.raw and revision is None and ready and create):
             return self.real_source(kind, name, artifact)
         return self.hand_written_source(kind, name, artifact, revision, ready, create)
 
@@ -394,17 +395,16 @@ class StackWorld:
         """What source-controller writes, written through the status subresource: a
         Ready condition True/Succeeded, ArtifactInStorage, observedGeneration and the
         artifact nginx serves; without an artifact Ready=Unknown/Progressing ("no
-        artifact yet").  The object carries flux_fixtures.HAND_WRITTEN_LABEL, which the
-        real source-controller is told to leave alone."""
+        artifact yet").  The object lacks flux_fixtures.SHARD_LABEL, so the real
+        source-controller leaves it alone."""
         plural = SOURCE_PLURALS[kind]
         if create:
             obj = {"apiVersion": SOURCE_API, "kind": kind,
-                   "metadata": {"name": name, "namespace": self.namespace,
-                                "labels": {HAND_WRITTEN_LABEL: "true"}},
+                   "metadata": {"name": name, "namespace": self.namespace},
                    "spec": self._source_spec(kind, name)}
             cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
         else:
-            cur = self._label_hand_written(plural, name)
+            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
         if self.tier == "real":
             self._drop_flux_finalizer(plural, cur)
         gen = cur["metadata"].get("generation", 1)
@@ -439,17 +439,10 @@ class StackWorld:
         self._patch_source_status(plural, name, status)
         return written
 
-    def _label_hand_written(self, plural, name):
-        """Labels an object someone else made (the controller's programRef source) so
-        that the real source-controller stops reconciling it."""
-        patch = {"metadata": {"labels": {HAND_WRITTEN_LABEL: "true"}}}
-        return self._call(lambda c: c.patch(SOURCE_API, plural, name, patch, self.namespace,
-                                             "merge"))
-
     def _drop_flux_finalizer(self, plural, obj):
-        """source-controller may have added its finalizer before the object was labelled
-        out of its sight; it would then never remove it, and the object could not be
-        deleted."""
+        """A source real until now (its shard label dropped by this apply) keeps
+        source-controller's finalizer, which nothing would remove any more: the object
+        could not be deleted."""
         fins = obj["metadata"].get("finalizers") or []
         if SOURCE_FINALIZER in fins:
             keep = [f for f in fins if f != SOURCE_FINALIZER]
@@ -566,6 +559,7 @@ class StackWorld:
         plural = SOURCE_PLURALS[kind]
         token = new_token()
         meta = {"name": name, "namespace": self.namespace,
+                "labels": {SHARD_LABEL[0]: SHARD_LABEL[1]},
                 "annotations": {"reconcile.fluxcd.io/requestedAt": token}}
         if spec is not None:
             obj = {"apiVersion": SOURCE_API, "kind": kind, "metadata": meta, "spec": spec}

@@ -12,6 +12,7 @@ import re
 import pytest
 import yaml
 
+from flux_fixtures import SHARD_LABEL
 from stack_fixtures import SOURCE_API
 
 pytestmark = pytest.mark.parametrize("stack_world", ["real"], indirect=True)
@@ -60,6 +61,10 @@ def test_classic_program_ref_is_fetched_by_source_controller(stack_world):
     w.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
     w.controller()
     name = doc["metadata"]["name"]
+    # the test's source-controller serves its shard only (flux_fixtures.SHARD_LABEL)
+    w._wait(name, lambda: w.client.list(SOURCE_API, "gitrepositories", w.namespace)["items"],
+            120, "the programRef GitRepository")
+    w.kubectl("label", "gitrepository", f"{name}-program", f"{SHARD_LABEL[0]}={SHARD_LABEL[1]}")
     obj = w.wait_ready(name, revision=f"v2.1.0@sha1:{sha}", timeout=240)
     assert obj["status"]["outputs"]["region"] == "us-east-1"
     repo_obj = w.client.get(SOURCE_API, "gitrepositories", f"{name}-program", w.namespace)

@@ -136,6 +136,14 @@ def test_kustomization_is_not_ready_before_the_controller_saw_its_stack(stack_wo
     manifests = {"stacks/alpha.yaml": stack_yaml(w, "alpha", fluxSource=program("app"))}
     w.flux_source("GitRepository", "manifests", w.artifact(manifests))
     kustomization(w, "stacks", "./stacks", wait=True, timeout="20s")
-    # no pulumi-controller runs: the health check can only time out
-    obj = wait_ks(w, "stacks", "False", timeout=120)
+    # No pulumi-controller runs: the health check can only time out (Ready=False after 20 s);
+    # Ready=True means Flux took the unseen Stack for Current.
+    def settled():
+        obj = ks(w, "stacks")
+        c = w.cond(obj, "Ready")
+        done = c and c["status"] in ("True", "False") and \
+            (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
+        return obj if done else None
+    obj = w._wait("stacks", settled, 120, "Kustomization stacks done")
+    assert w.cond(obj, "Ready")["status"] == "False", obj["status"]
     assert "alpha" in w.cond(obj, "Ready")["message"]
