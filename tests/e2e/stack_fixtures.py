@@ -56,7 +56,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import urllib.request
 import uuid
 
@@ -67,11 +66,11 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from artifacts import flux_tarball, sha256  # noqa: E402
-from flux_fixtures import SHARD_LABEL, SOURCE_FINALIZER, new_token  # noqa: E402
+from flux_fixtures import (SOURCE_API, SOURCE_FINALIZER, SOURCE_PLURALS,  # noqa: E402
+                           RealFluxSources)
 from kube_fixtures import KubeError, wait_for  # noqa: E402
 
 STACK_API = "pulumi.com/v1"
-SOURCE_API = "source.toolkit.fluxcd.io/v1"
 PROGRAMS = HERE / "programs"
 STACK_CRD = ROOT / "deploy" / "crds" / "pulumi.com_stacks.yaml"
 
@@ -83,8 +82,6 @@ PASSPHRASE_SECRET = "pulumi-passphrase"
 # tests prove these values reached the CLI without any value being written down.
 DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
-SOURCE_PLURALS = {"GitRepository": "gitrepositories", "OCIRepository": "ocirepositories",
-                  "Bucket": "buckets"}
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -257,7 +254,7 @@ class Controller:
         self._log.close()
 
 
-class StackWorld:
+class StackWorld(RealFluxSources):
     def __init__(self, tier, api, cli, nginx, pc_bin, workdir, request=None):
         self.tier = tier
         self._request = request    # for the real tier's session Flux fixtures, lazily
@@ -465,130 +462,6 @@ class StackWorld:
             return c.patch(SOURCE_API, plural, name, {"status": status}, self.namespace,
                            "merge", "status")
         return self._call(patch)
-
-    # -- the real source-controller (real tier) ----------------------------------------
-
-    @property
-    def flux(self):
-        """The session's real Flux controllers (flux_fixtures.flux), started on first use."""
-        return self._request.getfixturevalue("flux")
-
-    @property
-    def git_server(self):
-        return self._request.getfixturevalue("git_server")
-
-    @property
-    def s3_server(self):
-        return self._request.getfixturevalue("s3_server")
-
-    @property
-    def registry(self):
-        return self._request.getfixturevalue("registry_plain")
-
-    def git_repo(self, name):
-        """The Git server's repository of this world's source `name`."""
-        return f"{self.namespace}/{name}"
-
-    def oci_repo(self, name):
-        return f"stacks-{self.namespace}/{name}"
-
-    def bucket_name(self, name):
-        return f"{self.namespace}-{name}"
-
-    def real_source(self, kind, name, artifact, spec=None):
-        """Puts artifact.files where the source's spec points, asks the real
-        source-controller to reconcile it (reconcile.fluxcd.io/requestedAt) and waits for
-        its artifact; `artifact` then holds the bytes Flux stored.  Returns
-        status.artifact."""
-        self.flux                 # the CRDs and controllers, before the first object
-        expect = self._push_source_content(kind, name, artifact.files)
-        obj = self.reconcile_source(kind, name, spec or self.real_source_spec(kind, name))
-        got = obj["status"]["artifact"]
-        if expect is not None:
-            assert got["revision"] == expect, (got, expect)
-        data = (self.flux.storage / got["path"]).read_bytes()
-        artifact.adopt(data, got["path"], got["url"])
-        return got
-
-    def real_source_spec(self, kind, name):
-        """The spec of a source the real source-controller serves from this world's
-        repository / bucket.  The interval is long: tests ask for reconciles."""
-        if kind == "GitRepository":
-            return {"url": self.git_server.url(self.git_repo(name)), "interval": "10m",
-                    "ref": {"branch": "main"}}
-        if kind == "OCIRepository":
-            return {"url": f"oci://{self.registry.host}/{self.oci_repo(name)}",
-                    "interval": "10m", "ref": {"tag": "latest"}, "insecure": True}
-        return {"bucketName": self.bucket_name(name), "endpoint": self.s3_server.endpoint,
-                "provider": "generic", "insecure": True, "interval": "10m"}
-
-    def _push_source_content(self, kind, name, files):
-        """Publishes files for the source; returns the revision source-controller will
-        report when it can be known beforehand (None for a Bucket)."""
-        if kind == "GitRepository":
-            return "main@sha1:" + self.git_server.commit(self.git_repo(name), files)
-        if kind == "OCIRepository":
-            return "latest@" + self.push_program(f"{self.oci_repo(name)}:latest", files)
-        self.s3_server.put_objects(self.bucket_name(name), files)
-        return None
-
-    def push_program(self, ref, files, tool="pulumi-controller"):
-        """Pushes files as an OCI artifact to the session's plain registry with
-        `pulumi-controller push` or the real `flux push artifact`; returns the
-        manifest digest."""
-        d = pathlib.Path(tempfile.mkdtemp(prefix="push-", dir=self.workdir))
-        for rel, data in files.items():
-            (d / rel).parent.mkdir(parents=True, exist_ok=True)
-            (d / rel).write_bytes(data)
-        url = f"oci://{self.registry.host}/{ref}"
-        source, rev = "https://git.example.test/app", f"main@sha1:{'0' * 40}"
-        if tool == "flux":
-            out = self.flux.cli("push", "artifact", url, f"--path={d}", f"--source={source}",
-                                f"--revision={rev}", "--insecure-registry", "--output=json")
-            return json.loads(out.stdout)["digest"]
-        r = subprocess.run([self.pc_bin, "push", url, "--path", str(d), "--plain-http",
-                            "--source", source, "--revision", rev], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        return r.stdout.strip()
-
-    def reconcile_source(self, kind, name, spec=None, timeout=120):
-        """Applies the source (spec, if given) with a new requestedAt annotation and
-        waits until the real source-controller has handled it: Ready=True at its
-        generation with an artifact.  Returns the object."""
-        plural = SOURCE_PLURALS[kind]
-        token = new_token()
-        meta = {"name": name, "namespace": self.namespace,
-                "labels": {SHARD_LABEL[0]: SHARD_LABEL[1]},
-                "annotations": {"reconcile.fluxcd.io/requestedAt": token}}
-        if spec is not None:
-            obj = {"apiVersion": SOURCE_API, "kind": kind, "metadata": meta, "spec": spec}
-            self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
-        else:   # an apply without the spec would drop the spec fields the test applied
-            self._call(lambda c: c.patch(SOURCE_API, plural, name, {"metadata": meta},
-                                         self.namespace, "merge"))
-        return self.wait_source_handled(kind, name, token, timeout)
-
-    def wait_source_handled(self, kind, name, token, timeout=120):
-        """Waits until source-controller handled the reconcile request `token` and the
-        source is Ready with an artifact; returns it."""
-        plural = SOURCE_PLURALS[kind]
-
-        def handled():
-            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
-            st = cur.get("status") or {}
-            ready = self.cond(cur, "Ready")
-            if (st.get("lastHandledReconcileAt") == token and st.get("artifact") and
-                    st.get("observedGeneration") == cur["metadata"]["generation"] and
-                    ready and ready["status"] == "True"):
-                return cur
-            return None
-        try:
-            return wait_for(handled, timeout, interval=0.1, what=f"{kind} {name} reconciled")
-        except AssertionError as e:
-            cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
-            raise AssertionError(f"{e}\n{kind} {name}: {json.dumps(cur.get('status'))}"
-                                 f"{self.flux.explain()}") from None
 
     def delete_source(self, kind, name):
         self._call(lambda c: c.delete(SOURCE_API, SOURCE_PLURALS[kind], name, self.namespace))
