@@ -369,28 +369,22 @@ def flux(real_kube, nginx, tmp_path_factory):
 
 # -- a Stack world's real sources ----------------------------------------------------------
 
+def _session_fixture(name, doc):
+    """A property that is the session fixture `name` of the world's test."""
+    return property(lambda self: self._request.getfixturevalue(name), doc=doc)
+
+
 class RealFluxSources:
     """The real-tier half of stack_fixtures.StackWorld.flux_source: sources the real
     source-controller makes from this world's Git repository, OCI repository or bucket.
     Needs the world's ._request (pytest's), .namespace, .workdir, .pc_bin, ._call and
     .cond."""
 
-    @property
-    def flux(self):
-        """The session's real Flux controllers (flux_fixtures.flux), started on first use."""
-        return self._request.getfixturevalue("flux")
-
-    @property
-    def git_server(self):
-        return self._request.getfixturevalue("git_server")
-
-    @property
-    def s3_server(self):
-        return self._request.getfixturevalue("s3_server")
-
-    @property
-    def registry(self):
-        return self._request.getfixturevalue("registry_plain")
+    # The session's servers, each started on first use.
+    flux = _session_fixture("flux", "the real Flux controllers (FluxControllers)")
+    git_server = _session_fixture("git_server", "the loopback Git server (GitServer)")
+    s3_server = _session_fixture("s3_server", "the S3 server (S3Server)")
+    registry = _session_fixture("registry_plain", "the plain-HTTP docker-registry")
 
     def git_repo(self, name):
         """The Git server's repository of this world's source `name`."""
