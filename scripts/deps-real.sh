@@ -20,10 +20,19 @@
 #   .real/nodejs/node_modules           @pulumi/pulumi ($PULUMI_NODEJS_SDK_VERSION) by npm ci
 #   .real/pulumi-home/plugins/...       a PULUMI_HOME with the provider installed,
 #                                       so no plugin is downloaded at test time
+#   .real/bin/source-controller         github.com/fluxcd/source-controller ($FLUX_SOURCE_CONTROLLER_VERSION),
+#                                       wrapper tests/real/flux/source-controller
+#   .real/bin/kustomize-controller      github.com/fluxcd/kustomize-controller ($FLUX_KUSTOMIZE_CONTROLLER_VERSION),
+#                                       wrapper tests/real/flux/kustomize-controller
+#   .real/bin/flux                      github.com/fluxcd/flux2/v2 ($FLUX_CLI_VERSION), built in a copy
+#                                       of the module (.real/src/) with a placeholder manifest
+#   .real/flux-crds/*.yaml              the Flux CRDs (config/crd/bases of the two controller
+#                                       modules, from the module cache), applied by the tests
+#   .real/bin/s3-server                 tests/real/s3: gofakes3 ($GOFAKES3_VERSION), for Bucket
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
-# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs,semver}/ pin the same versions (checked below).  Each
+# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs,semver,flux/*,s3}/ pin the same versions (checked below).  Each
 # component has a stamp (a hash of the Go version, its pinned versions and its
 # stub module / source files): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
@@ -35,7 +44,8 @@
 # component failed to build, with the reason and its log file named.
 #
 # Environment: GO (default: go), REAL_DIR (default: <repo>/.real),
-# REAL_JOBS (go build -p, default 2), REAL_NICE (default 10).
+# REAL_JOBS (go build -p, default 2), REAL_NICE (default 10), REAL_COMPONENTS
+# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux s3).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,7 +89,8 @@ inputs_key() { # "versions" files...
 		printf '%s\n' "$1"
 		shift
 		for f in "$@"; do
-			printf '%s\n' "$f"
+			# the path relative to the checkout: every worktree of the repo shares .real/
+			printf '%s\n' "${f#"$ROOT"/}"
 			cat "$f"
 		done
 	} | sha256sum | cut -d' ' -f1
@@ -129,6 +140,19 @@ check_pins() {
 		{ say "$mod does not require github.com/Masterminds/semver/v3 $MASTERMINDS_SEMVER_VERSION"; ok=0; }
 	pin_matches "$mod" github.com/fluxcd/pkg/version "$FLUXCD_PKG_VERSION_VERSION" ||
 		{ say "$mod does not require github.com/fluxcd/pkg/version $FLUXCD_PKG_VERSION_VERSION"; ok=0; }
+	mod=$SPEC/flux/source-controller/go.mod
+	pin_matches "$mod" github.com/fluxcd/source-controller "$FLUX_SOURCE_CONTROLLER_VERSION" ||
+		{ say "$mod does not require source-controller $FLUX_SOURCE_CONTROLLER_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/fluxcd/source-controller/api "$FLUX_SOURCE_CONTROLLER_VERSION" ||
+		{ say "$mod does not require source-controller/api $FLUX_SOURCE_CONTROLLER_VERSION"; ok=0; }
+	mod=$SPEC/flux/kustomize-controller/go.mod
+	pin_matches "$mod" github.com/fluxcd/kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" ||
+		{ say "$mod does not require kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/fluxcd/kustomize-controller/api "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" ||
+		{ say "$mod does not require kustomize-controller/api $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; ok=0; }
+	mod=$SPEC/s3/go.mod
+	pin_matches "$mod" github.com/johannesboyne/gofakes3 "$GOFAKES3_VERSION" ||
+		{ say "$mod does not require gofakes3 $GOFAKES3_VERSION"; ok=0; }
 	[ $ok = 1 ] || { say "tests/real/versions.env and the stub go.mod files disagree"; exit 1; }
 }
 
@@ -317,6 +341,87 @@ build_semver_oracle() {
 	echo "$key" >"$STAMPS/semver"
 }
 
+# A Flux controller (the root main package of its module) from its wrapper
+# module, then its CRDs copied out of the module cache into .real/flux-crds/.
+build_flux_controller() { # name version
+	local name=$1 version=$2 key log=$LOGS/$1.log dir=$SPEC/flux/$1
+	key=$(inputs_key "$version" "$dir/go.mod" "$dir/go.sum")
+	if up_to_date "$name" "$key" "$BIN/$name"; then
+		say "$name $version: up to date"
+	else
+		say "building $name $version (log: $log; a cold build takes minutes)"
+		rm -f "$BIN/$name"
+		if ! (cd "$dir" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath -ldflags "-s -w" \
+			-o "$BIN/$name" "github.com/fluxcd/$name") >"$log" 2>&1; then
+			fail "$name" "go build of github.com/fluxcd/$name $version failed" "$log"
+			return
+		fi
+		echo "$key" >"$STAMPS/$name"
+	fi
+	local src
+	if ! src=$(cd "$dir" && "$GO" list -m -f '{{.Dir}}' "github.com/fluxcd/$name" 2>>"$log") ||
+		! [ -d "$src/config/crd/bases" ]; then
+		fail "$name" "no config/crd/bases in the module github.com/fluxcd/$name $version" "$log"
+		return
+	fi
+	mkdir -p "$REAL/flux-crds"
+	install -m 0644 "$src"/config/crd/bases/*.yaml "$REAL/flux-crds/"
+}
+
+# The flux CLI.  Its module embeds cmd/flux/manifests/*.yaml, generated at
+# release time and absent from the module zip, so it is built in a writable
+# copy of the module with a placeholder manifest there (`flux install` is then
+# unusable; the tests never run it).  The copy is its own main module, so its
+# replace lines and go.sum apply as upstream wrote them.
+build_flux_cli() {
+	local key log=$LOGS/flux.log src copy=$REAL/src/flux2-$FLUX_CLI_VERSION
+	key=$(inputs_key "$FLUX_CLI_VERSION")
+	if up_to_date flux "$key" "$BIN/flux"; then
+		say "flux CLI $FLUX_CLI_VERSION: up to date"
+		return
+	fi
+	say "building the flux CLI $FLUX_CLI_VERSION (log: $log)"
+	mkdir -p "$REAL/src"
+	# Downloaded outside any module, so no go.mod or go.sum of ours changes.
+	if ! src=$(cd "$REAL/src" &&
+		GOFLAGS=-buildvcs=false "$GO" mod download -json "github.com/fluxcd/flux2/v2@$FLUX_CLI_VERSION" 2>"$log" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || [ -z "$src" ]; then
+		fail flux "go mod download of github.com/fluxcd/flux2/v2 $FLUX_CLI_VERSION failed" "$log"
+		return
+	fi
+	rm -rf "$copy"
+	mkdir -p "$(dirname "$copy")"
+	cp -r "$src" "$copy"
+	chmod -R u+w "$copy"
+	mkdir -p "$copy/cmd/flux/manifests"
+	printf '# placeholder: the release manifests are not part of the Go module\n' \
+		>"$copy/cmd/flux/manifests/placeholder.yaml"
+	if ! (cd "$copy" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath \
+		-ldflags "-s -w -X main.VERSION=${FLUX_CLI_VERSION#v}" -o "$BIN/flux" ./cmd/flux) >>"$log" 2>&1; then
+		fail flux "go build of the flux CLI $FLUX_CLI_VERSION failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/flux"
+}
+
+# The S3-compatible server for Bucket sources: a small main of our own over
+# gofakes3 (tests/real/s3); seconds to build.
+build_s3_server() {
+	local key log=$LOGS/s3.log
+	key=$(inputs_key "$GOFAKES3_VERSION" "$SPEC/s3/go.mod" "$SPEC/s3/go.sum" "$SPEC/s3/main.go")
+	if up_to_date s3 "$key" "$BIN/s3-server"; then
+		say "s3-server (gofakes3 $GOFAKES3_VERSION): up to date"
+		return
+	fi
+	say "building s3-server (gofakes3 $GOFAKES3_VERSION; log: $log)"
+	if ! (cd "$SPEC/s3" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath -ldflags "-s -w" \
+		-o "$BIN/s3-server" .) >"$log" 2>&1; then
+		fail s3 "go build of the S3 server (tests/real/s3) failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/s3"
+}
+
 write_manifest() {
 	local tmp=$REAL/manifest.env.tmp
 	{
@@ -330,19 +435,37 @@ write_manifest() {
 		echo "STANDIN_PROVIDER_VERSION=$STANDIN_PROVIDER_VERSION"
 		echo "MASTERMINDS_SEMVER_VERSION=$MASTERMINDS_SEMVER_VERSION"
 		echo "FLUXCD_PKG_VERSION_VERSION=$FLUXCD_PKG_VERSION_VERSION"
+		echo "FLUX_SOURCE_CONTROLLER_VERSION=$FLUX_SOURCE_CONTROLLER_VERSION"
+		echo "FLUX_KUSTOMIZE_CONTROLLER_VERSION=$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
+		echo "FLUX_CLI_VERSION=$FLUX_CLI_VERSION"
+		echo "GOFAKES3_VERSION=$GOFAKES3_VERSION"
 		echo "FAILED=${failed# }"
 	} >"$tmp"
 	mv -f "$tmp" "$REAL/manifest.env"
 }
 
+# REAL_COMPONENTS (default: all) limits a run to some components, e.g.
+# REAL_COMPONENTS="flux s3" after adding those to a .real/ built before them.
+wanted() {
+	[ -z "${REAL_COMPONENTS:-}" ] && return 0
+	case " $REAL_COMPONENTS " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
 command -v "$GO" >/dev/null || { say "FAILED: no Go toolchain ('$GO') on PATH"; exit 1; }
 check_pins
-build_semver_oracle
-build_kube
-build_etcd
-build_pulumi
-build_pulumi_yaml
-build_pulumi_nodejs
+wanted semver && build_semver_oracle
+wanted kube && build_kube
+wanted etcd && build_etcd
+wanted pulumi && build_pulumi
+wanted pulumi-yaml && build_pulumi_yaml
+wanted pulumi-nodejs && build_pulumi_nodejs
+if wanted flux; then
+	build_flux_controller source-controller "$FLUX_SOURCE_CONTROLLER_VERSION"
+	build_flux_controller kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
+	build_flux_cli
+fi
+wanted s3 && build_s3_server
 write_manifest
 
 for blocked in $(compgen -v BLOCKED_ || true); do

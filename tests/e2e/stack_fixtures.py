@@ -16,9 +16,14 @@ A StackWorld offers:
     artifact(files, under=None)     a Flux tarball (as source-controller packs one) + digest
     publish(artifact, key) / corrupt(artifact)  nginx serves it / serves altered bytes
     flux_source(kind, name, artifact=None, revision=None)  the Flux source object with its
-                    status.artifact and Ready condition, as source-controller would write them
-                    (THE one method issue 12 replaces with the real source-controller);
-                    returns the artifact as written ({url, digest, revision, ...})
+                    status.artifact and Ready condition: on the real tier made by the real
+                    source-controller (flux_fixtures.py) from a Git repository, an OCI
+                    artifact or bucket objects holding the artifact's files; on the
+                    emulator tier (and for what Flux cannot produce: hostile archives, a
+                    given revision, a failing or artifact-less source) written by hand as
+                    source-controller would; returns status.artifact ({url, digest,
+                    revision, ...}) and, when real, makes `artifact` the bytes Flux serves
+    .flux (real tier) flux_fixtures.FluxControllers, .git_server, .s3_server
     downloads(artifact)             how many times nginx served it
     apply_stack(name, **spec)       server-side apply of a Stack (passphrase envRef, cloud
                                     Literal, file:// backend by default)
@@ -61,10 +66,11 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from artifacts import flux_tarball, sha256  # noqa: E402
+from flux_fixtures import (SOURCE_API, SOURCE_FINALIZER, SOURCE_PLURALS,  # noqa: E402
+                           RealFluxSources)
 from kube_fixtures import KubeError, wait_for  # noqa: E402
 
 STACK_API = "pulumi.com/v1"
-SOURCE_API = "source.toolkit.fluxcd.io/v1"
 PROGRAMS = HERE / "programs"
 STACK_CRD = ROOT / "deploy" / "crds" / "pulumi.com_stacks.yaml"
 
@@ -76,8 +82,6 @@ PASSPHRASE_SECRET = "pulumi-passphrase"
 # tests prove these values reached the CLI without any value being written down.
 DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
-SOURCE_PLURALS = {"GitRepository": "gitrepositories", "OCIRepository": "ocirepositories",
-                  "Bucket": "buckets"}
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -140,14 +144,27 @@ def stack_of(argv):
 class Artifact:
     """A Flux artifact: the tarball, its sha256 digest and the files it holds."""
 
-    def __init__(self, files, data):
+    def __init__(self, files, data, raw=False):
         self.files = files
+        self.raw = raw             # prepared bytes: no program Flux could package
+        self.key = None            # its path under nginx's root once served
+        self.uri = None            # the request path nginx's access log shows for it
+        self.url = None
+        self._set_data(data)
+
+    def _set_data(self, data):
         self.data = data
         self.digest = sha256(data)
         self.hex = self.digest.split(":", 1)[1]
         self.size = len(data)
-        self.key = None            # its path under nginx's /artifacts/ once published
-        self.url = None
+
+    def adopt(self, data, key, url):
+        """The artifact is now the one the real source-controller stored (its own
+        tarball of the files), served by nginx at `key` under its root."""
+        self._set_data(data)
+        self.key = key
+        self.uri = "/" + key
+        self.url = url
 
 
 class Controller:
@@ -237,9 +254,10 @@ class Controller:
         self._log.close()
 
 
-class StackWorld:
-    def __init__(self, tier, api, cli, nginx, pc_bin, workdir):
+class StackWorld(RealFluxSources):
+    def __init__(self, tier, api, cli, nginx, pc_bin, workdir, request=None):
         self.tier = tier
+        self._request = request    # for the real tier's session Flux fixtures, lazily
         self.api = api
         self.cli = cli
         self.nginx = nginx
@@ -322,7 +340,7 @@ class StackWorld:
     @staticmethod
     def raw_artifact(data):
         """An artifact of prepared bytes (a hostile archive from artifacts.py builders)."""
-        return Artifact({}, data)
+        return Artifact({}, data, raw=True)
 
     def publish(self, artifact, key=None):
         """Puts the artifact where nginx serves it; returns its URL."""
@@ -332,6 +350,7 @@ class StackWorld:
         os.chmod(path.parent, 0o755)
         self.nginx.put(key, artifact.data)
         artifact.key = key
+        artifact.uri = "/artifacts/" + key
         artifact.url = self.nginx.url("artifacts/" + key)
         return artifact.url
 
@@ -344,24 +363,37 @@ class StackWorld:
 
     def downloads(self, artifact):
         """How many successful GETs nginx served of the artifact."""
-        return sum(1 for status, _ in self.nginx.requests("/artifacts/" + artifact.key)
-                   if status == 200)
+        return sum(1 for status, _ in self.nginx.requests(artifact.uri) if status == 200)
 
     # -- Flux sources -----------------------------------------------------------------
 
     def flux_source(self, kind, name, artifact=None, revision=None, ready=True, create=True):
-        """Creates (or updates) a Flux source of `kind` named `name` and writes, through
-        its status subresource, what source-controller writes once it has an artifact:
-        status.artifact {url, digest, revision, path, lastUpdateTime, size}, a Ready
-        condition True/Succeeded, ArtifactInStorage, observedGeneration.  Without an
-        artifact the source is Ready=False/Progressing and has none ("no artifact yet").
+        """Creates (or updates) the Flux source `kind`/`name` with an artifact of
+        `artifact`'s files; returns its status.artifact {url, digest, revision, path,
+        lastUpdateTime, size}, or None when it has none.
 
-        This is the only place that stands in for source-controller: issue 12 replaces
-        its body with a push to the real Git server / registry / bucket and a wait for
-        the real status.  Tests use what it returns ({url, digest, revision, ...} or None),
-        never revisions of their own making.  create=False leaves the object as it is
-        (one the controller made, for programRef) and writes only its status.
+        On the real tier the real source-controller makes it (real_source): the files
+        are committed to the Git server, pushed to the registry or put in a bucket, the
+        source reconciled and its status waited for.  Otherwise the status is written
+        by hand (hand_written_source), as source-controller writes it; the real tier
+        does that too for what no Flux source can produce: prepared bytes (a hostile
+        archive), a given revision, a failing source (ready=False), a source without an
+        artifact (artifact=None), or the status of an object the controller made
+        (create=False).  A world made outside pytest (no `request`: scripts/demo) writes
+        them by hand too.  Tests use what it returns, never revisions of their own making.
         """
+        if (self.tier == "real" and self._request is not None and artifact is not None and
+                not artifact.raw and revision is None and ready and create):
+            return self.real_source(kind, name, artifact)
+        return self.hand_written_source(kind, name, artifact, revision, ready, create)
+
+    def hand_written_source(self, kind, name, artifact=None, revision=None, ready=True,
+                            create=True):
+        """What source-controller writes, written through the status subresource: a
+        Ready condition True/Succeeded, ArtifactInStorage, observedGeneration and the
+        artifact nginx serves; without an artifact Ready=Unknown/Progressing ("no
+        artifact yet").  The object lacks flux_fixtures.SHARD_LABEL, so the real
+        source-controller leaves it alone."""
         plural = SOURCE_PLURALS[kind]
         if create:
             obj = {"apiVersion": SOURCE_API, "kind": kind,
@@ -370,6 +402,8 @@ class StackWorld:
             cur = self._call(lambda c: c.apply(obj, plural, field_manager="stack-test"))
         else:
             cur = self._call(lambda c: c.get(SOURCE_API, plural, name, self.namespace))
+        if self.tier == "real":
+            self._drop_flux_finalizer(plural, cur)
         gen = cur["metadata"].get("generation", 1)
         ts = now_rfc3339()
         if artifact is None:
@@ -401,6 +435,17 @@ class StackWorld:
              "message": msg, "lastTransitionTime": ts, "observedGeneration": gen}]}
         self._patch_source_status(plural, name, status)
         return written
+
+    def _drop_flux_finalizer(self, plural, obj):
+        """A source real until now (its shard label dropped by this apply) keeps
+        source-controller's finalizer, which nothing would remove any more: the object
+        could not be deleted."""
+        fins = obj["metadata"].get("finalizers") or []
+        if SOURCE_FINALIZER in fins:
+            keep = [f for f in fins if f != SOURCE_FINALIZER]
+            self._call(lambda c: c.patch(SOURCE_API, plural, obj["metadata"]["name"],
+                                         {"metadata": {"finalizers": keep or None}},
+                                         self.namespace, "merge"))
 
     def _source_spec(self, kind, name):
         if kind == "GitRepository":
@@ -799,6 +844,10 @@ def _world(request, tmp_path, bare=False):
         api = EmulatorView(factory(crds=not bare))
         cli = RealPulumi(tmp_path / "pulumi", kind="standin")
     else:
+        if not bare:
+            # The real Flux controllers, and the CRDs of their modules, before the
+            # world's first source: every real-tier source is a real Flux object.
+            request.getfixturevalue("flux")
         api = request.getfixturevalue("bare_real_kubeapi" if bare else "real_kubeapi")
         cli = RealPulumi(tmp_path / "pulumi", kind="real")
     if bare:
@@ -808,7 +857,7 @@ def _world(request, tmp_path, bare=False):
                         "--timeout=120s")
             api.wait_custom_resources_served()
     world = StackWorld(tier, api, cli, request.getfixturevalue("nginx"),
-                       request.getfixturevalue("pc_bin"), tmp_path / "world")
+                       request.getfixturevalue("pc_bin"), tmp_path / "world", request=request)
     return world
 
 

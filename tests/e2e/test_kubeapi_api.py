@@ -125,8 +125,11 @@ def test_discovery_of_the_project_crds(any_kubeapi):
     c = any_kubeapi.client
     groups = {g["name"]: g for g in c.request("GET", "/apis")["groups"]}
     assert groups["source.toolkit.fluxcd.io"]["preferredVersion"]["version"] == "v1"
-    assert [v["version"] for v in groups["source.toolkit.fluxcd.io"]["versions"]] == \
-        ["v1", "v1beta2"]
+    # v1beta2 is served by the emulator's Flux CRDs (as Flux up to 2.6); Flux 2.9's own, which
+    # the real tier installs once its source-controller runs, serve v1 only
+    versions = [v["version"] for v in groups["source.toolkit.fluxcd.io"]["versions"]]
+    assert versions == ["v1", "v1beta2"] if any_kubeapi.kind == "emulator" else \
+        versions in (["v1", "v1beta2"], ["v1"])
     res = c.request("GET", "/apis/pulumi.com/v1")["resources"]
     names = {r["name"]: r for r in res}
     assert names["stacks"]["kind"] == "Stack" and names["stacks"]["namespaced"]
