@@ -261,16 +261,19 @@ def _source_annotation(w, name):
 def _answer_as_source_controller(w, name, token, artifact, ready=True):
     """What source-controller does with a request: a new artifact (flux_source), and
     the token in status.lastHandledReconcileAt."""
-    written = w.flux_source("GitRepository", name, artifact, ready=ready)
+    written = w.hand_written_source("GitRepository", name, artifact, ready=ready)
     w.client.patch(SOURCE_API, "gitrepositories", name, {"status": {"lastHandledReconcileAt": token}},
                    w.namespace, "merge", "status")
     return written
 
 
 def test_reconcile_with_source(stack_world):
+    """The test plays source-controller (it answers the request itself, a failure too), so its
+    source is hand-written on both tiers: the real source-controller leaves such sources alone.
+    The real one answering `flux reconcile source` is test_flux_git.py's."""
     w = stack_world
     ns = w.namespace
-    src = w.flux_source("GitRepository", "app", w.artifact())
+    src = w.hand_written_source("GitRepository", "app", w.artifact())
     w.apply_stack("demo", fluxSource={"sourceRef": GIT})
     w.controller()
     w.wait_ready("demo", revision=src["revision"])
