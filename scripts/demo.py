@@ -29,7 +29,8 @@ import pytest  # noqa: E402  (the fixture classes report a missing binary with p
 
 from demo import show, steps  # noqa: E402
 from demo.sandbox import (KUBECTL, REAL_BIN, SOURCE_CONTROLLER, Sandbox,  # noqa: E402
-                          handle_interrupts, missing_real_parts, real_versions)
+                          handle_interrupts, missing_real_parts, real_flux_built,
+                          real_versions)
 from demo.show import say, step  # noqa: E402
 from demo.steps import DemoFailed  # noqa: E402
 
@@ -72,8 +73,12 @@ def banner(tier, why):
         say("tier: EMULATOR  the API-server emulator (tests/e2e/kubeapi) and the pulumi "
             "stand-in (tests/e2e/pulumi_standin)")
         say(f"      ({why})")
-    why_not = ".real/bin/source-controller is built; the demo does not drive it yet" \
-        if SOURCE_CONTROLLER.exists() else "not in .real/bin"
+    if tier == "real" and real_flux_built():
+        say("source-controller: REAL (.real/bin/source-controller and kustomize-controller), "
+            "fetching from a Git server on loopback")
+        return
+    why_not = "the emulator tier runs no Flux controller" if SOURCE_CONTROLLER.exists() \
+        else "not in .real/bin; `make deps-real` builds it"
     say("source-controller: PLAYED BY THE DEMO: nginx serves the artifact and the demo writes")
     say("      the GitRepository's status.artifact as source-controller would")
     say(f"      ({why_not})")

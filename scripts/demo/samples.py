@@ -62,16 +62,18 @@ def _stack(name, source, backend, cloud_dir):
                                              "literal": {"value": str(cloud_dir)}}}})}
 
 
-def manifests(registry_host, backend, cloud_dir):
+def manifests(registry_host, backend, cloud_dir, git_url=GIT_URL, git_labels=None):
     """The sample objects as one multi-document YAML text (JSON documents, which YAML
-    reads), for `kubectl apply -f`."""
+    reads), for `kubectl apply -f`.  With the real source-controller the GitRepository
+    points at the sandbox's Git server and carries the label its shard serves."""
     objs = [
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
          "metadata": {"name": PASSPHRASE_SECRET, "namespace": NAMESPACE},
          "stringData": {"passphrase": PASSPHRASE}},
         {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-         "metadata": {"name": SOURCE, "namespace": NAMESPACE},
-         "spec": {"url": GIT_URL, "interval": "1m", "ref": {"branch": "main"}}},
+         "metadata": dict({"name": SOURCE, "namespace": NAMESPACE},
+                          **({"labels": git_labels} if git_labels else {})),
+         "spec": {"url": git_url, "interval": "1m", "ref": {"branch": "main"}}},
         _stack(FLUX_STACK, {"fluxSource": {"sourceRef": {
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
             "name": SOURCE}}}, backend, cloud_dir),

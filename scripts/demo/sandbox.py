@@ -33,6 +33,12 @@ REAL_PARTS = [REAL_BIN / n for n in ("etcd", "kube-apiserver", "kubectl", "pulum
                                      "pulumi-language-yaml")] + \
     [REAL / "provider" / "pulumi-resource-standin", REAL / "pulumi-home" / "plugins"]
 SOURCE_CONTROLLER = REAL_BIN / "source-controller"
+# What driving the real Flux controllers needs besides the real tier.
+FLUX_PARTS = [SOURCE_CONTROLLER, REAL_BIN / "kustomize-controller", REAL / "flux-crds"]
+
+
+def real_flux_built():
+    return all(p.exists() for p in FLUX_PARTS) and any((REAL / "flux-crds").glob("*.yaml"))
 
 
 def missing_real_parts():
@@ -133,6 +139,10 @@ class Sandbox:
         self.parts = []          # (what, close function), in start order
         self.kube = self.view = self.api = self.nginx = self.registry = self.world = None
         self.kubectl_bin = None
+        # The real source-controller (and kustomize-controller) with a Git server, on the
+        # real tier when `make deps-real` built them; else the demo plays source-controller.
+        self.real_flux = tier == "real" and real_flux_built()
+        self.git = self.flux = None
 
     def _started(self, what, obj, close):
         """Keeps obj for close() before it starts, so an interrupted start is undone too."""
@@ -169,6 +179,18 @@ class Sandbox:
         self.registry = self._started("docker-registry", Registry(self._mkdir("registry"), "plain"),
                                       lambda: self.registry.stop())
         self.registry.start()
+
+    def start_flux(self):
+        """A Git server and the real Flux controllers (flux_fixtures), once the API server
+        serves Flux's CRDs."""
+        from flux_fixtures import FluxControllers, GitServer
+        self.git = self._started("Git server", GitServer(self._mkdir("git")),
+                                 lambda: self.git.close())
+        flux = self._started("source-controller + kustomize-controller",
+                             FluxControllers.__new__(FluxControllers),
+                             lambda: flux.close() if hasattr(flux, "processes") else None)
+        flux.__init__(self.kube, self.nginx, self._mkdir("flux"))
+        self.flux = flux
 
     def start_world(self):
         """Once the namespace exists: the StackWorld (its pulumi CLI, backend and cloud)."""

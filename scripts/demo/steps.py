@@ -1,11 +1,16 @@
 """The demo's steps, in the order run() takes them; each prints what it does and checks it
 (a Stack that is not Ready with the expected output within the timeout fails the demo)."""
 import hashlib
+import secrets
 import subprocess
 
 from demo import samples, show
 from demo.samples import FLUX_STACK, NAMESPACE, OCI_REPO, OCI_STACK, OCI_TAG, SOURCE
 from demo.sandbox import ROOT
+from flux_fixtures import SHARD_LABEL, SOURCE_API  # noqa: E402  (sandbox put tests/e2e on the path)
+from kube_fixtures import wait_for  # noqa: E402
+
+GIT_REPO = "platform/hello"     # the Git server's repository of the GitRepository sample
 from demo.show import say, step
 
 
@@ -39,20 +44,30 @@ def start_sandbox(sb):
 
 def apply_crds(sb):
     step("applying the CRDs with kubectl, creating the namespace")
-    kubectl(sb, "apply", "--server-side", "-f", "deploy/crds/pulumi.com_stacks.yaml",
-            "-f", "tests/e2e/crds/", note="Flux's source CRDs, as Flux installs them")
+    if sb.real_flux:
+        kubectl(sb, "apply", "--server-side", "-f", "deploy/crds/pulumi.com_stacks.yaml",
+                "-f", ".real/flux-crds/", note="Flux's CRDs, from the controllers' own modules")
+    else:
+        kubectl(sb, "apply", "--server-side", "-f", "deploy/crds/pulumi.com_stacks.yaml",
+                "-f", "tests/e2e/crds/", note="Flux's source CRDs, as Flux installs them")
     if sb.tier == "real":
         sb.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
         sb.kube.wait_custom_resources_served()
     kubectl(sb, "create", "namespace", NAMESPACE)
+    if sb.real_flux:
+        sb.start_flux()
+        say(f"Git server      {sb.git.url(GIT_REPO)}  (git http-backend)")
+        say("source-controller and kustomize-controller running (.real/bin, "
+            f"label {SHARD_LABEL[0]}={SHARD_LABEL[1]})")
     sb.start_world()
 
 
 def apply_samples(sb):
     step("applying the samples with kubectl: a Secret, a GitRepository and two Stacks")
     w = sb.world
+    git = {"git_url": sb.git.url(GIT_REPO), "git_labels": dict([SHARD_LABEL])} if sb.real_flux else {}
     (sb.dir / "samples.yaml").write_text(
-        samples.manifests(sb.registry.host, w.backend_url, w.cloud_dir))
+        samples.manifests(sb.registry.host, w.backend_url, w.cloud_dir, **git))
     kubectl(sb, "apply", "--server-side", "-f", str(sb.dir / "samples.yaml"), shown="samples.yaml")
     say(f"{FLUX_STACK}: spec.fluxSource -> GitRepository {SOURCE} (no artifact yet)")
     say(f"{OCI_STACK}:  spec.ociSource  -> {sb.registry.ref(OCI_REPO, OCI_TAG)} "
@@ -116,7 +131,7 @@ def kubectl(sb, *args, shown=None, note=None):
     argument, a long path; `note` becomes a comment)."""
     words = [*args[:-1], shown] if shown else list(args)
     words = [f"'{a}'" if a.startswith("{") else a for a in words]
-    out = sb.kubectl(*[str(ROOT / a) if a.startswith(("deploy/", "tests/")) else a
+    out = sb.kubectl(*[str(ROOT / a) if a.startswith(("deploy/", "tests/", ".real/")) else a
                        for a in args]).stdout
     show.command(["kubectl", *words] + ([f" # {note}"] if note else []), out)
     return out
@@ -145,6 +160,8 @@ def push(sb, greeting):
 def publish(sb, greeting):
     """Revision `greeting` as a Flux artifact (GitRepository status written) and in the
     registry; returns (the GitRepository's revision, the OCI Stack's revision)."""
+    if sb.real_flux:
+        return fetched_by_source_controller(sb, greeting), f"{OCI_TAG}@{push(sb, greeting)}"
     w = sb.world
     art = w.artifact(samples.program_files(greeting))
     w.publish(art, key=f"gitrepository/{NAMESPACE}/{SOURCE}/{art.hex}.tar.gz")
@@ -154,6 +171,31 @@ def publish(sb, greeting):
     say(f"GitRepository {NAMESPACE}/{SOURCE} status.artifact.revision = {src['revision']}")
     say("               (written by the demo, playing source-controller)")
     return src["revision"], f"{OCI_TAG}@{push(sb, greeting)}"
+
+
+def fetched_by_source_controller(sb, greeting):
+    """Commits the program to the Git server, asks source-controller for a reconcile (as
+    `flux reconcile source git` does) and waits for its artifact; returns the revision."""
+    sha = sb.git.commit(GIT_REPO, samples.program_files(greeting), message=f"greeting {greeting}")
+    say(f"git push        {sb.git.url(GIT_REPO)} main -> commit {sha[:12]}")
+    token = secrets.token_hex(6)
+    w = sb.world
+    w.client.patch(SOURCE_API, "gitrepositories", SOURCE,
+                   {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}},
+                   NAMESPACE, "merge")
+
+    def handled():
+        st = w.client.get(SOURCE_API, "gitrepositories", SOURCE, NAMESPACE).get("status") or {}
+        art = st.get("artifact") or {}
+        return art if st.get("lastHandledReconcileAt") == token and \
+            art.get("revision") == f"main@sha1:{sha}" else None
+    try:
+        art = wait_for(handled, 120, interval=0.2, what="source-controller's artifact")
+    except AssertionError as e:
+        raise DemoFailed(f"{e}{sb.flux.explain()}") from None
+    say(f"GitRepository {NAMESPACE}/{SOURCE} status.artifact.revision = {art['revision']}")
+    say(f"               (source-controller fetched it: {art['url']})")
+    return art["revision"]
 
 
 def wait_ready(sb, name, revision, timeout, expect):

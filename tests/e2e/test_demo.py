@@ -23,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "scripts" / "demo.py"
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from demo.sandbox import missing_real_parts, processes_naming  # noqa: E402
+from demo.sandbox import missing_real_parts, processes_naming, real_flux_built  # noqa: E402
 
 RUN_TIMEOUT = 420        # an upper bound on one whole run under ASan, never an assertion
 
@@ -103,7 +103,12 @@ def test_demo_runs_to_the_end(demo_tier, pc_bin, tmp_path):
     out = run.text
     # the tier is said at the start, never silently chosen
     assert run.lines[1].strip().startswith(f"tier: {demo_tier.upper()}"), out
-    assert "source-controller: PLAYED BY THE DEMO" in out
+    # the real tier drives the real source-controller when `make deps-real` built it
+    if demo_tier == "real" and real_flux_built():
+        assert "source-controller: REAL" in out, out
+        assert "(source-controller fetched it: http://127.0.0.1:" in out, out
+    else:
+        assert "source-controller: PLAYED BY THE DEMO" in out
     # both Stacks Ready at revision 1, then at revision 2; hello-oci once more after the pin
     assert run.count("ok  hello-flux  Ready=True  main@sha1:") == 2, out
     assert run.count("ok  hello-oci   Ready=True  stable@sha256:") == 2, out
