@@ -3,7 +3,7 @@
 #   make            release build: bin/pulumi-controller
 #   make deps       install missing Debian packages (apt-get as root, else print the command)
 #   make test       ASan+UBSan build, cmocka unit tests, then the pytest e2e suite
-#   make deps-real  build the real kube-apiserver/etcd/pulumi into .real/ (make test runs it)
+#   make deps-real  build the real kube-apiserver/etcd/pulumi/Flux into .real/ (make test runs it)
 #   make unit       only the unit tests          make e2e   only the e2e tests
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make bench      the benchmarks in bench/
