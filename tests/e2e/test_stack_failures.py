@@ -205,5 +205,6 @@ def test_flux_installed_after_the_controller(bare_stack_world):
                       "crd/gitrepositories.source.toolkit.fluxcd.io", "--timeout=120s")
         w.api.wait_custom_resources_served()
     w.ctl.wait_log("kind now served by the API server; watching it", kind="GitRepository")
-    src = w.flux_source("GitRepository", "app", w.artifact())
+    # hand-written on both tiers: no source-controller serves the bare server
+    src = w.hand_written_source("GitRepository", "app", w.artifact())
     w.wait_ready("demo", revision=src["revision"])
