@@ -6,6 +6,7 @@
 #define PC_PL_INTERNAL_H
 
 #include <stdatomic.h>
+#include <yaml.h>
 
 #include "base/proc.h"
 #include "pulumi/pulumi.h"
@@ -120,6 +121,15 @@ int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **keys, s
  * last "/" segment of stack), into out: 1 when it exists, 0 when neither
  * does (out names the .yaml one). */
 int pl_stack_settings_path(const char *workdir, const char *stack, char *out, size_t outlen);
+
+/* The node under scalar key `key` of mapping node map, or NULL. */
+yaml_node_t *pl_yaml_get(yaml_document_t *d, yaml_node_t *map, const char *key);
+
+/* Loads the first document of the first of <workdir>/<names[0]>,
+ * <workdir>/<names[1]> that exists (path receives its name).  1: loaded
+ * (release with yaml_document_delete); 0: neither file exists; -1 + e. */
+int pl_yaml_load_first(const char *workdir, const char *const names[2], char *path,
+		       size_t pathlen, yaml_document_t *doc, struct err *e);
 
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);

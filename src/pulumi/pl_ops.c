@@ -64,7 +64,7 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 
 /* ---- install ---- */
 
-int pl_install(struct pl_stack *st, const char *revision, struct pl_result *r)
+int pl_install(struct pl_stack *st, const char *key, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
 	struct pl_cmd c = { .op = "install", .scope = PL_SCOPE_WORKSPACE };
@@ -75,10 +75,10 @@ int pl_install(struct pl_stack *st, const char *revision, struct pl_result *r)
 
 	if (pl_begin(st, r) < 0)
 		return -1;
-	snprintf(marker, sizeof(marker), "%s/installed-revision", st->scratch);
-	if (revision && fs_read_file(marker, 4096, &prev, &len, &e) == 0 && strcmp(prev, revision) == 0) {
+	snprintf(marker, sizeof(marker), "%s/installed-key", st->scratch);
+	if (key && fs_read_file(marker, 4096, &prev, &len, &e) == 0 && strcmp(prev, key) == 0) {
 		free(prev);
-		pl_set_message(r, "install", "already installed for this revision", NULL, 0);
+		pl_set_message(r, "install", "already installed for these dependencies", NULL, 0);
 		return 0;
 	}
 	free(prev);
@@ -86,13 +86,13 @@ int pl_install(struct pl_stack *st, const char *revision, struct pl_result *r)
 	pl_strv_add(&a, "install");
 	rc = pl_call(st, &c, &a, r, NULL);
 	pl_strv_free(&a);
-	if (rc == 0 && revision) {
+	if (rc == 0 && key) {
 		FILE *f = fopen(marker, "we");
 
-		if (f == NULL || fputs(revision, f) < 0 || fclose(f) != 0) {
+		if (f == NULL || fputs(key, f) < 0 || fclose(f) != 0) {
 			if (f)
 				fclose(f);
-			return pl_fail_internal(st, r, "install", "cannot record the installed revision");
+			return pl_fail_internal(st, r, "install", "cannot record the installed dependencies");
 		}
 	}
 	return rc;

@@ -70,7 +70,7 @@ void pl_strv_free(struct pl_strv *s)
 }
 
 /* The node under scalar key `key` of mapping node map, or NULL. */
-static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *map, const char *key)
+yaml_node_t *pl_yaml_get(yaml_document_t *d, yaml_node_t *map, const char *key)
 {
 	if (map == NULL || map->type != YAML_MAPPING_NODE)
 		return NULL;
@@ -127,8 +127,8 @@ static void add_mapping_keys(yaml_document_t *d, yaml_node_t *map, cJSON *keys, 
  * document API resolves aliases (`*x` is the node `&x` names), which an
  * event walk would not.  Returns 1 (release doc with yaml_document_delete),
  * 0 when neither file exists, -1 + e. */
-static int yaml_load_first(const char *workdir, const char *const names[2], char *path,
-			   size_t pathlen, yaml_document_t *doc, struct err *e)
+int pl_yaml_load_first(const char *workdir, const char *const names[2], char *path,
+		       size_t pathlen, yaml_document_t *doc, struct err *e)
 {
 	for (size_t i = 0; i < 2; i++) {
 		yaml_parser_t p;
@@ -172,10 +172,10 @@ int pl_stack_config_keys(const char *workdir, const char *stack, cJSON **out, st
 	*out = cJSON_CreateArray();
 	if (*out == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory");
-	rc = yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
+	rc = pl_yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
 	if (rc <= 0)
 		return rc;   /* 0: no settings file yet, so no keys */
-	add_mapping_keys(&doc, map_get(&doc, yaml_document_get_root_node(&doc), "config"), *out, 0);
+	add_mapping_keys(&doc, pl_yaml_get(&doc, yaml_document_get_root_node(&doc), "config"), *out, 0);
 	yaml_document_delete(&doc);
 	return 0;
 }
@@ -204,12 +204,12 @@ int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e
 	int rc;
 
 	out[0] = '\0';
-	rc = yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
+	rc = pl_yaml_load_first(workdir, names, path, sizeof(path), &doc, e);
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
 		return err_set(e, ERR_NOTFOUND, "no Pulumi.yaml in %s", workdir);
-	n = map_get(&doc, yaml_document_get_root_node(&doc), "name");
+	n = pl_yaml_get(&doc, yaml_document_get_root_node(&doc), "name");
 	if (n && n->type == YAML_SCALAR_NODE)
 		snprintf(out, outlen, "%s", (const char *)n->data.scalar.value);
 	yaml_document_delete(&doc);

@@ -11,7 +11,7 @@
  *     struct pl_result r;
  *     pl_ensure_stack(st, &r);  pl_result_free(&r);   select, else init
  *     pl_apply_config(st, &r);  ...                   set-all / set --secret / rm
- *     pl_install(st, revision, &r); ...               only when revision changed
+ *     pl_install(st, key, &r); ...                    only when dependencies changed
  *     pl_up(st, &opts, &r); ...                       summary and outputs from the event log
  *     pl_outputs(st, 1, &r); ...                      masked + plaintext outputs,
  *                                                     needed only if r.has_secret_outputs
@@ -208,9 +208,24 @@ int pl_apply_config(struct pl_stack *st, struct pl_result *r);
  * all. */
 int pl_apply_secret_config(struct pl_stack *st, struct pl_result *r);
 
-/* `pulumi install` unless `revision` is the one installed last time
- * (recorded in scratch_dir); NULL revision: always install. */
-int pl_install(struct pl_stack *st, const char *revision, struct pl_result *r);
+/* `pulumi install` unless `key` is the one installed last time (recorded
+ * in scratch_dir/installed-key); NULL key: always install.  Callers pass
+ * pl_dependency_key's key, so a revision that changes no dependency
+ * declaration installs nothing. */
+int pl_install(struct pl_stack *st, const char *key, struct pl_result *r);
+
+/* The dependency key of the program in workdir (pl_deps.c: Pulumi.yaml's
+ * runtime, plugins and packages, and the language's dependency and lock
+ * files), as 64 hex characters into out (outlen >= 65).  1: written; 0:
+ * the runtime has no key (not yaml, nodejs, python or go: always install);
+ * -1 + e: Pulumi.yaml or a dependency file cannot be read. */
+int pl_dependency_key(const char *workdir, char *out, size_t outlen, struct err *e);
+
+/* The directories an install fills inside workdir (node_modules, venv,
+ * .venv, a python runtime's relative `virtualenv` option), at most max,
+ * into dirs; returns how many.  A workspace rebuilt for a revision with the
+ * same dependency key keeps these. */
+size_t pl_dependency_dirs(const char *workdir, char dirs[][256], size_t max);
 
 int pl_preview(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r);
 int pl_up(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r);

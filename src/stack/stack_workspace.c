@@ -15,7 +15,11 @@
  * change the shared artifact.  The copy is rebuilt only when the digest or
  * the dir changes, so an install's dependencies stay between updates of one
  * revision, and it is swapped in with a rename, so a crash mid-copy leaves
- * the previous copy or none, never half of one.
+ * the previous copy or none, never half of one.  When the new revision has
+ * the dependency key the last install recorded (pl_dependency_key: the
+ * program changed, its dependencies did not), what that install put in the
+ * program directory (node_modules, the virtualenv) moves into the new copy,
+ * and the install is skipped.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -135,6 +139,52 @@ static int copy_is_current(const char *root, const char *want)
 	return same && fs_is_dir(path);
 }
 
+/* The dependency key the last successful install in this workspace
+ * recorded (pl_install's marker) equals the new tree's? */
+static int same_dependencies(const char *root, const char *new_workdir)
+{
+	char path[PATH_MAX + 32], key[72], *have = NULL;
+	size_t len;
+	struct err e;
+	int same;
+
+	snprintf(path, sizeof(path), "%s/scratch/installed-key", root);
+	if (pl_dependency_key(new_workdir, key, sizeof(key), &e) != 1 ||
+	    fs_read_file(path, 4096, &have, &len, &e) < 0)
+		return 0;
+	same = strcmp(have, key) == 0;
+	free(have);
+	return same;
+}
+
+/* Moves the install's directories from the old copy's program directory
+ * into the new one's, where the new artifact does not have them itself.
+ * The final path is the same (staging is renamed to tree), so what an
+ * install wrote with absolute paths (a virtualenv) still holds. */
+static void carry_dependencies(const struct stack_pass *p, const char *root, const char *staging)
+{
+	char old_dir[PATH_MAX], new_dir[PATH_MAX], dirs[8][256];
+	const char *sub = p->spec.dir ? p->spec.dir : ".";
+	size_t n;
+
+	snprintf(old_dir, sizeof(old_dir), "%s/tree/%s", root, sub);
+	snprintf(new_dir, sizeof(new_dir), "%s/%s", staging, sub);
+	if (!fs_is_dir(old_dir) || !fs_is_dir(new_dir) || !same_dependencies(root, new_dir))
+		return;
+	n = pl_dependency_dirs(new_dir, dirs, 8);
+	for (size_t i = 0; i < n; i++) {
+		char from[PATH_MAX + 260], to[PATH_MAX + 260];
+		struct stat st;
+		snprintf(from, sizeof(from), "%s/%s", old_dir, dirs[i]);
+		snprintf(to, sizeof(to), "%s/%s", new_dir, dirs[i]);
+		if (lstat(from, &st) != 0 || !S_ISDIR(st.st_mode) || lstat(to, &st) == 0)
+			continue;
+		if (rename(from, to) != 0)
+			log_warn("cannot keep installed dependencies", "from", from, "error", strerror(errno),
+			    NULL);
+	}
+}
+
 /* Replaces root/tree with a fresh copy of p->tree. */
 static int rebuild(const struct stack_pass *p, const char *root, const char *line, struct err *e)
 {
@@ -151,6 +201,7 @@ static int rebuild(const struct stack_pass *p, const char *root, const char *lin
 		fs_rm_rf(staging, &ig);
 		return -1;
 	}
+	carry_dependencies(p, root, staging);
 	unlink(src);
 	if (fs_rm_rf(old, e) < 0 || (fs_is_dir(tree) && rename(tree, old) != 0) || rename(staging, tree) != 0) {
 		struct err ig;

@@ -4,7 +4,8 @@
  * in a temporary directory: files keep their contents and modes, symlinks
  * stay symlinks, a write into the copy never reaches the shared artifact,
  * the copy is reused while the digest and dir stay and rebuilt when either
- * changes, and a missing dir or Pulumi.yaml is the ProgramNotFound verdict.
+ * changes, and a missing dir or Pulumi.yaml is the ProgramNotFound verdict;
+ * what an install left moves to a new revision with the same dependencies.
  *
  * The pass and the controller are zeroed structs with only what the
  * workspace reads filled in (storage path, namespace, name, artifact,
@@ -468,6 +469,68 @@ static void remove_deletes_the_workspace(void **state)
 	pass_free(p);
 }
 
+/* A small nodejs program tree at path (index.js and package.json given). */
+static void make_node_tree(const char *path, const char *index, const char *pkg)
+{
+	assert_int_equal(fs_mkdir_p(path, 0755, &(struct err){0}), 0);
+	write_file(path, "Pulumi.yaml", "name: web\nruntime: nodejs\n", 0444);
+	write_file(path, "package.json", pkg, 0444);
+	write_file(path, "index.js", index, 0444);
+}
+
+/* What `pulumi install` leaves: node_modules, and the key it recorded. */
+static void fake_install(const struct stack_pass *p)
+{
+	char key[72], root[PATH_MAX], path[PATH_MAX + 64];
+	struct err e;
+	FILE *f;
+
+	assert_int_equal(pl_dependency_key(p->workdir, key, sizeof(key), &e), 1);
+	mk(p->workdir, "node_modules", 0755);
+	write_file(p->workdir, "node_modules/dep.js", "installed\n", 0644);
+	stack_workspace_paths(&sc, p->ns, p->name, root, sizeof(root));
+	snprintf(path, sizeof(path), "%s/scratch", root);
+	assert_int_equal(fs_mkdir_p(path, 0700, &e), 0);
+	snprintf(path, sizeof(path), "%s/scratch/installed-key", root);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(key, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void installed_dependencies_move_to_a_revision_with_the_same_key(void **state)
+{
+	char t1[PATH_MAX], t2[PATH_MAX], t3[PATH_MAX];
+	struct stack_pass *p1 = pass_new("sha256:7001", NULL), *p2 = pass_new("sha256:7002", NULL),
+	    *p3 = pass_new("sha256:7003", NULL);
+	(void)state;
+
+	snprintf(t1, sizeof(t1), "%s/node1", tmp);
+	snprintf(t2, sizeof(t2), "%s/node2", tmp);
+	snprintf(t3, sizeof(t3), "%s/node3", tmp);
+	make_node_tree(t1, "exports.v = 1;\n", "{\"dependencies\": {\"a\": \"1\"}}\n");
+	make_node_tree(t2, "exports.v = 2;\n", "{\"dependencies\": {\"a\": \"1\"}}\n");
+	make_node_tree(t3, "exports.v = 3;\n", "{\"dependencies\": {\"a\": \"2\"}}\n");
+	snprintf(p1->tree, sizeof(p1->tree), "%s", t1);
+	snprintf(p2->tree, sizeof(p2->tree), "%s", t2);
+	snprintf(p3->tree, sizeof(p3->tree), "%s", t3);
+	prepare_ok(p1);
+	fake_install(p1);
+	/* A new revision of the program alone: the install's work stays. */
+	prepare_ok(p2);
+	assert_text(p2->workdir, "index.js", "exports.v = 2;\n");
+	assert_text(p2->workdir, "node_modules/dep.js", "installed\n");
+	/* New dependencies: a fresh copy, and the install runs again. */
+	prepare_ok(p3);
+	assert_text(p3->workdir, "index.js", "exports.v = 3;\n");
+	assert_false(exists_in(p3->workdir, "node_modules"));
+	/* The artifacts were never written. */
+	assert_false(exists_in(t1, "node_modules"));
+	assert_false(exists_in(t2, "node_modules"));
+	pass_free(p1);
+	pass_free(p2);
+	pass_free(p3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,6 +544,7 @@ int main(void)
 		cmocka_unit_test(dir_without_pulumi_yaml_is_program_not_found),
 		cmocka_unit_test(missing_store_tree_is_retried),
 		cmocka_unit_test(remove_deletes_the_workspace),
+		cmocka_unit_test(installed_dependencies_move_to_a_revision_with_the_same_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
