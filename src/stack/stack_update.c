@@ -218,18 +218,21 @@ static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct
 }
 
 /* Config the up does not carry itself (secret and removed keys; nothing
- * when nothing changed), and install when the dependencies changed (a
- * runtime without a dependency key, or one that cannot be read, always
- * installs).  0, or -1 with r holding the failure. */
+ * when nothing changed), and install when the dependencies changed.  A
+ * runtime without a dependency key, a key that cannot be read and a
+ * reconcile request (the way to refresh a dependency the key cannot see)
+ * always install.  0, or -1 with r holding the failure. */
 static int prepare(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
 {
 	char key[72];
 	struct err e;
+	int keyed;
 
 	if (pl_apply_secret_config(st, r) < 0)
 		return -1;
 	result_reset(r);
-	if (pl_install(st, pl_dependency_key(p->workdir, key, sizeof(key), &e) == 1 ? key : NULL, r) < 0)
+	keyed = !stack_pass_requested(p) && pl_dependency_key(p->workdir, key, sizeof(key), &e) == 1;
+	if (pl_install(st, keyed ? key : NULL, r) < 0)
 		return -1;
 	result_reset(r);
 	return 0;
