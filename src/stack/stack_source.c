@@ -114,11 +114,15 @@ static char *program_git_url(const char *repo)
 	return out;
 }
 
+#define FLUX_SHARD_LABEL "sharding.fluxcd.io/key"
+
 /* Server-side apply of the GitRepository the Stack owns: created when
- * missing, its url/ref/interval kept as programRef says. */
+ * missing, its url/ref/interval kept as programRef says, and the Stack's
+ * Flux shard label copied. */
 static int ensure_program_source(struct stack_pass *p, const struct stack_kind *k, struct err *e)
 {
-	cJSON *doc = cJSON_CreateObject(), *md, *spec, *ref, *owners, *owner;
+	cJSON *doc = cJSON_CreateObject(), *md, *labels, *spec, *ref, *owners, *owner;
+	const cJSON *shard;
 	char api[128], interval[32];
 	char *text, *url = program_git_url(p->spec.prog_repo);
 	cJSON *res;
@@ -134,7 +138,13 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	md = cJSON_AddObjectToObject(doc, "metadata");
 	cJSON_AddStringToObject(md, "name", p->spec.src_name);
 	cJSON_AddStringToObject(md, "namespace", p->ns);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, p->name);
+	labels = cJSON_AddObjectToObject(md, "labels");
+	cJSON_AddStringToObject(labels, STACK_LABEL_NAME, p->name);
+	/* A sharded source-controller only serves what carries its key. */
+	shard = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(p->obj, "metadata"), "labels"), FLUX_SHARD_LABEL);
+	if (cJSON_IsString(shard))
+		cJSON_AddStringToObject(labels, FLUX_SHARD_LABEL, shard->valuestring);
 	owners = cJSON_AddArrayToObject(md, "ownerReferences");
 	owner = cJSON_CreateObject();
 	cJSON_AddStringToObject(owner, "apiVersion", kube_obj_str(p->obj, "apiVersion") ?

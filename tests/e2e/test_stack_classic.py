@@ -28,6 +28,8 @@ def test_classic_manifest_is_acted_on(stack_world):
     w.secret("aws-creds", {"access-key-id": ACCESS_KEY, "secret-access-key": SECRET_KEY})
     w.login()
     w.kubectl("apply", "-f", MANIFEST)
+    # A Stack in a Flux shard: its GitRepository must reach the same sharded source-controller.
+    w.kubectl("label", "stack", NAME, "sharding.fluxcd.io/key=shard-a")
     w.controller()
 
     # The GitRepository the controller made for programRef, owned by the Stack.
@@ -44,6 +46,7 @@ def test_classic_manifest_is_acted_on(stack_world):
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == \
         ("Stack", NAME, stack["metadata"]["uid"], True)
     assert repo["metadata"]["labels"]["pulumi.com/stack-name"] == NAME
+    assert repo["metadata"]["labels"]["sharding.fluxcd.io/key"] == "shard-a"
 
     obj = w.wait_condition(NAME, "Ready", "False", "ArtifactNotReady")
     ev = w.wait_event(NAME, "BackendIgnored")
