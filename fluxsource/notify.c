@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -87,7 +88,7 @@ void flux_notify_opts_default(struct flux_notify_opts *o)
 
 int flux_notify_check_url(const char *url, struct err *e)
 {
-	CURLU *u = curl_url();
+	CURLU *u;
 	char *scheme = NULL, *host = NULL;
 	char safe[URL_LOG_MAX];
 	int rc = -1;
@@ -95,9 +96,11 @@ int flux_notify_check_url(const char *url, struct err *e)
 	if (url == NULL || *url == '\0')
 		return err_set(e, ERR_INVALID, "no URL given (e.g. http://notification-controller.flux-system.svc./)");
 	url_for_log(url, safe, sizeof(safe));
-	if (u == NULL)
+	if ((u = curl_url()) == NULL)
 		return err_set(e, ERR_NOMEM, "cannot parse \"%s\"", safe);
-	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+	if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+		err_set(e, ERR_INVALID, "\"%s\": the scheme must be http or https (e.g. http://host:9090/)", safe);
+	else if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
 		err_set(e, ERR_INVALID, "\"%s\" is not an absolute URL (e.g. http://host:9090/)", safe);
 	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
