@@ -1,7 +1,8 @@
 /*
  * fluxsource.h - Flux source artifacts: from a source object's
  * status.artifact {url, digest, revision} to a verified, unpacked tree in the
- * artifact store.
+ * artifact store.  At the end, notify.c: Stack events forwarded to
+ * notification-controller, the other half of working with Flux.
  *
  * The store is a directory:
  *
