@@ -217,7 +217,8 @@ def test_alert_for_stack_reaches_a_generic_webhook(stack_world, receiver, reques
              "spec": {"providerRef": {"name": "hook"}, "eventSeverity": "error",
                       "eventSources": [{"kind": "Stack", "name": "*"}]}}
     w._call(lambda c: c.apply(provider, "providers", field_manager="stack-test"))
-    # refused without the component's enum patch; accepted with it
+    # accepted because the Alert CRD carries the component's enum patch (test_notifications_deploy
+    # shows the CRD of the module without it has no Stack)
     w._call(lambda c: c.apply(alert, "alerts", field_manager="stack-test"))
 
     w.apply_stack("failing", fluxSource=git("broken"), maxUpdateFailures=5)
