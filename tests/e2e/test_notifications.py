@@ -166,12 +166,16 @@ def test_a_dead_address_drops_and_counts_without_holding_reconciles(stack_world)
     w = stack_world
     dead = f"http://127.0.0.1:{free_port()}/"       # nothing listens there
     src = w.flux_source("GitRepository", "app", w.artifact())
-    w.apply_stack("one", fluxSource=git("app"))
-    w.apply_stack("two", fluxSource=git("app"))
+    names = ("one", "two", "three")
+    for name in names:
+        w.apply_stack(name, fluxSource=git("app"))
     ctl = w.controller(events_addr=dead, events_queue_size=1)
-    # the reconciles finish while the sender still retries its first event
-    w.wait_ready("one", revision=src["revision"])
-    w.wait_ready("two", revision=src["revision"])
+    # The reconciles finish while the sender still retries its first event (five
+    # attempts, about 15 s of backoff): of the six events (UpdateStarted and
+    # UpdateSucceeded of each Stack) one is in flight, one queued, the rest dropped
+    # when they were recorded, so they are counted by the time the Stacks are Ready.
+    for name in names:
+        w.wait_ready(name, revision=src["revision"])
     assert metric(ctl, DROPPED, reason="queue_full") >= 1
     wait_until(lambda: metric(ctl, DROPPED, reason="retries_exhausted") >= 1,
                what="the first event given up after its attempts")
