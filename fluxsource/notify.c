@@ -492,6 +492,11 @@ void flux_notify_stop(struct flux_notify *n, long drain_ms)
 	pthread_mutex_unlock(&n->lock);
 	if (n->started)
 		pthread_join(n->thread, NULL);
+	if (atomic_load(&n->dropped[DROP_SHUTDOWN]) > 0) {
+		char count[32];
+		snprintf(count, sizeof(count), "%llu", (unsigned long long)atomic_load(&n->dropped[DROP_SHUTDOWN]));
+		log_warn("notifications not sent before shutdown", "dropped", count, NULL);
+	}
 	pthread_mutex_destroy(&n->lock);
 	pthread_cond_destroy(&n->wake);
 	pthread_cond_destroy(&n->idle);

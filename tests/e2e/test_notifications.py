@@ -46,10 +46,13 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 body = None
             reason = (body or {}).get("reason", "")
+            held = srv.hold
             script = srv.scripts.get(reason) or []
             status = script.pop(0) if script else 202
             srv.received.append({"path": self.path, "ctype": self.headers.get("Content-Type"),
                                  "body": body, "status": status})
+        if held:
+            srv.release.wait(120)
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -64,6 +67,8 @@ class Receiver:
         self.httpd.lock = threading.Lock()
         self.httpd.received = []
         self.httpd.scripts = {}
+        self.httpd.hold = False                 # requests wait for release while set
+        self.httpd.release = threading.Event()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -83,7 +88,12 @@ class Receiver:
             return got if len(got) >= count else None
         return wait_until(seen, what=f"{count} POST(s) of a {reason} event of Stack {name}")
 
+    def hold(self):
+        with self.httpd.lock:
+            self.httpd.hold = True
+
     def close(self):
+        self.httpd.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -183,6 +193,23 @@ def test_a_dead_address_drops_and_counts_without_holding_reconciles(stack_world)
     ctl.stop()
     assert ctl.find("notification queue full: events are dropped until the event endpoint "
                     "catches up")
+
+
+def test_stop_drains_for_a_bounded_time(stack_world, receiver):
+    """A receiver that never answers cannot hold the controller's exit: the sender gets a
+    bounded drain (5 s), then the POST in flight is aborted and what is left counted."""
+    w = stack_world
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    receiver.hold()
+    w.apply_stack("demo", fluxSource=git("app"))
+    ctl = w.controller(events_addr=receiver.url)
+    w.wait_ready("demo", revision=src["revision"])
+    receiver.wait_post("UpdateStarted", "demo")          # the sender is stuck in it
+    assert ctl.stop() == 0                               # SIGTERM: exits, and cleanly
+    dropped = ctl.find("notifications not sent before shutdown")
+    assert dropped and int(dropped[0]["dropped"]) >= 2, ctl.text()[-3000:]
+    # only the stuck event was posted (again after each 5 s timeout), nothing after it
+    assert {p["body"]["reason"] for p in receiver.posts()} == {"UpdateStarted"}
 
 
 def test_events_addr_is_checked_at_start_and_documented(run_pc):
