@@ -1,7 +1,8 @@
 /*
  * fluxsource.h - Flux source artifacts: from a source object's
  * status.artifact {url, digest, revision} to a verified, unpacked tree in the
- * artifact store.
+ * artifact store.  At the end, notify.c: Stack events forwarded to
+ * notification-controller, the other half of working with Flux.
  *
  * The store is a directory:
  *
@@ -37,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/http.h"
@@ -156,5 +158,103 @@ int flux_store_entry_lock(struct flux_store_entry *en, int64_t deadline_ms,
 /* Releases the lock; with `filled` (the entry now exists) the lock file
  * is removed too, which is safe because every waiter re-checks the entry. */
 void flux_store_entry_unlock(struct flux_store_entry *en, int filled);
+
+/* ---- notifications: events to Flux's notification-controller (notify.c) ---- */
+
+/*
+ * A forwarder of Kubernetes-style events to notification-controller's event
+ * endpoint (`run --events-addr`), in the JSON of fluxcd/pkg's
+ * apis/event/v1beta1 Event, so Alerts and Providers route Stack events like
+ * those of any Flux object (docs/notifications.md).
+ *
+ * A reconcile never waits for it: flux_notify_send builds the body and puts
+ * it on a bounded queue (or drops it when the queue is full); one sender
+ * thread POSTs each body, retrying a connection error or a 5xx (but 501)
+ * with backoff up to max_attempts, never a 429 (the server's "duplicate
+ * event") nor any other 4xx.  Every event not delivered is counted in
+ * pulumi_controller_notifications_dropped_total{reason} (queue_full,
+ * refused, retries_exhausted, shutdown) and in flux_notify_stats.
+ */
+
+/* The server's limits (notification-controller, fluxcd/pkg event type). */
+#define FLUX_NOTIFY_MAX_MESSAGE 39000        /* message, in characters */
+#define FLUX_NOTIFY_DEFAULT_QUEUE 1024
+/* Five attempts, 1 s doubling to 30 s: the retrying client Flux's own
+ * recorder posts with (go-retryablehttp's defaults). */
+#define FLUX_NOTIFY_DEFAULT_ATTEMPTS 5
+#define FLUX_NOTIFY_DEFAULT_TIMEOUT_MS 5000L
+/* How long flux_notify_stop waits for queued events at shutdown. */
+#define FLUX_NOTIFY_DEFAULT_DRAIN_MS 5000L
+
+/* One event.  Strings are borrowed for the call; revision may be NULL. */
+struct flux_notify_event {
+	const char *api_version, *kind, *name, *namespace, *uid, *resource_version;
+	const char *type;          /* Kubernetes event type: "Normal" or "Warning" */
+	const char *reason, *message;
+	const char *revision;      /* sent as metadata "<api group>/revision" */
+};
+
+struct flux_notify_opts {
+	const char *url;           /* the event endpoint, http(s)://host[:port]/path */
+	const char *controller;    /* reportingController (default "pulumi-controller") */
+	const char *instance;      /* reportingInstance (default: the hostname) */
+	size_t queue_size;         /* events waiting at most (default FLUX_NOTIFY_DEFAULT_QUEUE) */
+	int max_attempts;          /* POSTs of one event, the first included */
+	long timeout_ms;           /* one POST, connection included */
+	long backoff_initial_ms;   /* wait before the first retry, doubled each time */
+	long backoff_max_ms;
+};
+
+void flux_notify_opts_default(struct flux_notify_opts *o);
+
+/* 0 when url is an absolute http:// or https:// URL with a host; else -1
+ * with e naming what is wrong (the caller prefixes its flag). */
+int flux_notify_check_url(const char *url, struct err *e);
+
+/* What a POST's answer means: status is the HTTP status, 0 when no
+ * response came (connection refused, reset, timed out). */
+enum flux_notify_outcome { FLUX_NOTIFY_DELIVERED, FLUX_NOTIFY_RETRY, FLUX_NOTIFY_REFUSED };
+enum flux_notify_outcome flux_notify_classify(long status);
+
+/* The request body for ev, stamped `when` (RFC 3339, seconds).  Severity
+ * is "error" for a Warning, else "info"; the message is cut to
+ * FLUX_NOTIFY_MAX_MESSAGE characters (never inside a UTF-8 sequence).
+ * NULL when kind, name, namespace or reason is missing (Flux's recorder
+ * sends no such event either).  Malloc'd: the caller frees. */
+char *flux_notify_event_json(const struct flux_notify_event *ev, const char *controller,
+    const char *instance, time_t when);
+
+struct flux_notify;
+
+/* Starts the sender thread.  Strings of o are copied.  NULL with e set on
+ * a bad URL or when the thread cannot start.  flux_notify_stop frees it. */
+struct flux_notify *flux_notify_start(const struct flux_notify_opts *o, struct err *e);
+
+/* Queues ev (never blocks on the network).  0 when queued, -1 when
+ * dropped (queue full, or ev incomplete).  n may be NULL: nothing. */
+int flux_notify_send(struct flux_notify *n, const struct flux_notify_event *ev);
+
+/* flux_notify_send for an event about a Kubernetes object (apiVersion,
+ * kind and metadata read from obj). */
+struct cJSON;
+int flux_notify_object(struct flux_notify *n, const struct cJSON *obj, const char *type,
+    const char *reason, const char *message, const char *revision);
+
+struct flux_notify_stats {
+	unsigned long long queued, delivered, retries;
+	unsigned long long dropped_queue_full, dropped_refused, dropped_retries_exhausted,
+	    dropped_shutdown;
+};
+void flux_notify_get_stats(struct flux_notify *n, struct flux_notify_stats *st);
+
+/* Stops taking events, sends what is queued for at most drain_ms (a POST
+ * in flight past it is aborted), counts the rest as dropped (shutdown),
+ * joins the thread and frees n.  NULL is fine. */
+void flux_notify_stop(struct flux_notify *n, long drain_ms);
+
+/* The process's forwarder, which stack_event uses (NULL: none).  Set it
+ * before the workers start and clear it after they stopped. */
+void flux_notify_set_default(struct flux_notify *n);
+struct flux_notify *flux_notify_default(void);
 
 #endif

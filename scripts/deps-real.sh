@@ -24,9 +24,12 @@
 #                                       wrapper tests/real/flux/source-controller
 #   .real/bin/kustomize-controller      github.com/fluxcd/kustomize-controller ($FLUX_KUSTOMIZE_CONTROLLER_VERSION),
 #                                       wrapper tests/real/flux/kustomize-controller
+#   .real/bin/notification-controller   github.com/fluxcd/notification-controller
+#                                       ($FLUX_NOTIFICATION_CONTROLLER_VERSION), wrapper
+#                                       tests/real/flux/notification-controller
 #   .real/bin/flux                      github.com/fluxcd/flux2/v2 ($FLUX_CLI_VERSION), built in a copy
 #                                       of the module (.real/src/) with a placeholder manifest
-#   .real/flux-crds/*.yaml              the Flux CRDs (config/crd/bases of the two controller
+#   .real/flux-crds/*.yaml              the Flux CRDs (config/crd/bases of the three controller
 #                                       modules, from the module cache), applied by the tests
 #   .real/bin/s3-server                 tests/real/s3: gofakes3 ($GOFAKES3_VERSION), for Bucket
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
@@ -45,7 +48,7 @@
 #
 # Environment: GO (default: go), REAL_DIR (default: <repo>/.real),
 # REAL_JOBS (go build -p, default 2), REAL_NICE (default 10), REAL_COMPONENTS
-# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux s3).
+# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux notification s3).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -150,6 +153,11 @@ check_pins() {
 		{ say "$mod does not require kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; ok=0; }
 	pin_matches "$mod" github.com/fluxcd/kustomize-controller/api "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" ||
 		{ say "$mod does not require kustomize-controller/api $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; ok=0; }
+	mod=$SPEC/flux/notification-controller/go.mod
+	pin_matches "$mod" github.com/fluxcd/notification-controller "$FLUX_NOTIFICATION_CONTROLLER_VERSION" ||
+		{ say "$mod does not require notification-controller $FLUX_NOTIFICATION_CONTROLLER_VERSION"; ok=0; }
+	pin_matches "$mod" github.com/fluxcd/notification-controller/api "$FLUX_NOTIFICATION_CONTROLLER_VERSION" ||
+		{ say "$mod does not require notification-controller/api $FLUX_NOTIFICATION_CONTROLLER_VERSION"; ok=0; }
 	mod=$SPEC/s3/go.mod
 	pin_matches "$mod" github.com/johannesboyne/gofakes3 "$GOFAKES3_VERSION" ||
 		{ say "$mod does not require gofakes3 $GOFAKES3_VERSION"; ok=0; }
@@ -438,6 +446,7 @@ write_manifest() {
 		echo "FLUX_SOURCE_CONTROLLER_VERSION=$FLUX_SOURCE_CONTROLLER_VERSION"
 		echo "FLUX_KUSTOMIZE_CONTROLLER_VERSION=$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
 		echo "FLUX_CLI_VERSION=$FLUX_CLI_VERSION"
+		echo "FLUX_NOTIFICATION_CONTROLLER_VERSION=$FLUX_NOTIFICATION_CONTROLLER_VERSION"
 		echo "GOFAKES3_VERSION=$GOFAKES3_VERSION"
 		echo "FAILED=${failed# }"
 	} >"$tmp"
@@ -465,6 +474,9 @@ if wanted flux; then
 	build_flux_controller kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION"
 	build_flux_cli
 fi
+# notification-controller is its own component, so a .real/ built before it
+# gets it alone (REAL_COMPONENTS=notification).
+wanted notification && build_flux_controller notification-controller "$FLUX_NOTIFICATION_CONTROLLER_VERSION"
 wanted s3 && build_s3_server
 write_manifest
 

@@ -29,7 +29,9 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/proc.h"
+#include "base/url.h"
 #include "cmd.h"
+#include "fluxsource/fluxsource.h"
 #include "kube/kube.h"
 #include "stack/stack.h"
 
@@ -44,6 +46,7 @@ struct run {
 	struct kube_leader *leader;
 	struct kube_recorder *recorder;   /* Events (core/v1) */
 	struct stack_ctl *stacks;
+	struct flux_notify *notify;       /* --events-addr; NULL when off */
 	const char *lease_ns, *lease_name;
 	/* Read by the metrics thread: set once the workers run, cleared only
 	 * after the probe servers stopped. */
@@ -202,6 +205,12 @@ static void run_usage(FILE *out)
 	    "  --metrics-addr ADDR            Prometheus /metrics on ADDR (default :8080; 0 disables)\n"
 	    "  --health-addr ADDR             /healthz and /readyz on ADDR (default :9440; 0 disables)\n"
 	    "  --cache-dump F                 write a cache summary to F on SIGUSR1 and at exit\n"
+	    "  --events-addr URL              also post every Stack event to Flux's\n"
+	    "                                 notification-controller at URL, e.g.\n"
+	    "                                 http://notification-controller.flux-system.svc./\n"
+	    "                                 (docs/notifications.md; default: off)\n"
+	    "  --events-queue-size N          events waiting to be posted at most; more are\n"
+	    "                                 dropped and counted (default 1024)\n"
 	    "  --log-level L                  debug, info, warn, error (default info)\n"
 	    "  --log-format F                 json or text (default json)\n"
 	    "  -h, --help                     show this help\n"
@@ -213,6 +222,8 @@ static void run_usage(FILE *out)
 struct run_flags {
 	const char *kubeconfig, *le_id, *le_ns, *metrics_addr, *health_addr;
 	const char *level, *format, *cache_dump;
+	const char *events_addr;
+	long events_queue;
 	int leader_elect, concurrency;
 	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms, discovery_ms;
 	struct stack_opts so;
@@ -254,6 +265,8 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "metrics-addr", required_argument, NULL, 'm' },
 		{ "health-addr", required_argument, NULL, 'H' },
 		{ "cache-dump", required_argument, NULL, 'C' },
+		{ "events-addr", required_argument, NULL, 'A' },
+		{ "events-queue-size", required_argument, NULL, 'Q' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -275,6 +288,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	f->grace_ms = 30000;
 	f->watch_idle_ms = 120000;
 	f->discovery_ms = 30000;
+	f->events_queue = FLUX_NOTIFY_DEFAULT_QUEUE;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		long *dur = NULL, v;
@@ -320,6 +334,21 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'm': f->metrics_addr = optarg; break;
 		case 'H': f->health_addr = optarg; break;
 		case 'C': f->cache_dump = optarg; break;
+		case 'A': {
+			struct err ue;
+			if (flux_notify_check_url(optarg, &ue) < 0) {
+				fprintf(stderr, "run: --events-addr: %s\n", ue.msg);
+				return EXIT_USAGE;
+			}
+			f->events_addr = optarg;
+			break;
+		}
+		case 'Q':
+			if ((f->events_queue = parse_count(optarg, 1, 1000000)) < 0) {
+				fprintf(stderr, "run: --events-queue-size: expected 1..1000000\n");
+				return EXIT_USAGE;
+			}
+			break;
 		case 'L': f->level = optarg; break;
 		case 'F': f->format = optarg; break;
 		case 'h': run_usage(stdout); return 0;
@@ -375,6 +404,25 @@ static int start_probes(struct run *rt, const struct run_flags *f, struct kube_s
 	return 0;
 }
 
+/* The forwarder of Stack events to notification-controller; stack_event
+ * finds it as the process's default. */
+static int start_notify(struct run *rt, const struct run_flags *f, const char *host, struct err *e)
+{
+	struct flux_notify_opts no;
+	char safe[URL_LOG_MAX];
+
+	flux_notify_opts_default(&no);
+	no.url = f->events_addr;
+	no.instance = host;
+	no.queue_size = (size_t)f->events_queue;
+	if ((rt->notify = flux_notify_start(&no, e)) == NULL)
+		return err_prefix(e, "--events-addr: "), -1;
+	flux_notify_set_default(rt->notify);
+	log_info("forwarding Stack events to notification-controller", "url",
+	    url_for_log(f->events_addr, safe, sizeof(safe)), NULL);
+	return 0;
+}
+
 /* Everything up to the point where the main loop takes over. */
 static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[2], struct err *e)
 {
@@ -401,6 +449,8 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 	}
 	gethostname(host, sizeof(host) - 1);
 	rt->recorder = kube_recorder_new(rt->client, "pulumi-controller", host);
+	if (f->events_addr != NULL && start_notify(rt, f, host, e) < 0)
+		return -1;
 	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL)
 		return -1;
 	if (stack_ctl_watch(rt->stacks, e) < 0) {
@@ -506,6 +556,11 @@ static int stop_all(struct run *rt, struct kube_serve *probes[2], long grace_ms)
 	if (rt->stacks)
 		stack_ctl_unwatch(rt->stacks);
 	write_cache_dump(rt);
+	/* No worker runs now, so nothing sends; what is queued gets a bounded
+	 * drain. */
+	flux_notify_set_default(NULL);
+	flux_notify_stop(rt->notify, FLUX_NOTIFY_DEFAULT_DRAIN_MS);
+	rt->notify = NULL;
 	stack_ctl_free(rt->stacks);
 	kube_queue_free(rt->queue);
 	kube_recorder_free(rt->recorder);

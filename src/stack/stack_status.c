@@ -20,6 +20,7 @@
 #include "base/base64.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "fluxsource/fluxsource.h"
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
@@ -116,6 +117,8 @@ void stack_event(struct stack_pass *p, const char *type, const char *reason, con
 	if (kube_event(p->sc->recorder, p->obj, type, reason, msg, &e) < 0)
 		log_warn("cannot record an event", "namespace", p->ns, "name", p->name, "reason", reason,
 		    "error", e.msg, NULL);
+	/* And to notification-controller (run --events-addr): queued, never waited for. */
+	flux_notify_object(flux_notify_default(), p->obj, type, reason, msg, p->art.revision);
 }
 
 /* ------------------------------------------------------------ conditions */

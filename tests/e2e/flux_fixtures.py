@@ -15,6 +15,11 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
                     (.real/flux-crds) are applied and served; health probed before use;
                     logs kept (.explain() = their tails, for failure messages).
                     .cli(*args, namespace=) runs the real `flux` CLI.
+    flux_notification  session-scoped NotificationController: the real
+                    notification-controller (its event server on .events_url), started on
+                    first use after its Alert and Receiver CRDs are replaced by the
+                    rendering of deploy/flux/notifications (Stack added to their kind
+                    enums), as a user's flux-system kustomization would install them.
                     source-controller's storage is on tmpfs (/dev/shm) and the session
                     nginx serves it: --storage-adv-addr is nginx's address, and nginx's
                     root links to the storage's kind directories, so nginx's access log
@@ -365,6 +370,73 @@ def flux(real_kube, nginx, tmp_path_factory):
     controllers.close()
 
 
+NOTIFICATION_COMPONENT = HERE.parents[1] / "deploy" / "flux" / "notifications"
+NOTIFICATION_CRDS = ("notification.toolkit.fluxcd.io_alerts.yaml",
+                     "notification.toolkit.fluxcd.io_receivers.yaml")
+
+
+def render_notification_crds(kubectl, workdir):
+    """The Alert and Receiver CRDs of .real/flux-crds with the component
+    deploy/flux/notifications applied, rendered by the kustomize in `kubectl`, as the
+    flux-system kustomization of docs/notifications.md does; returns the YAML text."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="nc-crds-", dir=workdir))
+    for name in NOTIFICATION_CRDS:
+        src = REAL / "flux-crds" / name
+        if not src.exists():
+            pytest.fail(f"{src} is missing: run `make deps-real`")
+        shutil.copyfile(src, base / name)
+    (base / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n" +
+        "".join(f"- {n}\n" for n in NOTIFICATION_CRDS) +
+        f"components:\n- {os.path.relpath(NOTIFICATION_COMPONENT, base)}\n")
+    return subprocess.run([kubectl, "kustomize", str(base)], check=True, capture_output=True,
+                          text=True).stdout
+
+
+class NotificationController:
+    """The real notification-controller against the session's server: its event
+    server on 127.0.0.1 (.events_url), no leader election, every namespace."""
+
+    def __init__(self, flux, workdir):
+        self.kube = flux.kube
+        self.workdir = pathlib.Path(workdir)
+        binary = real_binary("notification-controller")
+        crds = self.workdir / "notification-crds.yaml"
+        crds.write_text(render_notification_crds(real_binary("kubectl"), self.workdir))
+        self.kube.kubectl("replace", "-f", str(crds))
+        self.kube.kubectl("wait", "--for=condition=Established", "--timeout=120s",
+                          "crd/alerts.notification.toolkit.fluxcd.io",
+                          "crd/receivers.notification.toolkit.fluxcd.io")
+        self.kube.wait_custom_resources_served()
+        self.events_port = free_port()
+        self.events_url = f"http://127.0.0.1:{self.events_port}/"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+        env.update(KUBECONFIG=flux.kubeconfig, RUNTIME_NAMESPACE=RUNTIME_NAMESPACE,
+                   HOME=str(self.workdir))
+        self.proc = FluxProcess("notification-controller", [
+            binary, f"--health-addr=127.0.0.1:{free_port()}",
+            f"--metrics-addr=127.0.0.1:{free_port()}",
+            f"--events-addr=127.0.0.1:{self.events_port}",
+            f"--receiverAddr=127.0.0.1:{free_port()}",
+            "--log-level=debug", "--log-encoding=json", "--enable-leader-election=false",
+            "--watch-all-namespaces=true"],
+            env, self.workdir / "notification-controller.log")
+        wait_for(self.proc.healthy, 120, interval=0.2, what="notification-controller /readyz")
+
+    def explain(self):
+        return f"\n--- notification-controller log tail:\n{self.proc.tail()}"
+
+    def close(self):
+        self.proc.stop()
+
+
+@pytest.fixture(scope="session")
+def flux_notification(flux, tmp_path_factory):
+    controller = NotificationController(flux, tmp_path_factory.mktemp("notification"))
+    yield controller
+    controller.close()
+
+
 
 
 # -- a Stack world's real sources ----------------------------------------------------------
@@ -497,5 +569,6 @@ def new_token():
     return secrets.token_hex(6)
 
 
-__all__ = ["GitServer", "S3Server", "FluxControllers", "RealFluxSources", "SHARD_LABEL",
+__all__ = ["GitServer", "S3Server", "FluxControllers", "NotificationController",
+           "render_notification_crds", "RealFluxSources", "SHARD_LABEL",
            "SOURCE_FINALIZER", "new_token"]
