@@ -137,6 +137,8 @@ struct stack_spec {
 	char *oci_secret, *oci_cert_secret;
 	int oci_insecure;
 	long oci_interval_ms;
+	int oci_verify;                   /* ociSource.verify (cosign, keys in oci_verify_secret) */
+	char *oci_verify_secret;
 	char *prog_repo, *prog_ref;       /* PROGRAM */
 	char *backend, *secrets_provider;
 	char *cloud_ignored;              /* a `cloud` value that is no backend URL */
