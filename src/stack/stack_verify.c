@@ -222,23 +222,22 @@ static void verify_failed(struct stack_pass *p, const char *revision, const stru
 	case ERR_NOTFOUND:
 		/* Signing usually follows the push by a moment: looked at again soon. */
 		refuse(p, STACK_WAITING, "SignatureNotFound", shorter(p->spec.oci_interval_ms,
-		    p->sc->o.requeue_dependency_ms), "revision %s of %s is not signed: %s; nothing from it is "
-		    "applied%s", revision, p->spec.oci_url, e->msg, stays);
+		    p->sc->o.requeue_dependency_ms), "revision %s is not signed: %s; nothing from it is applied%s",
+		    revision, e->msg, stays);
 		return;
 	case ERR_REFUSED:
 	case ERR_INVALID:
 	case ERR_LIMIT:
 	case ERR_UNSUPPORTED:
+	case ERR_DIGEST:
 		/* A person must sign it or change the keys; the registry is still
 		 * polled, so a new signature or a new digest is found. */
-		refuse(p, STACK_STALLED, "VerificationError", p->spec.oci_interval_ms, "revision %s of %s failed "
-		    "signature verification: %s; nothing from it is applied%s", revision, p->spec.oci_url, e->msg,
-		    stays);
+		refuse(p, STACK_STALLED, "VerificationError", p->spec.oci_interval_ms, "revision %s failed "
+		    "signature verification: %s; nothing from it is applied%s", revision, e->msg, stays);
 		return;
 	default:
 		refuse(p, STACK_WAITING, "VerificationUnavailable", p->sc->o.requeue_dependency_ms, "cannot "
-		    "verify the signature of revision %s of %s: %s; retrying%s", revision, p->spec.oci_url, e->msg,
-		    stays);
+		    "verify the signature of revision %s: %s; retrying%s", revision, e->msg, stays);
 	}
 }
 
