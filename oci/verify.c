@@ -128,7 +128,7 @@ struct scheme_try {
 	int found;           /* signature documents of this scheme exist */
 	int failed;          /* how many of them were refused */
 	struct err first;    /* the first refusal */
-	char where[160];     /* of the first refusal */
+	char where[300];     /* of the first refusal */
 };
 
 static void note_refusal(struct scheme_try *t, const char *where, const struct err *e)
@@ -242,7 +242,7 @@ static int try_bundles(struct oci_client *c, const char *repo, const char *diges
 	free(index);
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "manifests")) {
 		const char *rdigest, *key = NULL;
-		char *body = NULL, where[160];
+		char *body = NULL, where[300];
 		size_t blen = 0;
 		struct err re = { 0 };
 		int got;
@@ -360,13 +360,15 @@ int oci_verify(struct oci_client *c, const char *repo, const char *manifest_dige
 	if (!bundle.found && !sig.found) {
 		if (res != NULL)
 			res->scheme = OCI_SIG_NONE;
-		return err_set(e, ERR_NOTFOUND, "no signature found for %.200s@%s: no sigstore bundle "
-		    "referrer and no sha256-%.12s….sig tag", repo, manifest_digest, manifest_digest + 7);
+		return err_set(e, ERR_NOTFOUND, "no signature found for %s/%.200s@%s: no sigstore bundle "
+		    "referrer and no sha256-%.12s….sig tag", oci_client_registry(c), repo, manifest_digest,
+		    manifest_digest + 7);
 	}
 	why[0] = '\0';
 	describe(why, sizeof(why), oci_sig_scheme_name(OCI_SIG_BUNDLE), &bundle);
 	describe(why, sizeof(why), oci_sig_scheme_name(OCI_SIG_SIMPLESIGNING), &sig);
 	if (res != NULL && !sig.found)
 		res->scheme = OCI_SIG_BUNDLE;
-	return err_set(e, ERR_REFUSED, "signature of %.200s@%s refused: %s", repo, manifest_digest, why);
+	return err_set(e, ERR_REFUSED, "signature of %s/%.200s@%s refused: %s", oci_client_registry(c), repo,
+	    manifest_digest, why);
 }
