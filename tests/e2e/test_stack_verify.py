@@ -248,14 +248,15 @@ def test_artifact_signed_by_the_real_cosign(stack_world, run_pc, registry_plain,
     w = stack_world
     repo = f"stacks-{w.id}/cosign"
     d1 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "by-cosign")
-    env = dict(os.environ, COSIGN_PASSWORD="pw-for-test", HOME=str(tmp_path),
-               DOCKER_CONFIG=str(tmp_path / "docker"))
+    # HOME in the test's directory: cosign keeps nothing in the user's
+    env = dict(os.environ, COSIGN_PASSWORD="pw-for-test", HOME=str(tmp_path), COSIGN_YES="true",
+               SIGSTORE_NO_CACHE="true")
     subprocess.run([str(REAL_COSIGN), "generate-key-pair"], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=120)
-    r = subprocess.run([str(REAL_COSIGN), "sign", "--key", "cosign.key", "--tlog-upload=false",
-                        "--allow-insecure-registry", "--allow-http-registry", "-y",
+    # key-based and offline (no transparency log), as the controller verifies
+    r = subprocess.run([str(REAL_COSIGN), "sign", "--key", "cosign.key", "--use-signing-config=false",
+                        "--tlog-upload=false", "--allow-http-registry",
                         f"--new-bundle-format={'true' if new_bundle_format else 'false'}",
-                        "--use-signing-config=false",
                         f"{registry_plain.host}/{repo}@{d1}"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
