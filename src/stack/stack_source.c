@@ -522,6 +522,25 @@ int stack_source_verified_lookup(struct stack_ctl *sc, const char *key, const ch
 	return found;
 }
 
+/* Drops the checks made with an older resourceVersion of the same Secret
+ * ("<secret>@" prefix), so the list stays one entry per Secret. */
+static void forget_secret(struct stack_oci_verified **list, const char *keys)
+{
+	const char *at = strchr(keys, '@');
+	size_t n = at ? (size_t)(at - keys) + 1 : strlen(keys);
+
+	for (struct stack_oci_verified **vp = list; *vp;) {
+		struct stack_oci_verified *v = *vp;
+		if (strncmp(v->keys, keys, n) == 0) {
+			*vp = v->next;
+			v->next = NULL;
+			verified_free(v);
+		} else {
+			vp = &v->next;
+		}
+	}
+}
+
 /* Kept only while the poll still holds digest (another Stack's pass may
  * have seen the tag move meanwhile). */
 void stack_source_verified_store(struct stack_ctl *sc, const char *key, const char *digest, const char *keys,
@@ -538,6 +557,7 @@ void stack_source_verified_store(struct stack_ctl *sc, const char *key, const ch
 			verified_free(v);
 			break;
 		}
+		forget_secret(&q->verified, keys);
 		v->next = q->verified;
 		q->verified = v;
 		break;
