@@ -211,8 +211,9 @@ static char *bundle_json(const struct oci_signer *s, const char *statement, stru
 	cJSON_AddStringToObject(env, "payload", payload);
 	cJSON_AddStringToObject(env, "payloadType", OCI_SIG_INTOTO_TYPE);
 	one = cJSON_CreateObject();
+	/* No keyid: cosign writes none, and sigstore-go skips a signature
+	 * whose keyid differs from its verifier's. */
 	cJSON_AddStringToObject(one, "sig", sig);
-	cJSON_AddStringToObject(one, "keyid", hint);
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(env, "signatures"), one);
 	out = cJSON_PrintUnformatted(b);
 	cJSON_Delete(b);
