@@ -20,6 +20,8 @@ import base64
 import hashlib
 import json
 import os
+import pathlib
+import re
 import subprocess
 
 import pytest
@@ -344,6 +346,17 @@ def test_verify_usage_and_exit_codes(run_pc, registry_plain, keys, tmp_path):
     assert r.returncode == 3, r.stderr
     r = run_pc("push", "--help")
     assert "--sign-key FILE" in r.stdout and "COSIGN_PASSWORD" in r.stdout
+
+
+def test_every_flag_documented(run_pc):
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    cli, oci = (docs / "cli.md").read_text(), (docs / "oci.md").read_text()
+    assert "## verify" in cli and "## push --sign-key" in cli
+    for flag in set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", run_pc("verify", "--help").stdout)):
+        assert f"`{flag}" in cli, f"verify {flag} is not in docs/cli.md"
+    for flag in ("--sign-key", "--sign-key-password-file", "--sign-format"):
+        assert flag in run_pc("push", "--help").stdout
+        assert f"`{flag}" in cli and f"`{flag}" in oci, flag
 
 
 # -- helpers that forge what a hostile registry could hold ----------------------------
