@@ -379,3 +379,70 @@ def put_sig_manifest(reg, repo, digest, payload, sig_b64):
         "layers": [{"mediaType": SIMPLESIGNING, "size": len(payload), "digest": pd,
                     "annotations": {SIG_ANNOTATION: sig_b64}}]}, OCI_MANIFEST)
     assert hashlib.sha256(payload).hexdigest() == pd[7:]
+
+
+# -- hostile registries (registry_fixtures.FakeRegistry) --------------------------------
+
+def hostile(fake_registry, repo):
+    """A registry serving one artifact manifest; returns (fake, digest)."""
+    fake = fake_registry()
+    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                       "config": {"mediaType": "application/vnd.cncf.flux.config.v1+json", "size": 2,
+                                  "digest": "sha256:" + "0" * 64},
+                       "layers": []}).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    fake.routes[f"/v2/{repo}/manifests/{digest}"] = lambda h: (200, {
+        "Content-Type": OCI_MANIFEST, "Docker-Content-Digest": digest}, body)
+    return fake, digest
+
+
+def serve_json(obj, media_type):
+    body = json.dumps(obj).encode()
+    return lambda h: (200, {"Content-Type": media_type,
+                            "Docker-Content-Digest": "sha256:" + hashlib.sha256(body).hexdigest()}, body)
+
+
+def test_hostile_referrers_error_is_transient(run_pc, fake_registry, keys):
+    """A 5xx from the referrers API is 'could not ask' (3), never 'unsigned'."""
+    fake, digest = hostile(fake_registry, "h/app")
+    fake.routes[f"/v2/h/app/referrers/{digest}"] = lambda h: (500, {}, b"boom")
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0")
+    assert r.returncode == 3, r.stderr
+    assert "HTTP 500" in r.stderr
+
+
+def test_hostile_endless_payload_is_cut_at_the_limit(run_pc, fake_registry, keys):
+    """A payload blob that never ends: refused at 1 MiB, no hang, no crash."""
+    fake, digest = hostile(fake_registry, "h/app")
+    blob = "sha256:" + "b" * 64
+    fake.routes[f"/v2/h/app/manifests/{sig_tag(digest)}"] = serve_json({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": 2,
+                   "digest": "sha256:" + "c" * 64},
+        "layers": [{"mediaType": SIMPLESIGNING, "size": 250, "digest": blob,
+                    "annotations": {SIG_ANNOTATION: base64.b64encode(b"x" * 70).decode()}}]}, OCI_MANIFEST)
+
+    def endless(h):
+        return 200, {"Content-Type": "application/octet-stream"}, iter(lambda: b"z" * 65536, None)
+    fake.routes[f"/v2/h/app/blobs/{blob}"] = endless
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "cosign .sig" in r.stderr and "limit of 1048576 bytes" in r.stderr
+
+
+def test_hostile_referrer_flood_is_bounded(run_pc, fake_registry, keys):
+    """5000 referrers, none real: at most 64 are fetched, and the refusal says why."""
+    fake, digest = hostile(fake_registry, "h/app")
+    entries = [{"mediaType": OCI_MANIFEST, "size": 100, "digest": "sha256:%064x" % i,
+                "artifactType": "application/vnd.dev.sigstore.bundle.v0.3+json"} for i in range(5000)]
+    fake.routes[f"/v2/h/app/referrers/{digest}"] = serve_json(
+        {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}, OCI_INDEX)
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "sigstore bundle" in r.stderr and "the referrer manifest is missing" in r.stderr
+    with fake.lock:
+        fetched = [p for (_, p, _) in fake.requests if "/manifests/sha256:" in p and digest not in p]
+    assert 0 < len(fetched) <= 64
