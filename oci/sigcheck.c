@@ -93,6 +93,7 @@ static cJSON *parse_object(const char *text, size_t len, const char *what, struc
 	if (root == NULL || !cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		err_set(e, ERR_REFUSED, "%s is not a JSON object", what);
+		return NULL;
 	}
 	return root;
 }

@@ -63,9 +63,11 @@ static cJSON *descriptor_json(const char *mt, const char *digest, size_t size)
 }
 
 /* The layers of an existing .sig manifest worth keeping (simple-signing
- * layers other than the one being added), as a cJSON array. */
+ * layers, except one identical to the one being added: same payload and
+ * same signature), as a cJSON array.  Another signer's layer has the same
+ * payload digest (the payload names only the image) and is kept. */
 static cJSON *kept_layers(struct oci_client *c, const char *repo, const char *tag,
-    const char *new_digest, struct err *e)
+    const char *new_digest, const char *new_sig, struct err *e)
 {
 	struct oci_manifest m;
 	char *mdigest = NULL, *body = NULL;
@@ -86,8 +88,12 @@ static cJSON *kept_layers(struct oci_client *c, const char *repo, const char *ta
 	cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(root, "layers")) {
 		const cJSON *mt = cJSON_GetObjectItemCaseSensitive(l, "mediaType");
 		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(l, "digest");
+		const cJSON *sig = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(l, "annotations"), OCI_SIG_ANNOTATION);
 		if (!cJSON_IsString(mt) || strcmp(mt->valuestring, OCI_SIG_MT_SIMPLESIGNING) != 0 ||
-		    !cJSON_IsString(dg) || strcmp(dg->valuestring, new_digest) == 0)
+		    !cJSON_IsString(dg) || !cJSON_IsString(sig))
+			continue;
+		if (strcmp(dg->valuestring, new_digest) == 0 && strcmp(sig->valuestring, new_sig) == 0)
 			continue;
 		if (cJSON_GetArraySize(out) < OCI_SIG_MAX_LAYERS - 1)
 			cJSON_AddItemToArray(out, cJSON_Duplicate(l, 1));
@@ -150,7 +156,7 @@ static int sign_simplesigning(struct oci_client *c, const char *scope, const cha
 	digest_of(payload, strlen(payload), pdigest);
 	if ((b64 = sign_b64(s, payload, strlen(payload), e)) == NULL)
 		goto out;
-	if ((layers = kept_layers(c, repo, tag, pdigest, e)) == NULL)
+	if ((layers = kept_layers(c, repo, tag, pdigest, b64, e)) == NULL)
 		goto out;
 	layer = descriptor_json(OCI_SIG_MT_SIMPLESIGNING, pdigest, strlen(payload));
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(layer, "annotations"), OCI_SIG_ANNOTATION, b64);
@@ -211,8 +217,9 @@ static char *bundle_json(const struct oci_signer *s, const char *statement, stru
 	cJSON_AddStringToObject(env, "payload", payload);
 	cJSON_AddStringToObject(env, "payloadType", OCI_SIG_INTOTO_TYPE);
 	one = cJSON_CreateObject();
+	/* No keyid: cosign writes none, and sigstore-go skips a signature
+	 * whose keyid differs from its verifier's. */
 	cJSON_AddStringToObject(one, "sig", sig);
-	cJSON_AddStringToObject(one, "keyid", hint);
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(env, "signatures"), one);
 	out = cJSON_PrintUnformatted(b);
 	cJSON_Delete(b);
