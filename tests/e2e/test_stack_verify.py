@@ -13,7 +13,8 @@ of its Secret (any `*.pub` key), and says so in its SourceVerified condition:
   - a tag moved to an unsigned artifact after a signed one was applied: refused, the old
     revision stays applied and in status.artifact;
   - the keys Secret missing, then without a usable key, then fixed: the Stack applies;
-  - verify removed: the condition goes.
+  - verify removed: the condition goes;
+  - keyless verify and another provider are refused by the API server (the CRD).
 
 Both tiers (stack_world); the registry is docker-registry (registry_fixtures.registry_plain),
 which has no referrers API, so bundles are found through the sha256-<hex> referrers tag.
@@ -24,6 +25,7 @@ import subprocess
 
 import pytest
 
+from kube_fixtures import KubeError
 from stack_fixtures import wait_until
 
 pytestmark = pytest.mark.usefixtures("isolated_docker_config")
@@ -267,3 +269,19 @@ def test_artifact_signed_by_the_real_cosign(stack_world, run_pc, registry_plain,
     scheme = "sigstore bundle" if new_bundle_format else "cosign .sig"
     assert w.cond(obj, "SourceVerified")["message"].endswith(f"with cosign.pub ({scheme})")
     assert list(w.cloud_files().values()) == ["by-cosign"]
+
+
+@pytest.mark.parametrize("verify,message", [
+    ({"provider": "cosign"}, "spec.ociSource.verify.secretRef: Required value"),
+    ({"provider": "notation", "secretRef": {"name": "k"}},
+     'spec.ociSource.verify.provider: Unsupported value: "notation": supported values: "cosign"'),
+])
+def test_the_server_refuses_what_cannot_be_verified(stack_world, registry_plain, verify, message):
+    """docs/stack-api.md, "What the API server refuses": keyless and notation never reach
+    the controller."""
+    w = stack_world
+    src = dict(verify_source(registry_plain, "stacks/refused", "v1"), verify=verify)
+    with pytest.raises(KubeError) as err:
+        w.apply_stack("demo", ociSource=src)
+    assert err.value.code == 422
+    assert message in str(err.value), str(err.value)
