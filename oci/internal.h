@@ -50,4 +50,14 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 int oci_status_error(struct err *e, const char *what, const struct http_response *r);
 void oci_registry_error_text(const char *body, char *out, size_t outlen);
 
+/* push.c's uploads, for sign.c: a blob from memory unless the registry has
+ * it, and a manifest (or index) PUT under a tag or digest with its media
+ * type, checking the digest the registry reports.  *digest_out is malloc'd;
+ * *subject_ack (may be NULL) is set when the registry answered OCI-Subject
+ * (it indexes referrers itself). */
+int oci_ensure_blob_mem(struct oci_client *c, const char *scope, const char *repo,
+    const char *digest, const void *data, size_t len, const char *what, struct err *e);
+int oci_put_manifest(struct oci_client *c, const char *scope, const char *repo, const char *tag,
+    const char *media_type, const char *body, char **digest_out, int *subject_ack, struct err *e);
+
 #endif

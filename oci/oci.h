@@ -376,4 +376,67 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 char *oci_flux_manifest_json(const char *config_digest, int64_t config_size,
     const char *layer_digest, int64_t layer_size, const struct oci_annotation *ann, size_t nann);
 
+/* ---- signatures: cosign, key-based (oci/verify.c, sign.c, sigkeys.c, sigcheck.c) ---- */
+
+/* Trusted public keys (PEM "PUBLIC KEY": ECDSA P-256/P-384/P-521, RSA 2048-4096, Ed25519).
+ * Names are for messages ("cosign.pub", the Secret key name). */
+struct oci_keyring;
+struct oci_keyring *oci_keyring_new(void);                    /* caller frees with oci_keyring_free */
+/* ERR_INVALID names the key; at most 64 keys (ERR_LIMIT). */
+int oci_keyring_add_pem(struct oci_keyring *k, const char *name, const char *pem, size_t len,
+    struct err *e);
+size_t oci_keyring_count(const struct oci_keyring *k);
+void oci_keyring_free(struct oci_keyring *k);
+
+enum oci_sig_scheme { OCI_SIG_NONE, OCI_SIG_SIMPLESIGNING, OCI_SIG_BUNDLE };
+const char *oci_sig_scheme_name(enum oci_sig_scheme s);        /* "none", "cosign .sig", "sigstore bundle" */
+
+struct oci_verify_result {
+	enum oci_sig_scheme scheme;   /* what verified (or, on failure, the last scheme tried) */
+	char *key_name;               /* the key that matched; NULL on failure */
+	char *signature;              /* where it was found: "sha256-<hex>.sig" or the referrer's digest */
+};
+void oci_verify_result_free(struct oci_verify_result *r);
+
+/*
+ * Verifies that manifest_digest ("sha256:<hex>", the manifest that is then pulled: the caller passes
+ * the digest oci_resolve returned, so there is no check-then-pull race) in repo is signed by one of
+ * keys: Sigstore bundles first (referrers API, then the sha256-<hex> tag), then the sha256-<hex>.sig
+ * tag.  0 when one signature verifies; -1 with e:
+ *   ERR_NOTFOUND  no signature of either scheme ("no signature found for <repo>@<digest>: ...")
+ *   ERR_REFUSED   signatures exist but none verifies; the message names the scheme and what did not
+ *                 match (wrong key, payload names another digest, tampered payload, garbage manifest)
+ *   ERR_NET/ERR_HTTP/ERR_AUTH/ERR_TIMEOUT  the registry could not be asked (a transient failure)
+ * res is filled either way (may be NULL).
+ */
+int oci_verify(struct oci_client *c, const char *repo, const char *manifest_digest,
+    const struct oci_keyring *keys, struct oci_verify_result *res, struct err *e);
+
+/* A private key for signing. */
+struct oci_signer;
+/* PEM text of an unencrypted "PRIVATE KEY" (PKCS#8), "EC PRIVATE KEY" or "RSA PRIVATE KEY",
+ * or an "ENCRYPTED PRIVATE KEY" (PKCS#8) with password (may be NULL).  cosign's own
+ * "ENCRYPTED SIGSTORE PRIVATE KEY" (scrypt + secretbox) is refused with a message saying
+ * how to get a PEM key.  `name` (a file name) is for messages; the password never appears
+ * in one.  Caller frees with oci_signer_free. */
+struct oci_signer *oci_signer_from_pem(const char *name, const char *pem, size_t len,
+    const char *password, struct err *e);
+void oci_signer_free(struct oci_signer *s);
+
+enum oci_sign_format { OCI_SIGN_SIMPLESIGNING = 1, OCI_SIGN_BUNDLE = 2 };
+
+/*
+ * Signs manifest_digest in repo the way `cosign sign --key` does (no transparency log):
+ *   OCI_SIGN_SIMPLESIGNING: a simple-signing payload naming the digest and docker_reference
+ *     ("host/repo"), signed and added as a layer of the sha256-<hex>.sig manifest (the
+ *     signatures already there are kept);
+ *   OCI_SIGN_BUNDLE: a Sigstore bundle v0.3 (DSSE, in-toto statement) pushed as an OCI 1.1
+ *     referrer, and the sha256-<hex> referrers tag index updated for registries without the
+ *     referrers API.
+ * *where (may be NULL) receives the tag or referrer digest written (caller frees).
+ */
+int oci_sign(struct oci_client *c, const char *repo, const char *manifest_digest,
+    const char *docker_reference, const struct oci_signer *s, enum oci_sign_format format,
+    char **where, struct err *e);
+
 #endif

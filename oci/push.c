@@ -193,19 +193,31 @@ static int ensure_blob(struct oci_client *c, const char *scope, const char *repo
 	return 0;
 }
 
-static int put_manifest(struct oci_client *c, const char *scope, const struct oci_ref *ref,
-    const char *tag, const char *body, char **digest_out, struct err *e)
+int oci_ensure_blob_mem(struct oci_client *c, const char *scope, const char *repo,
+    const char *digest, const void *data, size_t len, const char *what, struct err *e)
 {
-	static const char *const hdrs[] = { "Content-Type: " OCI_MT_MANIFEST, NULL };
+	struct blob_src src = { .data = data, .fd = -1, .len = len };
+	int uploaded;
+
+	return ensure_blob(c, scope, repo, digest, &src, what, &uploaded, e);
+}
+
+int oci_put_manifest(struct oci_client *c, const char *scope, const char *repo, const char *tag,
+    const char *media_type, const char *body, char **digest_out, int *subject_ack, struct err *e)
+{
+	char ctype[200];
+	const char *const hdrs[] = { ctype, NULL };
 	struct http_response r;
 	struct digest mine, theirs;
 	char mine_s[DIGEST_STR_MAX], *url = NULL, *hdr, what[600];
 	int rc = -1;
 
-	snprintf(what, sizeof(what), "manifest %s/%s:%s", ref->registry, ref->repository, tag);
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s", media_type);
+	snprintf(what, sizeof(what), "manifest %s/%s%s%s", oci_client_registry(c), repo,
+	    strchr(tag, ':') ? "@" : ":", tag);
 	digest_bytes(DIGEST_SHA256, body, strlen(body), &mine);
 	digest_format(&mine, mine_s, sizeof(mine_s));
-	if (oci_asprintf(&url, "%s/v2/%s/manifests/%s", oci_client_base(c), ref->repository, tag) < 0)
+	if (oci_asprintf(&url, "%s/v2/%s/manifests/%s", oci_client_base(c), repo, tag) < 0)
 		return err_set(e, ERR_NOMEM, "out of memory");
 	struct http_request req = { .method = "PUT", .url = url, .headers = hdrs, .body = body,
 	    .body_len = strlen(body) };
@@ -228,6 +240,11 @@ static int put_manifest(struct oci_client *c, const char *scope, const struct oc
 			    "sent, whose digest is %s", what, hdr, mine_s);
 			goto out;
 		}
+	}
+	if (subject_ack != NULL) {
+		char *subject = http_response_header(&r, "OCI-Subject");
+		*subject_ack = subject != NULL;
+		free(subject);
 	}
 	*digest_out = strdup(mine_s);
 	rc = *digest_out ? 0 : err_set(e, ERR_NOMEM, "out of memory");
@@ -363,7 +380,8 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 	if (ensure_blob(c, scope, ref->repository, digest, &layer, "layer", &res->layer_uploaded, e) < 0 ||
 	    ensure_blob(c, scope, ref->repository, cfg_digest, &config, "config", &res->config_uploaded, e) < 0)
 		goto out;
-	if (put_manifest(c, scope, ref, tag, manifest, &res->manifest_digest, e) < 0)
+	if (oci_put_manifest(c, scope, ref->repository, tag, OCI_MT_MANIFEST, manifest,
+	    &res->manifest_digest, NULL, e) < 0)
 		goto out;
 	res->layer_digest = strdup(digest);
 	res->layer_size = size;

@@ -32,6 +32,9 @@
 #   .real/flux-crds/*.yaml              the Flux CRDs (config/crd/bases of the three controller
 #                                       modules, from the module cache), applied by the tests
 #   .real/bin/s3-server                 tests/real/s3: gofakes3 ($GOFAKES3_VERSION), for Bucket
+#   .real/bin/cosign                    github.com/sigstore/cosign/v3 ($COSIGN_VERSION), built in its
+#                                       module as downloaded (no replace lines there), the
+#                                       independent party of the signature tests
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
@@ -48,7 +51,7 @@
 #
 # Environment: GO (default: go), REAL_DIR (default: <repo>/.real),
 # REAL_JOBS (go build -p, default 2), REAL_NICE (default 10), REAL_COMPONENTS
-# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux notification s3).
+# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux notification s3 cosign).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -430,6 +433,40 @@ build_s3_server() {
 	echo "$key" >"$STAMPS/s3"
 }
 
+# cosign, for tests/e2e/test_oci_sign.py: its main package built inside the
+# module as `go mod download` stores it (read-only, but a build writes
+# nothing there), so its own go.mod and go.sum apply and nothing of ours
+# changes.  A cold build takes minutes (~17 min with the machine busy, most
+# of it compiling dependencies, which the Go build cache keeps); the stamp
+# makes a second run instant.
+build_cosign() {
+	local key log=$LOGS/cosign.log src
+	key=$(inputs_key "$COSIGN_VERSION")
+	if up_to_date cosign "$key" "$BIN/cosign"; then
+		say "cosign $COSIGN_VERSION: up to date"
+		return
+	fi
+	say "building cosign $COSIGN_VERSION (log: $log; a cold build takes minutes)"
+	mkdir -p "$REAL/src"
+	if ! src=$(cd "$REAL/src" &&
+		GOFLAGS=-buildvcs=false "$GO" mod download -json "github.com/sigstore/cosign/v3@$COSIGN_VERSION" 2>"$log" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || [ -z "$src" ]; then
+		fail cosign "go mod download of github.com/sigstore/cosign/v3 $COSIGN_VERSION failed" "$log"
+		return
+	fi
+	# Built to a temporary name and moved: a failed build never leaves a
+	# half-written cosign for the tests to run.
+	if ! (cd "$src" && nice -n "$NICE" "$GO" build -p "$JOBS" -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION" \
+		-o "$BIN/cosign.tmp" ./cmd/cosign) >>"$log" 2>&1; then
+		rm -f "$BIN/cosign.tmp"
+		fail cosign "go build of cosign $COSIGN_VERSION failed" "$log"
+		return
+	fi
+	mv -f "$BIN/cosign.tmp" "$BIN/cosign"
+	echo "$key" >"$STAMPS/cosign"
+}
+
 write_manifest() {
 	local tmp=$REAL/manifest.env.tmp
 	{
@@ -448,6 +485,7 @@ write_manifest() {
 		echo "FLUX_CLI_VERSION=$FLUX_CLI_VERSION"
 		echo "FLUX_NOTIFICATION_CONTROLLER_VERSION=$FLUX_NOTIFICATION_CONTROLLER_VERSION"
 		echo "GOFAKES3_VERSION=$GOFAKES3_VERSION"
+		echo "COSIGN_VERSION=$COSIGN_VERSION"
 		echo "FAILED=${failed# }"
 	} >"$tmp"
 	mv -f "$tmp" "$REAL/manifest.env"
@@ -478,6 +516,7 @@ fi
 # gets it alone (REAL_COMPONENTS=notification).
 wanted notification && build_flux_controller notification-controller "$FLUX_NOTIFICATION_CONTROLLER_VERSION"
 wanted s3 && build_s3_server
+wanted cosign && build_cosign
 write_manifest
 
 for blocked in $(compgen -v BLOCKED_ || true); do

@@ -15,6 +15,7 @@ int cmd_fetch(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_push(int argc, char **argv);
+int cmd_verify(int argc, char **argv);    /* cmd_verify.c; exit 3: registry unreachable */
 /* The operator's commands (src/cmd_get.c, src/cmd_stackctl*.c; docs/cli.md). */
 int cmd_get(int argc, char **argv);
 int cmd_reconcile(int argc, char **argv);

@@ -28,6 +28,7 @@ static const struct command commands[] = {
 	{ "fetch",     cmd_fetch,     "download a Flux artifact, verify its digest and unpack it" },
 	{ "pull",      cmd_pull,      "pull an OCI artifact, verify it and unpack it" },
 	{ "push",      cmd_push,      "push a directory as a Flux OCI artifact" },
+	{ "verify",    cmd_verify,    "verify an OCI artifact's cosign signature with public keys" },
 	{ "unpack",    cmd_unpack,    "safely unpack a tar, tar.gz or tar.zst archive" },
 	{ "version",   cmd_version,   "print the version" },
 };

@@ -8,10 +8,11 @@
  *   "source"  <Kind>/<namespace>/<name> of the Flux source (programRef's
  *             GitRepository included)
  *   "ref"     Secret/<namespace>/<name> and ConfigMap/<namespace>/<name> of
- *             every object the spec reads values from
+ *             every object the spec reads values (or verification keys) from
  * Change filters queue on what can change an outcome, never on the status
  * the reconciler itself writes: a Stack's generation, deletion, finalizers
- * or reconcile-request annotations; a source's artifact; a referenced
+ * or reconcile-request annotations; a source's artifact (and its
+ * SourceVerified condition); a referenced
  * object's resourceVersion.
  */
 #include <stdlib.h>
@@ -129,6 +130,7 @@ static int ref_index(const cJSON *obj, char **out, int max)
 		n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(it, "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "secretRef"), "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "certSecretRef"), "name"));
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(at(os, "verify"), "secretRef"), "name"));
 	return n;
 }
 
@@ -220,12 +222,31 @@ static void enqueue_dependents(struct stack_ctl *sc, const char *index, const ch
 	kube_informer_by_index(sc->stacks.inf, index, value, enqueue_key, sc);
 }
 
+/* An OCIRepository's SourceVerified condition, which the Stack reports
+ * and which decides whether its artifact may be used (stack_source.c). */
+static int verified_changed(const cJSON *a, const cJSON *b)
+{
+	const cJSON *x = NULL, *y = NULL, *c;
+
+	cJSON_ArrayForEach(c, at(at(a, "status"), "conditions"))
+		if (kube_obj_str(c, "type") && strcmp(kube_obj_str(c, "type"), "SourceVerified") == 0)
+			x = c;
+	cJSON_ArrayForEach(c, at(at(b, "status"), "conditions"))
+		if (kube_obj_str(c, "type") && strcmp(kube_obj_str(c, "type"), "SourceVerified") == 0)
+			y = c;
+	if (x == NULL || y == NULL)
+		return (x == NULL) != (y == NULL);
+	return str_changed(x, y, "status") || str_changed(x, y, "message") ||
+	    !cJSON_Compare(at(x, "observedGeneration"), at(y, "observedGeneration"), 1);
+}
+
 static void on_source(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
     const cJSON *obj)
 {
 	log_change(inf, ch, obj);
 	if (ch == KUBE_CHANGE_UPDATE && old != NULL && !str_changed(old, obj, "status.artifact.revision") &&
-	    !str_changed(old, obj, "status.artifact.digest") && !str_changed(old, obj, "status.artifact.url"))
+	    !str_changed(old, obj, "status.artifact.digest") && !str_changed(old, obj, "status.artifact.url") &&
+	    !verified_changed(old, obj))
 		return;
 	enqueue_dependents(ud, "source", kube_informer_resource(inf)->kind, obj);
 }

@@ -7,6 +7,8 @@
  *                      filters (what queues which Stack), metrics
  *   stack_spec.c       spec parsing and validation (struct stack_spec)
  *   stack_source.c     from a spec's source to an artifact in the store
+ *   stack_verify.c     signatures: ociSource.verify, a Flux source's
+ *                      SourceVerified
  *   stack_inputs.c     config, secrets and environment values, fingerprint
  *   stack_workspace.c  each Stack's own copy of the program tree
  *   stack_status.c     conditions, status, Events, finalizer and outputs
@@ -137,6 +139,8 @@ struct stack_spec {
 	char *oci_secret, *oci_cert_secret;
 	int oci_insecure;
 	long oci_interval_ms;
+	int oci_verify;                   /* ociSource.verify (cosign, keys in oci_verify_secret) */
+	char *oci_verify_secret;
 	char *prog_repo, *prog_ref;       /* PROGRAM */
 	char *backend, *secrets_provider;
 	char *cloud_ignored;              /* a `cloud` value that is no backend URL */
@@ -189,6 +193,28 @@ int stack_source_fetch(struct stack_pass *p);
 void stack_source_cleanup(struct stack_ctl *sc);
 /* Store paths. */
 void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
+
+/* For stack_verify.c: a client for the ociSource's registry, with its
+ * credentials (caller frees it with oci_client_free, and *repo); and the
+ * signature checks that passed, kept with the resolution under poll_key
+ * while it still names digest.  keys: "<secret>@<resourceVersion>". */
+struct oci_client;
+struct oci_client *stack_source_oci_client(struct stack_pass *p, char **repo, struct err *e);
+int stack_source_verified_lookup(struct stack_ctl *sc, const char *poll_key, const char *digest,
+    const char *keys, char *key_name, size_t n, char *scheme, size_t sn);
+void stack_source_verified_store(struct stack_ctl *sc, const char *poll_key, const char *digest,
+    const char *keys, const char *key_name, const char *scheme);
+
+/* ------------------------------------------------------------ verify */
+
+/* stack_verify.c.  Each sets p->verified (SourceVerified) and returns 1
+ * when the revision is refused (verdict set: nothing may be fetched or
+ * applied), 0 when it verified.  Flux: src is the OCIRepository with
+ * spec.verify and revision its status.artifact's.  ociSource: the
+ * resolution's revision, manifest digest and index digest (or NULL). */
+int stack_verify_flux(struct stack_pass *p, const cJSON *src, const char *revision);
+int stack_verify_oci(struct stack_pass *p, const char *poll_key, const char *revision, const char *manifest,
+    const char *index);
 
 /* ------------------------------------------------------------ inputs */
 
@@ -374,6 +400,11 @@ struct stack_pass {
 	int stale;                      /* the cached object was stale: run again on a fresh one */
 	struct err err;
 	struct stack_safety safety;     /* approval and drift (stack_approval.c, stack_drift.c) */
+	/* SourceVerified as the source step found it (stack_source.c; set 0:
+	 * left as it was); verified_none: the source verifies nothing, so the
+	 * condition is removed. */
+	struct stack_extra_cond verified;
+	int verified_none;
 };
 
 /* The state machine; returns the requeue delay (0: none). */

@@ -18,6 +18,10 @@
  *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
  *   source      no source object / no artifact / kind     Reconciling SourceNotFound, ArtifactNotReady;
  *               not served                                Stalled SourceKindNotServed
+ *               (verify) the revision's signature does    Reconciling SignatureNotFound,
+ *               not verify, or a Flux OCIRepository has   VerificationUnavailable, ReferenceNotFound,
+ *               not verified it (stack_verify.c; also     VerificationError (Flux, not yet verified);
+ *               SourceVerified; nothing is fetched)       Stalled VerificationError, PublicKeysInvalid
  *   inputs      a referenced ConfigMap/Secret/key missing Reconciling ReferenceNotFound
  *   awaiting    approval Manual: the plan in status for   Reconciling AwaitingApproval,
  *               these inputs is not approved              PlanNoLongerApplies (no CLI runs)

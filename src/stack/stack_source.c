@@ -13,6 +13,13 @@
  *                per interval per repository and reference however many
  *                Stacks use it.
  *
+ * With ociSource.verify, or a Flux OCIRepository that has spec.verify, the
+ * resolved revision goes through stack_verify.c before p->art is set: a
+ * refused one is never fetched, and status.artifact keeps what was offered
+ * before.  The signature checks that passed are kept with the resolution
+ * (per digest and keys Secret resourceVersion), and fetch_oci pulls only
+ * the layer of the resolution this pass verified.
+ *
  * Fetching goes through the store shared by every Stack: one download per
  * digest (fluxsource/ for Flux artifacts, the OCI layer by its digest).
  * What went wrong decides the verdict: a hostile archive will not get
@@ -219,6 +226,14 @@ static int resolve_flux(struct stack_pass *p)
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "out of memory");
 		return 1;
 	}
+	if (strcmp(p->spec.src_kind, "OCIRepository") != 0 || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(src, "spec"), "verify")))
+		p->verified_none = 1;
+	else if (stack_verify_flux(p, src, p->art.revision)) {
+		stack_artifact_free(&p->art);   /* status.artifact keeps what was offered before */
+		cJSON_Delete(src);
+		return 1;
+	}
 	cJSON_Delete(src);
 	if (p->art.digest[0] == '\0') {
 		stack_verdict(p, STACK_WAITING, "ArtifactNotReady", p->sc->o.requeue_dependency_ms,
@@ -290,13 +305,36 @@ static int fetch_flux(struct stack_pass *p)
 
 /* ------------------------------------------------------------ OCI */
 
+/* A signature check that passed for a poll's manifest digest, with the
+ * keys of one Secret at one resourceVersion: a changed Secret or a new
+ * digest is verified again, an unchanged pair is not. */
+struct stack_oci_verified {
+	char *keys;                   /* "<secret>@<resourceVersion>" */
+	char *key_name;               /* the Secret key that matched */
+	char *scheme;                 /* oci_sig_scheme_name() */
+	struct stack_oci_verified *next;
+};
+
 /* One resolution of (url, ref, media type), shared by every Stack. */
 struct stack_oci_poll {
 	char *key;
 	int64_t at_ms;
 	struct oci_pull_result res;
+	struct stack_oci_verified *verified;   /* of res.manifest_digest */
 	struct stack_oci_poll *next;
 };
+
+static void verified_free(struct stack_oci_verified *v)
+{
+	while (v) {
+		struct stack_oci_verified *n = v->next;
+		free(v->keys);
+		free(v->key_name);
+		free(v->scheme);
+		free(v);
+		v = n;
+	}
+}
 
 static void oci_polls_free(struct stack_oci_poll *p)
 {
@@ -304,6 +342,7 @@ static void oci_polls_free(struct stack_oci_poll *p)
 		struct stack_oci_poll *n = p->next;
 		free(p->key);
 		oci_pull_result_free(&p->res);
+		verified_free(p->verified);
 		free(p);
 		p = n;
 	}
@@ -434,9 +473,17 @@ static int poll_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
 	return found;
 }
 
+static int same_str(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* A new resolution replaces the old; the verifications of the old one
+ * carry over only when the manifest digest is the same. */
 static void poll_store(struct stack_ctl *sc, const char *key, const struct oci_pull_result *res)
 {
 	struct stack_oci_poll *q, **pp;
+	struct stack_oci_verified *kept = NULL;
 
 	pthread_mutex_lock(&sc->lock);
 	for (pp = &sc->oci_polls; *pp; pp = &(*pp)->next)
@@ -444,16 +491,86 @@ static void poll_store(struct stack_ctl *sc, const char *key, const struct oci_p
 			q = *pp;
 			*pp = q->next;
 			q->next = NULL;
+			if (same_str(q->res.manifest_digest, res->manifest_digest)) {
+				kept = q->verified;
+				q->verified = NULL;
+			}
 			oci_polls_free(q);
 			break;
 		}
 	if ((q = calloc(1, sizeof(*q))) != NULL && (q->key = strdup(key)) != NULL &&
 	    copy_result(res, &q->res) == 0) {
 		q->at_ms = clock_mono_ms();
+		q->verified = kept;
 		q->next = sc->oci_polls;
 		sc->oci_polls = q;
-	} else if (q) {
-		oci_polls_free(q);
+	} else {
+		verified_free(kept);
+		if (q)
+			oci_polls_free(q);
+	}
+	pthread_mutex_unlock(&sc->lock);
+}
+
+int stack_source_verified_lookup(struct stack_ctl *sc, const char *key, const char *digest, const char *keys,
+    char *key_name, size_t n, char *scheme, size_t sn)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	for (struct stack_oci_poll *q = sc->oci_polls; q && !found; q = q->next) {
+		if (strcmp(q->key, key) != 0 || !same_str(q->res.manifest_digest, digest))
+			continue;
+		for (struct stack_oci_verified *v = q->verified; v && !found; v = v->next)
+			if (strcmp(v->keys, keys) == 0) {
+				snprintf(key_name, n, "%s", v->key_name);
+				snprintf(scheme, sn, "%s", v->scheme);
+				found = 1;
+			}
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return found;
+}
+
+/* Drops the checks made with an older resourceVersion of the same Secret
+ * ("<secret>@" prefix), so the list stays one entry per Secret. */
+static void forget_secret(struct stack_oci_verified **list, const char *keys)
+{
+	const char *at = strchr(keys, '@');
+	size_t n = at ? (size_t)(at - keys) + 1 : strlen(keys);
+
+	for (struct stack_oci_verified **vp = list; *vp;) {
+		struct stack_oci_verified *v = *vp;
+		if (strncmp(v->keys, keys, n) == 0) {
+			*vp = v->next;
+			v->next = NULL;
+			verified_free(v);
+		} else {
+			vp = &v->next;
+		}
+	}
+}
+
+/* Kept only while the poll still holds digest (another Stack's pass may
+ * have seen the tag move meanwhile). */
+void stack_source_verified_store(struct stack_ctl *sc, const char *key, const char *digest, const char *keys,
+    const char *key_name, const char *scheme)
+{
+	pthread_mutex_lock(&sc->lock);
+	for (struct stack_oci_poll *q = sc->oci_polls; q; q = q->next) {
+		struct stack_oci_verified *v;
+		if (strcmp(q->key, key) != 0 || !same_str(q->res.manifest_digest, digest))
+			continue;
+		if ((v = calloc(1, sizeof(*v))) == NULL || (v->keys = strdup(keys)) == NULL ||
+		    (v->key_name = strdup(key_name ? key_name : "")) == NULL ||
+		    (v->scheme = strdup(scheme ? scheme : "")) == NULL) {
+			verified_free(v);
+			break;
+		}
+		forget_secret(&q->verified, keys);
+		v->next = q->verified;
+		q->verified = v;
+		break;
 	}
 	pthread_mutex_unlock(&sc->lock);
 }
@@ -470,6 +587,23 @@ static int parse_oci_ref(struct stack_pass *p, struct oci_ref *ref, struct err *
 	    (ref->tag = strdup(p->spec.oci_tag)) == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	return 0;
+}
+
+struct oci_client *stack_source_oci_client(struct stack_pass *p, char **repo, struct err *e)
+{
+	struct oci_ref ref;
+	struct oci_client *c = NULL;
+
+	memset(&ref, 0, sizeof(ref));
+	*repo = NULL;
+	if (parse_oci_ref(p, &ref, e) == 0 && (c = oci_client_for(p, &ref, e)) != NULL &&
+	    (*repo = strdup(ref.repository)) == NULL) {
+		oci_client_free(c);
+		c = NULL;
+		err_set(e, ERR_NOMEM, "out of memory");
+	}
+	oci_ref_free(&ref);
+	return c;
 }
 
 static void oci_pull_options(const struct stack_pass *p, struct oci_pull_opts *po)
@@ -524,6 +658,12 @@ static int resolve_oci(struct stack_pass *p)
 		stack_metrics_resolved("resolved");
 		poll_store(p->sc, key, &res);
 	}
+	if (!p->spec.oci_verify)
+		p->verified_none = 1;
+	else if (stack_verify_oci(p, key, res.revision, res.manifest_digest, res.index_digest)) {
+		oci_pull_result_free(&res);
+		return 1;
+	}
 	/* The tree is keyed by the layer digest; the manifest digest is the
 	 * revision's, as OCIRepository reports it. */
 	if (set_artifact(&p->art, res.revision, res.layer_digest, NULL) < 0) {
@@ -559,9 +699,12 @@ static int fetch_oci(struct stack_pass *p)
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	poll_key(&p->spec, p->ns, key, sizeof(key));
-	if (!poll_lookup(p->sc, key, INT64_MAX / 2, &res)) {
-		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "the resolution of %s expired",
-		    p->spec.oci_url);
+	/* Only the layer this pass resolved (and verified) is fetched: another
+	 * Stack's pass may have seen the tag move since. */
+	if (!poll_lookup(p->sc, key, INT64_MAX / 2, &res) || !same_str(res.layer_digest, p->art.digest)) {
+		oci_pull_result_free(&res);
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "the resolution of %s changed or expired; "
+		    "resolving again", p->spec.oci_url);
 		return 1;
 	}
 	oci_pull_options(p, &po);

@@ -373,6 +373,43 @@ static int parse_flux_source(const cJSON *fs, struct stack_spec *s, struct err *
 	return 0;
 }
 
+/* ociSource.verify {provider, secretRef}: key-based cosign verification
+ * only.  Flux's keyless fields (matchOIDCIdentity, trustedRootSecretRef)
+ * are refused rather than ignored: ignoring them would verify against
+ * keys the user did not mean. */
+static int parse_oci_verify(const cJSON *v, struct stack_spec *s, struct err *e)
+{
+	const cJSON *sec;
+	char *provider = NULL;
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsObject(v))
+		return err_set(e, ERR_INVALID, "spec.ociSource.verify: must be an object"), -1;
+	if (get_str(v, "provider", "spec.ociSource.verify.provider", &provider, e) < 0)
+		return -1;
+	if (provider != NULL && strcmp(provider, "cosign") != 0) {
+		err_set(e, ERR_INVALID, "spec.ociSource.verify.provider: \"%s\" is not supported; only "
+		    "cosign is", provider);
+		free(provider);
+		return -1;
+	}
+	free(provider);
+	if (item(v, "matchOIDCIdentity") != NULL || item(v, "trustedRootSecretRef") != NULL)
+		return err_set(e, ERR_INVALID, "spec.ociSource.verify.%s: keyless verification is not "
+		    "supported; give the public keys in verify.secretRef", item(v, "matchOIDCIdentity") ?
+		    "matchOIDCIdentity" : "trustedRootSecretRef"), -1;
+	if (get_obj(v, "secretRef", "spec.ociSource.verify.secretRef", &sec, e) < 0 ||
+	    get_str(sec, "name", "spec.ociSource.verify.secretRef.name", &s->oci_verify_secret, e) < 0)
+		return -1;
+	if (s->oci_verify_secret == NULL || s->oci_verify_secret[0] == '\0')
+		return err_set(e, ERR_INVALID, "spec.ociSource.verify.secretRef.name: is required (a Secret "
+		    "whose keys ending in .pub are the trusted public keys; keyless verification is not "
+		    "supported)"), -1;
+	s->oci_verify = 1;
+	return 0;
+}
+
 static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e)
 {
 	const cJSON *ref, *sel, *sec, *cert;
@@ -417,7 +454,7 @@ static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e
 		return err_set(e, ERR_INVALID, "spec.ociSource.ref: set one of tag, digest and semver"), -1;
 	if (nref == 0 && (s->oci_tag = strdup("latest")) == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	return 0;
+	return parse_oci_verify(item(os, "verify"), s, e);
 }
 
 /* The classic programRef {repo, ref}: a GitRepository the controller owns. */
@@ -699,6 +736,7 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->oci_media_type);
 	free(s->oci_secret);
 	free(s->oci_cert_secret);
+	free(s->oci_verify_secret);
 	free(s->prog_repo);
 	free(s->prog_ref);
 	free(s->backend);

@@ -164,9 +164,39 @@ static void keep_other_conditions(cJSON *out, const cJSON *old)
 	cJSON_ArrayForEach(c, old) {
 		const char *t = kube_obj_str(c, "type");
 		if (t && strcmp(t, "Ready") && strcmp(t, "Reconciling") && strcmp(t, "Stalled") &&
-		    strcmp(t, "AwaitingApproval") && strcmp(t, "Drifted"))
+		    strcmp(t, "AwaitingApproval") && strcmp(t, "Drifted") && strcmp(t, "SourceVerified"))
 			cJSON_AddItemToArray(out, cJSON_Duplicate(c, 1));
 	}
+}
+
+/* Does the Stack's source verify signatures at all?  ociSource.verify
+ * does; a Flux OCIRepository may (its spec.verify, which only the source
+ * step sees: verified_none). */
+static int source_may_verify(const struct stack_pass *p)
+{
+	if (!p->spec_ok)
+		return 1;   /* the spec cannot be read: nothing is known, keep it */
+	if (p->spec.source == STACK_SRC_OCI)
+		return p->spec.oci_verify;
+	return p->spec.source == STACK_SRC_FLUX && p->spec.src_kind &&
+	    strcmp(p->spec.src_kind, "OCIRepository") == 0 && !p->verified_none;
+}
+
+/* SourceVerified (docs/stack-api.md): as the source step decided it this
+ * pass; removed once nothing is verified (as Flux removes it when
+ * spec.verify goes); otherwise as it was, for a pass that stopped before
+ * the source step (a prerequisite not Ready...). */
+static void verified_condition(const struct stack_pass *p, cJSON *out, const cJSON *old)
+{
+	const cJSON *prev = find_condition(old, "SourceVerified");
+
+	if (!source_may_verify(p))
+		return;
+	if (p->verified.set)
+		add_condition(out, old, "SourceVerified", p->verified.set > 0 ? "True" : "False",
+		    p->verified.reason, p->verified.message, p->generation);
+	else if (prev)
+		cJSON_AddItemToArray(out, cJSON_Duplicate(prev, 1));
 }
 
 static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
@@ -183,6 +213,7 @@ static cJSON *build_conditions(const struct stack_pass *p, const cJSON *old)
 	if (v->state == STACK_STALLED)
 		add_condition(out, old, "Stalled", "True", v->reason, msg, p->generation);
 	stack_safety_conditions(p, out, old, add_condition);
+	verified_condition(p, out, old);
 	keep_other_conditions(out, old);
 	return out;
 }
@@ -381,6 +412,7 @@ int stack_status_write_running(struct stack_pass *p, struct err *e)
 	    "True", "Progressing", msg, p->generation);
 	stack_safety_conditions(p, conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"),
 	    add_condition);
+	verified_condition(p, conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"));
 	keep_other_conditions(conds, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"));
 	replace(st, "conditions", conds);
 	return put_status(p, st, e);

@@ -200,6 +200,44 @@ static void oci_source_options(void **state)
 	refused("{'stack': 'dev', 'ociSource': {'url': 'oci://r.io/a', 'interval': '0s'}}", "spec.ociSource.interval");
 }
 
+#define OCI_VERIFY(v) "{'stack': 'dev', 'ociSource': {'url': 'oci://r.io/a', 'ref': {'tag': 'v1'}, " \
+	"'verify': " v "}}"
+
+static void oci_source_verify(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted(OCI_VERIFY("{'provider': 'cosign', 'secretRef': {'name': 'keys'}}"), &s);
+	assert_int_equal(s.oci_verify, 1);
+	assert_string_equal(s.oci_verify_secret, "keys");
+	stack_spec_free(&s);
+	/* provider defaults to cosign, as Flux's OCIRepository.spec.verify */
+	accepted(OCI_VERIFY("{'secretRef': {'name': 'keys'}}"), &s);
+	assert_int_equal(s.oci_verify, 1);
+	stack_spec_free(&s);
+	accepted(OCI_VERIFY("null"), &s);
+	assert_int_equal(s.oci_verify, 0);
+	assert_null(s.oci_verify_secret);
+	stack_spec_free(&s);
+
+	refused(OCI_VERIFY("{'provider': 'notation', 'secretRef': {'name': 'keys'}}"),
+	    "spec.ociSource.verify.provider", "notation", "cosign");
+	refused(OCI_VERIFY("{'provider': 7, 'secretRef': {'name': 'keys'}}"), "spec.ociSource.verify.provider");
+	refused(OCI_VERIFY("{'provider': 'cosign'}"), "spec.ociSource.verify.secretRef.name", "required");
+	refused(OCI_VERIFY("{'secretRef': {}}"), "spec.ociSource.verify.secretRef.name", "required");
+	refused(OCI_VERIFY("{'secretRef': {'name': ''}}"), "spec.ociSource.verify.secretRef.name");
+	refused(OCI_VERIFY("{'secretRef': 'keys'}"), "spec.ociSource.verify.secretRef", "object");
+	refused(OCI_VERIFY("{'secretRef': {'name': 3}}"), "spec.ociSource.verify.secretRef.name", "string");
+	refused(OCI_VERIFY("'cosign'"), "spec.ociSource.verify", "object");
+	refused(OCI_VERIFY("true"), "spec.ociSource.verify", "object");
+	/* Keyless fields would be ignored otherwise: refused by name. */
+	refused(OCI_VERIFY("{'secretRef': {'name': 'k'}, 'matchOIDCIdentity': [{'issuer': 'x', 'subject': 'y'}]}"),
+	    "spec.ociSource.verify.matchOIDCIdentity", "keyless");
+	refused(OCI_VERIFY("{'secretRef': {'name': 'k'}, 'trustedRootSecretRef': {'name': 'r'}}"),
+	    "spec.ociSource.verify.trustedRootSecretRef", "keyless");
+}
+
 static void program_ref_makes_its_git_repository(void **state)
 {
 	struct stack_spec s;
@@ -939,6 +977,7 @@ int main(void)
 		cmocka_unit_test(flux_source_refusals),
 		cmocka_unit_test(oci_source_refs),
 		cmocka_unit_test(oci_source_options),
+		cmocka_unit_test(oci_source_verify),
 		cmocka_unit_test(program_ref_makes_its_git_repository),
 		cmocka_unit_test(program_ref_refusals),
 		cmocka_unit_test(exactly_one_source),
