@@ -698,7 +698,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	cJSON_Delete(res);
-	log_info("update started", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
+	/* Not "update started": that line pairs with an end in the same pass. */
+	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
 	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ? "preview" :
 	    "update", p->art.revision, name, p->why);
