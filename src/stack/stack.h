@@ -48,6 +48,14 @@ struct stack_opts {
 	long requeue_dependency_ms;     /* while a source or reference is missing */
 	int max_failures;               /* consecutive failures before Stalled */
 	long watch_idle_timeout_s;      /* passed to every informer */
+	/* The Job runner (docs/job-runner.md): runner_job makes Job the default
+	 * of Stacks that name no spec.runner.type; a Stack may use Jobs only
+	 * when job_image is set. */
+	int runner_job;
+	const char *job_image;
+	int max_concurrent_jobs;        /* across the controller */
+	long job_ttl_s;                 /* ttlSecondsAfterFinished */
+	long job_start_timeout_ms;      /* a pod not started by then fails the update */
 };
 
 /* Defaults documented in docs/run.md. */
