@@ -910,17 +910,19 @@ static size_t json_escaped_len(unsigned char ch)
 	return ch < 0x20 ? 6 : 1;
 }
 
-/* Bytes of the UTF-8 sequence at s (1..4), 0 when it is not valid. */
+/* Bytes of the UTF-8 sequence at s (1..4), 0 when it is not valid:
+ * overlong forms, surrogates and code points past U+10FFFF are not. */
 static size_t utf8_len(const unsigned char *s)
 {
-	size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
-	    (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	size_t n = s[0] < 0x80 ? 1 : s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 :
+	    s[0] < 0xf5 ? 4 : 0;
 
-	if (n == 2 && s[0] < 0xc2)
-		return 0;   /* overlong */
 	for (size_t i = 1; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
 	return n;
 }
 
