@@ -101,7 +101,7 @@ int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path);
 /* ------------------------------------------------------------ run-update */
 
 /*
- * One update inside a Job's pod (stack_runner.c; `pulumi-controller
+ * One update inside a Job's pod (stack_runner.c, stack_runner_io.c; `pulumi-controller
  * run-update`, docs/job-runner.md and docs/cli.md): the controller puts
  * the update's non-secret inputs into the pod's environment as JSON, and
  * the pod goes
