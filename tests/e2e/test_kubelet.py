@@ -373,3 +373,27 @@ def test_the_emulator_refuses_a_pod_without_its_service_account(any_kubeapi):
     with pytest.raises(KubeError) as e:
         c.create(pod, "pods")
     assert e.value.code == 403 and 'serviceaccount "missing" not found' in str(e.value)
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground"])
+def test_deleting_a_running_job_stops_its_pod_and_removes_it(any_kubelet, policy):
+    """The garbage collector's part: on [real] no kube-controller-manager runs, so the
+    kubelet deletes the pods of a deleted Job (and ends a foreground deletion)."""
+    k = any_kubelet
+    create_job(k, job_spec("gone", "sleep 300"))
+    pod = wait_pod(k, "gone", running, "Running")
+    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    k.direct_client.delete("batch/v1", "jobs", "gone", k.namespace,
+                           {"propagationPolicy": policy})
+    run.done.wait(60)
+    assert run.proc.returncode is not None and not alive(run.proc.pid)
+    wait_for(lambda: not pods_of(k, "gone"), 60, what="the Job's pod to go")
+
+    def job_gone():
+        try:
+            get_job(k, "gone")
+        except KubeError as e:
+            return e.code == 404
+        return False
+    wait_for(job_gone, 60, what="the Job to go")
