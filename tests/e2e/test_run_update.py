@@ -17,7 +17,7 @@ import urllib.parse
 
 import pytest
 
-from stack_fixtures import PASSPHRASE, SOURCE_API
+from stack_fixtures import PASSPHRASE, SOURCE_API, wait_until
 
 pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
@@ -236,3 +236,111 @@ def test_bad_input_exits_2_naming_the_field(pod):
     assert r.returncode == 2 and "not a JSON object" in r.stderr
     assert msg["status"] == "internal"
     assert pod.w.cli_invocations() == []
+
+
+# -- inside a Job, through the test kubelet (tests/e2e/kubelet.py) ----------------------
+
+IMAGE_PULUMI = '''#!/bin/sh
+# The job image's pulumi: its plugins come with the image (the real CLI's provider is
+# installed in the controller's PULUMI_HOME; the pod's PULUMI_HOME is a fresh emptyDir).
+if [ -n "{plugins}" ] && [ ! -e "$PULUMI_HOME/plugins" ]; then
+    ln -s "{plugins}" "$PULUMI_HOME/plugins"
+fi
+exec "{pulumi}" "$@"
+'''
+
+
+def runner_rbac(w, sa, secret):
+    """The ServiceAccount of the Job's pod and a Role allowing get/update on the one
+    outputs Secret (the emulator authorizes every token; the real server checks it)."""
+    c = w.client
+    c.create({"apiVersion": "v1", "kind": "ServiceAccount",
+              "metadata": {"name": sa, "namespace": w.namespace}}, "serviceaccounts")
+    c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": sa, "namespace": w.namespace},
+              "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+                         "verbs": ["get", "update"]}]}, "roles")
+    c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": sa, "namespace": w.namespace},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+              "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": w.namespace}]},
+             "rolebindings")
+
+
+def update_job(pod, update, owner):
+    """The Job as JOBS.md describes the controller's, for `update`."""
+    w = pod.w
+    labels = {"app.kubernetes.io/managed-by": "pulumi-controller",
+              "pulumi.com/stack-name": pod.name, "pulumi.com/operation": "up",
+              "pulumi.com/fingerprint": "0123456789"}
+    secret_env = [{"name": env, "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": key}}}
+                  for key, env in update["secretConfig"].items()]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"{pod.name}-up-0123456789", "namespace": w.namespace,
+                     "labels": labels, "ownerReferences": [owner]},
+        "spec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "restartPolicy": "Never", "serviceAccountName": "stack-runner",
+                "automountServiceAccountToken": True,
+                "containers": [{
+                    "name": "update", "image": "pulumi-controller:test",
+                    "command": ["pulumi-controller", "run-update"],
+                    "args": ["--work-dir", "/work", "--termination-log", "/tmp/termination-log",
+                             "--service-account-dir",
+                             "/var/run/secrets/kubernetes.io/serviceaccount",
+                             "--pulumi", "/opt/image/pulumi"],
+                    "terminationMessagePath": "/tmp/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "env": [{"name": "PULUMI_CONTROLLER_UPDATE", "value": json.dumps(update)},
+                            {"name": "PULUMI_CONFIG_PASSPHRASE", "valueFrom": {"secretKeyRef": {
+                                "name": "pulumi-passphrase", "key": "passphrase"}}}] + secret_env,
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                                     {"name": "work", "mountPath": "/work"},
+                                     {"name": "image", "mountPath": "/opt/image"}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}},
+                            # what the image holds besides the controller (see IMAGE_PULUMI)
+                            {"name": "image", "configMap": {"name": "job-image",
+                                                            "defaultMode": 0o755}}]}}}}
+
+
+def test_inside_a_job_through_the_kubelet(pod, kubelet_for):
+    w = pod.w
+    owner = pod.stack()
+    runner_rbac(w, "stack-runner", f"{pod.name}-outputs")
+    w.secret("db-creds", {"dbPassword": DB_PASSWORD})
+    plugins = str(w.cli.home / "plugins") if w.cli.kind == "real" else ""
+    w.config_map("job-image", {"pulumi": IMAGE_PULUMI.format(plugins=plugins,
+                                                             pulumi=w.pulumi_bin)})
+    kubelet = kubelet_for(w)
+    a = w.artifact(w.program_files("stack-secrets"))
+    update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_SECRET_0"})
+    job = update_job(pod, update, owner)
+    w.client.create(job, "jobs")
+
+    def finished():
+        j = w.client.get("batch/v1", "jobs", job["metadata"]["name"], w.namespace)
+        done = [c["type"] for c in j.get("status", {}).get("conditions") or []
+                if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        return done and (done[0], j)
+    try:
+        kind, j = wait_until(finished, timeout=120, what="the Job to finish")
+    finally:
+        pods = w.client.list("v1", "pods", w.namespace, labelSelector=(
+            f"batch.kubernetes.io/job-name={job['metadata']['name']}"))
+        for p in pods["items"]:
+            print("pod", p["metadata"]["name"], json.dumps(p.get("status")))
+            log = kubelet.log_of(w.namespace, p["metadata"]["name"])
+            print(log.text() if log else None)
+        print("\n".join(kubelet.notes))
+    state = pods["items"][0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert kind == "Complete", state
+    assert state["exitCode"] == 0
+    msg = json.loads(state["message"])
+    assert msg["status"] == "ok" and msg["outputs"] == "written" and msg["class"] == "ok", msg
+    sec = w.outputs_secret(pod.name)
+    assert sec["decoded"] == {"region": "nowhere", "secretOut": DB_PASSWORD}
+    assert sec["metadata"]["ownerReferences"] == [owner]
+    # the secret value is in no Job or Pod spec
+    assert DB_PASSWORD not in json.dumps(j) and DB_PASSWORD not in json.dumps(pods)
