@@ -12,6 +12,7 @@ refused); inputs that are not valid (exit 2, the field named); a digest mismatch
 no pulumi process started)."""
 import json
 import os
+import signal
 import subprocess
 import urllib.parse
 
@@ -33,18 +34,23 @@ class Pod:
         self.w = world
         self.name = name
         self.dir = tmp_path / "pod"
-        self.work = self.dir / "work"
-        self.work.mkdir(parents=True)
+        self.dir.mkdir()
         self.term = self.dir / "termination-log"
         self.sa = self.dir / "serviceaccount"
         self.sa.mkdir()
         api = world.api
         url = urllib.parse.urlsplit(getattr(api, "direct_url", None) or api.url)
         self.host, self.port = url.hostname, str(url.port)
-        if world.cli.kind == "real":
+        self.fresh_work("work")
+
+    def fresh_work(self, name):
+        """A new, empty work dir (each Job's pod has its own emptyDir)."""
+        self.work = self.dir / name
+        self.work.mkdir()
+        if self.w.cli.kind == "real":
             # The plugins the image would carry (the controller's PULUMI_HOME has them).
             (self.work / "pulumi-home").mkdir()
-            (self.work / "pulumi-home" / "plugins").symlink_to(world.cli.home / "plugins")
+            (self.work / "pulumi-home" / "plugins").symlink_to(self.w.cli.home / "plugins")
 
     def stack(self):
         """The Stack object and the outputs Secret the controller creates before the Job
@@ -76,8 +82,8 @@ class Pod:
         u.update(fields)
         return u
 
-    def run(self, update, env=None, timeout=300):
-        """Runs run-update; returns (CompletedProcess, termination message or None)."""
+    def start(self, update, env=None):
+        """Starts run-update as the kubelet would; returns the Popen."""
         if self.term.exists():
             self.term.unlink()
         full = {k: v for k, v in os.environ.items()
@@ -89,11 +95,17 @@ class Pod:
             "PULUMI_STANDIN_CLOUD": str(self.w.cloud_dir),
         })
         full.update(env or {})
-        r = subprocess.run([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
-                            "--termination-log", str(self.term),
-                            "--service-account-dir", str(self.sa),
-                            "--pulumi", str(self.w.pulumi_bin)],
-                           capture_output=True, text=True, timeout=timeout, env=full)
+        return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
+                                 "--termination-log", str(self.term),
+                                 "--service-account-dir", str(self.sa),
+                                 "--pulumi", str(self.w.pulumi_bin)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=full)
+
+    def finish(self, proc, timeout=300):
+        """Waits for proc; returns (CompletedProcess, termination message or None)."""
+        out, err = proc.communicate(timeout=timeout)
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         for mark in ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer"):
             assert mark not in r.stderr, r.stderr
         msg = None
@@ -102,6 +114,10 @@ class Pod:
             assert len(raw) <= TERMINATION_MAX
             msg = json.loads(raw.decode("utf-8"))
         return r, msg
+
+    def run(self, update, env=None, timeout=300):
+        """Runs run-update; returns (CompletedProcess, termination message or None)."""
+        return self.finish(self.start(update, env), timeout)
 
 
 @pytest.fixture
@@ -344,3 +360,49 @@ def test_inside_a_job_through_the_kubelet(pod, kubelet_for):
     assert sec["metadata"]["ownerReferences"] == [owner]
     # the secret value is in no Job or Pod spec
     assert DB_PASSWORD not in json.dumps(j) and DB_PASSWORD not in json.dumps(pods)
+
+
+def test_each_job_starts_from_an_empty_work_dir(pod):
+    """Every Job's pod has a fresh emptyDir: a second update and a destroy find the stack
+    (and its secrets provider state) in the backend alone; preview writes no outputs."""
+    w = pod.w
+    pod.stack()
+    r, msg = pod.run(pod.update(flux_source(w, w.artifact())))
+    assert r.returncode == 0 and msg["outputs"] == "written", r.stderr
+    again = w.artifact(w.revision_files(greeting="again"))
+    for op in ("preview", "up"):
+        pod.fresh_work(f"work-{op}")
+        r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation=op))
+        assert r.returncode == 0, r.stderr
+        assert msg["status"] == "ok" and msg["changes"].get("update") == 1, msg
+        want = "none" if op == "preview" else "written"
+        assert msg["outputs"] == want, msg
+        assert list(w.cloud_files().values()) == ["hello" if op == "preview" else "again"]
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "again"
+    pod.fresh_work("work-destroy")
+    r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation="destroy"))
+    assert r.returncode == 0, r.stderr
+    assert msg["status"] == "ok" and msg["outputs"] == "none", msg
+    assert w.cloud_files() == {}
+
+
+def test_sigterm_interrupts_the_cli_and_releases_the_lock(pod):
+    """A deleted pod or the Job's deadline: SIGTERM reaches run-update, which cancels the
+    CLI the way the controller does (SIGINT, the CLI releases its lock) and reports it."""
+    w = pod.w
+    pod.stack()
+    update = pod.update(flux_source(w, w.artifact()),
+                        env=["PULUMI_CONFIG_PASSPHRASE", "PULUMI_STANDIN_CLOUD",
+                             "PULUMI_STANDIN_SLOW_MS"])
+    # Each resource step takes 5 s (the stand-in finishes the step it is in before it
+    # sees the cancel, as the real CLI does with a running provider call).
+    proc = pod.start(update, env={"PULUMI_STANDIN_SLOW_MS": "5000"})
+    try:
+        wait_until(lambda: w.updates("dev") and w.locks(), timeout=120,
+                   what="the up to hold its lock")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    r, msg = pod.finish(proc, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert msg["status"] == "canceled" and msg["outputs"] == "none", msg
+    assert w.locks() == []
