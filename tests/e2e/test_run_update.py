@@ -406,3 +406,27 @@ def test_sigterm_interrupts_the_cli_and_releases_the_lock(pod):
     assert r.returncode == 1, r.stderr
     assert msg["status"] == "canceled" and msg["outputs"] == "none", msg
     assert w.locks() == []
+
+
+@pytest.mark.parametrize("stack_world", ["emulator"], indirect=True)
+def test_outputs_secret_conflict_is_read_again_once(pod):
+    """A 409 on the outputs Secret's PUT: run-update reads it again and writes once more;
+    a second 409 leaves the update a success whose outputs "failed".  Emulator only: the
+    409 is the emulator's injected fault (fail_next); the real kube-apiserver has no such
+    knob, and no concurrent writer can be timed between the pod's GET and PUT
+    (FIDELITY.md)."""
+    w = pod.w
+    pod.stack()
+    a = w.artifact()
+    w.api.fail_next(count=1, code=409, method="PUT", path=rf"/secrets/{pod.name}-outputs$")
+    r, msg = pod.run(pod.update(flux_source(w, a)))
+    assert r.returncode == 0 and msg["outputs"] == "written", (r.stderr, msg)
+    assert "writing it again" in r.stderr
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
+    pod.fresh_work("work-2")
+    w.api.fail_next(count=2, code=409, method="PUT", path=rf"/secrets/{pod.name}-outputs$")
+    r, msg = pod.run(pod.update(flux_source(w, w.artifact(w.revision_files(greeting="two")))))
+    assert r.returncode == 0, r.stderr
+    assert msg["status"] == "ok" and msg["outputs"] == "failed", msg
+    assert "outputs Secret was not written" in msg["message"]
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
