@@ -248,6 +248,12 @@ def test_bad_input_exits_2_naming_the_field(pod):
         assert r.returncode == 2, (field, r.stderr)
         assert "PULUMI_CONTROLLER_UPDATE" in r.stderr and field in r.stderr, r.stderr
         assert msg["class"] == "internal" and field in msg["message"], msg
+    # the pod's environment lacks a variable the input names
+    u = pod.update({"kind": "artifact", "url": "http://127.0.0.1:1/x.tar.gz",
+                    "digest": "sha256:" + "a" * 64}, configFromEnv={"region": "PC_UNSET_REGION"})
+    r, msg = pod.run(u)
+    assert r.returncode == 2 and "configFromEnv.region" in r.stderr, r.stderr
+    assert "PC_UNSET_REGION" in msg["message"] and msg["class"] == "internal", msg
     r, msg = pod.run("{not json")
     assert r.returncode == 2 and "not a JSON object" in r.stderr
     assert msg["status"] == "internal"
@@ -379,6 +385,11 @@ def test_each_job_starts_from_an_empty_work_dir(pod):
         assert msg["outputs"] == want, msg
         assert list(w.cloud_files().values()) == ["hello" if op == "preview" else "again"]
     assert w.outputs_secret(pod.name)["decoded"]["message"] == "again"
+    # the drift check (local mode's refresh): nothing drifted
+    pod.fresh_work("work-refresh")
+    r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation="refresh"))
+    assert r.returncode == 0 and msg["status"] == "ok" and msg["outputs"] == "none", msg
+    assert w.updates("dev", commands=("refresh",))[-1]["argv"].count("--preview-only") == 1
     pod.fresh_work("work-destroy")
     r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation="destroy"))
     assert r.returncode == 0, r.stderr
