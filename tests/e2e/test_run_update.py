@@ -82,8 +82,9 @@ class Pod:
         u.update(fields)
         return u
 
-    def start(self, update, env=None):
-        """Starts run-update as the kubelet would; returns the Popen."""
+    def start(self, update, env=None, pulumi_flag=True):
+        """Starts run-update as the kubelet would; returns the Popen.  Without
+        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH."""
         if self.term.exists():
             self.term.unlink()
         full = {k: v for k, v in os.environ.items()
@@ -95,10 +96,13 @@ class Pod:
             "PULUMI_STANDIN_CLOUD": str(self.w.cloud_dir),
         })
         full.update(env or {})
+        flags = ["--pulumi", str(self.w.pulumi_bin)]
+        if not pulumi_flag:
+            flags = []
+            full["PATH"] = os.pathsep.join([os.path.dirname(self.w.pulumi_bin), "/usr/bin", "/bin"])
         return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
                                  "--termination-log", str(self.term),
-                                 "--service-account-dir", str(self.sa),
-                                 "--pulumi", str(self.w.pulumi_bin)],
+                                 "--service-account-dir", str(self.sa), *flags],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=full)
 
@@ -115,9 +119,9 @@ class Pod:
             msg = json.loads(raw.decode("utf-8"))
         return r, msg
 
-    def run(self, update, env=None, timeout=300):
+    def run(self, update, env=None, timeout=300, pulumi_flag=True):
         """Runs run-update; returns (CompletedProcess, termination message or None)."""
-        return self.finish(self.start(update, env), timeout)
+        return self.finish(self.start(update, env, pulumi_flag), timeout)
 
 
 @pytest.fixture
@@ -136,8 +140,11 @@ def test_flux_artifact_up_writes_outputs_and_result(pod):
     a = w.artifact(w.program_files("stack-secrets"))
     update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_DB_PASSWORD"},
                         configFromEnv={"region": "PC_REGION"})
-    r, msg = pod.run(update, env={"PC_DB_PASSWORD": DB_PASSWORD, "PC_REGION": "eu-north"})
+    # no --pulumi: the image's pulumi is the first on the pod's PATH (the wrapper here)
+    r, msg = pod.run(update, env={"PC_DB_PASSWORD": DB_PASSWORD, "PC_REGION": "eu-north"},
+                     pulumi_flag=False)
     assert r.returncode == 0, r.stderr
+    assert w.updates("dev"), "the pulumi on PATH did not run"
     assert msg["v"] == 1 and msg["status"] == "ok" and msg["class"] == "ok", msg
     assert msg["outputs"] == "written" and msg["lock"] is None
     assert msg["changes"].get("create", 0) >= 1, msg
