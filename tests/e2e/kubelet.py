@@ -437,12 +437,15 @@ class PodRun:
         self.log = ContainerLog(self.dir / "container.log")
         self.proc = None
         self.phase = "Pending"
+        self.waiting = None
         self.started_at = None
         self.kill_reason = None          # set when the process is being stopped
         self.release_event = threading.Event()
         self.terminate_event = threading.Event()
         self.wake = threading.Event()    # set by release, terminate and the process's end
         self.counted = False
+        # a hold the pod's own label asked for ends when the label is taken off the pod
+        self.held_by_label = FAULT_LABEL in (pod["metadata"].get("labels") or {})
         self.grace = None
         self.done = threading.Event()
         self.mounts = []                 # (mountPath, host dir), longest first
@@ -467,7 +470,14 @@ class PodRun:
         return {"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
                 "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}
 
+    def waiting_reason(self):
+        """Why the container has not started (None once it has)."""
+        if self.phase == "Pending":
+            return self.waiting or "ContainerCreating"
+        return None
+
     def _pending(self, reason, message):
+        self.waiting = reason
         self.write_status({
             "phase": "Pending", "startTime": self.started_at or now(), **self._addresses(),
             "conditions": [condition("PodReadyToStartContainers", "True"),
@@ -965,7 +975,9 @@ class TestKubelet:
 
     def stop(self):
         """Every pod process is killed (SIGKILL to its group) and reaped, the Node
-        removed, the threads joined."""
+        removed, the threads joined.  Calling it again does nothing."""
+        if self.stop_event.is_set():
+            return
         self.stop_event.set()
         for w in self.watchers:
             w.stop()
@@ -1011,8 +1023,8 @@ class TestKubelet:
                 raise
         stamp = now()
         self.client.patch("v1", "nodes", self.node_name, {"status": {
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
-                          {"type": "Hostname", "address": self.node_name}],
+            # only an address: kube-apiserver prefers Hostname, which nothing resolves
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.logs.port}},
             "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"},
             "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
@@ -1489,7 +1501,7 @@ class TestKubelet:
             run.terminate(grace, "Deleted")
             if run.done.is_set():
                 self._delete("v1", "pods", run.ns, run.name, gracePeriodSeconds=0)
-        if FAULT_LABEL not in (meta.get("labels") or {}):
+        if run.held_by_label and FAULT_LABEL not in (meta.get("labels") or {}):
             run.release()
 
     def _forget(self, run):
@@ -1516,6 +1528,10 @@ class TestKubelet:
             return 404, f'pod "{pod}" in namespace "{ns}" not found on this node\n'.encode()
         if container != run.container["name"]:
             return 404, f"container {container} is not in pod {pod}\n".encode()
+        waiting = run.waiting_reason()
+        if waiting:
+            return 400, (f'container "{container}" in pod "{pod}" is waiting to start: '
+                         f"{waiting}").encode()
         if params.get("previous") in ("true", "1"):
             return 400, (f'previous terminated container "{container}" in pod "{pod}" not '
                          "found\n").encode()

@@ -99,18 +99,31 @@ class Emulator:
         for path in (self.token_file, self.issued_file):
             try:
                 with open(path) as f:
-                    out |= {line.strip() for line in f
+                    out |= {line.split()[0] for line in f
                             if line.strip() and not line.startswith("#")}
             except OSError:
                 pass
         return out
+
+    def token_user(self, token):
+        """The user a TokenRequest token stands for (the request log's "user"), or
+        "token" for the token file's."""
+        try:
+            with open(self.issued_file) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == token:
+                        return parts[1]
+        except OSError:
+            pass
+        return "token"
 
     def issue_token(self, subject):
         """A new bearer token for subject (a TokenRequest), accepted from now on."""
         token = "sa-" + secrets.token_hex(24)
         with self.issue_lock:
             with open(self.issued_file, "a") as f:
-                f.write(f"{token}\n")
+                f.write(f"{token} {subject}\n")
         return token
 
     def git_version(self):

@@ -132,7 +132,8 @@ def _kubelet_address(store, node_name):
 
 
 def _container_check(pod, container):
-    """The pods/log checks kube-apiserver makes before it asks the kubelet."""
+    """The pods/log checks kube-apiserver makes before it asks the kubelet (which
+    answers for a container that has not started)."""
     spec = pod.get("spec") or {}
     names = [c.get("name") for c in spec.get("containers") or []]
     name = pod["metadata"]["name"]
@@ -143,11 +144,6 @@ def _container_check(pod, container):
         container = names[0]
     elif container not in names:
         raise E.bad_request(f"container {container} is not valid for pod {name}")
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == container and "waiting" in (cs.get("state") or {}):
-            reason = cs["state"]["waiting"].get("reason") or "ContainerCreating"
-            raise E.bad_request(f'container "{container}" in pod "{name}" is waiting to '
-                                f"start: {reason}")
     return container
 
 

@@ -287,7 +287,7 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization")
         if auth is not None:
             if auth.startswith("Bearer ") and auth[7:].strip() in emu.tokens():
-                return "token"
+                return emu.token_user(auth[7:].strip())
             raise E.unauthorized()
         if path in PUBLIC_PATHS:
             return "system:anonymous"
