@@ -7,11 +7,13 @@
  * update itself is stack_run (src/stack/stack_runner.c).
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/proc.h"
 #include "cmd.h"
 #include "stack/stack.h"
 
@@ -37,7 +39,7 @@ static void run_update_usage(FILE *out)
 	    "  --verify-keys-dir DIR      public keys for an OCI source with verify\n"
 	    "  --service-account-dir DIR  token and ca.crt for the API server (default\n"
 	    "                             " SA_DIR ")\n"
-	    "  --pulumi PATH              the pulumi CLI (default: pulumi from PATH)\n"
+	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
 	    "  --log-level L              debug, info, warn, error (default info)\n"
 	    "  --log-format F             json or text (default json)\n"
 	    "  -h, --help                 show this help\n"
@@ -46,6 +48,20 @@ static void run_update_usage(FILE *out)
 	    "KUBERNETES_SERVICE_PORT (for the outputs Secret).\n"
 	    "\n"
 	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n");
+}
+
+/* The image's pulumi: the first on the pod's PATH, so that the driver
+ * (which builds the CLI's PATH from nothing) runs the one the image
+ * provides, with its language hosts beside it.  NULL leaves the lookup
+ * to the driver (and its error to the result). */
+static const char *image_pulumi(char *buf, size_t n)
+{
+	const char *path = getenv("PATH");
+	struct err e;
+
+	if (path == NULL || proc_find_exe("pulumi", path, buf, n, &e) < 0)
+		return NULL;
+	return buf;
 }
 
 /* The result as the termination message; a failure to write it is logged
@@ -79,6 +95,7 @@ int cmd_run_update(int argc, char **argv)
 	struct stack_run_result r;
 	const char *term = NULL, *level = "info", *format = "json";
 	struct err e;
+	char found[PATH_MAX];
 	int c, rc;
 
 	memset(&o, 0, sizeof(o));
@@ -114,6 +131,8 @@ int cmd_run_update(int argc, char **argv)
 		write_termination(term, &r);
 		return EXIT_USAGE;
 	}
+	if (o.pulumi_bin == NULL)
+		o.pulumi_bin = image_pulumi(found, sizeof(found));
 	o.kube_host = getenv("KUBERNETES_SERVICE_HOST");
 	o.kube_port = getenv("KUBERNETES_SERVICE_PORT");
 	o.cancel = cmd_cancel_on_signals();

@@ -364,6 +364,8 @@ static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n
 	    LOG_TAIL_BYTES);
 	free(path);
 	if (kube_request(p->sc->client, "GET", full, NULL, NULL, &status, &body, &e) < 0 || body == NULL) {
+		log_warn("cannot read the log of a Job's pod", "namespace", p->ns, "pod", name, "error",
+		    body ? "" : e.msg, NULL);
 		free(body);
 		return;
 	}

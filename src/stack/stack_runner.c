@@ -373,8 +373,11 @@ static int resolve_inputs(struct runner *u)
 		    &in->config_from_env[i - in->n_secret_config];
 		const char *v = getenv(ref->value);
 		if (v == NULL) {
-			result_fail(u->r, STACK_RUN_INTERNAL, "%s.%s: the environment variable %s is not set",
-			    secret ? "secretConfig" : "configFromEnv", ref->key, ref->value);
+			/* The pod's spec does not match its input: a usage error. */
+			result_fail(u->r, STACK_RUN_INTERNAL, "PULUMI_CONTROLLER_UPDATE: %s.%s: the environment "
+			    "variable %s is not set", secret ? "secretConfig" : "configFromEnv", ref->key,
+			    ref->value);
+			u->r->usage = 1;
 			return -1;
 		}
 		add_config(u, ref->key, v, secret);
