@@ -1480,6 +1480,13 @@ class TestKubelet:
 
     def _on_pod_event(self, etype, obj):
         if etype == "SYNC":
+            listed = {(p["metadata"].get("namespace"), p["metadata"]["name"],
+                       p["metadata"]["uid"]) for p in obj}
+            with self.lock:
+                missed = [r for r in self.pods.values()
+                          if (r.ns, r.name, r.uid) not in listed]
+            for run in missed:          # deleted while the watch was down (a relist)
+                self._on_pod_event("DELETED", {"metadata": dict(run.pod["metadata"])})
             for pod in obj:
                 self._on_pod_event("MODIFIED", pod)
             return

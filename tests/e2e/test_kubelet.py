@@ -397,3 +397,25 @@ def test_deleting_a_running_job_stops_its_pod_and_removes_it(any_kubelet, policy
             return e.code == 404
         return False
     wait_for(job_gone, 60, what="the Job to go")
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_kubelet):
+    """[emulator] only: its knobs keep the kubelet's pod watch down (injected 500s) and
+    compact the history (410 on resume), so the DELETED event is never delivered and
+    only the relist can tell."""
+    k = any_kubelet
+    create_job(k, job_spec("missed", "sleep 300"))
+    pod = wait_pod(k, "missed", running, "Running")
+    name = pod["metadata"]["name"]
+    run = k.kubelet.pods[(k.namespace, name)]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    k.fail_next(100000, code=500, path=r"/pods$", watch=True)
+    k.drop_watches()
+    k.direct_client.patch("v1", "pods", name, {"metadata": {"finalizers": None}}, k.namespace)
+    k.direct_client.delete("v1", "pods", name, k.namespace, {"gracePeriodSeconds": 0})
+    k.expire()
+    assert run.proc.poll() is None          # nothing told the kubelet yet
+    k.clear_faults()
+    run.done.wait(60)
+    assert run.proc.returncode is not None and not alive(run.proc.pid)
