@@ -419,3 +419,16 @@ def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_
     k.clear_faults()
     run.done.wait(60)
     assert run.proc.returncode is not None and not alive(run.proc.pid)
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_status_writes_are_retried_while_the_api_server_fails(any_kubelet):
+    """[emulator] only (its fault knob): the first status writes get 503 and the Job
+    still completes, as a kubelet's status manager keeps trying."""
+    k = any_kubelet
+    k.fail_next(4, code=503, method="PATCH", path=r"/status$")
+    create_job(k, job_spec("retried", 'printf done > "$TERM_LOG"'))
+    wait_job(k, "retried", "Complete")
+    assert terminated(pods_of(k, "retried")[0])["message"] == "done"
+    assert not [r for r in k.requests() if r["method"] == "PATCH" and r["code"] == 503 and
+                not r["path"].endswith("/status")]
