@@ -432,3 +432,28 @@ def test_status_writes_are_retried_while_the_api_server_fails(any_kubelet):
     assert terminated(pods_of(k, "retried")[0])["message"] == "done"
     assert not [r for r in k.requests() if r["method"] == "PATCH" and r["code"] == 503 and
                 not r["path"].endswith("/status")]
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_the_kubelet_as_its_own_process_runs_a_job_and_stops_on_sigterm(any_kubeapi, tmp_path):
+    """`python3 tests/e2e/kubelet.py ...` (what a benchmark may run beside the test
+    process); [emulator] only: the process is the same on either tier, and this one
+    checks its command line and its stop."""
+    import subprocess
+    import sys
+    api = any_kubeapi
+    kubelet = os.path.join(os.path.dirname(__file__), "kubelet.py")
+    proc = subprocess.Popen([sys.executable, kubelet, "--url", api.url, "--token-file",
+                             api.token_file, "--ca", api.ca_file, "--workdir", str(tmp_path),
+                             "--selector", "kubelet-test=yes", "--namespace", "default"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        assert ready["ready"] is True
+        create_job(api, job_spec("solo", "echo from-a-process"))
+        wait_job(api, "solo", "Complete")
+        assert pod_log(api, pods_of(api, "solo")[0]["metadata"]["name"]) == "from-a-process\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert api.client.raw("GET", f"/api/v1/nodes/{ready['node']}")[0] == 404
