@@ -93,6 +93,14 @@ def running(pod):
     return (pod.get("status") or {}).get("phase") == "Running"
 
 
+def running_process(k, job):
+    """(pod, its PodRun) once the Job's pod is Running with its process started."""
+    pod = wait_pod(k, job, running, "Running")
+    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    return pod, run
+
+
 def pod_log(k, pod, **params):
     code, _, body = k.direct_client.raw(
         "GET", f"/api/v1/namespaces/{k.namespace}/pods/{pod}/log", params=params or None)
@@ -338,9 +346,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_job_fails(any_kubelet):
     k = any_kubelet
     create_job(k, job_spec("term", 'trap "printf got-term > $TERM_LOG; exit 143" TERM; '
                                    'while :; do sleep 0.1; done'))
-    pod = wait_pod(k, "term", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    pod, run = running_process(k, "term")
     k.direct_client.delete("v1", "pods", pod["metadata"]["name"], k.namespace,
                            {"gracePeriodSeconds": 10})
     failed = wait_job(k, "term", "Failed")
@@ -352,9 +358,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_job_fails(any_kubelet):
 def test_stop_kills_every_pod_process(any_kubelet):
     k = any_kubelet
     create_job(k, job_spec("forever", "sleep 300"))
-    pod = wait_pod(k, "forever", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    _, run = running_process(k, "forever")
     pid = run.proc.pid
     k.kubelet.stop()
     assert run.proc.returncode == -signal.SIGKILL or run.proc.returncode is not None
@@ -381,9 +385,7 @@ def test_deleting_a_running_job_stops_its_pod_and_removes_it(any_kubelet, policy
     kubelet deletes the pods of a deleted Job (and ends a foreground deletion)."""
     k = any_kubelet
     create_job(k, job_spec("gone", "sleep 300"))
-    pod = wait_pod(k, "gone", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    _, run = running_process(k, "gone")
     k.direct_client.delete("batch/v1", "jobs", "gone", k.namespace,
                            {"propagationPolicy": policy})
     run.done.wait(60)
@@ -406,10 +408,8 @@ def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_
     only the relist can tell."""
     k = any_kubelet
     create_job(k, job_spec("missed", "sleep 300"))
-    pod = wait_pod(k, "missed", running, "Running")
+    pod, run = running_process(k, "missed")
     name = pod["metadata"]["name"]
-    run = k.kubelet.pods[(k.namespace, name)]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
     k.fail_next(100000, code=500, path=r"/pods$", watch=True)
     k.drop_watches()
     k.direct_client.patch("v1", "pods", name, {"metadata": {"finalizers": None}}, k.namespace)
