@@ -18,20 +18,20 @@ from job_fixtures import FAULT_LABEL
 from kube_fixtures import KubeError, wait_for
 
 TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
-TERMINATION = "/tmp/termination-log"
 
 
 def job_spec(name, script=None, command=None, env=None, mounts=(), volumes=(), labels=None,
-             deadline=None, ttl=None, backoff=0, sa=None):
+             deadline=None, ttl=None, backoff=0, sa=None, tmp="/tmp"):
     """A Job of the contract's shape: one container `update`, restartPolicy Never, the
-    termination log on an emptyDir at /tmp."""
+    termination log on an emptyDir at /tmp (or `tmp`)."""
     labels = dict({"kubelet-test": "yes"}, **(labels or {}))
+    termination = tmp + "/termination-log"
     container = {"name": "update", "image": "pulumi-controller:test",
                  "command": command or ["sh", "-c", script],
-                 "env": [{"name": "TERM_LOG", "value": TERMINATION}] + list(env or []),
-                 "terminationMessagePath": TERMINATION,
+                 "env": [{"name": "TERM_LOG", "value": termination}] + list(env or []),
+                 "terminationMessagePath": termination,
                  "terminationMessagePolicy": "File",
-                 "volumeMounts": [TMP_MOUNT] + list(mounts)}
+                 "volumeMounts": [dict(TMP_MOUNT, mountPath=tmp)] + list(mounts)}
     spec = {"backoffLimit": backoff,
             "template": {"metadata": {"labels": labels},
                          "spec": {"restartPolicy": "Never", "containers": [container],
@@ -457,3 +457,18 @@ def test_the_kubelet_as_its_own_process_runs_a_job_and_stops_on_sigterm(any_kube
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     assert api.client.raw("GET", f"/api/v1/nodes/{ready['node']}")[0] == 404
+
+
+def test_a_backoff_limit_above_zero_makes_a_new_pod_after_a_failure(any_kubelet, tmp_path):
+    """backoffLimit 1: the first pod fails, a second one is made and succeeds.  Both
+    pods see the host file MARK names because no mount path is above it (the emptyDir
+    is at /pod-tmp: under /tmp, tmp_path would be rewritten into each pod's own)."""
+    k = any_kubelet
+    mark = tmp_path / "first-run-done"
+    create_job(k, job_spec("again", 'if [ -e "$MARK" ]; then exit 0; fi; : > "$MARK"; exit 1',
+                           env=[{"name": "MARK", "value": str(mark)}], backoff=1,
+                           tmp="/pod-tmp"))
+    done = wait_job(k, "again", "Complete")
+    assert (done["status"]["succeeded"], done["status"]["failed"]) == (1, 1)
+    phases = sorted(p["status"]["phase"] for p in pods_of(k, "again"))
+    assert phases == ["Failed", "Succeeded"]
