@@ -193,6 +193,17 @@ static void run_usage(FILE *out)
 	    "  --discovery-interval D         look again this often for Flux kinds the server\n"
 	    "                                 did not serve (Flux installed later; default 30s)\n"
 	    "  --max-update-failures N        consecutive failures before Stalled (default 5)\n"
+	    "  --runner local|job             where updates run by default: here, or as a\n"
+	    "                                 Kubernetes Job per update (default local;\n"
+	    "                                 spec.runner.type overrides it per Stack)\n"
+	    "  --job-image IMAGE              the image the Jobs run (this controller's own);\n"
+	    "                                 required for --runner job or any Stack with\n"
+	    "                                 spec.runner.type Job\n"
+	    "  --max-concurrent-jobs N        Jobs running at once across the controller\n"
+	    "                                 (default 10; the rest wait for a slot)\n"
+	    "  --job-ttl D                    finished Jobs are deleted after D (default 1h)\n"
+	    "  --job-start-timeout D          a Job whose pod has not started after D fails\n"
+	    "                                 its update with the pod's reason (default 5m)\n"
 	    "  --leader-elect                 run only while holding the Lease\n"
 	    "  --leader-election-id ID        Lease name (default pulumi-controller-leader-election)\n"
 	    "  --leader-election-namespace NS Lease namespace (default: the config's namespace)\n"
@@ -225,7 +236,7 @@ struct run_flags {
 	const char *events_addr;
 	long events_queue;
 	int leader_elect, concurrency;
-	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms, discovery_ms;
+	long lease_ms, renew_ms, retry_ms, grace_ms, watch_idle_ms, discovery_ms, job_ttl_ms;
 	struct stack_opts so;
 };
 
@@ -254,6 +265,11 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "requeue-dependency", required_argument, NULL, 'q' },
 		{ "discovery-interval", required_argument, NULL, 'X' },
 		{ "max-update-failures", required_argument, NULL, 'f' },
+		{ "runner", required_argument, NULL, 1001 },
+		{ "job-image", required_argument, NULL, 1002 },
+		{ "max-concurrent-jobs", required_argument, NULL, 1003 },
+		{ "job-ttl", required_argument, NULL, 1004 },
+		{ "job-start-timeout", required_argument, NULL, 1005 },
 		{ "leader-elect", no_argument, NULL, 'E' },
 		{ "leader-election-id", required_argument, NULL, 'I' },
 		{ "leader-election-namespace", required_argument, NULL, 'N' },
@@ -289,6 +305,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	f->watch_idle_ms = 120000;
 	f->discovery_ms = 30000;
 	f->events_queue = FLUX_NOTIFY_DEFAULT_QUEUE;
+	f->job_ttl_ms = f->so.job_ttl_s * 1000;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		long *dur = NULL, v;
@@ -315,6 +332,23 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 			}
 			f->so.max_failures = (int)v;
 			break;
+		case 1001:
+			if (strcmp(optarg, "local") != 0 && strcmp(optarg, "job") != 0) {
+				fprintf(stderr, "run: --runner: expected local or job\n");
+				return EXIT_USAGE;
+			}
+			f->so.runner_job = strcmp(optarg, "job") == 0;
+			break;
+		case 1002: f->so.job_image = *optarg ? optarg : NULL; break;
+		case 1003:
+			if ((v = parse_count(optarg, 1, 100000)) < 0) {
+				fprintf(stderr, "run: --max-concurrent-jobs: expected 1..100000\n");
+				return EXIT_USAGE;
+			}
+			f->so.max_concurrent_jobs = (int)v;
+			break;
+		case 1004: dur = &f->job_ttl_ms; break;
+		case 1005: dur = &f->so.job_start_timeout_ms; break;
 		case 'E': f->leader_elect = 1; break;
 		case 'I': f->le_id = optarg; break;
 		case 'N': f->le_ns = optarg; break;
@@ -364,6 +398,11 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		fprintf(stderr, "run: unexpected argument \"%s\"\n", argv[optind]);
 		return EXIT_USAGE;
 	}
+	if (f->so.runner_job && f->so.job_image == NULL) {
+		fprintf(stderr, "run: --runner job needs --job-image (the image the update Jobs run)\n");
+		return EXIT_USAGE;
+	}
+	f->so.job_ttl_s = (f->job_ttl_ms + 999) / 1000;
 	if (f->leader_elect && !(f->lease_ms > f->renew_ms && f->renew_ms > f->retry_ms * 12 / 10)) {
 		fprintf(stderr, "run: need --lease-duration > --renew-deadline > 1.2 x --retry-period\n");
 		return EXIT_USAGE;

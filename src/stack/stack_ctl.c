@@ -42,6 +42,9 @@ static const struct stack_kind configmap_kind_init = {
 static const struct stack_kind secret_kind_init = {
 	.res = { { "", "v1", "secrets", "Secret", 1 } }, .nres = 1,
 };
+static const struct stack_kind job_kind_init = {
+	.res = { { "batch", "v1", "jobs", "Job", 1 } }, .nres = 1,
+};
 
 void stack_opts_default(struct stack_opts *o)
 {
@@ -52,6 +55,9 @@ void stack_opts_default(struct stack_opts *o)
 	o->requeue_dependency_ms = 30000;
 	o->max_failures = 5;
 	o->watch_idle_timeout_s = 120;
+	o->max_concurrent_jobs = 10;
+	o->job_ttl_s = 3600;
+	o->job_start_timeout_ms = 5L * 60 * 1000;
 }
 
 /* ------------------------------------------------------------ indexes */
@@ -259,6 +265,56 @@ static void on_reference(void *ud, struct kube_informer *inf, enum kube_change c
 	enqueue_dependents(ud, "ref", kube_informer_resource(inf)->kind, obj);
 }
 
+/* The Stack a Job belongs to: its controller ownerReference (the label
+ * is cut to 63 characters, the reference is not). */
+static const char *job_stack(const cJSON *job)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach(o, at(at(job, "metadata"), "ownerReferences"))
+		if (cJSON_IsTrue(at(o, "controller")) && kube_obj_str(o, "kind") &&
+		    strcmp(kube_obj_str(o, "kind"), "Stack") == 0)
+			return kube_obj_str(o, "name");
+	return kube_obj_str(at(at(job, "metadata"), "labels"), STACK_LABEL_NAME);
+}
+
+static int job_index(const cJSON *obj, char **out, int max)
+{
+	const char *ns = kube_obj_str(obj, "metadata.namespace"), *stack = job_stack(obj);
+	size_t len;
+
+	if (max < 1 || ns == NULL || stack == NULL)
+		return 0;
+	len = strlen(ns) + strlen(stack) + 2;
+	if ((out[0] = malloc(len)) == NULL)
+		return 0;
+	snprintf(out[0], len, "%s/%s", ns, stack);
+	return 1;
+}
+
+/* A Job changed: its slot is taken or freed, and its Stack looks again
+ * when the Job's status moved (not on the controller's own annotation). */
+static void on_job(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	struct stack_ctl *sc = ud;
+	char *key = kube_object_key(obj), stack_key[600];
+	const char *ns = kube_obj_str(obj, "metadata.namespace"), *stack = job_stack(obj);
+
+	(void)inf;
+	if (key != NULL)
+		stack_job_slot_seen(sc, key, ch != KUBE_CHANGE_DELETE && !stack_job_finished(obj) &&
+		    kube_obj_str(obj, "metadata.deletionTimestamp") == NULL);
+	free(key);
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL && cJSON_Compare(at(old, "status"), at(obj, "status"), 1))
+		return;
+	if (ns == NULL || stack == NULL)
+		return;
+	snprintf(stack_key, sizeof(stack_key), "%s/%s", ns, stack);
+	log_debug("stack queued", "key", stack_key, "change", change_name(ch), "by", "Job", NULL);
+	kube_queue_add(sc->queue, stack_key);
+}
+
 /* ------------------------------------------------------------ the pass */
 
 static int split_key(const char *key, char *ns, size_t nn, char *name, size_t n)
@@ -425,7 +481,13 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	memcpy(sc->sources, source_kinds_init, sizeof(sc->sources));
 	sc->configmaps = configmap_kind_init;
 	sc->secrets = secret_kind_init;
+	sc->jobs = job_kind_init;
 	pthread_mutex_init(&sc->lock, NULL);
+	if (stack_job_slots_new(sc) < 0) {
+		pthread_mutex_destroy(&sc->lock);
+		free(sc);
+		return err_set(e, ERR_NOMEM, "out of memory"), NULL;
+	}
 	sc->rec.reconcile = reconcile;
 	sc->rec.interrupt = interrupt;
 	sc->rec.ud = sc;
@@ -454,6 +516,7 @@ void stack_ctl_free(struct stack_ctl *sc)
 		return;
 	stack_ctl_unwatch(sc);
 	stack_source_cleanup(sc);
+	stack_job_slots_free(sc);
 	pthread_mutex_destroy(&sc->lock);
 	free(sc);
 }
@@ -462,11 +525,11 @@ void stack_ctl_free(struct stack_ctl *sc)
 /* The kinds being watched (a Flux kind not served is left out). */
 static int all_kinds(struct stack_ctl *sc, struct stack_kind **out)
 {
-	struct stack_kind *every[6] = { &sc->stacks, &sc->sources[0], &sc->sources[1], &sc->sources[2],
-	    &sc->configmaps, &sc->secrets };
+	struct stack_kind *every[7] = { &sc->stacks, &sc->sources[0], &sc->sources[1], &sc->sources[2],
+	    &sc->configmaps, &sc->secrets, &sc->jobs };
 	int n = 0;
 
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		if (atomic_load(&every[i]->live))
 			out[n++] = every[i];
 	return n;
@@ -509,7 +572,7 @@ static int make_informer(struct stack_ctl *sc, struct stack_kind *k, const char 
 
 int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 {
-	struct stack_kind *all[6];
+	struct stack_kind *all[7];
 	int rc, n;
 
 	if ((rc = discover(sc->client, &sc->stacks, e)) != 0)
@@ -537,6 +600,12 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 	if (make_informer(sc, &sc->configmaps, sc->o.configs_selector, 1, on_reference, e) < 0 ||
 	    make_informer(sc, &sc->secrets, sc->o.configs_selector, 1, on_reference, e) < 0)
 		return -1;
+	/* Jobs only when a Stack may run in one: a local-only controller needs
+	 * no RBAC on Jobs. */
+	sc->jobs.served = &sc->jobs.res[0];
+	if (sc->o.job_image && (make_informer(sc, &sc->jobs, STACK_JOB_LABEL_MANAGED "=" STACK_JOB_MANAGER, 0,
+	    on_job, e) < 0 || kube_informer_add_index(sc->jobs.inf, "stack", job_index) < 0))
+		return err_set(e, ERR_INVALID, "cannot watch Jobs"), -1;
 	n = all_kinds(sc, all);
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf && kube_informer_start(all[i]->inf, e) < 0)
@@ -586,7 +655,7 @@ int stack_ctl_rediscover(struct stack_ctl *sc)
 
 void stack_ctl_unwatch(struct stack_ctl *sc)
 {
-	struct stack_kind *all[6];
+	struct stack_kind *all[7];
 	int n = all_kinds(sc, all);
 
 	for (int i = 0; i < n; i++) {
@@ -604,7 +673,7 @@ void stack_ctl_unwatch(struct stack_ctl *sc)
 
 int stack_ctl_synced(struct stack_ctl *sc)
 {
-	struct stack_kind *all[6];
+	struct stack_kind *all[7];
 	int n = all_kinds(sc, all);
 
 	if (sc->stacks.inf == NULL)
@@ -682,7 +751,7 @@ void stack_ctl_interrupt(struct stack_ctl *sc)
 
 void stack_ctl_metrics(struct stack_ctl *sc, FILE *out)
 {
-	struct stack_kind *all[6];
+	struct stack_kind *all[7];
 	int n = all_kinds(sc, all);
 	static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
 	static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
@@ -714,6 +783,9 @@ void stack_ctl_metrics(struct stack_ctl *sc, FILE *out)
 	    "pulumi_controller_stack_updates_total{result=\"succeeded\"} %llu\n"
 	    "pulumi_controller_stack_updates_total{result=\"failed\"} %llu\n",
 	    (unsigned long long)atomic_load(&sc->updates_ok), (unsigned long long)atomic_load(&sc->updates_failed));
+	fprintf(out, "# HELP pulumi_controller_jobs_running Update Jobs counted against --max-concurrent-jobs.\n"
+	    "# TYPE pulumi_controller_jobs_running gauge\n"
+	    "pulumi_controller_jobs_running %d\n", stack_job_slots_used(sc));
 	fprintf(out, "# HELP pulumi_controller_stack_unchanged_total Reconciles that found nothing to do.\n"
 	    "# TYPE pulumi_controller_stack_unchanged_total counter\n"
 	    "pulumi_controller_stack_unchanged_total %llu\n", (unsigned long long)atomic_load(&sc->no_change));
@@ -730,7 +802,7 @@ static void dump_one(void *ud, const char *key, const char *rv)
 
 int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path)
 {
-	struct stack_kind *all[6];
+	struct stack_kind *all[7];
 	int n = all_kinds(sc, all);
 	cJSON *doc = cJSON_CreateObject();
 	char tmp[4096], *text;

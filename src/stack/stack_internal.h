@@ -18,6 +18,9 @@
  *   stack_drift.c      drift checks: status.drift, the Drifted condition
  *   stack_prereq.c     prerequisites: the index, the wait, cycles
  *   stack_metrics.c    what the controller counts (Prometheus families)
+ *   stack_job_spec.c   spec.runner: parsed and validated (hostile specs refused)
+ *   stack_job.c        the Job runner: the Job an update runs in, its slots,
+ *                      adoption, and its result read back into the outcome
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -81,6 +84,9 @@ struct stack_ctl {
 	struct stack_oci_poll *oci_polls; /* guarded by lock; stack_source.c */
 
 	atomic_ullong updates_ok, updates_failed, no_change;
+
+	struct stack_kind jobs;           /* batch/v1 Jobs this controller made (job_image set) */
+	struct stack_job_slots *slots;    /* stack_job.c */
 };
 
 /* The informer of a served source kind ("GitRepository"...), or NULL when
@@ -129,6 +135,18 @@ struct stack_prereq {
 	long within_ms;
 };
 
+enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_JOB };
+
+/* spec.runner, validated (stack_job_spec.c).  The cJSON members are owned
+ * copies of what the spec said (NULL: not given). */
+struct stack_runner {
+	enum stack_runner_type type;
+	char *service_account;            /* NULL: the namespace's "default" */
+	cJSON *labels, *annotations;      /* podTemplate.metadata */
+	cJSON *resources, *node_selector, *tolerations, *affinity;
+	cJSON *env, *volumes, *volume_mounts;
+};
+
 /* A parsed, validated spec.  Every string is owned; stack_spec_free. */
 struct stack_spec {
 	char *stack;
@@ -165,12 +183,21 @@ struct stack_spec {
 	int drift_remediate;
 	struct stack_prereq *prereqs;
 	size_t n_prereqs;
+	struct stack_runner runner;
+	int job_mode;                     /* updates run as Jobs (spec.runner, --runner) */
 };
 
 /* Parses obj's spec; ERR_INVALID with a message naming the field. */
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *out,
     struct err *e);
 void stack_spec_free(struct stack_spec *s);
+
+/* stack_job_spec.c: parses spec.runner into s->runner and decides
+ * s->job_mode; ERR_INVALID naming the field (a privileged or host-sharing
+ * pod, an oversized list, a reserved name). */
+int stack_runner_parse(const cJSON *spec, const struct stack_opts *o, struct stack_spec *s,
+    struct err *e);
+void stack_runner_free(struct stack_runner *r);
 
 /* ------------------------------------------------------------ source */
 
@@ -368,6 +395,48 @@ void stack_update_plan(struct stack_pass *p);
  * p->safety.drift_steps. */
 void stack_update_drift_check(struct stack_pass *p);
 
+/* ------------------------------------------------------------ jobs */
+
+#define STACK_JOB_LABEL_MANAGED "app.kubernetes.io/managed-by"
+#define STACK_JOB_MANAGER "pulumi-controller"
+#define STACK_JOB_ANN_RECORDED "pulumi.com/result-recorded"
+
+/* What a Job is built from (stack_job_build); all borrowed. */
+struct stack_job_in {
+	const char *ns, *name, *uid, *api_version;   /* the Stack */
+	const char *op;                              /* up, preview, destroy, refresh */
+	const char *fingerprint;                     /* hex, at least 10 characters */
+	const struct stack_spec *spec;
+	const struct stack_artifact *art;
+	const char *image;
+	long ttl_s;
+};
+
+/* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
+ * (and ends in a letter or digit).  0, or -1 when n is too small. */
+int stack_job_name(const char *stack, const char *op, const char *fingerprint, char *out, size_t n);
+/* The Job object (caller frees), or NULL with e. */
+cJSON *stack_job_build(const struct stack_job_in *in, struct err *e);
+/* The PULUMI_CONTROLLER_UPDATE document (caller frees the string). */
+char *stack_job_update_json(const struct stack_job_in *in);
+
+/* The update step in job mode: 1 when the pass is decided (the Job was
+ * created or is running, no slot is free: p->v set; or p->retry), 0 when
+ * the Job finished (or never started) and p->out holds its outcome. */
+struct stack_pass;
+int stack_job_update(struct stack_pass *p);
+/* After the status write: marks the Job whose outcome it recorded. */
+void stack_job_after_status(struct stack_pass *p);
+/* The Job informer's view: key ("ns/name") is running (1) or not (0); a
+ * slot freed queues the Stacks that waited for one. */
+void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active);
+int stack_job_slots_new(struct stack_ctl *sc);
+void stack_job_slots_free(struct stack_ctl *sc);
+/* Jobs counted as running now (the metrics gauge). */
+int stack_job_slots_used(struct stack_ctl *sc);
+/* 1 when the Job has a terminal condition (Complete or Failed True). */
+int stack_job_finished(const cJSON *job);
+
 /* ------------------------------------------------------------ one pass */
 
 struct stack_pass {
@@ -405,6 +474,7 @@ struct stack_pass {
 	 * condition is removed. */
 	struct stack_extra_cond verified;
 	int verified_none;
+	char job_recorded[64];          /* the Job whose outcome this pass records (stack_job.c) */
 };
 
 /* The state machine; returns the requeue delay (0: none). */

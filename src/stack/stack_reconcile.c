@@ -40,7 +40,17 @@
  *                                                         RetryingAfterFailure, PlanNoLongerApplies
  *                                                         (a fresh preview); Stalled UpdateFailed,
  *                                                         PulumiUnavailable, PolicyViolation
- *   outputs     the update succeeded                      (writes <name>-outputs)
+ *    (job mode) the Job for these inputs was just created,  Reconciling JobRunning (the Job informer
+ *               is running, or another Job of the Stack   queues the Stack when the Job changes);
+ *               runs; all --max-concurrent-jobs slots     Reconciling WaitingForJobSlot;
+ *               are taken; no --job-image                 Stalled JobRunnerUnavailable;
+ *               the Job finished, or its pod did not      the verdicts of the local update, from
+ *               start within --job-start-timeout          the termination message (stack_job.c)
+ *   outputs     the update succeeded                      (writes <name>-outputs; in job mode the
+ *                                                         pod wrote it)
+ *
+ * In job mode the artifact and workspace steps do nothing: the Job's pod
+ * fetches, verifies and unpacks the artifact itself.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -339,12 +349,12 @@ static int step_fresh(struct stack_pass *p)
 
 static int step_artifact(struct stack_pass *p)
 {
-	return stack_source_fetch(p);
+	return p->spec.job_mode ? 0 : stack_source_fetch(p);
 }
 
 static int step_workspace(struct stack_pass *p)
 {
-	return stack_workspace_prepare(p);
+	return p->spec.job_mode ? 0 : stack_workspace_prepare(p);
 }
 
 static int step_awaiting(struct stack_pass *p)
@@ -441,13 +451,19 @@ static int step_update(struct stack_pass *p)
 {
 	struct err e;
 
-	if (stack_status_write_running(p, &e) < 0)
-		return retry_later(p, &e);
-	log_info("update started", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
-	    "reconcileID", p->id, "reason", p->why, NULL);
-	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
-	    "update", p->art.revision, p->why);
-	stack_update_run(p);
+	if (p->spec.job_mode) {
+		/* Decided unless the Job's outcome is in p->out now. */
+		if (stack_job_update(p))
+			return 1;
+	} else {
+		if (stack_status_write_running(p, &e) < 0)
+			return retry_later(p, &e);
+		log_info("update started", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
+		    "reconcileID", p->id, "reason", p->why, NULL);
+		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
+		    "update", p->art.revision, p->why);
+		stack_update_run(p);
+	}
 	judge_update(p);
 	stack_approval_after_update(p);
 	stack_drift_after_update(p);
@@ -464,7 +480,7 @@ static int step_outputs(struct stack_pass *p)
 {
 	struct err e;
 
-	if (p->spec.preview || p->out.outputs == NULL)
+	if (p->spec.preview || p->out.outputs == NULL || p->spec.job_mode)
 		return 1;
 	if (stack_outputs_write(p, &e) < 0) {
 		log_warn("cannot write the outputs Secret", "namespace", p->ns, "name", p->name, "error", e.msg,
@@ -533,6 +549,7 @@ static int finish(struct stack_pass *p, long *requeue_ms, struct err *e)
 		    p->v.event_reason ? p->v.event_reason : p->v.reason, "%s", p->v.message);
 	if (stack_status_write(p, e) < 0)
 		return -1;
+	stack_job_after_status(p);
 	*requeue_ms = p->v.requeue_ms;
 	return 0;
 }

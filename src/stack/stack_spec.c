@@ -690,7 +690,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 	        &s->retry_max_ms, e) < 0 ||
 	    get_duration(spec, "timeout", "spec.timeout", &s->timeout_ms, e) < 0)
 		return -1;
-	if (parse_safety(spec, s, e) < 0)
+	if (parse_safety(spec, s, e) < 0 || stack_runner_parse(spec, o, s, e) < 0)
 		return -1;
 	s->destroy_on_finalize = dod || dod2;
 	if (interval > 0)
@@ -761,5 +761,6 @@ void stack_spec_free(struct stack_spec *s)
 		free(s->prereqs[i].namespace);
 	}
 	free(s->prereqs);
+	stack_runner_free(&s->runner);
 	memset(s, 0, sizeof(*s));
 }

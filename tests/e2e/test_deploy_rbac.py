@@ -193,7 +193,13 @@ def test_cluster_wide_install_reconciles_with_only_its_cluster_role(stack_world,
     refused(client, "DELETE", f"/api/v1/namespaces/{w.namespace}/secrets/wide-outputs")
     refused(client, "POST", f"/api/v1/namespaces/{w.namespace}/configmaps",
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
-    refused(client, "GET", f"/api/v1/namespaces/{w.namespace}/pods")
+    # Pods are listed (a Job's termination message), never made, changed or removed.
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+           "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    refused(client, "POST", f"/api/v1/namespaces/{w.namespace}/pods", pod)
+    refused(client, "DELETE", f"/api/v1/namespaces/{w.namespace}/pods/x")
+    refused(client, "GET", f"/api/v1/namespaces/{w.namespace}/pods/x/exec")
+    refused(client, "DELETE", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{w.namespace}/roles/x")
     refused(client, "PATCH", f"/apis/{SOURCE_API}/namespaces/{w.namespace}/ocirepositories/x",
             {"metadata": {"labels": {"a": "b"}}}, "application/merge-patch+json")
     refused(client, "POST", f"/apis/coordination.k8s.io/v1/namespaces/{w.namespace}/leases",
@@ -284,3 +290,33 @@ def test_flux_and_samples_are_accepted_by_the_server(stack_world, tmp_path):
     for d in samples:
         d["metadata"]["namespace"] = w.namespace
     apply(kube, write_rendering(tmp_path, samples, "samples"), "--dry-run=server")
+
+
+@pytest.mark.parametrize("stack_world", ["real"], indirect=True)
+def test_the_job_runner_works_with_only_the_namespaced_role(stack_world, tmp_path, kubelet_for):
+    """deploy/namespaced, the controller in job mode (--runner job): the Job, its pod's
+    termination message, the outputs Secret's Role and RoleBinding and a failed update's
+    pods/log, all with no request refused (the test kubelet runs the fake run-update of
+    test_stack_jobs.py)."""
+    from test_stack_jobs import FAKE, IMAGE
+    w = stack_world
+    kube = w.api
+    script = tmp_path / "fake-run-update"
+    script.write_text(FAKE)
+    script.chmod(0o755)
+    w.kubelet = kubelet_for(w, commands={"pulumi-controller": str(script)})
+    docs = td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
+    apply(kube, write_rendering(tmp_path, docs, "namespaced"))
+    dep = td.one(docs, "Deployment")
+    token, _ = sa_token(kube, w.namespace, dep["spec"]["template"]["spec"]["serviceAccountName"])
+    kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=w.namespace)
+    ctl = w.controller(**controller_flags(dep, kubeconfig, w), runner="job", job_image=IMAGE)
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    for name, mode in (("ok", "ok"), ("bad", "fail")):
+        w.apply_stack(name, fluxSource={"sourceRef": GIT}, runner={"type": "Job", "podTemplate": {
+            "spec": {"env": [{"name": "FAKE_MODE", "value": mode}]}}})
+    w.wait_ready("ok", revision=src["revision"])
+    obj = w.wait_condition("bad", "Reconciling", reason="RetryingAfterFailure")
+    assert "log tail:" in w.cond(obj, "Ready")["message"]
+    w.client.get("rbac.authorization.k8s.io/v1", "roles", "ok-outputs-writer", w.namespace)
+    no_forbidden_requests(ctl)

@@ -1,0 +1,811 @@
+/*
+ * stack_job.c - the Job runner: an update as a batch/v1 Job instead of a
+ * local CLI (docs/job-runner.md).
+ *
+ * A worker never waits for a Job.  The update step (stack_job_update) finds
+ * the Stack's Job for these inputs in the Job cache or creates it, and the
+ * pass ends Reconciling (JobRunning, WaitingForJobSlot); the Job informer
+ * (stack_ctl.c) queues the Stack when its Job changes, and the pass that
+ * finds it finished reads the result from the pod's termination message
+ * (and, on failure, the pod's log tail) into p->out, the same outcome the
+ * local runner fills, so verdicts, backoff, events and history are the
+ * local runner's code.  After the status recorded it, the Job is annotated
+ * (stack_job_after_status): a later update for the same inputs (a retry,
+ * a resync) replaces it instead of reading the old result again.
+ *
+ * Names are deterministic (<stack>-<op>-<fingerprint>), so a controller
+ * restarted while a Job runs finds it and adopts it; a create that
+ * conflicts adopts too.  Slots: at most --max-concurrent-jobs Jobs run at
+ * once; the running set is what this process created plus what the Job
+ * informer sees unfinished, and a freed slot queues the Stacks that waited.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base64.h"
+#include "base/log.h"
+#include "base/secret.h"
+#include "stack/stack_internal.h"
+
+#define SLOT_RETRY_MS 30000L
+#define GONE_RETRY_MS 2000L
+#define LOG_TAIL_LINES 20
+#define LOG_TAIL_BYTES 2048
+#define TAIL_IN_MESSAGE 240
+
+static const struct kube_resource jobs_res = { "batch", "v1", "jobs", "Job", 1 };
+static const struct kube_resource pods_res = { "", "v1", "pods", "Pod", 1 };
+static const struct kube_resource secrets_res = { "", "v1", "secrets", "Secret", 1 };
+static const struct kube_resource roles_res = { "rbac.authorization.k8s.io", "v1", "roles", "Role", 1 };
+static const struct kube_resource bindings_res = { "rbac.authorization.k8s.io", "v1", "rolebindings",
+	"RoleBinding", 1 };
+
+static const cJSON *at(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static int streq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* ------------------------------------------------------------ slots */
+
+struct str_set {
+	char **v;
+	size_t n, cap;
+};
+
+struct stack_job_slots {
+	pthread_mutex_t lock;
+	struct str_set running;     /* Job keys ns/name */
+	struct str_set waiting;     /* Stack keys */
+};
+
+static int set_has(const struct str_set *s, const char *k)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], k) == 0)
+			return 1;
+	return 0;
+}
+
+static int set_add(struct str_set *s, const char *k)
+{
+	if (set_has(s, k))
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		char **v = realloc(s->v, cap * sizeof(*v));
+		if (v == NULL)
+			return -1;
+		s->v = v;
+		s->cap = cap;
+	}
+	if ((s->v[s->n] = strdup(k)) == NULL)
+		return -1;
+	s->n++;
+	return 0;
+}
+
+static int set_remove(struct str_set *s, const char *k)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], k) == 0) {
+			free(s->v[i]);
+			s->v[i] = s->v[--s->n];
+			return 1;
+		}
+	return 0;
+}
+
+static void set_free(struct str_set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+int stack_job_slots_new(struct stack_ctl *sc)
+{
+	if ((sc->slots = calloc(1, sizeof(*sc->slots))) == NULL)
+		return -1;
+	pthread_mutex_init(&sc->slots->lock, NULL);
+	return 0;
+}
+
+void stack_job_slots_free(struct stack_ctl *sc)
+{
+	if (sc->slots == NULL)
+		return;
+	set_free(&sc->slots->running);
+	set_free(&sc->slots->waiting);
+	pthread_mutex_destroy(&sc->slots->lock);
+	free(sc->slots);
+	sc->slots = NULL;
+}
+
+int stack_job_slots_used(struct stack_ctl *sc)
+{
+	int n;
+
+	if (sc->slots == NULL)
+		return 0;
+	pthread_mutex_lock(&sc->slots->lock);
+	n = (int)sc->slots->running.n;
+	pthread_mutex_unlock(&sc->slots->lock);
+	return n;
+}
+
+/* 0: the slot is this Job's; 1: all taken (stack_key waits for one). */
+static int slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key)
+{
+	struct stack_job_slots *s = sc->slots;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!set_has(&s->running, job_key)) {
+		if (s->running.n >= (size_t)sc->o.max_concurrent_jobs) {
+			set_add(&s->waiting, stack_key);
+			rc = 1;
+		} else if (set_add(&s->running, job_key) < 0) {
+			rc = 1;
+		}
+	}
+	if (rc == 0)
+		set_remove(&s->waiting, stack_key);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Frees job_key's slot; the Stacks that waited try again (those that lose
+ * the race wait again). */
+static void slot_release(struct stack_ctl *sc, const char *job_key)
+{
+	struct stack_job_slots *s = sc->slots;
+	struct str_set wake = { 0 };
+
+	pthread_mutex_lock(&s->lock);
+	if (set_remove(&s->running, job_key)) {
+		wake = s->waiting;
+		memset(&s->waiting, 0, sizeof(s->waiting));
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < wake.n; i++)
+		kube_queue_add(sc->queue, wake.v[i]);
+	set_free(&wake);
+}
+
+void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active)
+{
+	if (sc->slots == NULL)
+		return;
+	if (!active) {
+		slot_release(sc, key);
+		return;
+	}
+	pthread_mutex_lock(&sc->slots->lock);
+	set_add(&sc->slots->running, key);
+	pthread_mutex_unlock(&sc->slots->lock);
+}
+
+/* ------------------------------------------------------------ Job state */
+
+static const char *condition_true(const cJSON *job, const char *type, const char **reason)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, at(at(job, "status"), "conditions"))
+		if (streq(kube_obj_str(c, "type"), type) && streq(kube_obj_str(c, "status"), "True")) {
+			if (reason)
+				*reason = kube_obj_str(c, "reason");
+			return type;
+		}
+	return NULL;
+}
+
+int stack_job_finished(const cJSON *job)
+{
+	return condition_true(job, "Complete", NULL) || condition_true(job, "Failed", NULL);
+}
+
+static void job_key(const char *ns, const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s", ns, name);
+}
+
+/* Is this Job the Stack's own (its controller ownerReference)? */
+static int owned_by(const cJSON *job, const char *uid)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach(o, at(at(job, "metadata"), "ownerReferences"))
+		if (streq(kube_obj_str(o, "kind"), "Stack") && streq(kube_obj_str(o, "uid"), uid))
+			return 1;
+	return 0;
+}
+
+static int recorded(const cJSON *job)
+{
+	return at(at(at(job, "metadata"), "annotations"), STACK_JOB_ANN_RECORDED) != NULL;
+}
+
+/* Background propagation: its pod goes with it (an API DELETE of a Job
+ * orphans pods by default). */
+static int delete_job(struct stack_pass *p, const char *name, struct err *e)
+{
+	char *path = kube_path(&jobs_res, p->ns, name, NULL), full[1200];
+	long status = 0;
+	char *body = NULL;
+	int rc;
+
+	if (path == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	snprintf(full, sizeof(full), "%s?propagationPolicy=Background", path);
+	free(path);
+	rc = kube_request(p->sc->client, "DELETE", full, NULL, NULL, &status, &body, e);
+	free(body);
+	if (rc < 0 && e->code == ERR_NOTFOUND)
+		return 0;
+	return rc;
+}
+
+/* ------------------------------------------------------------ the pod */
+
+/* The newest pod of the Job (caller frees), or NULL. */
+static cJSON *job_pod(struct stack_pass *p, const char *job, struct err *e)
+{
+	char sel[128];
+	struct kube_list_opts lo;
+	cJSON *list, *best = NULL;
+	const cJSON *it;
+	const char *best_ts = NULL;
+
+	err_clear(e);
+	memset(&lo, 0, sizeof(lo));
+	snprintf(sel, sizeof(sel), "batch.kubernetes.io/job-name=%s", job);
+	lo.label_selector = sel;
+	if ((list = kube_list(p->sc->client, &pods_res, p->ns, &lo, e)) == NULL)
+		return NULL;
+	cJSON_ArrayForEach(it, at(list, "items")) {
+		const char *ts = kube_obj_str(it, "metadata.creationTimestamp");
+		if (best == NULL || (ts && best_ts && strcmp(ts, best_ts) > 0)) {
+			best = (cJSON *)it;
+			best_ts = ts;
+		}
+	}
+	best = best ? cJSON_Duplicate(best, 1) : NULL;
+	cJSON_Delete(list);
+	return best;
+}
+
+static const cJSON *update_container_status(const cJSON *pod)
+{
+	const cJSON *cs;
+
+	cJSON_ArrayForEach(cs, at(at(pod, "status"), "containerStatuses"))
+		if (streq(kube_obj_str(cs, "name"), "update"))
+			return cs;
+	return NULL;
+}
+
+static int pod_started(const cJSON *pod)
+{
+	const char *phase = kube_obj_str(pod, "status.phase");
+	const cJSON *cs = update_container_status(pod);
+
+	return streq(phase, "Running") || streq(phase, "Succeeded") || streq(phase, "Failed") ||
+	    at(at(cs, "state"), "running") || at(at(cs, "state"), "terminated");
+}
+
+/* Why a pod has not started: PodScheduled=False, or its container waiting
+ * (ErrImagePull...). */
+static void pod_not_started_reason(const cJSON *pod, char *out, size_t n)
+{
+	const cJSON *c, *w = at(at(update_container_status(pod), "state"), "waiting");
+
+	if (pod == NULL) {
+		snprintf(out, n, "no pod was created for it");
+		return;
+	}
+	if (w && kube_obj_str(w, "reason")) {
+		snprintf(out, n, "%s: %s", kube_obj_str(w, "reason"),
+		    kube_obj_str(w, "message") ? kube_obj_str(w, "message") : "the container is waiting");
+		return;
+	}
+	cJSON_ArrayForEach(c, at(at(pod, "status"), "conditions"))
+		if (streq(kube_obj_str(c, "type"), "PodScheduled") && streq(kube_obj_str(c, "status"), "False")) {
+			snprintf(out, n, "%s: %s", kube_obj_str(c, "reason") ? kube_obj_str(c, "reason") : "Unschedulable",
+			    kube_obj_str(c, "message") ? kube_obj_str(c, "message") : "the pod cannot be scheduled");
+			return;
+		}
+	snprintf(out, n, "the pod is %s", kube_obj_str(pod, "status.phase") ? kube_obj_str(pod, "status.phase") :
+	    "Pending");
+}
+
+/* Replaces every occurrence of each secret input value in text by
+ * "[secret]" (the pod must not log them; this makes sure the controller
+ * does not repeat one). */
+static void mask_secrets(const struct stack_pass *p, char *text, size_t cap)
+{
+	for (size_t k = 0; k < p->in.n_config + p->in.n_env; k++) {
+		int secret = k < p->in.n_config ? p->in.config[k].secret : p->in.env[k - p->in.n_config].secret;
+		const char *v = k < p->in.n_config ? p->in.config[k].value : p->in.env[k - p->in.n_config].value;
+		char *hit;
+		if (!secret || v == NULL || strlen(v) < 4)
+			continue;
+		while ((hit = strstr(text, v)) != NULL) {
+			size_t vl = strlen(v), rest = strlen(hit + vl);
+			if ((size_t)(hit - text) + 8 + rest + 1 > cap)
+				rest = cap - (size_t)(hit - text) - 9;
+			memmove(hit + 8, hit + vl, rest);
+			memcpy(hit, "[secret]", 8);
+			hit[8 + rest] = '\0';
+		}
+	}
+}
+
+/* The last lines of the pod's log, one line of text, bounded, secrets
+ * masked; "" when it cannot be read. */
+static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n)
+{
+	const char *name = kube_obj_str(pod, "metadata.name");
+	char *path, full[1200], *body = NULL, *start;
+	long status = 0;
+	struct err e;
+	size_t len;
+
+	out[0] = '\0';
+	if (name == NULL || (path = kube_path(&pods_res, p->ns, name, "log")) == NULL)
+		return;
+	snprintf(full, sizeof(full), "%s?container=update&tailLines=%d&limitBytes=%d", path, LOG_TAIL_LINES,
+	    LOG_TAIL_BYTES);
+	free(path);
+	if (kube_request(p->sc->client, "GET", full, NULL, NULL, &status, &body, &e) < 0 || body == NULL) {
+		log_warn("cannot read the log of a Job's pod", "namespace", p->ns, "pod", name, "error",
+		    body ? "" : e.msg, NULL);
+		free(body);
+		return;
+	}
+	for (char *c = body; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	len = strlen(body);
+	while (len > 0 && body[len - 1] == ' ')
+		body[--len] = '\0';
+	mask_secrets(p, body, len + 1);
+	len = strlen(body);
+	start = len > n - 1 ? body + len - (n - 1) : body;
+	snprintf(out, n, "%s", start);
+	secret_wipe(body, len);
+	free(body);
+}
+
+/* ------------------------------------------------------------ result */
+
+static enum pl_status status_named(const char *name)
+{
+	for (int s = PL_OK; s <= PL_INTERNAL; s++)
+		if (streq(pl_status_name((enum pl_status)s), name))
+			return (enum pl_status)s;
+	return PL_FAILED;
+}
+
+static void lock_from(struct pl_lock *l, const cJSON *j)
+{
+	if (!cJSON_IsObject(j))
+		return;
+	l->present = 1;
+	snprintf(l->owner, sizeof(l->owner), "%s", kube_obj_str(j, "owner") ? kube_obj_str(j, "owner") : "");
+	l->pid = cJSON_IsNumber(at(j, "pid")) ? (long)at(j, "pid")->valuedouble : 0;
+	snprintf(l->created, sizeof(l->created), "%s", kube_obj_str(j, "created") ? kube_obj_str(j, "created") : "");
+}
+
+/* status.outputs (masked) from the Secret the pod wrote. */
+static cJSON *outputs_read_back(struct stack_pass *p)
+{
+	char name[300];
+	struct err e;
+	cJSON *sec, *out = NULL, *secrets = NULL;
+	const cJSON *it;
+	const char *list;
+
+	snprintf(name, sizeof(name), "%s-outputs", p->name);
+	if ((sec = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, &e)) == NULL)
+		return NULL;
+	list = kube_obj_str(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
+	secrets = list ? cJSON_Parse(list) : NULL;
+	out = cJSON_CreateObject();
+	cJSON_ArrayForEach(it, at(sec, "data")) {
+		unsigned char *v = NULL;
+		size_t n = 0;
+		const cJSON *s;
+		int secret = 0;
+		cJSON_ArrayForEach(s, secrets)
+			secret |= cJSON_IsString(s) && strcmp(s->valuestring, it->string) == 0;
+		if (secret) {
+			cJSON_AddStringToObject(out, it->string, "[secret]");
+			continue;
+		}
+		if (!cJSON_IsString(it) || base64_decode(it->valuestring, strlen(it->valuestring), &v, &n, &e) < 0)
+			continue;
+		{
+			cJSON *j = cJSON_ParseWithLength((const char *)v, n);
+			char *text = j ? NULL : strndup((const char *)v, n);
+			cJSON_AddItemToObject(out, it->string, j ? j : cJSON_CreateString(text ? text : ""));
+			free(text);
+		}
+		free(v);
+	}
+	cJSON_Delete(secrets);
+	cJSON_Delete(sec);   /* Secret data: cJSON frees without wiping; short-lived */
+	return out;
+}
+
+static int64_t time_or(const char *rfc3339, int64_t dflt)
+{
+	int64_t t = stack_parse_time_us(rfc3339);
+
+	return t > 0 ? t : dflt;
+}
+
+/* Fills p->out from the finished Job and its pod. */
+static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *job, const cJSON *pod)
+{
+	const cJSON *term = at(at(update_container_status(pod), "state"), "terminated");
+	const char *reason = NULL, *tmsg = kube_obj_str(term, "message");
+	int complete = condition_true(job, "Complete", NULL) != NULL;
+	cJSON *res = tmsg ? cJSON_Parse(tmsg) : NULL;
+	char tail[LOG_TAIL_BYTES], why[400];
+
+	condition_true(job, "Failed", &reason);
+	memset(&p->out, 0, sizeof(p->out));
+	p->out.ran = 1;
+	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.start_us = time_or(kube_obj_str(job, "status.startTime"),
+	    time_or(kube_obj_str(job, "metadata.creationTimestamp"), kube_now_us()));
+	p->out.end_us = time_or(kube_obj_str(job, "status.completionTime"), kube_now_us());
+	if (cJSON_IsObject(res)) {
+		p->out.status = status_named(kube_obj_str(res, "status"));
+		if (streq(kube_obj_str(res, "class"), "timeout"))
+			p->out.status = PL_TIMEOUT;
+		snprintf(why, sizeof(why), "%s", kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
+		if (cJSON_IsObject(at(res, "changes")))
+			p->out.changes = cJSON_Duplicate(at(res, "changes"), 1);
+		lock_from(&p->out.lock, at(res, "lock"));
+	} else {
+		long code = cJSON_IsNumber(at(term, "exitCode")) ? (long)at(term, "exitCode")->valuedouble : -1;
+		p->out.status = complete ? PL_OK : PL_INTERNAL;
+		snprintf(why, sizeof(why), "the Job's pod ended without a result (exit code %ld%s%s)", code,
+		    kube_obj_str(term, "reason") ? ", " : "", kube_obj_str(term, "reason") ? kube_obj_str(term, "reason") : "");
+	}
+	if (streq(reason, "DeadlineExceeded")) {
+		p->out.status = PL_TIMEOUT;
+		snprintf(why, sizeof(why), "the update did not finish within its timeout (%lds, the Job's "
+		    "activeDeadlineSeconds); the Job was stopped", (p->spec.timeout_ms + 999) / 1000);
+	} else if (!complete && p->out.status == PL_OK) {
+		p->out.status = PL_FAILED;   /* the Job failed whatever its pod said */
+	}
+	p->out.ok = p->out.status == PL_OK;
+	if (p->out.ok) {
+		snprintf(p->out.message, sizeof(p->out.message), "%s", why[0] ? why : "succeeded");
+		if (streq(kube_obj_str(res, "outputs"), "written") && streq(op, "up"))
+			p->out.outputs = outputs_read_back(p);
+		else if (streq(kube_obj_str(res, "outputs"), "failed"))
+			snprintf(p->note + strlen(p->note), sizeof(p->note) - strlen(p->note),
+			    "%sthe Job's pod could not write the outputs Secret", p->note[0] ? "; " : "");
+	} else {
+		log_tail(p, pod, tail, TAIL_IN_MESSAGE);
+		snprintf(p->out.message, sizeof(p->out.message), "%s%s%s", why[0] ? why :
+		    pl_status_name(p->out.status), tail[0] ? "; log tail: " : "", tail);
+		if (p->out.status == PL_POLICY_VIOLATION)
+			snprintf(p->safety.policy, sizeof(p->safety.policy), "%s", why);
+	}
+	cJSON_Delete(res);
+}
+
+/* A pod that never started: the update fails with the pod's reason. */
+static void outcome_not_started(struct stack_pass *p, const char *op, const cJSON *pod)
+{
+	char why[300];
+
+	pod_not_started_reason(pod, why, sizeof(why));
+	memset(&p->out, 0, sizeof(p->out));
+	p->out.ran = 1;
+	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.start_us = p->out.end_us = kube_now_us();
+	p->out.status = PL_FAILED;
+	snprintf(p->out.message, sizeof(p->out.message), "the Job's pod did not start within %lds: %s",
+	    p->sc->o.job_start_timeout_ms / 1000, why);
+}
+
+/* ------------------------------------------------------------ the outputs Secret's writer */
+
+static cJSON *owned_object(const struct stack_pass *p, const char *api_version, const char *kind,
+    const char *name)
+{
+	cJSON *o = cJSON_CreateObject(), *md, *ref;
+
+	cJSON_AddStringToObject(o, "apiVersion", api_version);
+	cJSON_AddStringToObject(o, "kind", kind);
+	md = cJSON_AddObjectToObject(o, "metadata");
+	cJSON_AddStringToObject(md, "name", name);
+	cJSON_AddStringToObject(md, "namespace", p->ns);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, p->name);
+	ref = cJSON_CreateObject();
+	cJSON_AddStringToObject(ref, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
+	cJSON_AddStringToObject(ref, "kind", "Stack");
+	cJSON_AddStringToObject(ref, "name", p->name);
+	cJSON_AddStringToObject(ref, "uid", kube_obj_str(p->obj, "metadata.uid") ? kube_obj_str(p->obj, "metadata.uid") : "");
+	cJSON_AddBoolToObject(ref, "controller", 1);
+	cJSON_AddBoolToObject(ref, "blockOwnerDeletion", 1);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(md, "ownerReferences"), ref);
+	return o;
+}
+
+/* Creates want unless it exists; an existing one is updated when key
+ * (rules, subjects) differs.  Consumes want. */
+static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
+    struct err *e)
+{
+	const char *name = kube_obj_str(want, "metadata.name");
+	cJSON *have = kube_get(p->sc->client, r, p->ns, name, NULL, e), *res = NULL;
+
+	if (have == NULL && e->code != ERR_NOTFOUND) {
+		cJSON_Delete(want);
+		return -1;
+	}
+	if (have == NULL) {
+		res = kube_create(p->sc->client, r, p->ns, want, e);
+		if (res == NULL && e->code == ERR_CONFLICT)   /* made meanwhile */
+			err_clear(e), res = cJSON_CreateObject();
+	} else if (key == NULL || cJSON_Compare(at(have, key), at(want, key), 1)) {
+		res = cJSON_CreateObject();
+	} else {
+		cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(want, "metadata"), "resourceVersion",
+		    kube_obj_str(have, "metadata.resourceVersion"));
+		res = kube_update(p->sc->client, r, p->ns, want, NULL, e);
+	}
+	cJSON_Delete(have);
+	cJSON_Delete(want);
+	if (res == NULL)
+		return -1;
+	cJSON_Delete(res);
+	return 0;
+}
+
+/* <name>-outputs (empty until the pod writes it), and a Role + RoleBinding
+ * letting the runner's ServiceAccount get and update exactly that Secret. */
+static int ensure_outputs_access(struct stack_pass *p, struct err *e)
+{
+	char secret[300], role[300];
+	const char *sa = p->spec.runner.service_account ? p->spec.runner.service_account : "default";
+	cJSON *s, *r, *rule, *b, *subj, *ref;
+
+	snprintf(secret, sizeof(secret), "%s-outputs", p->name);
+	snprintf(role, sizeof(role), "%s-outputs-writer", p->name);
+	s = owned_object(p, "v1", "Secret", secret);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"), "annotations"),
+	    STACK_ANN_SECRETS, "[]");
+	cJSON_AddStringToObject(s, "type", "Opaque");
+	if (ensure(p, &secrets_res, s, NULL, e) < 0)
+		return err_prefix(e, "the outputs Secret %s/%s: ", p->ns, secret), -1;
+	r = owned_object(p, "rbac.authorization.k8s.io/v1", "Role", role);
+	rule = cJSON_CreateObject();
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "apiGroups"), cJSON_CreateString(""));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "resources"), cJSON_CreateString("secrets"));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "resourceNames"), cJSON_CreateString(secret));
+	cJSON_AddItemToObject(rule, "verbs", cJSON_CreateStringArray((const char *[]){ "get", "update" }, 2));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "rules"), rule);
+	if (ensure(p, &roles_res, r, "rules", e) < 0)
+		return err_prefix(e, "the Role %s/%s: ", p->ns, role), -1;
+	b = owned_object(p, "rbac.authorization.k8s.io/v1", "RoleBinding", role);
+	subj = cJSON_CreateObject();
+	cJSON_AddStringToObject(subj, "kind", "ServiceAccount");
+	cJSON_AddStringToObject(subj, "name", sa);
+	cJSON_AddStringToObject(subj, "namespace", p->ns);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "subjects"), subj);
+	ref = cJSON_AddObjectToObject(b, "roleRef");
+	cJSON_AddStringToObject(ref, "apiGroup", "rbac.authorization.k8s.io");
+	cJSON_AddStringToObject(ref, "kind", "Role");
+	cJSON_AddStringToObject(ref, "name", role);
+	if (ensure(p, &bindings_res, b, "subjects", e) < 0)
+		return err_prefix(e, "the RoleBinding %s/%s: ", p->ns, role), -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the step */
+
+static int retry_later(struct stack_pass *p, const struct err *e)
+{
+	p->retry = 1;
+	p->err = *e;
+	return 1;
+}
+
+struct other_jobs {
+	char first[600];
+	const char *own;
+};
+
+static void note_other(void *ud, const char *key)
+{
+	struct other_jobs *o = ud;
+
+	if (o->first[0] == '\0' && strcmp(key, o->own) != 0)
+		snprintf(o->first, sizeof(o->first), "%s", key);
+}
+
+/* Another unfinished Job of this Stack (earlier inputs): two updates of one
+ * stack at once would only fight over its lock. */
+static int other_job_running(struct stack_pass *p, const char *own_key, char *out, size_t n)
+{
+	char value[600];
+	struct other_jobs o = { "", own_key };
+	cJSON *job;
+	int running;
+
+	snprintf(value, sizeof(value), "%s/%s", p->ns, p->name);
+	kube_informer_by_index(p->sc->jobs.inf, "stack", value, note_other, &o);
+	if (o.first[0] == '\0')
+		return 0;
+	{
+		const char *slash = strchr(o.first, '/');
+		job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o.first);
+	}
+	running = job && !stack_job_finished(job) && kube_obj_str(job, "metadata.deletionTimestamp") == NULL;
+	cJSON_Delete(job);
+	if (running)
+		snprintf(out, n, "%s", o.first);
+	return running;
+}
+
+/* Creates the Job (or adopts the one a create conflicts with).  1 decided. */
+static int start_job(struct stack_pass *p, const char *op, const char *name, const char *key)
+{
+	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
+		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
+		p->sc->o.job_ttl_s };
+	char stack_key[600], other[600];
+	cJSON *job, *res;
+	struct err e;
+
+	snprintf(stack_key, sizeof(stack_key), "%s/%s", p->ns, p->name);
+	if (other_job_running(p, key, other, sizeof(other))) {
+		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "waiting for the Job %s (earlier "
+		    "inputs) to finish before this update starts", other);
+		return 1;
+	}
+	if (slot_take(p->sc, key, stack_key)) {
+		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", SLOT_RETRY_MS, "waiting for a Job slot: "
+		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
+		return 1;
+	}
+	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {
+		slot_release(p->sc, key);
+		return retry_later(p, &e);
+	}
+	res = kube_create(p->sc->client, &jobs_res, p->ns, job, &e);
+	cJSON_Delete(job);
+	if (res == NULL && e.code != ERR_CONFLICT) {
+		slot_release(p->sc, key);
+		return retry_later(p, &e);
+	}
+	if (res == NULL) {
+		/* Made before (a restart, a cache behind): that one is ours to follow. */
+		log_info("adopting an existing Job", "namespace", p->ns, "name", p->name, "job", name, NULL);
+		stack_verdict(p, STACK_WAITING, "JobRunning", GONE_RETRY_MS, "the %s runs in Job %s", op, name);
+		return 1;
+	}
+	cJSON_Delete(res);
+	/* Not "update started": that line pairs with an end in the same pass. */
+	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
+	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
+	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ? "preview" :
+	    "update", p->art.revision, name, p->why);
+	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "
+	    "in Job %s", op, p->art.revision, name);
+	return 1;
+}
+
+/* The Job exists and has not finished: still waiting, or its pod never
+ * started (0: p->out holds the failure). */
+static int job_running(struct stack_pass *p, const char *op, const char *name, const char *key,
+    const cJSON *job)
+{
+	int64_t created = stack_parse_time_us(kube_obj_str(job, "metadata.creationTimestamp"));
+	int64_t left_ms = created > 0 ? (created - kube_now_us()) / 1000 + p->sc->o.job_start_timeout_ms : 0;
+	cJSON *pod;
+	struct err e;
+
+	stack_job_slot_seen(p->sc, key, 1);
+	if (left_ms > 0) {
+		stack_verdict(p, STACK_WAITING, "JobRunning", left_ms + 1, "the %s of revision %s runs in Job %s",
+		    op, p->art.revision, name);
+		return 1;
+	}
+	pod = job_pod(p, name, &e);
+	if (pod != NULL && pod_started(pod)) {
+		cJSON_Delete(pod);
+		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "the %s of revision %s runs in "
+		    "Job %s", op, p->art.revision, name);
+		return 1;
+	}
+	outcome_not_started(p, op, pod);
+	cJSON_Delete(pod);
+	if (delete_job(p, name, &e) < 0)
+		log_warn("cannot delete a Job whose pod never started", "job", name, "error", e.msg, NULL);
+	slot_release(p->sc, key);
+	return 0;
+}
+
+int stack_job_update(struct stack_pass *p)
+{
+	const char *op = p->spec.preview ? "preview" : "up";
+	char name[64], key[400];
+	cJSON *job, *pod;
+	struct err e;
+
+	if (p->sc->o.job_image == NULL || p->sc->jobs.inf == NULL) {
+		stack_verdict(p, STACK_STALLED, "JobRunnerUnavailable", 0, "spec.runner.type is Job but the "
+		    "controller runs without --job-image");
+		p->v.event = 1;
+		return 1;
+	}
+	if (stack_job_name(p->name, op, p->fingerprint, name, sizeof(name)) < 0) {
+		err_set(&e, ERR_INVALID, "no Job name for fingerprint \"%s\"", p->fingerprint);
+		return retry_later(p, &e);
+	}
+	job_key(p->ns, name, key, sizeof(key));
+	job = kube_informer_get(p->sc->jobs.inf, p->ns, name);
+	/* A result already recorded (this update is a retry or a resync), or
+	 * a Job left by an earlier Stack of the same name: replaced. */
+	if (job && (recorded(job) || !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
+	    kube_obj_str(job, "metadata.deletionTimestamp") == NULL) {
+		cJSON_Delete(job);
+		job = NULL;
+		if (delete_job(p, name, &e) < 0)
+			return retry_later(p, &e);
+		slot_release(p->sc, key);
+	}
+	if (job && kube_obj_str(job, "metadata.deletionTimestamp") != NULL) {
+		cJSON_Delete(job);
+		stack_verdict(p, STACK_WAITING, "JobRunning", GONE_RETRY_MS, "waiting for the old Job %s to be "
+		    "deleted", name);
+		return 1;
+	}
+	if (job == NULL)
+		return start_job(p, op, name, key);
+	if (!stack_job_finished(job)) {
+		int rc = job_running(p, op, name, key, job);
+		cJSON_Delete(job);
+		return rc;
+	}
+	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0 && e.code != ERR_NOTFOUND) {
+		cJSON_Delete(job);
+		return retry_later(p, &e);
+	}
+	outcome_from_job(p, op, job, pod);
+	cJSON_Delete(pod);
+	cJSON_Delete(job);
+	slot_release(p->sc, key);
+	snprintf(p->job_recorded, sizeof(p->job_recorded), "%s", name);
+	return 0;
+}
+
+void stack_job_after_status(struct stack_pass *p)
+{
+	char patch[256];
+	struct err e;
+	cJSON *res;
+
+	if (p->job_recorded[0] == '\0')
+		return;
+	snprintf(patch, sizeof(patch), "{\"metadata\":{\"annotations\":{\"%s\":\"true\"}}}", STACK_JOB_ANN_RECORDED);
+	res = kube_patch(p->sc->client, &jobs_res, p->ns, p->job_recorded, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, &e);
+	if (res == NULL && e.code != ERR_NOTFOUND)
+		log_warn("cannot mark the Job's result as recorded", "job", p->job_recorded, "error", e.msg, NULL);
+	cJSON_Delete(res);
+}

@@ -1,0 +1,330 @@
+"""The Job runner, controller side (issue 16; docs/job-runner.md): a Stack whose updates
+run as batch/v1 Jobs, on both tiers (stack_world [emulator] / [real]) with the test kubelet
+of tests/e2e/kubelet.py playing the Job controller and a kubelet.
+
+Most scenarios run the pod with a fake `run-update` (FAKE below, chosen by the pod's env
+FAKE_MODE): it keeps to the termination-message contract of JOBS.md and lets each test pick
+the pod's behaviour (succeed, fail with a log, run past the deadline), so what is tested
+is the controller's side: the Job it builds, slots, adoption, the verdicts it reads back.
+The last scenario runs the real `pulumi-controller run-update` when the binary has it."""
+import json
+import subprocess
+import threading
+
+import pytest
+
+from job_fixtures import FAULT_LABEL
+from stack_fixtures import PASSPHRASE, STACK_API, wait_until
+
+GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
+IMAGE = "registry.example.test/pulumi-controller:test"
+MANAGED = "app.kubernetes.io/managed-by=pulumi-controller"
+
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys, time
+args = sys.argv[1:]
+assert args[0] == "run-update", args
+log = args[args.index("--termination-log") + 1]
+doc = json.loads(os.environ["PULUMI_CONTROLLER_UPDATE"])
+mode = os.environ.get("FAKE_MODE", "ok")
+def finish(status, message, cls, code, changes=None):
+    with open(log, "w") as f:
+        json.dump({"v": 1, "status": status, "message": message, "changes": changes,
+                   "outputs": "none", "lock": None, "class": cls}, f)
+    sys.exit(code)
+print("fetching", doc["source"]["url"], file=sys.stderr)
+if mode == "ok":
+    finish("ok", "", "ok", 0, {"create": 1})
+if mode == "fail":
+    print("error: resource quota exceeded in step 3", file=sys.stderr)
+    # A careless program: the controller must not repeat this.
+    print("the passphrase is " + os.environ.get("PULUMI_CONFIG_PASSPHRASE", "?"), file=sys.stderr)
+    finish("failed", "update failed: 1 resource error", "failed", 1)
+if mode == "sleep":
+    time.sleep(3600)
+'''
+
+
+@pytest.fixture
+def fake_kubelet(stack_world, kubelet_for, tmp_path):
+    """stack_world with a kubelet whose `pulumi-controller` is FAKE."""
+    script = tmp_path / "fake-run-update"
+    script.write_text(FAKE)
+    script.chmod(0o755)
+    stack_world.kubelet = kubelet_for(stack_world, commands={"pulumi-controller": str(script)})
+    return stack_world
+
+
+def job_stack(w, name, mode="ok", labels=None, **spec):
+    runner = {"type": "Job", "podTemplate": {
+        "metadata": {"labels": dict(labels or {})},
+        "spec": {"env": [{"name": "FAKE_MODE", "value": mode}]}}}
+    spec.setdefault("fluxSource", {"sourceRef": GIT})
+    return w.apply_stack(name, runner=runner, **spec)
+
+
+def jobs_of(w, stack=None):
+    sel = MANAGED + (f",pulumi.com/stack-name={stack}" if stack else "")
+    return w.client.list("batch/v1", "jobs", w.namespace, labelSelector=sel)["items"]
+
+
+def pods_of(w, job):
+    return w.client.list("v1", "pods", w.namespace,
+                         labelSelector=f"batch.kubernetes.io/job-name={job}")["items"]
+
+
+def wait_job(w, stack):
+    return wait_until(lambda: (jobs_of(w, stack) or [None])[0], what=f"a Job of {stack}")
+
+
+def controller(w, **flags):
+    flags.setdefault("job_image", IMAGE)
+    return w.controller(runner="job", **flags)
+
+
+def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    stack = job_stack(w, "demo", labels={FAULT_LABEL: "hold", "team": "infra"})
+    controller(w)
+
+    job = wait_job(w, "demo")
+    md, spec = job["metadata"], job["spec"]
+    w.wait_condition("demo", "Reconciling", reason="JobRunning")
+    assert md["name"].startswith("demo-up-") and len(md["name"]) == len("demo-up-") + 10
+    for labels in (md["labels"], spec["template"]["metadata"]["labels"]):
+        assert labels["app.kubernetes.io/managed-by"] == "pulumi-controller"
+        assert labels["pulumi.com/stack-name"] == "demo"
+        assert labels["pulumi.com/operation"] == "up"
+        assert labels["pulumi.com/fingerprint"] == md["name"][-10:]
+        assert labels["team"] == "infra"
+    owner, = md["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Stack", "demo", stack["metadata"]["uid"])
+    assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
+    assert spec["backoffLimit"] == 0
+    assert spec["activeDeadlineSeconds"] == 1800 and spec["ttlSecondsAfterFinished"] == 3600
+    ps = spec["template"]["spec"]
+    assert ps["restartPolicy"] == "Never" and ps["serviceAccountName"] == "default"
+    assert ps["securityContext"]["runAsNonRoot"] is True
+    assert ps["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    c, = ps["containers"]
+    assert c["name"] == "update" and c["image"] == IMAGE
+    assert c["command"] == ["pulumi-controller", "run-update"]
+    assert c["terminationMessagePath"] == "/tmp/termination-log"
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsNonRoot"] is True
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/tmp", "/work"}
+    assert {v["name"]: "emptyDir" in v for v in ps["volumes"]} == {"tmp": True, "work": True}
+    env = {e["name"]: e for e in c["env"]}
+    doc = json.loads(env["PULUMI_CONTROLLER_UPDATE"]["value"])
+    assert doc["operation"] == "up" and doc["stack"] == "dev" and doc["name"] == "demo"
+    assert doc["source"] == {"kind": "artifact", "url": src["url"], "digest": src["digest"],
+                             "revision": src["revision"]}
+    assert doc["outputsSecret"] == "demo-outputs" and doc["timeoutSeconds"] == 1800
+    assert "PULUMI_CONFIG_PASSPHRASE" in doc["env"]
+    assert env["PULUMI_CONFIG_PASSPHRASE"]["valueFrom"] == {
+        "secretKeyRef": {"name": "pulumi-passphrase", "key": "passphrase"}}
+    pod = wait_until(lambda: (pods_of(w, md["name"]) or [None])[0], what="the Job's pod")
+    for obj in (job, pod, w.stack("demo")):
+        assert PASSPHRASE not in json.dumps(obj)
+    assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
+
+
+def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secret(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+
+    obj = w.wait_ready("demo", revision=src["revision"])
+    st = obj["status"]
+    assert st["lastUpdate"]["type"] == "up" and st["lastUpdate"]["state"] == "succeeded"
+    assert st["lastUpdate"]["resourceChanges"] == {"create": 1}
+    assert st["fingerprint"] == st["lastAttemptedFingerprint"]
+    job, = jobs_of(w, "demo")
+    assert job["metadata"]["name"] == "demo-up-" + st["fingerprint"][:10]
+    assert "UpdateStarted" in w.event_reasons("demo")
+    sec = w.outputs_secret("demo")
+    assert sec["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+    role = w.client.get("rbac.authorization.k8s.io/v1", "roles", "demo-outputs-writer", w.namespace)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "resourceNames": ["demo-outputs"], "verbs": ["get", "update"]}]
+    rb = w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "demo-outputs-writer",
+                      w.namespace)
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": w.namespace}]
+    assert rb["roleRef"]["name"] == "demo-outputs-writer"
+    # The result is recorded once: the Job is marked, and nothing runs again.
+    wait_until(lambda: "pulumi.com/result-recorded" in
+               (w.client.get("batch/v1", "jobs", job["metadata"]["name"], w.namespace)
+                ["metadata"].get("annotations") or {}), what="the Job marked recorded")
+    w.settle("demo")
+    assert len(jobs_of(w, "demo")) == 1
+
+
+def test_a_failed_update_reports_its_message_and_log_tail_without_secrets(fake_kubelet):
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", mode="fail")
+    controller(w)
+
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    ready = w.cond(obj, "Ready")
+    assert ready["reason"] == "UpdateFailed"
+    assert "update failed: 1 resource error" in ready["message"]
+    assert "log tail:" in ready["message"] and "quota exceeded in step 3" in ready["message"]
+    assert obj["status"]["lastUpdate"]["state"] == "failed"
+    ev = w.wait_event("demo", "UpdateFailed")
+    assert "quota exceeded in step 3" in ev[0]["message"]
+    for text in [json.dumps(obj)] + [json.dumps(e) for e in w.events("demo")]:
+        assert PASSPHRASE not in text
+    assert "[secret]" in ready["message"]
+
+
+def test_a_deadline_exceeded_is_a_timeout_failure(fake_kubelet):
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", mode="sleep", timeout="3s")
+    controller(w)
+
+    job = wait_job(w, "demo")
+    assert job["spec"]["activeDeadlineSeconds"] == 3
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    msg = w.cond(obj, "Ready")["message"]
+    assert "did not finish within its timeout (3s" in msg
+    failed = w.client.get("batch/v1", "jobs", job["metadata"]["name"], w.namespace)
+    assert any(c["type"] == "Failed" and c.get("reason") == "DeadlineExceeded"
+               for c in failed["status"]["conditions"])
+
+
+def test_a_controller_restarted_while_a_job_runs_adopts_it(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
+    ctl = controller(w)
+    job = wait_job(w, "demo")
+    w.wait_condition("demo", "Reconciling", reason="JobRunning")
+    ctl.stop()
+
+    ctl = controller(w)
+    ctl.wait_log("reconcile pass ended", name="demo")
+    jobs = jobs_of(w, "demo")
+    assert [j["metadata"]["uid"] for j in jobs] == [job["metadata"]["uid"]]
+    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    w.wait_ready("demo", revision=src["revision"])
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+
+
+class JobWatch(threading.Thread):
+    """Counts unfinished Jobs from a watch: the most that ever ran at once."""
+
+    def __init__(self, w):
+        super().__init__(daemon=True)
+        self.w, self.running, self.most, self.seen = w, set(), 0, set()
+        self.stop = threading.Event()
+
+    def run(self):
+        rv = self.w.client.list("batch/v1", "jobs", self.w.namespace,
+                                labelSelector=MANAGED)["metadata"]["resourceVersion"]
+        while not self.stop.is_set():
+            for ev in self.w.client.watch("batch/v1", "jobs", self.w.namespace, timeout=30,
+                                          labelSelector=MANAGED, resourceVersion=rv,
+                                          timeoutSeconds=5):
+                obj = ev["object"]
+                rv = obj["metadata"].get("resourceVersion", rv)
+                if ev["type"] == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                done = ev["type"] == "DELETED" or any(
+                    c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                    for c in (obj.get("status") or {}).get("conditions") or [])
+                self.seen.add(name)
+                if done:
+                    self.running.discard(name)
+                else:
+                    self.running.add(name)
+                self.most = max(self.most, len(self.running))
+
+
+def test_fifty_stacks_run_at_most_max_concurrent_jobs_at_once(fake_kubelet):
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    names = [f"s{i:02d}" for i in range(50)]
+    watch = JobWatch(w)
+    watch.start()
+    for n in names:
+        job_stack(w, n, labels={FAULT_LABEL: "hold"}, stack=n)
+    controller(w, max_concurrent_jobs="3")
+
+    def waiting():
+        reasons = [w.cond(s, "Reconciling") for s in
+                   w.client.list(STACK_API, "stacks", w.namespace)["items"]]
+        return sum(1 for c in reasons if c and c.get("reason") == "WaitingForJobSlot") == 47
+    wait_until(waiting, what="47 Stacks waiting for a Job slot")
+    assert len(jobs_of(w)) == 3
+    released = set()
+
+    def release_and_check():
+        for j in jobs_of(w):
+            n = j["metadata"]["name"]
+            if n not in released and w.kubelet.release(n, w.namespace):
+                released.add(n)
+        return len(released) == 50
+    wait_until(release_and_check, timeout=600, what="every Stack's Job released")
+    for n in names:
+        w.wait_ready(n)
+    watch.stop.set()
+    assert len(watch.seen) == 50
+    assert 1 <= watch.most <= 3
+
+
+def test_an_unschedulable_pod_fails_the_update_after_the_start_timeout(fake_kubelet):
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", labels={FAULT_LABEL: "unschedulable"})
+    controller(w, job_start_timeout="2s")
+
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    msg = w.cond(obj, "Ready")["message"]
+    assert "did not start within 2s: Unschedulable" in msg
+
+
+def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job", "podTemplate": {
+        "spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}})
+    controller(w)
+    obj = w.wait_condition("demo", "Stalled", reason="SpecInvalid")
+    assert "spec.runner.podTemplate.spec.volumes[0].hostPath: not allowed" in \
+        w.cond(obj, "Stalled")["message"]
+    assert jobs_of(w, "demo") == []
+
+
+def has_run_update(pc_bin):
+    return subprocess.run([pc_bin, "run-update", "--help"], capture_output=True).returncode == 0
+
+
+def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, pc_bin):
+    if not has_run_update(pc_bin):
+        pytest.skip("this pulumi-controller has no run-update yet (branch jobs-pod)")
+    w = job_world
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
+    controller(w)
+
+    def settled():
+        obj = w.stack("demo")
+        ready, stalled = w.cond(obj, "Ready"), w.cond(obj, "Stalled")
+        return obj if (ready and ready["status"] == "True") or stalled else None
+    obj = wait_until(settled, what="demo Ready or Stalled")
+    stalled = w.cond(obj, "Stalled")
+    if stalled and "not found in PATH" in stalled["message"]:
+        # run-update looks for pulumi in /usr/local/bin:/usr/bin:/bin only (the image's
+        # place), not in the pod's PATH, where the test kubelet's "image" has it.
+        pytest.xfail("run-update does not search the pod's PATH for pulumi (branch jobs-pod)")
+    assert stalled is None, stalled
+    assert obj["status"]["lastAppliedRevision"] == src["revision"]
+    assert obj["status"]["outputs"]["message"] == "hello"
+    assert w.outputs_secret("demo")["decoded"]["message"] == "hello"
+    assert list(w.cloud_files().values()) == ["hello"]

@@ -1,0 +1,348 @@
+/*
+ * test_stack_job.c - the Job runner's pure parts: spec.runner validation
+ * (stack_job_spec.c: what a pod template may carry, hostile specs refused
+ * with the field named, bounds) and the Job builder (stack_job_build.c: the
+ * name and its truncation, labels, owner, the restricted security context,
+ * the update document, values by reference only).  The API side is in
+ * tests/e2e/test_stack_jobs.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "stack/stack_internal.h"
+
+#define FLUX "'fluxSource': {'sourceRef': {'apiVersion': 'source.toolkit.fluxcd.io/v1', " \
+	"'kind': 'GitRepository', 'name': 'infra'}}"
+#define FP "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static struct stack_opts opts;
+
+/* Single quotes become double ones; caller frees. */
+static cJSON *stack_obj(const char *name, const char *spec)
+{
+	char *text = malloc(strlen(spec) + strlen(name) + 200);
+	cJSON *obj;
+
+	assert_non_null(text);
+	sprintf(text, "{'apiVersion': 'pulumi.com/v1', 'kind': 'Stack', 'metadata': {'name': '%s', "
+	    "'namespace': 'apps', 'uid': 'u-1', 'generation': 1}, 'spec': %s}", name, spec);
+	for (char *c = text; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	obj = cJSON_Parse(text);
+	if (obj == NULL)
+		fail_msg("test spec is not JSON: %s", text);
+	free(text);
+	return obj;
+}
+
+static int parse(const char *spec, struct stack_spec *s, struct err *e)
+{
+	cJSON *obj = stack_obj("web", spec);
+	int rc = stack_spec_parse(obj, &opts, s, e);
+
+	cJSON_Delete(obj);
+	return rc;
+}
+
+/* spec must be refused with a message containing want. */
+static void refused(const char *spec, const char *want)
+{
+	struct stack_spec s;
+	struct err e;
+
+	if (parse(spec, &s, &e) == 0)
+		fail_msg("accepted: %s", spec);
+	if (strstr(e.msg, want) == NULL)
+		fail_msg("message \"%s\" lacks \"%s\"", e.msg, want);
+	stack_spec_free(&s);
+}
+
+static void setup_opts(void)
+{
+	stack_opts_default(&opts);
+	opts.job_image = "ghcr.io/x/pulumi-controller:1";
+}
+
+/* ------------------------------------------------------------ names */
+
+static void test_name_is_stack_op_and_ten_hex(void **state)
+{
+	char out[64];
+
+	(void)state;
+	assert_int_equal(stack_job_name("web", "up", FP, out, sizeof(out)), 0);
+	assert_string_equal(out, "web-up-0123456789");
+	assert_int_equal(stack_job_name("web", "preview", "abc", out, sizeof(out)), -1);
+}
+
+static void test_long_names_are_cut_in_the_stack_part(void **state)
+{
+	char stack[254], out[64];
+
+	(void)state;
+	memset(stack, 'a', 200);
+	stack[200] = '\0';
+	/* 63 - strlen("-destroy-") - 10 = 44 kept, but the cut would end in
+	 * "--": it ends before them. */
+	stack[42] = '-';
+	stack[43] = '-';
+	assert_int_equal(stack_job_name(stack, "destroy", FP, out, sizeof(out)), 0);
+	assert_true(strlen(out) <= 63);
+	assert_non_null(strstr(out, "-destroy-0123456789"));
+	assert_int_equal(strlen(out), 42 + strlen("-destroy-0123456789"));
+	assert_int_equal(out[41], 'a');
+}
+
+/* ------------------------------------------------------------ runner spec */
+
+static void test_runner_types_and_the_default(void **state)
+{
+	struct stack_spec s;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(parse("{'stack': 'dev', " FLUX "}", &s, &e), 0);
+	assert_false(s.job_mode);
+	stack_spec_free(&s);
+	opts.runner_job = 1;
+	assert_int_equal(parse("{'stack': 'dev', " FLUX "}", &s, &e), 0);
+	assert_true(s.job_mode);
+	stack_spec_free(&s);
+	assert_int_equal(parse("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Local'}}", &s, &e), 0);
+	assert_false(s.job_mode);
+	stack_spec_free(&s);
+	opts.runner_job = 0;
+	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Pod'}}", "spec.runner.type: must be Local or Job");
+	opts.job_image = NULL;
+	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}}", "--job-image");
+	setup_opts();
+}
+
+static void test_hostile_pod_templates_are_refused_naming_the_field(void **state)
+{
+	(void)state;
+#define R "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'podTemplate': "
+	refused(R "{'spec': {'securityContext': {'privileged': true}}}}}", "podTemplate.spec.securityContext");
+	refused(R "{'spec': {'hostNetwork': true}}}}", "hostNetwork");
+	refused(R "{'spec': {'volumes': [{'name': 'r', 'hostPath': {'path': '/'}}]}}}}",
+	    "spec.runner.podTemplate.spec.volumes[0].hostPath: not allowed");
+	refused(R "{'spec': {'volumes': [{'name': 'r', 'nfs': {'server': 'x'}}]}}}}",
+	    "spec.runner.podTemplate.spec.volumes.nfs: not allowed");
+	refused(R "{'spec': {'containers': [{'name': 'x'}]}}}}", "podTemplate.spec.containers: not allowed");
+	refused(R "{'spec': {'serviceAccountName': 'admin'}}}}", "podTemplate.spec.serviceAccountName");
+	refused(R "{'metadata': {'labels': {'pulumi.com/stack-name': 'other'}}}}}", "reserved");
+	refused(R "{'spec': {'env': [{'name': 'PULUMI_CONTROLLER_UPDATE', 'value': '{}'}]}}}}", "reserved");
+	refused(R "{'spec': {'volumes': [{'name': 'tmp', 'emptyDir': {}}]}}}}", "reserved");
+	refused(R "{'spec': {'volumes': [{'name': 'v', 'emptyDir': {}}], 'volumeMounts': "
+	    "[{'name': 'v', 'mountPath': '/work/x'}]}}}}", "volumeMounts[0].mountPath");
+	refused(R "{'spec': {'volumeMounts': [{'name': 'nope', 'mountPath': '/data'}]}}}}",
+	    "volumeMounts[0].name");
+	refused(R "{'spec': {'volumes': [{'name': 'v', 'emptyDir': {}}], 'volumeMounts': "
+	    "[{'name': 'v', 'mountPath': '/data', 'subPath': '../etc'}]}}}}", "subPath");
+	refused(R "{'spec': {'tolerations': [{'key': 'k', 'privileged': true}]}}}}", "tolerations.privileged");
+	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'serviceAccountName': 'Bad_Name'}}",
+	    "spec.runner.serviceAccountName");
+	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'image': 'evil'}}", "spec.runner.image");
+	refused("{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}",
+	    "not supported with the Job runner");
+#undef R
+}
+
+static void test_sizes_are_bounded(void **state)
+{
+	char *spec = malloc(64 * 1024), *p;
+
+	(void)state;
+	assert_non_null(spec);
+	p = spec + sprintf(spec, "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'podTemplate': "
+	    "{'metadata': {'labels': {");
+	for (int i = 0; i < 33; i++)
+		p += sprintf(p, "%s'l%d': 'v'", i ? ", " : "", i);
+	sprintf(p, "}}}}}");
+	refused(spec, "labels: at most 32 entries");
+	p = spec + sprintf(spec, "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'podTemplate': "
+	    "{'spec': {'env': [");
+	for (int i = 0; i < 65; i++)
+		p += sprintf(p, "%s{'name': 'E%d', 'value': 'v'}", i ? ", " : "", i);
+	sprintf(p, "]}}}}");
+	refused(spec, "env: at most 64 items");
+	p = spec + sprintf(spec, "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'podTemplate': "
+	    "{'metadata': {'labels': {'team': '");
+	memset(p, 'x', 64);
+	sprintf(p + 64, "'}}}}}");
+	refused(spec, "at most 63 characters");
+	free(spec);
+}
+
+/* ------------------------------------------------------------ the Job */
+
+static const cJSON *at(const cJSON *o, const char *path)
+{
+	char buf[256], *save = NULL, *k;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+		o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k)) : cJSON_GetObjectItemCaseSensitive(o, k);
+	return o;
+}
+
+static const char *str_at(const cJSON *o, const char *path)
+{
+	const cJSON *v = at(o, path);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *label(const cJSON *obj, const char *where, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(at(obj, where), key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *env_named(const cJSON *job, const char *name)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, at(job, "spec.template.spec.containers.0.env"))
+		if (strcmp(str_at(e, "name"), name) == 0)
+			return e;
+	return NULL;
+}
+
+static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
+{
+	cJSON *obj = stack_obj(name, spec), *job;
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600 };
+	struct err e;
+
+	if (stack_spec_parse(obj, &opts, s, &e) != 0)
+		fail_msg("refused: %s", e.msg);
+	cJSON_Delete(obj);
+	job = stack_job_build(&in, &e);
+	assert_non_null(job);
+	return job;
+}
+
+static void test_the_job_shape_security_and_owner(void **state)
+{
+	struct stack_spec s;
+	cJSON *job;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', " FLUX ", 'timeout': '90s', 'runner': {'type': 'Job', "
+	    "'serviceAccountName': 'deployer', 'podTemplate': {'metadata': {'labels': {'team': 'a'}, "
+	    "'annotations': {'note': 'n'}}, 'spec': {'nodeSelector': {'pool': 'infra'}, "
+	    "'resources': {'limits': {'memory': '1Gi'}}, 'volumes': [{'name': 'ca', 'configMap': "
+	    "{'name': 'ca'}}], 'volumeMounts': [{'name': 'ca', 'mountPath': '/etc-ca'}]}}}}", &s);
+	assert_string_equal(str_at(job, "metadata.name"), "web-up-0123456789");
+	assert_string_equal(label(job, "metadata.labels", "app.kubernetes.io/managed-by"), "pulumi-controller");
+	assert_string_equal(str_at(job, "metadata.labels.team"), "a");
+	assert_string_equal(label(job, "spec.template.metadata.labels", "pulumi.com/fingerprint"), "0123456789");
+	assert_string_equal(str_at(job, "spec.template.metadata.annotations.note"), "n");
+	assert_null(at(job, "metadata.annotations"));
+	assert_string_equal(str_at(job, "metadata.ownerReferences.0.uid"), "u-1");
+	assert_true(cJSON_IsTrue(at(job, "metadata.ownerReferences.0.controller")));
+	assert_true(cJSON_IsTrue(at(job, "metadata.ownerReferences.0.blockOwnerDeletion")));
+	assert_int_equal(at(job, "spec.backoffLimit")->valueint, 0);
+	assert_int_equal(at(job, "spec.activeDeadlineSeconds")->valueint, 90);
+	assert_int_equal(at(job, "spec.ttlSecondsAfterFinished")->valueint, 600);
+	assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "deployer");
+	assert_string_equal(str_at(job, "spec.template.spec.restartPolicy"), "Never");
+	assert_string_equal(str_at(job, "spec.template.spec.nodeSelector.pool"), "infra");
+	assert_true(cJSON_IsTrue(at(job, "spec.template.spec.securityContext.runAsNonRoot")));
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.securityContext.seccompProfile.type"),
+	    "RuntimeDefault");
+	assert_false(cJSON_IsTrue(at(job, "spec.template.spec.containers.0.securityContext.allowPrivilegeEscalation")));
+	assert_true(cJSON_IsTrue(at(job, "spec.template.spec.containers.0.securityContext.readOnlyRootFilesystem")));
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.securityContext.capabilities.drop.0"), "ALL");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.resources.limits.memory"), "1Gi");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.volumeMounts.2.mountPath"), "/etc-ca");
+	assert_string_equal(str_at(job, "spec.template.spec.volumes.2.name"), "ca");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.command.1"), "run-update");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.terminationMessagePath"),
+	    "/tmp/termination-log");
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+static void test_values_reach_the_pod_by_reference_only(void **state)
+{
+	struct stack_spec s;
+	cJSON *job, *doc;
+	const cJSON *e;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}, 'config': {'region': "
+	    "'eu-1'}, 'secretsRef': {'token': {'type': 'Secret', 'secret': {'name': 'creds', 'key': "
+	    "'tok'}}}, 'envRefs': {'AWS_KEY': {'type': 'Secret', 'secret': {'name': 'aws', 'key': 'id'}}}}", &s);
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_non_null(doc);
+	assert_string_equal(str_at(doc, "source.kind"), "artifact");
+	assert_string_equal(str_at(doc, "source.url"), "http://src/x.tar.gz");
+	assert_string_equal(str_at(doc, "source.digest"), "sha256:d1");
+	assert_string_equal(str_at(doc, "config.region"), "eu-1");
+	assert_string_equal(str_at(doc, "outputsSecret"), "web-outputs");
+	assert_string_equal(str_at(doc, "env.0"), "AWS_KEY");
+	{
+		const char *envname = str_at(doc, "secretConfig.token");
+		assert_non_null(envname);
+		e = env_named(job, envname);
+		assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "creds");
+		assert_string_equal(str_at(e, "valueFrom.secretKeyRef.key"), "tok");
+		assert_null(at(e, "value"));
+	}
+	e = env_named(job, "AWS_KEY");
+	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "aws");
+	assert_null(at(e, "value"));
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+static void test_an_oci_source_mounts_its_credentials(void **state)
+{
+	struct stack_spec s;
+	cJSON *job, *doc;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
+	    "'secretRef': {'name': 'regcred'}}, 'runner': {'type': 'Job'}}", &s);
+	assert_string_equal(str_at(job, "spec.template.spec.volumes.2.projected.sources.0.secret.name"), "regcred");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.6"), "--oci-secret-dir");
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_string_equal(str_at(doc, "source.kind"), "oci");
+	assert_string_equal(str_at(doc, "source.layerDigest"), "sha256:d1");
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	setup_opts();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_name_is_stack_op_and_ten_hex, setup),
+		cmocka_unit_test_setup(test_long_names_are_cut_in_the_stack_part, setup),
+		cmocka_unit_test_setup(test_runner_types_and_the_default, setup),
+		cmocka_unit_test_setup(test_hostile_pod_templates_are_refused_naming_the_field, setup),
+		cmocka_unit_test_setup(test_sizes_are_bounded, setup),
+		cmocka_unit_test_setup(test_the_job_shape_security_and_owner, setup),
+		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
+		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
