@@ -12,8 +12,11 @@ refused); inputs that are not valid (exit 2, the field named); a digest mismatch
 no pulumi process started)."""
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 import urllib.parse
 
 import pytest
@@ -47,10 +50,6 @@ class Pod:
         """A new, empty work dir (each Job's pod has its own emptyDir)."""
         self.work = self.dir / name
         self.work.mkdir()
-        if self.w.cli.kind == "real":
-            # The plugins the image would carry (the controller's PULUMI_HOME has them).
-            (self.work / "pulumi-home").mkdir()
-            (self.work / "pulumi-home" / "plugins").symlink_to(self.w.cli.home / "plugins")
 
     def stack(self):
         """The Stack object and the outputs Secret the controller creates before the Job
@@ -97,8 +96,11 @@ class Pod:
         })
         full.update(env or {})
         flags = ["--pulumi", str(self.w.pulumi_bin)]
+        if self.w.cli.kind == "real":
+            # The plugins the image would carry (the controller's PULUMI_HOME has them).
+            flags += ["--plugins-dir", os.path.realpath(self.w.cli.home / "plugins")]
         if not pulumi_flag:
-            flags = []
+            flags = flags[2:]
             full["PATH"] = os.pathsep.join([os.path.dirname(self.w.pulumi_bin), "/usr/bin", "/bin"])
         return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
                                  "--termination-log", str(self.term),
@@ -269,16 +271,6 @@ def test_bad_input_exits_2_naming_the_field(pod):
 
 # -- inside a Job, through the test kubelet (tests/e2e/kubelet.py) ----------------------
 
-IMAGE_PULUMI = '''#!/bin/sh
-# The job image's pulumi: its plugins come with the image (the real CLI's provider is
-# installed in the controller's PULUMI_HOME; the pod's PULUMI_HOME is a fresh emptyDir).
-if [ -n "{plugins}" ] && [ ! -e "$PULUMI_HOME/plugins" ]; then
-    ln -s "{plugins}" "$PULUMI_HOME/plugins"
-fi
-exec "{pulumi}" "$@"
-'''
-
-
 def runner_rbac(w, sa, secret):
     """The ServiceAccount of the Job's pod and a Role allowing get/update on the one
     outputs Secret (the emulator authorizes every token; the real server checks it)."""
@@ -296,9 +288,12 @@ def runner_rbac(w, sa, secret):
              "rolebindings")
 
 
-def update_job(pod, update, owner):
-    """The Job as JOBS.md describes the controller's, for `update`."""
+def update_job(pod, update, owner, plugins_dir):
+    """The Job as JOBS.md describes the controller's, for `update`.  Its pulumi is the
+    image's (the kubelet's PATH for the world: the recording wrapper first); on the
+    real tier the image's plugins are at plugins_dir."""
     w = pod.w
+    plugins = ["--plugins-dir", plugins_dir] if plugins_dir else []
     labels = {"app.kubernetes.io/managed-by": "pulumi-controller",
               "pulumi.com/stack-name": pod.name, "pulumi.com/operation": "up",
               "pulumi.com/fingerprint": "0123456789"}
@@ -318,34 +313,42 @@ def update_job(pod, update, owner):
                     "command": ["pulumi-controller", "run-update"],
                     "args": ["--work-dir", "/work", "--termination-log", "/tmp/termination-log",
                              "--service-account-dir",
-                             "/var/run/secrets/kubernetes.io/serviceaccount",
-                             "--pulumi", "/opt/image/pulumi"],
+                             "/var/run/secrets/kubernetes.io/serviceaccount", *plugins],
                     "terminationMessagePath": "/tmp/termination-log",
                     "terminationMessagePolicy": "File",
                     "env": [{"name": "PULUMI_CONTROLLER_UPDATE", "value": json.dumps(update)},
                             {"name": "PULUMI_CONFIG_PASSPHRASE", "valueFrom": {"secretKeyRef": {
                                 "name": "pulumi-passphrase", "key": "passphrase"}}}] + secret_env,
                     "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                                     {"name": "work", "mountPath": "/work"},
-                                     {"name": "image", "mountPath": "/opt/image"}]}],
-                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}},
-                            # what the image holds besides the controller (see IMAGE_PULUMI)
-                            {"name": "image", "configMap": {"name": "job-image",
-                                                            "defaultMode": 0o755}}]}}}}
+                                     {"name": "work", "mountPath": "/work"}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}}]}}}}
 
 
-def test_inside_a_job_through_the_kubelet(pod, kubelet_for):
+@pytest.fixture
+def cleanup():
+    fns = []
+    yield fns
+    for fn in fns:
+        fn()
+
+
+def test_inside_a_job_through_the_kubelet(pod, kubelet_for, cleanup):
     w = pod.w
     owner = pod.stack()
     runner_rbac(w, "stack-runner", f"{pod.name}-outputs")
     w.secret("db-creds", {"dbPassword": DB_PASSWORD})
-    plugins = str(w.cli.home / "plugins") if w.cli.kind == "real" else ""
-    w.config_map("job-image", {"pulumi": IMAGE_PULUMI.format(plugins=plugins,
-                                                             pulumi=w.pulumi_bin)})
     kubelet = kubelet_for(w)
     a = w.artifact(w.program_files("stack-secrets"))
     update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_SECRET_0"})
-    job = update_job(pod, update, owner)
+    plugins_dir = None
+    if w.cli.kind == "real":
+        # The image's plugin cache: the controller's, seen at a path outside /tmp and
+        # /work (the pod's mount paths, which the kubelet rewrites in every arg).
+        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
+        cleanup.append(lambda: shutil.rmtree(image))
+        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
+        plugins_dir = str(image / "plugins")
+    job = update_job(pod, update, owner, plugins_dir)
     w.client.create(job, "jobs")
 
     def finished():
