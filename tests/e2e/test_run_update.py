@@ -475,3 +475,16 @@ def test_help_lists_every_flag_and_docs_describe_them(pc_bin, tmp_path):
                  ["--no-such-flag"]):
         r = subprocess.run([pc_bin, "run-update", *args], capture_output=True, text=True, env=env)
         assert r.returncode == 2, (args, r.stderr)
+
+
+def test_update_timeout_is_class_timeout(pod):
+    """timeoutSeconds bounds each CLI call: a step slower than that ends as a timeout."""
+    w = pod.w
+    pod.stack()
+    update = pod.update(flux_source(w, w.artifact()), timeoutSeconds=3,
+                        env=["PULUMI_CONFIG_PASSPHRASE", "PULUMI_STANDIN_CLOUD",
+                             "PULUMI_STANDIN_SLOW_MS"])
+    r, msg = pod.run(update, env={"PULUMI_STANDIN_SLOW_MS": "30000"})
+    assert r.returncode == 1, r.stderr
+    assert msg["status"] == "timeout" and msg["class"] == "timeout", msg
+    assert msg["outputs"] == "none"
