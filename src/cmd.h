@@ -13,6 +13,8 @@ int cmd_version(int argc, char **argv);
 int cmd_unpack(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* The command a Job's pod runs (src/cmd_run_update.c). */
+int cmd_run_update(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_verify(int argc, char **argv);    /* cmd_verify.c; exit 3: registry unreachable */

@@ -25,6 +25,7 @@ static const struct command commands[] = {
 	{ "preview",   cmd_preview,   "print the plan a Stack awaits approval for" },
 	{ "approve",   cmd_approve,   "approve the plan a Stack awaits (spec.approvedPlan)" },
 	{ "run",       cmd_run,       "run the controller (watch Stacks and Flux sources, reconcile)" },
+	{ "run-update", cmd_run_update, "run one update inside a Job's pod (started by the controller)" },
 	{ "fetch",     cmd_fetch,     "download a Flux artifact, verify its digest and unpack it" },
 	{ "pull",      cmd_pull,      "pull an OCI artifact, verify it and unpack it" },
 	{ "push",      cmd_push,      "push a directory as a Flux OCI artifact" },

@@ -31,6 +31,8 @@
 
 #include <stdio.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/err.h"
 #include "kube/kube.h"
 
@@ -94,5 +96,120 @@ void stack_ctl_gc(struct stack_ctl *sc);
 void stack_ctl_metrics(struct stack_ctl *sc, FILE *out);
 /* {"stacks": {"ns/name": "rv"}, "gitrepositories": …} for the tests. */
 int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path);
+
+
+/* ------------------------------------------------------------ run-update */
+
+/*
+ * One update inside a Job's pod (stack_runner.c, stack_runner_io.c; `pulumi-controller
+ * run-update`, docs/job-runner.md and docs/cli.md): the controller puts
+ * the update's non-secret inputs into the pod's environment as JSON, and
+ * the pod goes
+ *
+ *     input --> artifact --> workspace --> driver --> result
+ *
+ *     struct stack_run_input *in = stack_run_input_parse(json, &e);
+ *     struct stack_run_result r;
+ *     stack_run(in, &opts, &r);                  never fails: r says how it went
+ *     char *msg = stack_run_termination(&r, STACK_RUN_TERMINATION_MAX);
+ *     exit(stack_run_exit_code(&r));
+ *
+ * Secret values never pass through the JSON: it names the environment
+ * variables (filled by the kubelet from secretKeyRef / configMapKeyRef)
+ * that hold them.
+ */
+
+/* The termination message's size limit (the kubelet keeps 4096 bytes). */
+#define STACK_RUN_TERMINATION_MAX 3584
+
+/* A config key and its value (config) or the environment variable that
+ * holds its value (secretConfig, configFromEnv). */
+struct stack_run_pair {
+	char *key;
+	char *value;
+};
+
+/* PULUMI_CONTROLLER_UPDATE, parsed.  Every string is owned. */
+struct stack_run_input {
+	char *operation;                  /* "up", "preview", "destroy", "refresh" */
+	char *namespace, *name;           /* the Stack object */
+	char *stack;                      /* the pulumi stack */
+	char *fingerprint;
+	int oci;                          /* source.kind: 0 "artifact", 1 "oci" */
+	char *url, *digest, *revision;    /* artifact: the tarball's URL and digest */
+	char *manifest_digest, *layer_digest, *media_type;   /* oci (url too) */
+	int insecure, verify;
+	char *dir, *backend, *secrets_provider;   /* NULL when absent */
+	struct stack_run_pair *config;    /* plaintext values */
+	size_t n_config;
+	struct stack_run_pair *secret_config;   /* value: an env name */
+	size_t n_secret_config;
+	struct stack_run_pair *config_from_env; /* value: an env name */
+	size_t n_config_from_env;
+	char **structured;                /* keys whose value is JSON text */
+	size_t n_structured;
+	char **env;                       /* variable names passed to pulumi */
+	size_t n_env;
+	int refresh;
+	char **targets;
+	size_t n_targets;
+	char **policy_packs;
+	size_t n_policy_packs;
+	char *outputs_secret;
+	long timeout_seconds;
+};
+
+/* Parses and validates the JSON; NULL with ERR_INVALID naming the field
+ * ("source.digest: …").  Free with stack_run_input_free. */
+struct stack_run_input *stack_run_input_parse(const char *json, struct err *e);
+void stack_run_input_free(struct stack_run_input *in);
+
+/* Where the pod finds things (flags of run-update); strings borrowed. */
+struct stack_run_opts {
+	const char *work_dir;             /* store, workspace, PULUMI_HOME; required */
+	const char *oci_secret_dir;       /* .dockerconfigjson, ca.crt; NULL: none */
+	const char *verify_keys_dir;      /* public keys for "verify"; NULL: none */
+	const char *service_account_dir;  /* token, ca.crt for the outputs Secret */
+	const char *kube_host, *kube_port;   /* KUBERNETES_SERVICE_HOST/PORT */
+	const char *pulumi_bin;           /* NULL: the driver's lookup of "pulumi" */
+	const char *plugins_dir;          /* the image's plugin cache, linked as
+	                                   * PULUMI_HOME/plugins; NULL: none */
+	const char *identity;             /* for lock messages; NULL: hostname */
+	const volatile int *cancel;       /* set by SIGTERM: stop the CLI gracefully */
+};
+
+/* The failure classes of the termination message. */
+enum stack_run_class {
+	STACK_RUN_OK, STACK_RUN_CONFLICT, STACK_RUN_TIMEOUT, STACK_RUN_POLICY, STACK_RUN_CLI,
+	STACK_RUN_SOURCE, STACK_RUN_INTERNAL, STACK_RUN_FAILED,
+};
+const char *stack_run_class_name(enum stack_run_class c);
+
+enum stack_run_outputs { STACK_RUN_OUTPUTS_NONE, STACK_RUN_OUTPUTS_WRITTEN, STACK_RUN_OUTPUTS_FAILED };
+
+/* How one run went: the termination message's fields. */
+struct stack_run_result {
+	int status;                       /* enum pl_status */
+	enum stack_run_class cls;
+	int usage;                        /* the input was refused (exit 2) */
+	char message[2048];               /* secrets masked */
+	cJSON *changes;                   /* owned; NULL: none */
+	enum stack_run_outputs outputs;
+	int lock_present;
+	char lock_owner[128], lock_created[48];
+	long lock_pid;
+};
+
+/* Runs the update in; fills r (release with stack_run_result_free). */
+void stack_run(const struct stack_run_input *in, const struct stack_run_opts *o,
+    struct stack_run_result *r);
+void stack_run_result_free(struct stack_run_result *r);
+/* r for an input that was refused (exit 2), message from e. */
+void stack_run_result_usage(struct stack_run_result *r, const struct err *e);
+/* The termination message: compact JSON of at most max bytes (the
+ * message cut to fit), always valid JSON and UTF-8.  Caller frees. */
+char *stack_run_termination(const struct stack_run_result *r, size_t max);
+/* 0 the operation succeeded, 1 it failed, 2 the input was refused. */
+int stack_run_exit_code(const struct stack_run_result *r);
 
 #endif

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 pytest_plugins = ["nginx_fixtures", "registry_fixtures", "kube_fixtures", "pulumi_fixtures", "real_fixtures",
                   "flux_fixtures",
-                  "stack_fixtures"]
+                  "stack_fixtures", "job_fixtures"]
 
 
 def _binary():

@@ -55,6 +55,8 @@ class Emulator:
         self.state_dir = state_dir
         self.verbose = verbose
         self.token_file = token_file or os.path.join(state_dir, "tokens")
+        self.issued_file = os.path.join(state_dir, "issued-tokens")
+        self.issue_lock = threading.Lock()
         if not os.path.exists(self.token_file):
             write_atomic(self.token_file, secrets.token_hex(16) + "\n")
         self.store = Store(history)
@@ -91,12 +93,25 @@ class Emulator:
         return f"{host}:{self.port}"
 
     def tokens(self):
-        try:
-            with open(self.token_file) as f:
-                return {line.strip() for line in f
-                        if line.strip() and not line.startswith("#")}
-        except OSError:
-            return set()
+        """The token file's tokens and those TokenRequest issued (kept in the state
+        directory, so they outlive a restart as signed tokens do)."""
+        out = set()
+        for path in (self.token_file, self.issued_file):
+            try:
+                with open(path) as f:
+                    out |= {line.strip() for line in f
+                            if line.strip() and not line.startswith("#")}
+            except OSError:
+                pass
+        return out
+
+    def issue_token(self, subject):
+        """A new bearer token for subject (a TokenRequest), accepted from now on."""
+        token = "sa-" + secrets.token_hex(24)
+        with self.issue_lock:
+            with open(self.issued_file, "a") as f:
+                f.write(f"{token}\n")
+        return token
 
     def git_version(self):
         return f"v1.{self.settings.minor}.0"
@@ -126,7 +141,12 @@ class Emulator:
 
     def run(self):
         """Serves until asked to stop, then persists the state and returns."""
-        first = sorted(self.tokens())[0] if self.tokens() else ""
+        try:
+            with open(self.token_file) as f:
+                first = next((line.strip() for line in f
+                              if line.strip() and not line.startswith("#")), "")
+        except OSError:
+            first = ""
         write_atomic(os.path.join(self.state_dir, "kubeconfig"),
                      kubeconfig_text(self.url, self.ca_file, token=first))
         thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},

@@ -149,6 +149,7 @@ def _verbs(rtype):
 # namespaced, status subresource, generation, categories)
 _GENERIC = [
     ("", "v1", "pods", "Pod", ["po"], True, True, True, ["all"]),
+    ("", "v1", "nodes", "Node", ["no"], False, True, False, []),
     ("", "v1", "services", "Service", ["svc"], True, True, False, ["all"]),
     ("", "v1", "endpoints", "Endpoints", ["ep"], True, False, False, []),
     ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", ["pvc"], True, True,
@@ -172,10 +173,22 @@ _GENERIC = [
      False, False, False, []),
 ]
 
+# field selectors the real server accepts on them (a kubelet watches its node's pods)
+_GENERIC_FIELDS = {"pods": ["spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                            "spec.serviceAccountName", "status.phase", "status.podIP",
+                            "status.nominatedNodeName"],
+                   "nodes": ["spec.unschedulable"]}
+
+# Subresources served beyond status (kubeapi/pods.py): listed by discovery as the real
+# server lists them.
+EXTRA_SUBRESOURCES = {("", "pods"): [("log", "Pod", ["get"])],
+                      ("", "serviceaccounts"): [("token", "TokenRequest", ["create"])]}
+
 
 def generic_types():
     out = [ResourceType(g, v, plural, kind, short_names=short, namespaced=ns, status=status,
-                        generation=gen, categories=cats)
+                        generation=gen, categories=cats,
+                        field_labels=_GENERIC_FIELDS.get(plural))
            for g, v, plural, kind, short, ns, status, gen, cats in _GENERIC]
     # `kubectl auth can-i`: a create-only review the emulator always allows (no RBAC)
     review = ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
@@ -311,6 +324,9 @@ class Registry:
                 resources.append({"name": t.plural + "/status", "singularName": "",
                                   "namespaced": t.namespaced, "kind": t.kind,
                                   "verbs": ["get", "patch", "update"]})
+            for sub, kind, verbs in EXTRA_SUBRESOURCES.get(t.key, []):
+                resources.append({"name": f"{t.plural}/{sub}", "singularName": "",
+                                  "namespaced": t.namespaced, "kind": kind, "verbs": verbs})
         return {"kind": "APIResourceList", "apiVersion": "v1",
                 "groupVersion": f"{group}/{version}" if group else version,
                 "resources": resources}
@@ -333,9 +349,16 @@ class Registry:
                         r["shortNames"] = t.short_names
                     if t.categories:
                         r["categories"] = t.categories
+                    subs = []
                     if t.status:
-                        r["subresources"] = [{"subresource": "status", "responseKind": kind,
-                                              "verbs": ["get", "patch", "update"]}]
+                        subs.append({"subresource": "status", "responseKind": kind,
+                                     "verbs": ["get", "patch", "update"]})
+                    for sub, sub_kind, verbs in EXTRA_SUBRESOURCES.get(t.key, []):
+                        group = "authentication.k8s.io" if sub == "token" else g
+                        subs.append({"subresource": sub, "verbs": verbs, "responseKind": {
+                            "group": group, "version": v, "kind": sub_kind}})
+                    if subs:
+                        r["subresources"] = subs
                     resources.append(r)
                 vs.append({"version": v, "resources": resources, "freshness": "Current"})
             items.append({"metadata": {"name": g, "creationTimestamp": None}, "versions": vs})

@@ -33,6 +33,7 @@ import yaml
 
 from . import errors as E
 from . import partial
+from . import pods
 from . import protobuf
 from . import tables
 from . import typed
@@ -373,6 +374,13 @@ class Handler(BaseHTTPRequestHandler):
         sub = rest[2] if len(rest) > 2 else ""
         if (rtype.namespaced and name and ns is None) or (not rtype.namespaced and ns):
             raise not_found()
+        if sub == "log" and rtype.key == ("", "pods") and method == "GET":
+            return self._send(200, pods.pod_log(self.server.emu.store, ns, name, params),
+                              "text/plain")
+        if sub == "token" and rtype.key == ("", "serviceaccounts") and method == "POST":
+            return self._send(201, pods.token_request(self.server.emu, ns, name,
+                                                      self._decode(body, self.headers.get(
+                                                          "Content-Type", ""))))
         if sub and not (sub == "status" and rtype.status):
             raise not_found()
         if rtype.deprecation:

@@ -31,6 +31,7 @@ import uuid
 
 from . import apply as ssa
 from . import errors as E
+from . import pods
 from . import typed
 from .errors import clone
 from .patches import (PatchFailed, PatchMalformed, json_patch, merge_patch,
@@ -39,6 +40,7 @@ from .registry import Registry
 from .schema import prune_builtin, prune_custom_resource, rule_compile_errors
 from .selectors import FieldSelector, LabelSelector
 
+POD_KEY = ("", "pods")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -898,6 +900,8 @@ class Store:
                 raise E.already_exists(rtype, name)
             if rtype.status and rtype.key != CRD_KEY:
                 obj.pop("status", None)
+            if rtype.key == ("", "pods"):
+                pods.admit_pod(self, ns, obj)
             obj = self._normalize(rtype, obj, params, creating=True)
             m = obj["metadata"]
             for f in ("uid", "resourceVersion", "generation", "creationTimestamp",
@@ -1173,8 +1177,18 @@ class Store:
                 self._orphan_dependents(om.get("uid"))
             elif policy == "Foreground":
                 self._delete_dependents(om.get("uid"))
-            if rtype.key in (NS_KEY, CRD_KEY) or om.get("finalizers"):
+            grace = pods.grace_seconds(old, options) if rtype.key == POD_KEY else 0
+            if rtype.key == POD_KEY and om.get("deletionTimestamp") and grace == 0 and \
+                    not om.get("finalizers"):
+                pass            # the kubelet's final delete of a terminated pod
+            elif rtype.key in (NS_KEY, CRD_KEY) or om.get("finalizers") or grace:
                 if om.get("deletionTimestamp"):
+                    if rtype.key == POD_KEY and grace < (om.get("deletionGracePeriodSeconds")
+                                                         or 0):
+                        new = clone(old)
+                        new["metadata"]["deletionGracePeriodSeconds"] = grace
+                        return self.present(rtype, self._commit("MODIFIED", rtype.key, new,
+                                                                old))
                     return self.present(rtype, old)
                 new = clone(old)
                 nm = new["metadata"]
@@ -1186,7 +1200,7 @@ class Store:
                         "message": "CustomResource deletion is in progress",
                         "lastTransitionTime": now_rfc3339()})
                 nm["deletionTimestamp"] = now_rfc3339()
-                nm["deletionGracePeriodSeconds"] = 0
+                nm["deletionGracePeriodSeconds"] = grace
                 if "generation" in nm:
                     nm["generation"] += 1
                 if rtype.key == NS_KEY:

@@ -1,0 +1,103 @@
+"""pytest fixtures of the test kubelet (tests/e2e/kubelet.py): a running TestKubelet on
+the tier of the test, for the Job runner's scenarios (issue 16).
+
+    kubelet_for(target, **options)   starts a TestKubelet against target -- a StackWorld
+                        (stack_fixtures.py) or an any_kubeapi-like API (EmulatorView,
+                        NamespacedKube) -- and stops it after the test.  On the real tier
+                        it talks to the server directly (past the fault proxy, so a test
+                        cutting the controller off does not cut the "cluster" off); pods
+                        reach the API at the same address.  Options go to TestKubelet
+                        (selector, commands, images, env, pod_api_url); by default it
+                        watches Jobs of the target's namespace with the contract's label,
+                        maps command[0] `pulumi-controller` to PC_BIN, and, for a
+                        StackWorld, gives pods the world's pulumi on PATH (the recording
+                        wrapper first, so world.updates() sees what pods ran).
+    job_world           stack_world ([emulator] / [real]) with .kubelet started
+    any_kubelet         any_kubeapi ([emulator] / [real]) with .kubelet started: the
+                        kubelet's own tests (test_kubelet.py)
+
+A stopped kubelet has killed (and reaped) every process it started: teardown also
+fails the test if any is left.
+"""
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from kubelet import DEFAULT_SELECTOR, FAULT_LABEL, TestKubelet  # noqa: E402
+
+REAL_PROVIDER = pathlib.Path(os.environ.get("REAL_DIR", str(HERE.parents[1] / ".real"))) / \
+    "provider"
+
+
+def _api_of(target):
+    """(api, namespace, world or None) of a StackWorld or an any_kubeapi-like object."""
+    if hasattr(target, "api") and hasattr(target, "cli"):
+        return target.api, target.namespace, target
+    return target, target.namespace, None
+
+
+def _connection(api):
+    """(url, token, ca_file): the real server directly, the emulator as it is."""
+    url = getattr(api, "direct_url", None) or api.url
+    return url, api.token, api.ca_file
+
+
+def _world_env(world):
+    """What the job image holds for a world's pods: its pulumi (the recording wrapper,
+    then the CLI's directory, the test provider) on PATH, and the stand-in's cloud."""
+    path = [str(pathlib.Path(world.pulumi_bin).parent), world.cli.bin_dir]
+    if REAL_PROVIDER.is_dir():
+        path.append(str(REAL_PROVIDER))
+    path.append(os.environ.get("PATH", "/usr/bin:/bin"))
+    env = {"PATH": os.pathsep.join(path), "PULUMI_SKIP_UPDATE_CHECK": "true",
+           "PULUMI_STANDIN_CLOUD": str(world.cloud_dir)}
+    if world.cli.kind == "standin":
+        env["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
+    return env
+
+
+@pytest.fixture
+def kubelet_for(tmp_path, pc_bin):
+    started = []
+
+    def start(target, **options):
+        api, namespace, world = _api_of(target)
+        url, token, ca = _connection(api)
+        env = dict(options.pop("env", None) or {})
+        if world is not None:
+            env = dict(_world_env(world), **env)
+        options.setdefault("selector", DEFAULT_SELECTOR)
+        k = TestKubelet(url, token, ca, tmp_path / f"kubelet-{len(started)}", pc_bin=pc_bin,
+                        namespace=options.pop("namespace", namespace), env=env, **options)
+        k.start()
+        started.append(k)
+        return k
+
+    yield start
+    leftovers = []
+    for k in started:
+        k.stop()
+        leftovers += k.processes()
+    assert not leftovers, f"pod processes left after the kubelet stopped: {leftovers}"
+
+
+@pytest.fixture
+def job_world(stack_world, kubelet_for):
+    """stack_world with a test kubelet for its namespace (.kubelet)."""
+    stack_world.kubelet = kubelet_for(stack_world)
+    return stack_world
+
+
+@pytest.fixture
+def any_kubelet(any_kubeapi, kubelet_for):
+    """any_kubeapi with a test kubelet watching its namespace (.kubelet)."""
+    any_kubeapi.kubelet = kubelet_for(any_kubeapi, selector="kubelet-test=yes")
+    return any_kubeapi
+
+
+__all__ = ["FAULT_LABEL", "TestKubelet"]
