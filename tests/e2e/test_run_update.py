@@ -81,9 +81,10 @@ class Pod:
         u.update(fields)
         return u
 
-    def start(self, update, env=None, pulumi_flag=True):
+    def start(self, update, env=None, pulumi_flag=True, extra=()):
         """Starts run-update as the kubelet would; returns the Popen.  Without
-        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH."""
+        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH;
+        extra flags go last."""
         if self.term.exists():
             self.term.unlink()
         full = {k: v for k, v in os.environ.items()
@@ -104,7 +105,8 @@ class Pod:
             full["PATH"] = os.pathsep.join([os.path.dirname(self.w.pulumi_bin), "/usr/bin", "/bin"])
         return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
                                  "--termination-log", str(self.term),
-                                 "--service-account-dir", str(self.sa), *flags],
+                                 "--service-account-dir", str(self.sa), *flags,
+                                 *map(str, extra)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=full)
 
@@ -121,9 +123,9 @@ class Pod:
             msg = json.loads(raw.decode("utf-8"))
         return r, msg
 
-    def run(self, update, env=None, timeout=300, pulumi_flag=True):
+    def run(self, update, env=None, timeout=300, pulumi_flag=True, extra=()):
         """Runs run-update; returns (CompletedProcess, termination message or None)."""
-        return self.finish(self.start(update, env, pulumi_flag), timeout)
+        return self.finish(self.start(update, env, pulumi_flag, extra), timeout)
 
 
 @pytest.fixture
@@ -197,15 +199,29 @@ def test_digest_mismatch_is_refused_and_nothing_runs(pod):
     assert all(n.startswith(".") and n.endswith(".lock") for n in left), left
 
 
-def push(run_pc, registry, w, tmp_path, repo, tag):
+def push(run_pc, registry, w, tmp_path, repo, tag, sign_key=None):
     d = tmp_path / f"push-{tag}"
     d.mkdir()
     for rel, data in w.program_files("stack-basic").items():
         (d / rel).write_bytes(data)
+    sign = ["--sign-key", sign_key] if sign_key else []
     r = run_pc("push", registry.ref(repo, tag), "--path", d, "--plain-http",
-               "--source", "https://git.example.test/app", "--revision", "main@sha1:abcd")
+               "--source", "https://git.example.test/app", "--revision", f"main@sha1:{tag}", *sign)
     assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return r.stdout.strip().splitlines()[0]
+
+
+def keypair(tmp_path):
+    """An ECDSA P-256 key made by OpenSSL: (private key file, directory holding the
+    public key as cosign.pub, as the verify Secret's volume does)."""
+    key, keys = tmp_path / "signer.key", tmp_path / "keys"
+    keys.mkdir()
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                    str(key)], check=True, capture_output=True)
+    subprocess.run(["openssl", "ec", "-in", str(key), "-pubout", "-out", str(keys / "cosign.pub")],
+                   check=True, capture_output=True)
+    (keys / "README").write_text("not a key\n")
+    return key, keys
 
 
 def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
@@ -221,10 +237,27 @@ def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
     r, msg = pod.run(pod.update(wrong))
     assert r.returncode == 1 and msg["class"] == "source", (r.stderr, msg)
     assert "layer" in msg["message"] and w.cli_invocations() == []
-    # verify asked for: this build cannot check signatures, so it refuses to run
+    # verify asked for: without keys, and with keys but no signature, nothing runs
     r, msg = pod.run(pod.update(dict(src, verify=True)))
     assert r.returncode == 1 and msg["class"] == "source", msg
-    assert "cannot verify" in msg["message"] and w.cli_invocations() == []
+    assert "--verify-keys-dir" in msg["message"] and w.cli_invocations() == []
+    key, keys = keypair(tmp_path)
+    r, msg = pod.run(pod.update(dict(src, verify=True)), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 1 and msg["class"] == "source", msg
+    assert "no signature" in msg["message"] and w.cli_invocations() == []
+    # signed by `push --sign-key`: checked again in the pod, then run
+    signed = push(run_pc, registry_plain, w, tmp_path, repo, "v2", sign_key=key)
+    ssrc = dict(src, manifestDigest=signed, revision=f"v2@{signed}", verify=True)
+    r, msg = pod.run(pod.update(ssrc), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 0, r.stderr
+    assert "signature verified" in r.stderr and msg["status"] == "ok", msg
+    # the same digest against another key: refused
+    (tmp_path / "other").mkdir()
+    _, other = keypair(tmp_path / "other")
+    r, msg = pod.run(pod.update(ssrc), extra=["--verify-keys-dir", other])
+    assert r.returncode == 1 and msg["class"] == "source", msg
+    runs = len(w.updates("dev"))
+    assert runs == 1, w.cli_invocations()
     # the manifest by its digest
     r, msg = pod.run(pod.update(src))
     assert r.returncode == 0, r.stderr
