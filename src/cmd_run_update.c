@@ -40,6 +40,7 @@ static void run_update_usage(FILE *out)
 	    "  --service-account-dir DIR  token and ca.crt for the API server (default\n"
 	    "                             " SA_DIR ")\n"
 	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
+	    "  --plugins-dir DIR          plugins the image carries, linked as PULUMI_HOME/plugins\n"
 	    "  --log-level L              debug, info, warn, error (default info)\n"
 	    "  --log-format F             json or text (default json)\n"
 	    "  -h, --help                 show this help\n"
@@ -85,6 +86,7 @@ int cmd_run_update(int argc, char **argv)
 		{ "verify-keys-dir", required_argument, NULL, 'k' },
 		{ "service-account-dir", required_argument, NULL, 's' },
 		{ "pulumi", required_argument, NULL, 'p' },
+		{ "plugins-dir", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -109,6 +111,7 @@ int cmd_run_update(int argc, char **argv)
 		case 'k': o.verify_keys_dir = optarg; break;
 		case 's': o.service_account_dir = optarg; break;
 		case 'p': o.pulumi_bin = optarg; break;
+		case 'P': o.plugins_dir = optarg; break;
 		case 'L': level = optarg; break;
 		case 'F': format = optarg; break;
 		case 'h': run_update_usage(stdout); return 0;

@@ -19,12 +19,16 @@
  * stack is selected, else created, as on a Stack's first update) and no
  * event recorder (its one event, a stale lock cancelled, is logged only).
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <limits.h>
 
 #include "base/fs.h"
 #include "base/log.h"
@@ -96,7 +100,7 @@ struct runner {
 	struct stack_run_result *r;
 	pthread_t watcher;
 	int watching;
-	volatile int done;
+	atomic_int done;                  /* the run ended: the watcher stops */
 };
 
 /* Turns SIGTERM (the Job's deadline, a deleted pod) into the controller's
@@ -254,19 +258,68 @@ static struct oci_client *registry_client(struct runner *u, const struct oci_ref
 	return c;
 }
 
-/*
- * Signature verification is issue 15's oci_verify (SIGN.md), not in this
- * build yet: a Stack that asks for it must not run unverified.
- * TODO(lead): call oci_verify with a keyring of --verify-keys-dir here.
- */
+/* A keyring of every "<name>.pub" in dir (a Secret volume: its keys are
+ * links into a timestamped directory, so links are followed; the volume's
+ * own "..data" entries are not keys).  Caller frees; NULL + e. */
+static struct oci_keyring *keys_from_dir(const char *dir, struct err *e)
+{
+	struct oci_keyring *k;
+	struct dirent *de;
+	DIR *d;
+
+	if (dir == NULL)
+		return err_set(e, ERR_INVALID, "verify requested but no --verify-keys-dir was given; nothing "
+		    "was run"), NULL;
+	if ((d = opendir(dir)) == NULL)
+		return err_set(e, ERR_NOTFOUND, "verify keys: cannot read %s: %s", dir, strerror(errno)), NULL;
+	k = oci_keyring_new();
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name), len;
+		char path[PATH_MAX], *pem = NULL;
+		if (de->d_name[0] == '.' || n < 5 || strcmp(de->d_name + n - 4, ".pub") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (fs_read_file(path, 1 << 20, &pem, &len, e) < 0 ||
+		    oci_keyring_add_pem(k, de->d_name, pem, len, e) < 0) {
+			free(pem);
+			closedir(d);
+			oci_keyring_free(k);
+			return NULL;
+		}
+		free(pem);
+	}
+	closedir(d);
+	if (oci_keyring_count(k) == 0) {
+		oci_keyring_free(k);
+		return err_set(e, ERR_INVALID, "verify keys: no file ending in .pub in %s", dir), NULL;
+	}
+	return k;
+}
+
+/* The controller verified this digest before it made the Job; the pod
+ * checks it again against the same keys (mounted from the verify Secret),
+ * on the digest it then pulls, so a Job spec edited by hand, or a registry
+ * that changed its answer, cannot run an unsigned program. */
 static int verify_signature(struct runner *u, struct oci_client *c, const struct oci_ref *ref,
     const char *manifest_digest, struct err *e)
 {
-	(void)c; (void)ref; (void)manifest_digest;
+	struct oci_verify_result vr;
+	struct oci_keyring *keys;
+	int rc;
+
 	if (!u->in->verify)
 		return 0;
-	return err_set(e, ERR_UNSUPPORTED, "verify requested but this build cannot verify signatures; "
-	    "nothing was run"), -1;
+	if ((keys = keys_from_dir(u->o->verify_keys_dir, e)) == NULL)
+		return -1;
+	memset(&vr, 0, sizeof(vr));
+	rc = oci_verify(c, ref->repository, manifest_digest, keys, &vr, e);
+	if (rc == 0)
+		log_info("signature verified", "namespace", u->in->namespace, "name", u->in->name, "digest",
+		    manifest_digest, "key", vr.key_name ? vr.key_name : "", "scheme", oci_sig_scheme_name(vr.scheme),
+		    NULL);
+	oci_verify_result_free(&vr);
+	oci_keyring_free(keys);
+	return rc;
 }
 
 static int fetch_oci_artifact(struct runner *u)
@@ -316,13 +369,34 @@ out:
 	return rc;
 }
 
+/* PULUMI_HOME starts empty in every pod; plugins the image carries are
+ * linked in so that no Job downloads them again. */
+static int link_plugins(struct runner *u, struct err *e)
+{
+	char link[PATH_MAX + 16];
+	struct stat st;
+
+	if (u->o->plugins_dir == NULL)
+		return 0;
+	snprintf(link, sizeof(link), "%s/plugins", u->sc.pulumi_home);
+	if (fs_exists(link))
+		return 0;
+	/* stat: an image may well point at its cache through a link */
+	if (stat(u->o->plugins_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return err_set(e, ERR_NOTFOUND, "--plugins-dir %s is not a directory", u->o->plugins_dir), -1;
+	if (symlink(u->o->plugins_dir, link) != 0)
+		return err_set(e, ERR_IO, "cannot link %s to --plugins-dir: %s", link, strerror(errno)), -1;
+	return 0;
+}
+
 static int prepare_workspace(struct runner *u)
 {
 	struct err e;
 	char artifacts[PATH_MAX + 16];
 
 	snprintf(artifacts, sizeof(artifacts), "%s/artifacts", u->o->work_dir);
-	if (fs_mkdir_p(artifacts, 0700, &e) < 0 || fs_mkdir_p(u->sc.pulumi_home, 0700, &e) < 0) {
+	if (fs_mkdir_p(artifacts, 0700, &e) < 0 || fs_mkdir_p(u->sc.pulumi_home, 0700, &e) < 0 ||
+	    link_plugins(u, &e) < 0) {
 		result_fail(u->r, STACK_RUN_INTERNAL, "--work-dir: %s", e.msg);
 		return -1;
 	}

@@ -12,8 +12,11 @@ refused); inputs that are not valid (exit 2, the field named); a digest mismatch
 no pulumi process started)."""
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 import urllib.parse
 
 import pytest
@@ -47,10 +50,6 @@ class Pod:
         """A new, empty work dir (each Job's pod has its own emptyDir)."""
         self.work = self.dir / name
         self.work.mkdir()
-        if self.w.cli.kind == "real":
-            # The plugins the image would carry (the controller's PULUMI_HOME has them).
-            (self.work / "pulumi-home").mkdir()
-            (self.work / "pulumi-home" / "plugins").symlink_to(self.w.cli.home / "plugins")
 
     def stack(self):
         """The Stack object and the outputs Secret the controller creates before the Job
@@ -82,9 +81,10 @@ class Pod:
         u.update(fields)
         return u
 
-    def start(self, update, env=None, pulumi_flag=True):
+    def start(self, update, env=None, pulumi_flag=True, extra=()):
         """Starts run-update as the kubelet would; returns the Popen.  Without
-        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH."""
+        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH;
+        extra flags go last."""
         if self.term.exists():
             self.term.unlink()
         full = {k: v for k, v in os.environ.items()
@@ -97,12 +97,16 @@ class Pod:
         })
         full.update(env or {})
         flags = ["--pulumi", str(self.w.pulumi_bin)]
+        if self.w.cli.kind == "real":
+            # The plugins the image would carry (the controller's PULUMI_HOME has them).
+            flags += ["--plugins-dir", os.path.realpath(self.w.cli.home / "plugins")]
         if not pulumi_flag:
-            flags = []
+            flags = flags[2:]
             full["PATH"] = os.pathsep.join([os.path.dirname(self.w.pulumi_bin), "/usr/bin", "/bin"])
         return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
                                  "--termination-log", str(self.term),
-                                 "--service-account-dir", str(self.sa), *flags],
+                                 "--service-account-dir", str(self.sa), *flags,
+                                 *map(str, extra)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=full)
 
@@ -119,9 +123,9 @@ class Pod:
             msg = json.loads(raw.decode("utf-8"))
         return r, msg
 
-    def run(self, update, env=None, timeout=300, pulumi_flag=True):
+    def run(self, update, env=None, timeout=300, pulumi_flag=True, extra=()):
         """Runs run-update; returns (CompletedProcess, termination message or None)."""
-        return self.finish(self.start(update, env, pulumi_flag), timeout)
+        return self.finish(self.start(update, env, pulumi_flag, extra), timeout)
 
 
 @pytest.fixture
@@ -195,15 +199,29 @@ def test_digest_mismatch_is_refused_and_nothing_runs(pod):
     assert all(n.startswith(".") and n.endswith(".lock") for n in left), left
 
 
-def push(run_pc, registry, w, tmp_path, repo, tag):
+def push(run_pc, registry, w, tmp_path, repo, tag, sign_key=None):
     d = tmp_path / f"push-{tag}"
     d.mkdir()
     for rel, data in w.program_files("stack-basic").items():
         (d / rel).write_bytes(data)
+    sign = ["--sign-key", sign_key] if sign_key else []
     r = run_pc("push", registry.ref(repo, tag), "--path", d, "--plain-http",
-               "--source", "https://git.example.test/app", "--revision", "main@sha1:abcd")
+               "--source", "https://git.example.test/app", "--revision", f"main@sha1:{tag}", *sign)
     assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return r.stdout.strip().splitlines()[0]
+
+
+def keypair(tmp_path):
+    """An ECDSA P-256 key made by OpenSSL: (private key file, directory holding the
+    public key as cosign.pub, as the verify Secret's volume does)."""
+    key, keys = tmp_path / "signer.key", tmp_path / "keys"
+    keys.mkdir()
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                    str(key)], check=True, capture_output=True)
+    subprocess.run(["openssl", "ec", "-in", str(key), "-pubout", "-out", str(keys / "cosign.pub")],
+                   check=True, capture_output=True)
+    (keys / "README").write_text("not a key\n")
+    return key, keys
 
 
 def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
@@ -219,10 +237,27 @@ def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
     r, msg = pod.run(pod.update(wrong))
     assert r.returncode == 1 and msg["class"] == "source", (r.stderr, msg)
     assert "layer" in msg["message"] and w.cli_invocations() == []
-    # verify asked for: this build cannot check signatures, so it refuses to run
+    # verify asked for: without keys, and with keys but no signature, nothing runs
     r, msg = pod.run(pod.update(dict(src, verify=True)))
     assert r.returncode == 1 and msg["class"] == "source", msg
-    assert "cannot verify" in msg["message"] and w.cli_invocations() == []
+    assert "--verify-keys-dir" in msg["message"] and w.cli_invocations() == []
+    key, keys = keypair(tmp_path)
+    r, msg = pod.run(pod.update(dict(src, verify=True)), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 1 and msg["class"] == "source", msg
+    assert "no signature" in msg["message"] and w.cli_invocations() == []
+    # signed by `push --sign-key`: checked again in the pod, then run
+    signed = push(run_pc, registry_plain, w, tmp_path, repo, "v2", sign_key=key)
+    ssrc = dict(src, manifestDigest=signed, revision=f"v2@{signed}", verify=True)
+    r, msg = pod.run(pod.update(ssrc), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 0, r.stderr
+    assert "signature verified" in r.stderr and msg["status"] == "ok", msg
+    # the same digest against another key: refused
+    (tmp_path / "other").mkdir()
+    _, other = keypair(tmp_path / "other")
+    r, msg = pod.run(pod.update(ssrc), extra=["--verify-keys-dir", other])
+    assert r.returncode == 1 and msg["class"] == "source", msg
+    runs = len(w.updates("dev"))
+    assert runs == 1, w.cli_invocations()
     # the manifest by its digest
     r, msg = pod.run(pod.update(src))
     assert r.returncode == 0, r.stderr
@@ -269,16 +304,6 @@ def test_bad_input_exits_2_naming_the_field(pod):
 
 # -- inside a Job, through the test kubelet (tests/e2e/kubelet.py) ----------------------
 
-IMAGE_PULUMI = '''#!/bin/sh
-# The job image's pulumi: its plugins come with the image (the real CLI's provider is
-# installed in the controller's PULUMI_HOME; the pod's PULUMI_HOME is a fresh emptyDir).
-if [ -n "{plugins}" ] && [ ! -e "$PULUMI_HOME/plugins" ]; then
-    ln -s "{plugins}" "$PULUMI_HOME/plugins"
-fi
-exec "{pulumi}" "$@"
-'''
-
-
 def runner_rbac(w, sa, secret):
     """The ServiceAccount of the Job's pod and a Role allowing get/update on the one
     outputs Secret (the emulator authorizes every token; the real server checks it)."""
@@ -296,9 +321,12 @@ def runner_rbac(w, sa, secret):
              "rolebindings")
 
 
-def update_job(pod, update, owner):
-    """The Job as JOBS.md describes the controller's, for `update`."""
+def update_job(pod, update, owner, plugins_dir):
+    """The Job as JOBS.md describes the controller's, for `update`.  Its pulumi is the
+    image's (the kubelet's PATH for the world: the recording wrapper first); on the
+    real tier the image's plugins are at plugins_dir."""
     w = pod.w
+    plugins = ["--plugins-dir", plugins_dir] if plugins_dir else []
     labels = {"app.kubernetes.io/managed-by": "pulumi-controller",
               "pulumi.com/stack-name": pod.name, "pulumi.com/operation": "up",
               "pulumi.com/fingerprint": "0123456789"}
@@ -318,34 +346,42 @@ def update_job(pod, update, owner):
                     "command": ["pulumi-controller", "run-update"],
                     "args": ["--work-dir", "/work", "--termination-log", "/tmp/termination-log",
                              "--service-account-dir",
-                             "/var/run/secrets/kubernetes.io/serviceaccount",
-                             "--pulumi", "/opt/image/pulumi"],
+                             "/var/run/secrets/kubernetes.io/serviceaccount", *plugins],
                     "terminationMessagePath": "/tmp/termination-log",
                     "terminationMessagePolicy": "File",
                     "env": [{"name": "PULUMI_CONTROLLER_UPDATE", "value": json.dumps(update)},
                             {"name": "PULUMI_CONFIG_PASSPHRASE", "valueFrom": {"secretKeyRef": {
                                 "name": "pulumi-passphrase", "key": "passphrase"}}}] + secret_env,
                     "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                                     {"name": "work", "mountPath": "/work"},
-                                     {"name": "image", "mountPath": "/opt/image"}]}],
-                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}},
-                            # what the image holds besides the controller (see IMAGE_PULUMI)
-                            {"name": "image", "configMap": {"name": "job-image",
-                                                            "defaultMode": 0o755}}]}}}}
+                                     {"name": "work", "mountPath": "/work"}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}}]}}}}
 
 
-def test_inside_a_job_through_the_kubelet(pod, kubelet_for):
+@pytest.fixture
+def cleanup():
+    fns = []
+    yield fns
+    for fn in fns:
+        fn()
+
+
+def test_inside_a_job_through_the_kubelet(pod, kubelet_for, cleanup):
     w = pod.w
     owner = pod.stack()
     runner_rbac(w, "stack-runner", f"{pod.name}-outputs")
     w.secret("db-creds", {"dbPassword": DB_PASSWORD})
-    plugins = str(w.cli.home / "plugins") if w.cli.kind == "real" else ""
-    w.config_map("job-image", {"pulumi": IMAGE_PULUMI.format(plugins=plugins,
-                                                             pulumi=w.pulumi_bin)})
     kubelet = kubelet_for(w)
     a = w.artifact(w.program_files("stack-secrets"))
     update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_SECRET_0"})
-    job = update_job(pod, update, owner)
+    plugins_dir = None
+    if w.cli.kind == "real":
+        # The image's plugin cache: the controller's, seen at a path outside /tmp and
+        # /work (the pod's mount paths, which the kubelet rewrites in every arg).
+        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
+        cleanup.append(lambda: shutil.rmtree(image))
+        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
+        plugins_dir = str(image / "plugins")
+    job = update_job(pod, update, owner, plugins_dir)
     w.client.create(job, "jobs")
 
     def finished():
@@ -448,3 +484,40 @@ def test_outputs_secret_conflict_is_read_again_once(pod):
     assert msg["status"] == "ok" and msg["outputs"] == "failed", msg
     assert "outputs Secret was not written" in msg["message"]
     assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
+
+
+def test_help_lists_every_flag_and_docs_describe_them(pc_bin, tmp_path):
+    """No cluster involved: --help, the top-level listing, docs/cli.md's section, and
+    the usage errors that come before the input is read."""
+    import re
+    r = subprocess.run([pc_bin, "run-update", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: pulumi-controller run-update")
+    assert "Exit status:" in r.stdout and "PULUMI_CONTROLLER_UPDATE" in r.stdout
+    top = subprocess.run([pc_bin, "--help"], capture_output=True, text=True).stdout
+    assert "run-update" in top
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = doc.split("## run-update", 1)[1]
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r.stdout))
+    assert {"--work-dir", "--termination-log", "--oci-secret-dir", "--verify-keys-dir",
+            "--service-account-dir", "--pulumi", "--plugins-dir"} <= flags
+    for flag in flags:
+        assert f"`{flag}" in section, f"run-update {flag} is not in docs/cli.md"
+    env = {"PATH": "/usr/bin:/bin"}
+    for args in (["--termination-log", str(tmp_path / "t")], ["--work-dir", str(tmp_path)],
+                 ["--work-dir", str(tmp_path), "--termination-log", str(tmp_path / "t"), "extra"],
+                 ["--no-such-flag"]):
+        r = subprocess.run([pc_bin, "run-update", *args], capture_output=True, text=True, env=env)
+        assert r.returncode == 2, (args, r.stderr)
+
+
+def test_update_timeout_is_class_timeout(pod):
+    """timeoutSeconds bounds each CLI call: a step slower than that ends as a timeout."""
+    w = pod.w
+    pod.stack()
+    update = pod.update(flux_source(w, w.artifact()), timeoutSeconds=3,
+                        env=["PULUMI_CONFIG_PASSPHRASE", "PULUMI_STANDIN_CLOUD",
+                             "PULUMI_STANDIN_SLOW_MS"])
+    r, msg = pod.run(update, env={"PULUMI_STANDIN_SLOW_MS": "30000"})
+    assert r.returncode == 1, r.stderr
+    assert msg["status"] == "timeout" and msg["class"] == "timeout", msg
+    assert msg["outputs"] == "none"
