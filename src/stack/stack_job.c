@@ -409,20 +409,23 @@ static cJSON *outputs_read_back(struct stack_pass *p)
 	char name[300];
 	struct err e;
 	cJSON *sec, *out = NULL, *secrets = NULL;
-	const cJSON *it;
+	const cJSON *it, *ann;
 	const char *list;
 
 	snprintf(name, sizeof(name), "%s-outputs", p->name);
 	if ((sec = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, &e)) == NULL)
 		return NULL;
-	list = kube_obj_str(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
+	/* (A key with dots: not a kube_obj_str path.) */
+	ann = at(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
+	list = cJSON_IsString(ann) ? ann->valuestring : NULL;
 	secrets = list ? cJSON_Parse(list) : NULL;
 	out = cJSON_CreateObject();
 	cJSON_ArrayForEach(it, at(sec, "data")) {
 		unsigned char *v = NULL;
 		size_t n = 0;
 		const cJSON *s;
-		int secret = 0;
+		/* Without a readable list of the secret keys every value is one. */
+		int secret = !cJSON_IsArray(secrets);
 		cJSON_ArrayForEach(s, secrets)
 			secret |= cJSON_IsString(s) && strcmp(s->valuestring, it->string) == 0;
 		if (secret) {

@@ -27,14 +27,36 @@ assert args[0] == "run-update", args
 log = args[args.index("--termination-log") + 1]
 doc = json.loads(os.environ["PULUMI_CONTROLLER_UPDATE"])
 mode = os.environ.get("FAKE_MODE", "ok")
-def finish(status, message, cls, code, changes=None):
+def finish(status, message, cls, code, changes=None, outputs="none"):
     with open(log, "w") as f:
         json.dump({"v": 1, "status": status, "message": message, "changes": changes,
-                   "outputs": "none", "lock": None, "class": cls}, f)
+                   "outputs": outputs, "lock": None, "class": cls}, f)
     sys.exit(code)
+def write_outputs():
+    """GET and PUT the outputs Secret with the pod's own token, as run-update does."""
+    import base64, ssl, urllib.request
+    sa = args[args.index("--service-account-dir") + 1]
+    token = open(sa + "/token").read().strip()
+    ctx = ssl.create_default_context(cafile=sa + "/ca.crt")
+    url = "https://%s:%s/api/v1/namespaces/%s/secrets/%s" % (
+        os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"],
+        doc["namespace"], doc["outputsSecret"])
+    def call(method, body=None):
+        req = urllib.request.Request(url, method=method, data=body and json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer " + token,
+                                              "Content-Type": "application/json"})
+        return json.load(urllib.request.urlopen(req, context=ctx))
+    sec = call("GET")
+    sec["data"] = {"message": base64.b64encode(b"hello").decode(),
+                   "token": base64.b64encode(b"s3cr3t-output").decode()}
+    sec["metadata"].setdefault("annotations", {})["pulumi.com/secrets"] = '["token"]'
+    call("PUT", sec)
 print("fetching", doc["source"]["url"], file=sys.stderr)
 if mode == "ok":
     finish("ok", "", "ok", 0, {"create": 1})
+if mode == "outputs":
+    write_outputs()
+    finish("ok", "", "ok", 0, {"create": 2}, outputs="written")
 if mode == "fail":
     print("error: resource quota exceeded in step 3", file=sys.stderr)
     # A careless program: the controller must not repeat this.
@@ -160,6 +182,19 @@ def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secr
                 ["metadata"].get("annotations") or {}), what="the Job marked recorded")
     w.settle("demo")
     assert len(jobs_of(w, "demo")) == 1
+
+
+def test_outputs_the_pod_writes_with_its_own_token_reach_status_masked(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", mode="outputs")
+    controller(w)
+
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["outputs"] == {"message": "hello", "token": "[secret]"}
+    assert obj["status"]["outputsSecretName"] == "demo-outputs"
+    assert w.outputs_secret("demo")["decoded"] == {"message": "hello", "token": "s3cr3t-output"}
+    assert "s3cr3t-output" not in json.dumps(obj)
 
 
 def test_a_failed_update_reports_its_message_and_log_tail_without_secrets(fake_kubelet):
