@@ -399,6 +399,8 @@ char *stack_job_update_json(const struct stack_job_in *in);
  * the Job finished (or never started) and p->out holds its outcome. */
 struct stack_pass;
 int stack_job_update(struct stack_pass *p);
+/* The same for the destroy of a Stack being deleted (p->fingerprint set). */
+int stack_job_destroy(struct stack_pass *p);
 /* After the status write: marks the Job whose outcome it recorded. */
 void stack_job_after_status(struct stack_pass *p);
 /* The Job informer's view: key ("ns/name") is running (1) or not (0); a

@@ -466,7 +466,7 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	condition_true(job, "Failed", &reason);
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
-	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.type = op;
 	p->out.start_us = time_or(kube_obj_str(job, "status.startTime"),
 	    time_or(kube_obj_str(job, "metadata.creationTimestamp"), kube_now_us()));
 	p->out.end_us = time_or(kube_obj_str(job, "status.completionTime"), kube_now_us());
@@ -517,7 +517,7 @@ static void outcome_not_started(struct stack_pass *p, const char *op, const cJSO
 	pod_not_started_reason(pod, why, sizeof(why));
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
-	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.type = op;
 	p->out.start_us = p->out.end_us = kube_now_us();
 	p->out.status = PL_FAILED;
 	snprintf(p->out.message, sizeof(p->out.message), "the Job's pod did not start within %lds: %s",
@@ -706,8 +706,11 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	/* Not "update started": that line pairs with an end in the same pass. */
 	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
-	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ? "preview" :
-	    "update", p->art.revision, name, p->why);
+	if (streq(op, "destroy"))
+		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s in Job %s", p->spec.stack, name);
+	else
+		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ?
+		    "preview" : "update", p->art.revision, name, p->why);
 	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "
 	    "in Job %s", op, p->art.revision, name);
 	return 1;
@@ -744,9 +747,9 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	return 0;
 }
 
-int stack_job_update(struct stack_pass *p)
+/* op: a literal ("up", "preview", "destroy"): it becomes p->out.type. */
+static int job_step(struct stack_pass *p, const char *op)
 {
-	const char *op = p->spec.preview ? "preview" : "up";
 	char name[64], key[400];
 	cJSON *job, *pod;
 	struct err e;
@@ -796,6 +799,16 @@ int stack_job_update(struct stack_pass *p)
 	slot_release(p->sc, key);
 	snprintf(p->job_recorded, sizeof(p->job_recorded), "%s", name);
 	return 0;
+}
+
+int stack_job_update(struct stack_pass *p)
+{
+	return job_step(p, p->spec.preview ? "preview" : "up");
+}
+
+int stack_job_destroy(struct stack_pass *p)
+{
+	return job_step(p, "destroy");
 }
 
 void stack_job_after_status(struct stack_pass *p)

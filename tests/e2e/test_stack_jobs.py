@@ -250,6 +250,21 @@ def test_a_controller_restarted_while_a_job_runs_adopts_it(fake_kubelet):
     assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
 
 
+def test_destroy_on_finalize_runs_in_a_job(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", destroyOnFinalize=True)
+    controller(w)
+    w.wait_ready("demo", revision=src["revision"])
+
+    w.delete_stack("demo")
+    w.wait_gone("demo")
+    started = [e for e in w.events("demo") if e["reason"] == "DestroyStarted"]
+    assert started and "in Job demo-destroy-" in started[0]["message"]
+    assert "DestroySucceeded" in w.event_reasons("demo")
+    assert not w.cli_invocations(), "no pulumi ran in the controller"
+
+
 class JobWatch(threading.Thread):
     """Counts unfinished Jobs from a watch: the most that ever ran at once."""
 
