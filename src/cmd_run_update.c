@@ -7,11 +7,13 @@
  * update itself is stack_run (src/stack/stack_runner.c).
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/proc.h"
 #include "cmd.h"
 #include "stack/stack.h"
 
@@ -37,7 +39,8 @@ static void run_update_usage(FILE *out)
 	    "  --verify-keys-dir DIR      public keys for an OCI source with verify\n"
 	    "  --service-account-dir DIR  token and ca.crt for the API server (default\n"
 	    "                             " SA_DIR ")\n"
-	    "  --pulumi PATH              the pulumi CLI (default: pulumi from PATH)\n"
+	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
+	    "  --plugins-dir DIR          plugins the image carries, linked as PULUMI_HOME/plugins\n"
 	    "  --log-level L              debug, info, warn, error (default info)\n"
 	    "  --log-format F             json or text (default json)\n"
 	    "  -h, --help                 show this help\n"
@@ -46,6 +49,20 @@ static void run_update_usage(FILE *out)
 	    "KUBERNETES_SERVICE_PORT (for the outputs Secret).\n"
 	    "\n"
 	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n");
+}
+
+/* The image's pulumi: the first on the pod's PATH, so that the driver
+ * (which builds the CLI's PATH from nothing) runs the one the image
+ * provides, with its language hosts beside it.  NULL leaves the lookup
+ * to the driver (and its error to the result). */
+static const char *image_pulumi(char *buf, size_t n)
+{
+	const char *path = getenv("PATH");
+	struct err e;
+
+	if (path == NULL || proc_find_exe("pulumi", path, buf, n, &e) < 0)
+		return NULL;
+	return buf;
 }
 
 /* The result as the termination message; a failure to write it is logged
@@ -69,6 +86,7 @@ int cmd_run_update(int argc, char **argv)
 		{ "verify-keys-dir", required_argument, NULL, 'k' },
 		{ "service-account-dir", required_argument, NULL, 's' },
 		{ "pulumi", required_argument, NULL, 'p' },
+		{ "plugins-dir", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -79,6 +97,7 @@ int cmd_run_update(int argc, char **argv)
 	struct stack_run_result r;
 	const char *term = NULL, *level = "info", *format = "json";
 	struct err e;
+	char found[PATH_MAX];
 	int c, rc;
 
 	memset(&o, 0, sizeof(o));
@@ -92,6 +111,7 @@ int cmd_run_update(int argc, char **argv)
 		case 'k': o.verify_keys_dir = optarg; break;
 		case 's': o.service_account_dir = optarg; break;
 		case 'p': o.pulumi_bin = optarg; break;
+		case 'P': o.plugins_dir = optarg; break;
 		case 'L': level = optarg; break;
 		case 'F': format = optarg; break;
 		case 'h': run_update_usage(stdout); return 0;
@@ -114,6 +134,8 @@ int cmd_run_update(int argc, char **argv)
 		write_termination(term, &r);
 		return EXIT_USAGE;
 	}
+	if (o.pulumi_bin == NULL)
+		o.pulumi_bin = image_pulumi(found, sizeof(found));
 	o.kube_host = getenv("KUBERNETES_SERVICE_HOST");
 	o.kube_port = getenv("KUBERNETES_SERVICE_PORT");
 	o.cancel = cmd_cancel_on_signals();

@@ -179,7 +179,9 @@ struct stack_run_opts {
 	const char *verify_keys_dir;      /* public keys for "verify"; NULL: none */
 	const char *service_account_dir;  /* token, ca.crt for the outputs Secret */
 	const char *kube_host, *kube_port;   /* KUBERNETES_SERVICE_HOST/PORT */
-	const char *pulumi_bin;           /* NULL: "pulumi" from PATH */
+	const char *pulumi_bin;           /* NULL: the driver's lookup of "pulumi" */
+	const char *plugins_dir;          /* the image's plugin cache, linked as
+	                                   * PULUMI_HOME/plugins; NULL: none */
 	const char *identity;             /* for lock messages; NULL: hostname */
 	const volatile int *cancel;       /* set by SIGTERM: stop the CLI gracefully */
 };

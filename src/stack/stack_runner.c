@@ -19,10 +19,12 @@
  * stack is selected, else created, as on a Stack's first update) and no
  * event recorder (its one event, a stale lock cancelled, is logged only).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -316,13 +318,34 @@ out:
 	return rc;
 }
 
+/* PULUMI_HOME starts empty in every pod; plugins the image carries are
+ * linked in so that no Job downloads them again. */
+static int link_plugins(struct runner *u, struct err *e)
+{
+	char link[PATH_MAX + 16];
+	struct stat st;
+
+	if (u->o->plugins_dir == NULL)
+		return 0;
+	snprintf(link, sizeof(link), "%s/plugins", u->sc.pulumi_home);
+	if (fs_exists(link))
+		return 0;
+	/* stat: an image may well point at its cache through a link */
+	if (stat(u->o->plugins_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return err_set(e, ERR_NOTFOUND, "--plugins-dir %s is not a directory", u->o->plugins_dir), -1;
+	if (symlink(u->o->plugins_dir, link) != 0)
+		return err_set(e, ERR_IO, "cannot link %s to --plugins-dir: %s", link, strerror(errno)), -1;
+	return 0;
+}
+
 static int prepare_workspace(struct runner *u)
 {
 	struct err e;
 	char artifacts[PATH_MAX + 16];
 
 	snprintf(artifacts, sizeof(artifacts), "%s/artifacts", u->o->work_dir);
-	if (fs_mkdir_p(artifacts, 0700, &e) < 0 || fs_mkdir_p(u->sc.pulumi_home, 0700, &e) < 0) {
+	if (fs_mkdir_p(artifacts, 0700, &e) < 0 || fs_mkdir_p(u->sc.pulumi_home, 0700, &e) < 0 ||
+	    link_plugins(u, &e) < 0) {
 		result_fail(u->r, STACK_RUN_INTERNAL, "--work-dir: %s", e.msg);
 		return -1;
 	}
@@ -373,8 +396,11 @@ static int resolve_inputs(struct runner *u)
 		    &in->config_from_env[i - in->n_secret_config];
 		const char *v = getenv(ref->value);
 		if (v == NULL) {
-			result_fail(u->r, STACK_RUN_INTERNAL, "%s.%s: the environment variable %s is not set",
-			    secret ? "secretConfig" : "configFromEnv", ref->key, ref->value);
+			/* The pod's spec does not match its input: a usage error. */
+			result_fail(u->r, STACK_RUN_INTERNAL, "PULUMI_CONTROLLER_UPDATE: %s.%s: the environment "
+			    "variable %s is not set", secret ? "secretConfig" : "configFromEnv", ref->key,
+			    ref->value);
+			u->r->usage = 1;
 			return -1;
 		}
 		add_config(u, ref->key, v, secret);

@@ -12,12 +12,16 @@ refused); inputs that are not valid (exit 2, the field named); a digest mismatch
 no pulumi process started)."""
 import json
 import os
+import pathlib
+import shutil
+import signal
 import subprocess
+import tempfile
 import urllib.parse
 
 import pytest
 
-from stack_fixtures import PASSPHRASE, SOURCE_API
+from stack_fixtures import PASSPHRASE, SOURCE_API, wait_until
 
 pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
@@ -33,18 +37,19 @@ class Pod:
         self.w = world
         self.name = name
         self.dir = tmp_path / "pod"
-        self.work = self.dir / "work"
-        self.work.mkdir(parents=True)
+        self.dir.mkdir()
         self.term = self.dir / "termination-log"
         self.sa = self.dir / "serviceaccount"
         self.sa.mkdir()
         api = world.api
         url = urllib.parse.urlsplit(getattr(api, "direct_url", None) or api.url)
         self.host, self.port = url.hostname, str(url.port)
-        if world.cli.kind == "real":
-            # The plugins the image would carry (the controller's PULUMI_HOME has them).
-            (self.work / "pulumi-home").mkdir()
-            (self.work / "pulumi-home" / "plugins").symlink_to(world.cli.home / "plugins")
+        self.fresh_work("work")
+
+    def fresh_work(self, name):
+        """A new, empty work dir (each Job's pod has its own emptyDir)."""
+        self.work = self.dir / name
+        self.work.mkdir()
 
     def stack(self):
         """The Stack object and the outputs Secret the controller creates before the Job
@@ -76,8 +81,9 @@ class Pod:
         u.update(fields)
         return u
 
-    def run(self, update, env=None, timeout=300):
-        """Runs run-update; returns (CompletedProcess, termination message or None)."""
+    def start(self, update, env=None, pulumi_flag=True):
+        """Starts run-update as the kubelet would; returns the Popen.  Without
+        pulumi_flag, --pulumi is left out and the recording wrapper is first on PATH."""
         if self.term.exists():
             self.term.unlink()
         full = {k: v for k, v in os.environ.items()
@@ -89,11 +95,23 @@ class Pod:
             "PULUMI_STANDIN_CLOUD": str(self.w.cloud_dir),
         })
         full.update(env or {})
-        r = subprocess.run([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
-                            "--termination-log", str(self.term),
-                            "--service-account-dir", str(self.sa),
-                            "--pulumi", str(self.w.pulumi_bin)],
-                           capture_output=True, text=True, timeout=timeout, env=full)
+        flags = ["--pulumi", str(self.w.pulumi_bin)]
+        if self.w.cli.kind == "real":
+            # The plugins the image would carry (the controller's PULUMI_HOME has them).
+            flags += ["--plugins-dir", os.path.realpath(self.w.cli.home / "plugins")]
+        if not pulumi_flag:
+            flags = flags[2:]
+            full["PATH"] = os.pathsep.join([os.path.dirname(self.w.pulumi_bin), "/usr/bin", "/bin"])
+        return subprocess.Popen([self.w.pc_bin, "run-update", "--work-dir", str(self.work),
+                                 "--termination-log", str(self.term),
+                                 "--service-account-dir", str(self.sa), *flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=full)
+
+    def finish(self, proc, timeout=300):
+        """Waits for proc; returns (CompletedProcess, termination message or None)."""
+        out, err = proc.communicate(timeout=timeout)
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         for mark in ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer"):
             assert mark not in r.stderr, r.stderr
         msg = None
@@ -102,6 +120,10 @@ class Pod:
             assert len(raw) <= TERMINATION_MAX
             msg = json.loads(raw.decode("utf-8"))
         return r, msg
+
+    def run(self, update, env=None, timeout=300, pulumi_flag=True):
+        """Runs run-update; returns (CompletedProcess, termination message or None)."""
+        return self.finish(self.start(update, env, pulumi_flag), timeout)
 
 
 @pytest.fixture
@@ -120,8 +142,11 @@ def test_flux_artifact_up_writes_outputs_and_result(pod):
     a = w.artifact(w.program_files("stack-secrets"))
     update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_DB_PASSWORD"},
                         configFromEnv={"region": "PC_REGION"})
-    r, msg = pod.run(update, env={"PC_DB_PASSWORD": DB_PASSWORD, "PC_REGION": "eu-north"})
+    # no --pulumi: the image's pulumi is the first on the pod's PATH (the wrapper here)
+    r, msg = pod.run(update, env={"PC_DB_PASSWORD": DB_PASSWORD, "PC_REGION": "eu-north"},
+                     pulumi_flag=False)
     assert r.returncode == 0, r.stderr
+    assert w.updates("dev"), "the pulumi on PATH did not run"
     assert msg["v"] == 1 and msg["status"] == "ok" and msg["class"] == "ok", msg
     assert msg["outputs"] == "written" and msg["lock"] is None
     assert msg["changes"].get("create", 0) >= 1, msg
@@ -232,7 +257,197 @@ def test_bad_input_exits_2_naming_the_field(pod):
         assert r.returncode == 2, (field, r.stderr)
         assert "PULUMI_CONTROLLER_UPDATE" in r.stderr and field in r.stderr, r.stderr
         assert msg["class"] == "internal" and field in msg["message"], msg
+    # the pod's environment lacks a variable the input names
+    u = pod.update({"kind": "artifact", "url": "http://127.0.0.1:1/x.tar.gz",
+                    "digest": "sha256:" + "a" * 64}, configFromEnv={"region": "PC_UNSET_REGION"})
+    r, msg = pod.run(u)
+    assert r.returncode == 2 and "configFromEnv.region" in r.stderr, r.stderr
+    assert "PC_UNSET_REGION" in msg["message"] and msg["class"] == "internal", msg
     r, msg = pod.run("{not json")
     assert r.returncode == 2 and "not a JSON object" in r.stderr
     assert msg["status"] == "internal"
     assert pod.w.cli_invocations() == []
+
+
+# -- inside a Job, through the test kubelet (tests/e2e/kubelet.py) ----------------------
+
+def runner_rbac(w, sa, secret):
+    """The ServiceAccount of the Job's pod and a Role allowing get/update on the one
+    outputs Secret (the emulator authorizes every token; the real server checks it)."""
+    c = w.client
+    c.create({"apiVersion": "v1", "kind": "ServiceAccount",
+              "metadata": {"name": sa, "namespace": w.namespace}}, "serviceaccounts")
+    c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": sa, "namespace": w.namespace},
+              "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+                         "verbs": ["get", "update"]}]}, "roles")
+    c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": sa, "namespace": w.namespace},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+              "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": w.namespace}]},
+             "rolebindings")
+
+
+def update_job(pod, update, owner, plugins_dir):
+    """The Job as JOBS.md describes the controller's, for `update`.  Its pulumi is the
+    image's (the kubelet's PATH for the world: the recording wrapper first); on the
+    real tier the image's plugins are at plugins_dir."""
+    w = pod.w
+    plugins = ["--plugins-dir", plugins_dir] if plugins_dir else []
+    labels = {"app.kubernetes.io/managed-by": "pulumi-controller",
+              "pulumi.com/stack-name": pod.name, "pulumi.com/operation": "up",
+              "pulumi.com/fingerprint": "0123456789"}
+    secret_env = [{"name": env, "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": key}}}
+                  for key, env in update["secretConfig"].items()]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"{pod.name}-up-0123456789", "namespace": w.namespace,
+                     "labels": labels, "ownerReferences": [owner]},
+        "spec": {
+            "backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "restartPolicy": "Never", "serviceAccountName": "stack-runner",
+                "automountServiceAccountToken": True,
+                "containers": [{
+                    "name": "update", "image": "pulumi-controller:test",
+                    "command": ["pulumi-controller", "run-update"],
+                    "args": ["--work-dir", "/work", "--termination-log", "/tmp/termination-log",
+                             "--service-account-dir",
+                             "/var/run/secrets/kubernetes.io/serviceaccount", *plugins],
+                    "terminationMessagePath": "/tmp/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "env": [{"name": "PULUMI_CONTROLLER_UPDATE", "value": json.dumps(update)},
+                            {"name": "PULUMI_CONFIG_PASSPHRASE", "valueFrom": {"secretKeyRef": {
+                                "name": "pulumi-passphrase", "key": "passphrase"}}}] + secret_env,
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                                     {"name": "work", "mountPath": "/work"}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work", "emptyDir": {}}]}}}}
+
+
+@pytest.fixture
+def cleanup():
+    fns = []
+    yield fns
+    for fn in fns:
+        fn()
+
+
+def test_inside_a_job_through_the_kubelet(pod, kubelet_for, cleanup):
+    w = pod.w
+    owner = pod.stack()
+    runner_rbac(w, "stack-runner", f"{pod.name}-outputs")
+    w.secret("db-creds", {"dbPassword": DB_PASSWORD})
+    kubelet = kubelet_for(w)
+    a = w.artifact(w.program_files("stack-secrets"))
+    update = pod.update(flux_source(w, a), secretConfig={"dbPassword": "PC_SECRET_0"})
+    plugins_dir = None
+    if w.cli.kind == "real":
+        # The image's plugin cache: the controller's, seen at a path outside /tmp and
+        # /work (the pod's mount paths, which the kubelet rewrites in every arg).
+        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
+        cleanup.append(lambda: shutil.rmtree(image))
+        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
+        plugins_dir = str(image / "plugins")
+    job = update_job(pod, update, owner, plugins_dir)
+    w.client.create(job, "jobs")
+
+    def finished():
+        j = w.client.get("batch/v1", "jobs", job["metadata"]["name"], w.namespace)
+        done = [c["type"] for c in j.get("status", {}).get("conditions") or []
+                if c["type"] in ("Complete", "Failed") and c["status"] == "True"]
+        return done and (done[0], j)
+    try:
+        kind, j = wait_until(finished, timeout=120, what="the Job to finish")
+    finally:
+        pods = w.client.list("v1", "pods", w.namespace, labelSelector=(
+            f"batch.kubernetes.io/job-name={job['metadata']['name']}"))
+        for p in pods["items"]:
+            print("pod", p["metadata"]["name"], json.dumps(p.get("status")))
+            log = kubelet.log_of(w.namespace, p["metadata"]["name"])
+            print(log.text() if log else None)
+        print("\n".join(kubelet.notes))
+    state = pods["items"][0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert kind == "Complete", state
+    assert state["exitCode"] == 0
+    msg = json.loads(state["message"])
+    assert msg["status"] == "ok" and msg["outputs"] == "written" and msg["class"] == "ok", msg
+    sec = w.outputs_secret(pod.name)
+    assert sec["decoded"] == {"region": "nowhere", "secretOut": DB_PASSWORD}
+    assert sec["metadata"]["ownerReferences"] == [owner]
+    # the secret value is in no Job or Pod spec
+    assert DB_PASSWORD not in json.dumps(j) and DB_PASSWORD not in json.dumps(pods)
+
+
+def test_each_job_starts_from_an_empty_work_dir(pod):
+    """Every Job's pod has a fresh emptyDir: a second update and a destroy find the stack
+    (and its secrets provider state) in the backend alone; preview writes no outputs."""
+    w = pod.w
+    pod.stack()
+    r, msg = pod.run(pod.update(flux_source(w, w.artifact())))
+    assert r.returncode == 0 and msg["outputs"] == "written", r.stderr
+    again = w.artifact(w.revision_files(greeting="again"))
+    for op in ("preview", "up"):
+        pod.fresh_work(f"work-{op}")
+        r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation=op))
+        assert r.returncode == 0, r.stderr
+        assert msg["status"] == "ok" and msg["changes"].get("update") == 1, msg
+        want = "none" if op == "preview" else "written"
+        assert msg["outputs"] == want, msg
+        assert list(w.cloud_files().values()) == ["hello" if op == "preview" else "again"]
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "again"
+    # the drift check (local mode's refresh): nothing drifted
+    pod.fresh_work("work-refresh")
+    r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation="refresh"))
+    assert r.returncode == 0 and msg["status"] == "ok" and msg["outputs"] == "none", msg
+    assert w.updates("dev", commands=("refresh",))[-1]["argv"].count("--preview-only") == 1
+    pod.fresh_work("work-destroy")
+    r, msg = pod.run(pod.update(flux_source(w, again, "main@sha1:5678"), operation="destroy"))
+    assert r.returncode == 0, r.stderr
+    assert msg["status"] == "ok" and msg["outputs"] == "none", msg
+    assert w.cloud_files() == {}
+
+
+def test_sigterm_interrupts_the_cli_and_releases_the_lock(pod):
+    """A deleted pod or the Job's deadline: SIGTERM reaches run-update, which cancels the
+    CLI the way the controller does (SIGINT, the CLI releases its lock) and reports it."""
+    w = pod.w
+    pod.stack()
+    update = pod.update(flux_source(w, w.artifact()),
+                        env=["PULUMI_CONFIG_PASSPHRASE", "PULUMI_STANDIN_CLOUD",
+                             "PULUMI_STANDIN_SLOW_MS"])
+    # Each resource step takes 5 s (the stand-in finishes the step it is in before it
+    # sees the cancel, as the real CLI does with a running provider call).
+    proc = pod.start(update, env={"PULUMI_STANDIN_SLOW_MS": "5000"})
+    try:
+        wait_until(lambda: w.updates("dev") and w.locks(), timeout=120,
+                   what="the up to hold its lock")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    r, msg = pod.finish(proc, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert msg["status"] == "canceled" and msg["outputs"] == "none", msg
+    assert w.locks() == []
+
+
+@pytest.mark.parametrize("stack_world", ["emulator"], indirect=True)
+def test_outputs_secret_conflict_is_read_again_once(pod):
+    """A 409 on the outputs Secret's PUT: run-update reads it again and writes once more;
+    a second 409 leaves the update a success whose outputs "failed".  Emulator only: the
+    409 is the emulator's injected fault (fail_next); the real kube-apiserver has no such
+    knob, and no concurrent writer can be timed between the pod's GET and PUT
+    (FIDELITY.md)."""
+    w = pod.w
+    pod.stack()
+    a = w.artifact()
+    w.api.fail_next(count=1, code=409, method="PUT", path=rf"/secrets/{pod.name}-outputs$")
+    r, msg = pod.run(pod.update(flux_source(w, a)))
+    assert r.returncode == 0 and msg["outputs"] == "written", (r.stderr, msg)
+    assert "writing it again" in r.stderr
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
+    pod.fresh_work("work-2")
+    w.api.fail_next(count=2, code=409, method="PUT", path=rf"/secrets/{pod.name}-outputs$")
+    r, msg = pod.run(pod.update(flux_source(w, w.artifact(w.revision_files(greeting="two")))))
+    assert r.returncode == 0, r.stderr
+    assert msg["status"] == "ok" and msg["outputs"] == "failed", msg
+    assert "outputs Secret was not written" in msg["message"]
+    assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
