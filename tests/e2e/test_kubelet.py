@@ -373,3 +373,49 @@ def test_the_emulator_refuses_a_pod_without_its_service_account(any_kubeapi):
     with pytest.raises(KubeError) as e:
         c.create(pod, "pods")
     assert e.value.code == 403 and 'serviceaccount "missing" not found' in str(e.value)
+
+
+@pytest.mark.parametrize("policy", ["Background", "Foreground"])
+def test_deleting_a_running_job_stops_its_pod_and_removes_it(any_kubelet, policy):
+    """The garbage collector's part: on [real] no kube-controller-manager runs, so the
+    kubelet deletes the pods of a deleted Job (and ends a foreground deletion)."""
+    k = any_kubelet
+    create_job(k, job_spec("gone", "sleep 300"))
+    pod = wait_pod(k, "gone", running, "Running")
+    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    k.direct_client.delete("batch/v1", "jobs", "gone", k.namespace,
+                           {"propagationPolicy": policy})
+    run.done.wait(60)
+    assert run.proc.returncode is not None and not alive(run.proc.pid)
+    wait_for(lambda: not pods_of(k, "gone"), 60, what="the Job's pod to go")
+
+    def job_gone():
+        try:
+            get_job(k, "gone")
+        except KubeError as e:
+            return e.code == 404
+        return False
+    wait_for(job_gone, 60, what="the Job to go")
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_kubelet):
+    """[emulator] only: its knobs keep the kubelet's pod watch down (injected 500s) and
+    compact the history (410 on resume), so the DELETED event is never delivered and
+    only the relist can tell."""
+    k = any_kubelet
+    create_job(k, job_spec("missed", "sleep 300"))
+    pod = wait_pod(k, "missed", running, "Running")
+    name = pod["metadata"]["name"]
+    run = k.kubelet.pods[(k.namespace, name)]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    k.fail_next(100000, code=500, path=r"/pods$", watch=True)
+    k.drop_watches()
+    k.direct_client.patch("v1", "pods", name, {"metadata": {"finalizers": None}}, k.namespace)
+    k.direct_client.delete("v1", "pods", name, k.namespace, {"gracePeriodSeconds": 0})
+    k.expire()
+    assert run.proc.poll() is None          # nothing told the kubelet yet
+    k.clear_faults()
+    run.done.wait(60)
+    assert run.proc.returncode is not None and not alive(run.proc.pid)
