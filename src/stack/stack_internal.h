@@ -384,6 +384,7 @@ struct stack_job_in {
 	const struct stack_artifact *art;
 	const char *image;
 	long ttl_s;
+	const char *plugins_dir;                     /* NULL: none */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters

@@ -670,7 +670,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
-		p->sc->o.job_ttl_s };
+		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir };
 	char stack_key[600], other[600];
 	cJSON *job, *res;
 	struct err e;
