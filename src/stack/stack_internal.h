@@ -17,8 +17,10 @@
  *   stack_prereq.c     prerequisites: the index, the wait, cycles
  *   stack_metrics.c    what the controller counts (Prometheus families)
  *   stack_job_spec.c   spec.runner: parsed and validated (hostile specs refused)
- *   stack_job.c        the Job runner: the Job an update runs in, its slots,
- *                      adoption, and its result read back into the outcome
+ *   stack_job.c        the Job runner: the Job an update runs in, adoption,
+ *                      and its result read back into the outcome
+ *   stack_job_build.c  the Job object (pure)
+ *   stack_job_slots.c  --max-concurrent-jobs
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -407,6 +409,10 @@ void stack_job_after_status(struct stack_pass *p);
 /* The Job informer's view: key ("ns/name") is running (1) or not (0); a
  * slot freed queues the Stacks that waited for one. */
 void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active);
+/* 0: the slot is job_key's; 1: all are taken (stack_key waits for one). */
+int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
+/* Frees job_key's slot and queues the Stacks that waited. */
+void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
 int stack_job_slots_new(struct stack_ctl *sc);
 void stack_job_slots_free(struct stack_ctl *sc);
 /* Jobs counted as running now (the metrics gauge). */

@@ -16,8 +16,7 @@
  * Names are deterministic (<stack>-<op>-<fingerprint>), so a controller
  * restarted while a Job runs finds it and adopts it; a create that
  * conflicts adopts too.  Slots: at most --max-concurrent-jobs Jobs run at
- * once; the running set is what this process created plus what the Job
- * informer sees unfinished, and a freed slot queues the Stacks that waited.
+ * once (stack_job_slots.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,147 +47,6 @@ static const cJSON *at(const cJSON *o, const char *k)
 static int streq(const char *a, const char *b)
 {
 	return a && b && strcmp(a, b) == 0;
-}
-
-/* ------------------------------------------------------------ slots */
-
-struct str_set {
-	char **v;
-	size_t n, cap;
-};
-
-struct stack_job_slots {
-	pthread_mutex_t lock;
-	struct str_set running;     /* Job keys ns/name */
-	struct str_set waiting;     /* Stack keys */
-};
-
-static int set_has(const struct str_set *s, const char *k)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0)
-			return 1;
-	return 0;
-}
-
-static int set_add(struct str_set *s, const char *k)
-{
-	if (set_has(s, k))
-		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (v == NULL)
-			return -1;
-		s->v = v;
-		s->cap = cap;
-	}
-	if ((s->v[s->n] = strdup(k)) == NULL)
-		return -1;
-	s->n++;
-	return 0;
-}
-
-static int set_remove(struct str_set *s, const char *k)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0) {
-			free(s->v[i]);
-			s->v[i] = s->v[--s->n];
-			return 1;
-		}
-	return 0;
-}
-
-static void set_free(struct str_set *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-int stack_job_slots_new(struct stack_ctl *sc)
-{
-	if ((sc->slots = calloc(1, sizeof(*sc->slots))) == NULL)
-		return -1;
-	pthread_mutex_init(&sc->slots->lock, NULL);
-	return 0;
-}
-
-void stack_job_slots_free(struct stack_ctl *sc)
-{
-	if (sc->slots == NULL)
-		return;
-	set_free(&sc->slots->running);
-	set_free(&sc->slots->waiting);
-	pthread_mutex_destroy(&sc->slots->lock);
-	free(sc->slots);
-	sc->slots = NULL;
-}
-
-int stack_job_slots_used(struct stack_ctl *sc)
-{
-	int n;
-
-	if (sc->slots == NULL)
-		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = (int)sc->slots->running.n;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
-}
-
-/* 0: the slot is this Job's; 1: all taken (stack_key waits for one). */
-static int slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key)
-{
-	struct stack_job_slots *s = sc->slots;
-	int rc = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (!set_has(&s->running, job_key)) {
-		if (s->running.n >= (size_t)sc->o.max_concurrent_jobs) {
-			set_add(&s->waiting, stack_key);
-			rc = 1;
-		} else if (set_add(&s->running, job_key) < 0) {
-			rc = 1;
-		}
-	}
-	if (rc == 0)
-		set_remove(&s->waiting, stack_key);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Frees job_key's slot; the Stacks that waited try again (those that lose
- * the race wait again). */
-static void slot_release(struct stack_ctl *sc, const char *job_key)
-{
-	struct stack_job_slots *s = sc->slots;
-	struct str_set wake = { 0 };
-
-	pthread_mutex_lock(&s->lock);
-	if (set_remove(&s->running, job_key)) {
-		wake = s->waiting;
-		memset(&s->waiting, 0, sizeof(s->waiting));
-	}
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < wake.n; i++)
-		kube_queue_add(sc->queue, wake.v[i]);
-	set_free(&wake);
-}
-
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active)
-{
-	if (sc->slots == NULL)
-		return;
-	if (!active) {
-		slot_release(sc, key);
-		return;
-	}
-	pthread_mutex_lock(&sc->slots->lock);
-	set_add(&sc->slots->running, key);
-	pthread_mutex_unlock(&sc->slots->lock);
 }
 
 /* ------------------------------------------------------------ Job state */
@@ -681,19 +539,19 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		    "inputs) to finish before this update starts", other);
 		return 1;
 	}
-	if (slot_take(p->sc, key, stack_key)) {
+	if (stack_job_slot_take(p->sc, key, stack_key)) {
 		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", SLOT_RETRY_MS, "waiting for a Job slot: "
 		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
 		return 1;
 	}
 	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
 	}
 	res = kube_create(p->sc->client, &jobs_res, p->ns, job, &e);
 	cJSON_Delete(job);
 	if (res == NULL && e.code != ERR_CONFLICT) {
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
 	}
 	if (res == NULL) {
@@ -743,7 +601,7 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	cJSON_Delete(pod);
 	if (delete_job(p, name, &e) < 0)
 		log_warn("cannot delete a Job whose pod never started", "job", name, "error", e.msg, NULL);
-	slot_release(p->sc, key);
+	stack_job_slot_release(p->sc, key);
 	return 0;
 }
 
@@ -774,7 +632,7 @@ static int job_step(struct stack_pass *p, const char *op)
 		job = NULL;
 		if (delete_job(p, name, &e) < 0)
 			return retry_later(p, &e);
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 	}
 	if (job && kube_obj_str(job, "metadata.deletionTimestamp") != NULL) {
 		cJSON_Delete(job);
@@ -796,7 +654,7 @@ static int job_step(struct stack_pass *p, const char *op)
 	outcome_from_job(p, op, job, pod);
 	cJSON_Delete(pod);
 	cJSON_Delete(job);
-	slot_release(p->sc, key);
+	stack_job_slot_release(p->sc, key);
 	snprintf(p->job_recorded, sizeof(p->job_recorded), "%s", name);
 	return 0;
 }
