@@ -47,6 +47,7 @@ backoffLimit above 0 recreates the pod without the exponential delay.
 """
 import base64
 import collections
+import http.client
 import json
 import os
 import pathlib
@@ -346,21 +347,36 @@ class TestKubelet:
 
     # -- API writes -----------------------------------------------------------------------
 
+    def _write(self, fn, what, attempts=60):
+        """fn() retried while the API server is away (a restart: refused or cut
+        connections, 5xx, 429) for about 30 s, as a kubelet's status manager keeps
+        trying; a 404 (the object is gone) ends it quietly with None."""
+        for i in range(attempts):
+            try:
+                return fn()
+            except KubeError as e:
+                if e.code == 404:
+                    return None
+                if e.code < 500 and e.code != 429:
+                    raise
+                err = e
+            except (OSError, http.client.HTTPException) as e:
+                err = e
+            if self.stop_event.wait(0.5):
+                break
+        raise RuntimeError(f"test kubelet: {what}: {err!r}")
+
     def patch_pod_status(self, ns, name, status):
-        try:
-            self.client.patch("v1", "pods", name, {"status": status}, ns, "merge", "status")
-        except KubeError as e:
-            if e.code != 404:
-                raise
+        self._write(lambda: self.client.patch("v1", "pods", name, {"status": status}, ns,
+                                              "merge", "status"), f"status of pod {ns}/{name}")
 
     def _patch_job_status(self, state, status):
-        try:
-            obj = self.client.patch("batch/v1", "jobs", state.name, {"status": status},
-                                    state.ns, "merge", "status")
+        obj = self._write(lambda: self.client.patch("batch/v1", "jobs", state.name,
+                                                    {"status": status}, state.ns, "merge",
+                                                    "status"),
+                          f"status of Job {state.ns}/{state.name}")
+        if obj is not None:
             state.job = obj
-        except KubeError as e:
-            if e.code != 404:
-                raise
 
     def _remove_finalizer(self, plural, api_version, ns, name, finalizer):
         for _ in range(10):

@@ -18,20 +18,20 @@ from job_fixtures import FAULT_LABEL
 from kube_fixtures import KubeError, wait_for
 
 TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
-TERMINATION = "/tmp/termination-log"
 
 
 def job_spec(name, script=None, command=None, env=None, mounts=(), volumes=(), labels=None,
-             deadline=None, ttl=None, backoff=0, sa=None):
+             deadline=None, ttl=None, backoff=0, sa=None, tmp="/tmp"):
     """A Job of the contract's shape: one container `update`, restartPolicy Never, the
-    termination log on an emptyDir at /tmp."""
+    termination log on an emptyDir at /tmp (or `tmp`)."""
     labels = dict({"kubelet-test": "yes"}, **(labels or {}))
+    termination = tmp + "/termination-log"
     container = {"name": "update", "image": "pulumi-controller:test",
                  "command": command or ["sh", "-c", script],
-                 "env": [{"name": "TERM_LOG", "value": TERMINATION}] + list(env or []),
-                 "terminationMessagePath": TERMINATION,
+                 "env": [{"name": "TERM_LOG", "value": termination}] + list(env or []),
+                 "terminationMessagePath": termination,
                  "terminationMessagePolicy": "File",
-                 "volumeMounts": [TMP_MOUNT] + list(mounts)}
+                 "volumeMounts": [dict(TMP_MOUNT, mountPath=tmp)] + list(mounts)}
     spec = {"backoffLimit": backoff,
             "template": {"metadata": {"labels": labels},
                          "spec": {"restartPolicy": "Never", "containers": [container],
@@ -91,6 +91,14 @@ def terminated(pod):
 
 def running(pod):
     return (pod.get("status") or {}).get("phase") == "Running"
+
+
+def running_process(k, job):
+    """(pod, its PodRun) once the Job's pod is Running with its process started."""
+    pod = wait_pod(k, job, running, "Running")
+    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
+    wait_for(lambda: run.proc is not None, 10, what="the process")
+    return pod, run
 
 
 def pod_log(k, pod, **params):
@@ -338,9 +346,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_job_fails(any_kubelet):
     k = any_kubelet
     create_job(k, job_spec("term", 'trap "printf got-term > $TERM_LOG; exit 143" TERM; '
                                    'while :; do sleep 0.1; done'))
-    pod = wait_pod(k, "term", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    pod, run = running_process(k, "term")
     k.direct_client.delete("v1", "pods", pod["metadata"]["name"], k.namespace,
                            {"gracePeriodSeconds": 10})
     failed = wait_job(k, "term", "Failed")
@@ -352,9 +358,7 @@ def test_deleting_a_running_pod_sends_sigterm_and_the_job_fails(any_kubelet):
 def test_stop_kills_every_pod_process(any_kubelet):
     k = any_kubelet
     create_job(k, job_spec("forever", "sleep 300"))
-    pod = wait_pod(k, "forever", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    _, run = running_process(k, "forever")
     pid = run.proc.pid
     k.kubelet.stop()
     assert run.proc.returncode == -signal.SIGKILL or run.proc.returncode is not None
@@ -381,9 +385,7 @@ def test_deleting_a_running_job_stops_its_pod_and_removes_it(any_kubelet, policy
     kubelet deletes the pods of a deleted Job (and ends a foreground deletion)."""
     k = any_kubelet
     create_job(k, job_spec("gone", "sleep 300"))
-    pod = wait_pod(k, "gone", running, "Running")
-    run = k.kubelet.pods[(k.namespace, pod["metadata"]["name"])]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
+    _, run = running_process(k, "gone")
     k.direct_client.delete("batch/v1", "jobs", "gone", k.namespace,
                            {"propagationPolicy": policy})
     run.done.wait(60)
@@ -406,10 +408,8 @@ def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_
     only the relist can tell."""
     k = any_kubelet
     create_job(k, job_spec("missed", "sleep 300"))
-    pod = wait_pod(k, "missed", running, "Running")
+    pod, run = running_process(k, "missed")
     name = pod["metadata"]["name"]
-    run = k.kubelet.pods[(k.namespace, name)]
-    wait_for(lambda: run.proc is not None, 10, what="the process")
     k.fail_next(100000, code=500, path=r"/pods$", watch=True)
     k.drop_watches()
     k.direct_client.patch("v1", "pods", name, {"metadata": {"finalizers": None}}, k.namespace)
@@ -419,3 +419,56 @@ def test_a_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist(any_
     k.clear_faults()
     run.done.wait(60)
     assert run.proc.returncode is not None and not alive(run.proc.pid)
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_status_writes_are_retried_while_the_api_server_fails(any_kubelet):
+    """[emulator] only (its fault knob): the first status writes get 503 and the Job
+    still completes, as a kubelet's status manager keeps trying."""
+    k = any_kubelet
+    k.fail_next(4, code=503, method="PATCH", path=r"/status$")
+    create_job(k, job_spec("retried", 'printf done > "$TERM_LOG"'))
+    wait_job(k, "retried", "Complete")
+    assert terminated(pods_of(k, "retried")[0])["message"] == "done"
+    assert not [r for r in k.requests() if r["method"] == "PATCH" and r["code"] == 503 and
+                not r["path"].endswith("/status")]
+
+
+@pytest.mark.parametrize("any_kubeapi", ["emulator"], indirect=True)
+def test_the_kubelet_as_its_own_process_runs_a_job_and_stops_on_sigterm(any_kubeapi, tmp_path):
+    """`python3 tests/e2e/kubelet.py ...` (what a benchmark may run beside the test
+    process); [emulator] only: the process is the same on either tier, and this one
+    checks its command line and its stop."""
+    import subprocess
+    import sys
+    api = any_kubeapi
+    kubelet = os.path.join(os.path.dirname(__file__), "kubelet.py")
+    proc = subprocess.Popen([sys.executable, kubelet, "--url", api.url, "--token-file",
+                             api.token_file, "--ca", api.ca_file, "--workdir", str(tmp_path),
+                             "--selector", "kubelet-test=yes", "--namespace", "default"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        assert ready["ready"] is True
+        create_job(api, job_spec("solo", "echo from-a-process"))
+        wait_job(api, "solo", "Complete")
+        assert pod_log(api, pods_of(api, "solo")[0]["metadata"]["name"]) == "from-a-process\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert api.client.raw("GET", f"/api/v1/nodes/{ready['node']}")[0] == 404
+
+
+def test_a_backoff_limit_above_zero_makes_a_new_pod_after_a_failure(any_kubelet, tmp_path):
+    """backoffLimit 1: the first pod fails, a second one is made and succeeds.  Both
+    pods see the host file MARK names because no mount path is above it (the emptyDir
+    is at /pod-tmp: under /tmp, tmp_path would be rewritten into each pod's own)."""
+    k = any_kubelet
+    mark = tmp_path / "first-run-done"
+    create_job(k, job_spec("again", 'if [ -e "$MARK" ]; then exit 0; fi; : > "$MARK"; exit 1',
+                           env=[{"name": "MARK", "value": str(mark)}], backoff=1,
+                           tmp="/pod-tmp"))
+    done = wait_job(k, "again", "Complete")
+    assert (done["status"]["succeeded"], done["status"]["failed"]) == (1, 1)
+    phases = sorted(p["status"]["phase"] for p in pods_of(k, "again"))
+    assert phases == ["Failed", "Succeeded"]
