@@ -98,7 +98,7 @@ struct runner {
 	struct stack_run_result *r;
 	pthread_t watcher;
 	int watching;
-	volatile int done;
+	atomic_int done;                  /* the run ended: the watcher stops */
 };
 
 /* Turns SIGTERM (the Job's deadline, a deleted pod) into the controller's

@@ -451,3 +451,40 @@ def test_outputs_secret_conflict_is_read_again_once(pod):
     assert msg["status"] == "ok" and msg["outputs"] == "failed", msg
     assert "outputs Secret was not written" in msg["message"]
     assert w.outputs_secret(pod.name)["decoded"]["message"] == "hello"
+
+
+def test_help_lists_every_flag_and_docs_describe_them(pc_bin, tmp_path):
+    """No cluster involved: --help, the top-level listing, docs/cli.md's section, and
+    the usage errors that come before the input is read."""
+    import re
+    r = subprocess.run([pc_bin, "run-update", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: pulumi-controller run-update")
+    assert "Exit status:" in r.stdout and "PULUMI_CONTROLLER_UPDATE" in r.stdout
+    top = subprocess.run([pc_bin, "--help"], capture_output=True, text=True).stdout
+    assert "run-update" in top
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = doc.split("## run-update", 1)[1]
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r.stdout))
+    assert {"--work-dir", "--termination-log", "--oci-secret-dir", "--verify-keys-dir",
+            "--service-account-dir", "--pulumi", "--plugins-dir"} <= flags
+    for flag in flags:
+        assert f"`{flag}" in section, f"run-update {flag} is not in docs/cli.md"
+    env = {"PATH": "/usr/bin:/bin"}
+    for args in (["--termination-log", str(tmp_path / "t")], ["--work-dir", str(tmp_path)],
+                 ["--work-dir", str(tmp_path), "--termination-log", str(tmp_path / "t"), "extra"],
+                 ["--no-such-flag"]):
+        r = subprocess.run([pc_bin, "run-update", *args], capture_output=True, text=True, env=env)
+        assert r.returncode == 2, (args, r.stderr)
+
+
+def test_update_timeout_is_class_timeout(pod):
+    """timeoutSeconds bounds each CLI call: a step slower than that ends as a timeout."""
+    w = pod.w
+    pod.stack()
+    update = pod.update(flux_source(w, w.artifact()), timeoutSeconds=3,
+                        env=["PULUMI_CONFIG_PASSPHRASE", "PULUMI_STANDIN_CLOUD",
+                             "PULUMI_STANDIN_SLOW_MS"])
+    r, msg = pod.run(update, env={"PULUMI_STANDIN_SLOW_MS": "30000"})
+    assert r.returncode == 1, r.stderr
+    assert msg["status"] == "timeout" and msg["class"] == "timeout", msg
+    assert msg["outputs"] == "none"
