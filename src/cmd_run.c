@@ -201,6 +201,8 @@ static void run_usage(FILE *out)
 	    "                                 spec.runner.type Job\n"
 	    "  --max-concurrent-jobs N        Jobs running at once across the controller\n"
 	    "                                 (default 10; the rest wait for a slot)\n"
+	    "  --job-plugins-dir DIR          Pulumi plugins the job image carries at DIR\n"
+	    "                                 (run-update links them into its PULUMI_HOME)\n"
 	    "  --job-ttl D                    finished Jobs are deleted after D (default 1h)\n"
 	    "  --job-start-timeout D          a Job whose pod has not started after D fails\n"
 	    "                                 its update with the pod's reason (default 5m)\n"
@@ -270,6 +272,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		{ "max-concurrent-jobs", required_argument, NULL, 1003 },
 		{ "job-ttl", required_argument, NULL, 1004 },
 		{ "job-start-timeout", required_argument, NULL, 1005 },
+		{ "job-plugins-dir", required_argument, NULL, 1006 },
 		{ "leader-elect", no_argument, NULL, 'E' },
 		{ "leader-election-id", required_argument, NULL, 'I' },
 		{ "leader-election-namespace", required_argument, NULL, 'N' },
@@ -349,6 +352,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 			break;
 		case 1004: dur = &f->job_ttl_ms; break;
 		case 1005: dur = &f->so.job_start_timeout_ms; break;
+		case 1006: f->so.job_plugins_dir = *optarg ? optarg : NULL; break;
 		case 'E': f->leader_elect = 1; break;
 		case 'I': f->le_id = optarg; break;
 		case 'N': f->le_ns = optarg; break;

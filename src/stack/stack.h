@@ -55,6 +55,7 @@ struct stack_opts {
 	 * when job_image is set. */
 	int runner_job;
 	const char *job_image;
+	const char *job_plugins_dir;    /* in the image: run-update's --plugins-dir (NULL: none) */
 	int max_concurrent_jobs;        /* across the controller */
 	long job_ttl_s;                 /* ttlSecondsAfterFinished */
 	long job_start_timeout_ms;      /* a pod not started by then fails the update */

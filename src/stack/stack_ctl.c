@@ -275,7 +275,8 @@ static const char *job_stack(const cJSON *job)
 		if (cJSON_IsTrue(at(o, "controller")) && kube_obj_str(o, "kind") &&
 		    strcmp(kube_obj_str(o, "kind"), "Stack") == 0)
 			return kube_obj_str(o, "name");
-	return kube_obj_str(at(at(job, "metadata"), "labels"), STACK_LABEL_NAME);
+	o = at(at(at(job, "metadata"), "labels"), STACK_LABEL_NAME);
+	return cJSON_IsString(o) ? o->valuestring : NULL;
 }
 
 static int job_index(const cJSON *obj, char **out, int max)

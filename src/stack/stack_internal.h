@@ -19,8 +19,10 @@
  *   stack_prereq.c     prerequisites: the index, the wait, cycles
  *   stack_metrics.c    what the controller counts (Prometheus families)
  *   stack_job_spec.c   spec.runner: parsed and validated (hostile specs refused)
- *   stack_job.c        the Job runner: the Job an update runs in, its slots,
- *                      adoption, and its result read back into the outcome
+ *   stack_job.c        the Job runner: the Job an update runs in, adoption,
+ *                      and its result read back into the outcome
+ *   stack_job_build.c  the Job object (pure)
+ *   stack_job_slots.c  --max-concurrent-jobs
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -410,6 +412,7 @@ struct stack_job_in {
 	const struct stack_artifact *art;
 	const char *image;
 	long ttl_s;
+	const char *plugins_dir;                     /* NULL: none */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
@@ -425,11 +428,17 @@ char *stack_job_update_json(const struct stack_job_in *in);
  * the Job finished (or never started) and p->out holds its outcome. */
 struct stack_pass;
 int stack_job_update(struct stack_pass *p);
+/* The same for the destroy of a Stack being deleted (p->fingerprint set). */
+int stack_job_destroy(struct stack_pass *p);
 /* After the status write: marks the Job whose outcome it recorded. */
 void stack_job_after_status(struct stack_pass *p);
 /* The Job informer's view: key ("ns/name") is running (1) or not (0); a
  * slot freed queues the Stacks that waited for one. */
 void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active);
+/* 0: the slot is job_key's; 1: all are taken (stack_key waits for one). */
+int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
+/* Frees job_key's slot and queues the Stacks that waited. */
+void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
 int stack_job_slots_new(struct stack_ctl *sc);
 void stack_job_slots_free(struct stack_ctl *sc);
 /* Jobs counted as running now (the metrics gauge). */

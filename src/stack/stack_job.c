@@ -16,8 +16,7 @@
  * Names are deterministic (<stack>-<op>-<fingerprint>), so a controller
  * restarted while a Job runs finds it and adopts it; a create that
  * conflicts adopts too.  Slots: at most --max-concurrent-jobs Jobs run at
- * once; the running set is what this process created plus what the Job
- * informer sees unfinished, and a freed slot queues the Stacks that waited.
+ * once (stack_job_slots.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,147 +47,6 @@ static const cJSON *at(const cJSON *o, const char *k)
 static int streq(const char *a, const char *b)
 {
 	return a && b && strcmp(a, b) == 0;
-}
-
-/* ------------------------------------------------------------ slots */
-
-struct str_set {
-	char **v;
-	size_t n, cap;
-};
-
-struct stack_job_slots {
-	pthread_mutex_t lock;
-	struct str_set running;     /* Job keys ns/name */
-	struct str_set waiting;     /* Stack keys */
-};
-
-static int set_has(const struct str_set *s, const char *k)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0)
-			return 1;
-	return 0;
-}
-
-static int set_add(struct str_set *s, const char *k)
-{
-	if (set_has(s, k))
-		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (v == NULL)
-			return -1;
-		s->v = v;
-		s->cap = cap;
-	}
-	if ((s->v[s->n] = strdup(k)) == NULL)
-		return -1;
-	s->n++;
-	return 0;
-}
-
-static int set_remove(struct str_set *s, const char *k)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0) {
-			free(s->v[i]);
-			s->v[i] = s->v[--s->n];
-			return 1;
-		}
-	return 0;
-}
-
-static void set_free(struct str_set *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-int stack_job_slots_new(struct stack_ctl *sc)
-{
-	if ((sc->slots = calloc(1, sizeof(*sc->slots))) == NULL)
-		return -1;
-	pthread_mutex_init(&sc->slots->lock, NULL);
-	return 0;
-}
-
-void stack_job_slots_free(struct stack_ctl *sc)
-{
-	if (sc->slots == NULL)
-		return;
-	set_free(&sc->slots->running);
-	set_free(&sc->slots->waiting);
-	pthread_mutex_destroy(&sc->slots->lock);
-	free(sc->slots);
-	sc->slots = NULL;
-}
-
-int stack_job_slots_used(struct stack_ctl *sc)
-{
-	int n;
-
-	if (sc->slots == NULL)
-		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = (int)sc->slots->running.n;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
-}
-
-/* 0: the slot is this Job's; 1: all taken (stack_key waits for one). */
-static int slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key)
-{
-	struct stack_job_slots *s = sc->slots;
-	int rc = 0;
-
-	pthread_mutex_lock(&s->lock);
-	if (!set_has(&s->running, job_key)) {
-		if (s->running.n >= (size_t)sc->o.max_concurrent_jobs) {
-			set_add(&s->waiting, stack_key);
-			rc = 1;
-		} else if (set_add(&s->running, job_key) < 0) {
-			rc = 1;
-		}
-	}
-	if (rc == 0)
-		set_remove(&s->waiting, stack_key);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Frees job_key's slot; the Stacks that waited try again (those that lose
- * the race wait again). */
-static void slot_release(struct stack_ctl *sc, const char *job_key)
-{
-	struct stack_job_slots *s = sc->slots;
-	struct str_set wake = { 0 };
-
-	pthread_mutex_lock(&s->lock);
-	if (set_remove(&s->running, job_key)) {
-		wake = s->waiting;
-		memset(&s->waiting, 0, sizeof(s->waiting));
-	}
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < wake.n; i++)
-		kube_queue_add(sc->queue, wake.v[i]);
-	set_free(&wake);
-}
-
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active)
-{
-	if (sc->slots == NULL)
-		return;
-	if (!active) {
-		slot_release(sc, key);
-		return;
-	}
-	pthread_mutex_lock(&sc->slots->lock);
-	set_add(&sc->slots->running, key);
-	pthread_mutex_unlock(&sc->slots->lock);
 }
 
 /* ------------------------------------------------------------ Job state */
@@ -409,20 +267,23 @@ static cJSON *outputs_read_back(struct stack_pass *p)
 	char name[300];
 	struct err e;
 	cJSON *sec, *out = NULL, *secrets = NULL;
-	const cJSON *it;
+	const cJSON *it, *ann;
 	const char *list;
 
 	snprintf(name, sizeof(name), "%s-outputs", p->name);
 	if ((sec = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, &e)) == NULL)
 		return NULL;
-	list = kube_obj_str(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
+	/* (A key with dots: not a kube_obj_str path.) */
+	ann = at(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
+	list = cJSON_IsString(ann) ? ann->valuestring : NULL;
 	secrets = list ? cJSON_Parse(list) : NULL;
 	out = cJSON_CreateObject();
 	cJSON_ArrayForEach(it, at(sec, "data")) {
 		unsigned char *v = NULL;
 		size_t n = 0;
 		const cJSON *s;
-		int secret = 0;
+		/* Without a readable list of the secret keys every value is one. */
+		int secret = !cJSON_IsArray(secrets);
 		cJSON_ArrayForEach(s, secrets)
 			secret |= cJSON_IsString(s) && strcmp(s->valuestring, it->string) == 0;
 		if (secret) {
@@ -463,7 +324,7 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	condition_true(job, "Failed", &reason);
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
-	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.type = op;
 	p->out.start_us = time_or(kube_obj_str(job, "status.startTime"),
 	    time_or(kube_obj_str(job, "metadata.creationTimestamp"), kube_now_us()));
 	p->out.end_us = time_or(kube_obj_str(job, "status.completionTime"), kube_now_us());
@@ -514,7 +375,7 @@ static void outcome_not_started(struct stack_pass *p, const char *op, const cJSO
 	pod_not_started_reason(pod, why, sizeof(why));
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
-	p->out.type = streq(op, "preview") ? "preview" : "up";
+	p->out.type = op;
 	p->out.start_us = p->out.end_us = kube_now_us();
 	p->out.status = PL_FAILED;
 	snprintf(p->out.message, sizeof(p->out.message), "the Job's pod did not start within %lds: %s",
@@ -667,7 +528,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
-		p->sc->o.job_ttl_s };
+		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir };
 	char stack_key[600], other[600];
 	cJSON *job, *res;
 	struct err e;
@@ -678,19 +539,19 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		    "inputs) to finish before this update starts", other);
 		return 1;
 	}
-	if (slot_take(p->sc, key, stack_key)) {
+	if (stack_job_slot_take(p->sc, key, stack_key)) {
 		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", SLOT_RETRY_MS, "waiting for a Job slot: "
 		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
 		return 1;
 	}
 	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
 	}
 	res = kube_create(p->sc->client, &jobs_res, p->ns, job, &e);
 	cJSON_Delete(job);
 	if (res == NULL && e.code != ERR_CONFLICT) {
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
 	}
 	if (res == NULL) {
@@ -703,8 +564,11 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	/* Not "update started": that line pairs with an end in the same pass. */
 	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
-	stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ? "preview" :
-	    "update", p->art.revision, name, p->why);
+	if (streq(op, "destroy"))
+		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s in Job %s", p->spec.stack, name);
+	else
+		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ?
+		    "preview" : "update", p->art.revision, name, p->why);
 	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "
 	    "in Job %s", op, p->art.revision, name);
 	return 1;
@@ -737,13 +601,13 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	cJSON_Delete(pod);
 	if (delete_job(p, name, &e) < 0)
 		log_warn("cannot delete a Job whose pod never started", "job", name, "error", e.msg, NULL);
-	slot_release(p->sc, key);
+	stack_job_slot_release(p->sc, key);
 	return 0;
 }
 
-int stack_job_update(struct stack_pass *p)
+/* op: a literal ("up", "preview", "destroy"): it becomes p->out.type. */
+static int job_step(struct stack_pass *p, const char *op)
 {
-	const char *op = p->spec.preview ? "preview" : "up";
 	char name[64], key[400];
 	cJSON *job, *pod;
 	struct err e;
@@ -768,7 +632,7 @@ int stack_job_update(struct stack_pass *p)
 		job = NULL;
 		if (delete_job(p, name, &e) < 0)
 			return retry_later(p, &e);
-		slot_release(p->sc, key);
+		stack_job_slot_release(p->sc, key);
 	}
 	if (job && kube_obj_str(job, "metadata.deletionTimestamp") != NULL) {
 		cJSON_Delete(job);
@@ -790,9 +654,19 @@ int stack_job_update(struct stack_pass *p)
 	outcome_from_job(p, op, job, pod);
 	cJSON_Delete(pod);
 	cJSON_Delete(job);
-	slot_release(p->sc, key);
+	stack_job_slot_release(p->sc, key);
 	snprintf(p->job_recorded, sizeof(p->job_recorded), "%s", name);
 	return 0;
+}
+
+int stack_job_update(struct stack_pass *p)
+{
+	return job_step(p, p->spec.preview ? "preview" : "up");
+}
+
+int stack_job_destroy(struct stack_pass *p)
+{
+	return job_step(p, "destroy");
 }
 
 void stack_job_after_status(struct stack_pass *p)

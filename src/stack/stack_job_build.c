@@ -330,6 +330,10 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToArray(args, cJSON_CreateString("--oci-secret-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(MNT_OCI));
 	}
+	if (in->plugins_dir) {
+		cJSON_AddItemToArray(args, cJSON_CreateString("--plugins-dir"));
+		cJSON_AddItemToArray(args, cJSON_CreateString(in->plugins_dir));
+	}
 	env = cJSON_AddArrayToObject(c, "env");
 	upd = cJSON_CreateObject();
 	cJSON_AddStringToObject(upd, "name", "PULUMI_CONTROLLER_UPDATE");

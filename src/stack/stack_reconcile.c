@@ -13,6 +13,7 @@
  *   suspend     spec.suspend (and not deleting)           none: status stays as it was
  *   spec        the spec cannot be acted on               Stalled SpecInvalid
  *   finalize    the Stack is being deleted                destroy, then release the finalizer
+ *               (job mode: the destroy is a Job;          Reconciling JobRunning, WaitingForJobSlot)
  *   finalizer   -                                         (adds/removes the finalizer)
  *   prereqs     a prerequisite is not Ready (recently)    Reconciling PrerequisiteNotReady;
  *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
@@ -194,10 +195,13 @@ static int step_finalize(struct stack_pass *p)
 	/* Destroy runs from the current artifact if it can be had, else from
 	 * what the last update left in the workspace. */
 	memset(&p->v, 0, sizeof(p->v));
-	have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
-	    stack_workspace_prepare(p) == 0;
+	if (p->spec.job_mode)   /* the Job's pod fetches it */
+		have_program = stack_source_resolve(p) == 0;
+	else
+		have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
+		    stack_workspace_prepare(p) == 0;
 	memset(&p->v, 0, sizeof(p->v));
-	if (!have_program && !last_workspace(p)) {
+	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
 		if (stack_status_str(p, "lastAppliedRevision") == NULL)
 			return release(p);   /* nothing was ever deployed */
 		stack_verdict(p, STACK_WAITING, "DestroyFailed", p->sc->o.requeue_dependency_ms,
@@ -207,10 +211,16 @@ static int step_finalize(struct stack_pass *p)
 	}
 	stack_inputs_resolve_lenient(p);
 	p->why = "the Stack is being deleted";
-	if (stack_status_write_running(p, &e) < 0)
-		return retry_later(p, &e);
-	stack_event(p, "Normal", "DestroyStarted", "destroying stack %s", p->spec.stack);
-	stack_update_destroy(p);
+	if (p->spec.job_mode) {
+		stack_fingerprint(p, p->fingerprint);
+		if (stack_job_destroy(p))   /* the Job runs, or waits for a slot */
+			return 1;
+	} else {
+		if (stack_status_write_running(p, &e) < 0)
+			return retry_later(p, &e);
+		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s", p->spec.stack);
+		stack_update_destroy(p);
+	}
 	if (p->out.ok) {
 		stack_event(p, "Normal", "DestroySucceeded", "destroyed stack %s", p->spec.stack);
 		return release(p);

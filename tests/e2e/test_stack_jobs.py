@@ -6,9 +6,13 @@ Most scenarios run the pod with a fake `run-update` (FAKE below, chosen by the p
 FAKE_MODE): it keeps to the termination-message contract of JOBS.md and lets each test pick
 the pod's behaviour (succeed, fail with a log, run past the deadline), so what is tested
 is the controller's side: the Job it builds, slots, adoption, the verdicts it reads back.
-The last scenario runs the real `pulumi-controller run-update` when the binary has it."""
+The last scenario runs the real `pulumi-controller run-update` (and, on the real tier, the real
+pulumi CLI with the plugins the "image" carries, --job-plugins-dir)."""
 import json
-import subprocess
+import os
+import pathlib
+import shutil
+import tempfile
 import threading
 
 import pytest
@@ -27,14 +31,36 @@ assert args[0] == "run-update", args
 log = args[args.index("--termination-log") + 1]
 doc = json.loads(os.environ["PULUMI_CONTROLLER_UPDATE"])
 mode = os.environ.get("FAKE_MODE", "ok")
-def finish(status, message, cls, code, changes=None):
+def finish(status, message, cls, code, changes=None, outputs="none"):
     with open(log, "w") as f:
         json.dump({"v": 1, "status": status, "message": message, "changes": changes,
-                   "outputs": "none", "lock": None, "class": cls}, f)
+                   "outputs": outputs, "lock": None, "class": cls}, f)
     sys.exit(code)
+def write_outputs():
+    """GET and PUT the outputs Secret with the pod's own token, as run-update does."""
+    import base64, ssl, urllib.request
+    sa = args[args.index("--service-account-dir") + 1]
+    token = open(sa + "/token").read().strip()
+    ctx = ssl.create_default_context(cafile=sa + "/ca.crt")
+    url = "https://%s:%s/api/v1/namespaces/%s/secrets/%s" % (
+        os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"],
+        doc["namespace"], doc["outputsSecret"])
+    def call(method, body=None):
+        req = urllib.request.Request(url, method=method, data=body and json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer " + token,
+                                              "Content-Type": "application/json"})
+        return json.load(urllib.request.urlopen(req, context=ctx))
+    sec = call("GET")
+    sec["data"] = {"message": base64.b64encode(b"hello").decode(),
+                   "token": base64.b64encode(b"s3cr3t-output").decode()}
+    sec["metadata"].setdefault("annotations", {})["pulumi.com/secrets"] = '["token"]'
+    call("PUT", sec)
 print("fetching", doc["source"]["url"], file=sys.stderr)
 if mode == "ok":
     finish("ok", "", "ok", 0, {"create": 1})
+if mode == "outputs":
+    write_outputs()
+    finish("ok", "", "ok", 0, {"create": 2}, outputs="written")
 if mode == "fail":
     print("error: resource quota exceeded in step 3", file=sys.stderr)
     # A careless program: the controller must not repeat this.
@@ -162,6 +188,19 @@ def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secr
     assert len(jobs_of(w, "demo")) == 1
 
 
+def test_outputs_the_pod_writes_with_its_own_token_reach_status_masked(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", mode="outputs")
+    controller(w)
+
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["outputs"] == {"message": "hello", "token": "[secret]"}
+    assert obj["status"]["outputsSecretName"] == "demo-outputs"
+    assert w.outputs_secret("demo")["decoded"] == {"message": "hello", "token": "s3cr3t-output"}
+    assert "s3cr3t-output" not in json.dumps(obj)
+
+
 def test_a_failed_update_reports_its_message_and_log_tail_without_secrets(fake_kubelet):
     w = fake_kubelet
     w.flux_source("GitRepository", "app", w.artifact())
@@ -213,6 +252,21 @@ def test_a_controller_restarted_while_a_job_runs_adopts_it(fake_kubelet):
     assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
     w.wait_ready("demo", revision=src["revision"])
     assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+
+
+def test_destroy_on_finalize_runs_in_a_job(fake_kubelet):
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", destroyOnFinalize=True)
+    controller(w)
+    w.wait_ready("demo", revision=src["revision"])
+
+    w.delete_stack("demo")
+    w.wait_gone("demo")
+    started = [e for e in w.events("demo") if e["reason"] == "DestroyStarted"]
+    assert started and "in Job demo-destroy-" in started[0]["message"]
+    assert "DestroySucceeded" in w.event_reasons("demo")
+    assert not w.cli_invocations(), "no pulumi ran in the controller"
 
 
 class JobWatch(threading.Thread):
@@ -301,30 +355,33 @@ def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
     assert jobs_of(w, "demo") == []
 
 
-def has_run_update(pc_bin):
-    return subprocess.run([pc_bin, "run-update", "--help"], capture_output=True).returncode == 0
-
-
-def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, pc_bin):
-    if not has_run_update(pc_bin):
-        pytest.skip("this pulumi-controller has no run-update yet (branch jobs-pod)")
+def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, request):
     w = job_world
     src = w.flux_source("GitRepository", "app", w.artifact())
     w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
-    controller(w)
+    # The image's plugin cache (--job-plugins-dir): the controller's, at a path outside /tmp
+    # and /work, which the test kubelet rewrites to the pod's directories in every arg.
+    # (The stand-in needs no plugins.)
+    plugins = None
+    if w.cli.kind == "real":
+        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
+        request.addfinalizer(lambda: shutil.rmtree(image))
+        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
+        plugins = str(image / "plugins")
+    controller(w, job_plugins_dir=plugins)
 
     def settled():
         obj = w.stack("demo")
         ready, stalled = w.cond(obj, "Ready"), w.cond(obj, "Stalled")
-        return obj if (ready and ready["status"] == "True") or stalled else None
-    obj = wait_until(settled, what="demo Ready or Stalled")
-    stalled = w.cond(obj, "Stalled")
-    if stalled and "not found in PATH" in stalled["message"]:
-        # run-update looks for pulumi in /usr/local/bin:/usr/bin:/bin only (the image's
-        # place), not in the pod's PATH, where the test kubelet's "image" has it.
-        pytest.xfail("run-update does not search the pod's PATH for pulumi (branch jobs-pod)")
-    assert stalled is None, stalled
+        failed = (w.cond(obj, "Reconciling") or {}).get("reason") == "RetryingAfterFailure"
+        return obj if (ready and ready["status"] == "True") or stalled or failed else None
+    obj = wait_until(settled, what="demo Ready, Stalled or failed")
+    assert (w.cond(obj, "Reconciling") or {}).get("reason") != "RetryingAfterFailure", \
+        w.cond(obj, "Ready")
+    assert w.cond(obj, "Stalled") is None, w.cond(obj, "Stalled")
     assert obj["status"]["lastAppliedRevision"] == src["revision"]
     assert obj["status"]["outputs"]["message"] == "hello"
     assert w.outputs_secret("demo")["decoded"]["message"] == "hello"
-    assert list(w.cloud_files().values()) == ["hello"]
+    # (Not w.cloud_files(): the stand-in's cloud directory is under /tmp, which the test
+    # kubelet rewrites to the pod's own /tmp.)
+    assert obj["status"]["lastUpdate"]["type"] == "up"

@@ -220,7 +220,8 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 {
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
-	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600 };
+	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
+		"/opt/plugins" };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -267,6 +268,8 @@ static void test_the_job_shape_security_and_owner(void **state)
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.volumeMounts.2.mountPath"), "/etc-ca");
 	assert_string_equal(str_at(job, "spec.template.spec.volumes.2.name"), "ca");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.command.1"), "run-update");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.6"), "--plugins-dir");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.7"), "/opt/plugins");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.terminationMessagePath"),
 	    "/tmp/termination-log");
 	cJSON_Delete(job);
