@@ -19,6 +19,7 @@
 #define FP_LEN 10
 #define RUNNER_UID 65532        /* the image's USER (Dockerfile) */
 #define MNT_OCI "/var/run/pulumi-controller/oci"
+#define MNT_KEYS "/var/run/pulumi-controller/keys"
 #define TERMINATION_LOG "/tmp/termination-log"
 
 static int alnum(char c)
@@ -117,7 +118,7 @@ static cJSON *source_json(const struct stack_job_in *in)
 		else
 			cJSON_AddNullToObject(src, "mediaType");
 		cJSON_AddBoolToObject(src, "insecure", s->oci_insecure);
-		cJSON_AddBoolToObject(src, "verify", 0);
+		cJSON_AddBoolToObject(src, "verify", s->oci_verify);
 		return src;
 	}
 	cJSON_AddStringToObject(src, "kind", "artifact");
@@ -251,6 +252,17 @@ static cJSON *empty_dir(const char *name)
 	return v;
 }
 
+/* ociSource.verify's public keys: the pod checks the signature again
+ * before it runs anything (run-update --verify-keys-dir). */
+static cJSON *keys_volume(const struct stack_spec *s)
+{
+	cJSON *v = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(v, "name", "pulumi-controller-keys");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(v, "secret"), "secretName", s->oci_verify_secret);
+	return v;
+}
+
 /* Registry credentials and CA, one projected volume (their keys differ:
  * .dockerconfigjson, ca.crt, tls.crt, tls.key). */
 static cJSON *oci_volume(const struct stack_spec *s)
@@ -314,6 +326,7 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 	cJSON *c = cJSON_CreateObject(), *args, *env, *mounts, *upd;
 	char *doc;
 	int oci = s->source == STACK_SRC_OCI && (s->oci_secret || s->oci_cert_secret);
+	int verify = s->source == STACK_SRC_OCI && s->oci_verify && s->oci_verify_secret;
 
 	cJSON_AddStringToObject(c, "name", "update");
 	cJSON_AddStringToObject(c, "image", in->image);
@@ -329,6 +342,10 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 	if (oci) {
 		cJSON_AddItemToArray(args, cJSON_CreateString("--oci-secret-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(MNT_OCI));
+	}
+	if (verify) {
+		cJSON_AddItemToArray(args, cJSON_CreateString("--verify-keys-dir"));
+		cJSON_AddItemToArray(args, cJSON_CreateString(MNT_KEYS));
 	}
 	if (in->plugins_dir) {
 		cJSON_AddItemToArray(args, cJSON_CreateString("--plugins-dir"));
@@ -361,6 +378,8 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 	cJSON_AddItemToArray(mounts, mount("work", "/work", 0));
 	if (oci)
 		cJSON_AddItemToArray(mounts, mount("pulumi-controller-oci", MNT_OCI, 1));
+	if (verify)
+		cJSON_AddItemToArray(mounts, mount("pulumi-controller-keys", MNT_KEYS, 1));
 	append_all(mounts, s->runner.volume_mounts);
 	return c;
 }
@@ -393,6 +412,8 @@ static cJSON *pod_spec(const struct stack_job_in *in, struct err *e)
 	cJSON_AddItemToArray(vols, empty_dir("work"));
 	if (s->source == STACK_SRC_OCI && (s->oci_secret || s->oci_cert_secret))
 		cJSON_AddItemToArray(vols, oci_volume(s));
+	if (s->source == STACK_SRC_OCI && s->oci_verify && s->oci_verify_secret)
+		cJSON_AddItemToArray(vols, keys_volume(s));
 	append_all(vols, s->runner.volumes);
 	return ps;
 }

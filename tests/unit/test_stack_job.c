@@ -328,6 +328,55 @@ static void test_an_oci_source_mounts_its_credentials(void **state)
 	stack_spec_free(&s);
 }
 
+/* The arg after `flag` in the container's args, or NULL. */
+static const char *arg_after(const cJSON *job, const char *flag)
+{
+	const cJSON *a, *args = at(job, "spec.template.spec.containers.0.args");
+
+	cJSON_ArrayForEach(a, args)
+		if (cJSON_IsString(a) && strcmp(a->valuestring, flag) == 0)
+			return a->next && cJSON_IsString(a->next) ? a->next->valuestring : NULL;
+	return NULL;
+}
+
+static void test_a_verified_oci_source_mounts_its_keys(void **state)
+{
+	struct stack_spec s;
+	const cJSON *v;
+	cJSON *job, *doc;
+	int found = 0;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
+	    "'verify': {'provider': 'cosign', 'secretRef': {'name': 'cosign-keys'}}}, 'runner': {'type': 'Job'}}",
+	    &s);
+	assert_string_equal(arg_after(job, "--verify-keys-dir"), "/var/run/pulumi-controller/keys");
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
+		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), "cosign-keys") == 0)
+			found = strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0;
+	assert_true(found);
+	found = 0;
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
+		if (strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0)
+			found = cJSON_IsTrue(at(v, "readOnly")) &&
+			    strcmp(str_at(v, "mountPath"), "/var/run/pulumi-controller/keys") == 0;
+	assert_true(found);
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_true(cJSON_IsTrue(at(doc, "source.verify")));
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+	/* Without verify: no keys, and the pod is told not to check. */
+	job = build("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1'}, "
+	    "'runner': {'type': 'Job'}}", &s);
+	assert_null(arg_after(job, "--verify-keys-dir"));
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_true(cJSON_IsFalse(at(doc, "source.verify")));
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -346,6 +395,7 @@ int main(void)
 		cmocka_unit_test_setup(test_the_job_shape_security_and_owner, setup),
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
+		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
