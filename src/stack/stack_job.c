@@ -613,8 +613,10 @@ static int job_step(struct stack_pass *p, const char *op)
 	struct err e;
 
 	if (p->sc->o.job_image == NULL || p->sc->jobs.inf == NULL) {
-		stack_verdict(p, STACK_STALLED, "JobRunnerUnavailable", 0, "spec.runner.type is Job but the "
-		    "controller runs without --job-image");
+		/* The spec step refuses this first; kept so the step never runs
+		 * without an image or a Job watch. */
+		stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.runner.type: Job, but this controller "
+		    "runs without --job-image (the image the Job's pod runs)");
 		p->v.event = 1;
 		return 1;
 	}

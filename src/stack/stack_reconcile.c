@@ -44,7 +44,7 @@
  *    (job mode) the Job for these inputs was just created,  Reconciling JobRunning (the Job informer
  *               is running, or another Job of the Stack   queues the Stack when the Job changes);
  *               runs; all --max-concurrent-jobs slots     Reconciling WaitingForJobSlot;
- *               are taken; no --job-image                 Stalled JobRunnerUnavailable;
+ *               are taken; no --job-image                 Stalled SpecInvalid;
  *               the Job finished, or its pod did not      the verdicts of the local update, from
  *               start within --job-start-timeout          the termination message (stack_job.c)
  *   outputs     the update succeeded                      (writes <name>-outputs; in job mode the

@@ -355,6 +355,18 @@ def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
     assert jobs_of(w, "demo") == []
 
 
+def test_a_job_stack_on_a_controller_without_job_image_is_stalled(stack_world):
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
+    w.controller()          # local runner, no --job-image
+    obj = w.wait_condition("demo", "Stalled", reason="SpecInvalid")
+    assert "spec.runner.type: Job, but this controller runs without --job-image" in \
+        w.cond(obj, "Stalled")["message"]
+    assert w.cond(obj, "Ready")["status"] == "False"
+    assert jobs_of(w, "demo") == [] and w.updates() == []
+
+
 def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, request):
     w = job_world
     src = w.flux_source("GitRepository", "app", w.artifact())
