@@ -71,7 +71,7 @@ def keys(tmp_path_factory):
 def cosign_env(home):
     # HOME in the test's directory: cosign keeps nothing in the user's.
     return dict(os.environ, HOME=str(home), COSIGN_PASSWORD=COSIGN_PASSWORD,
-                COSIGN_YES="true", SIGSTORE_NO_CACHE="true")
+                COSIGN_YES="true")
 
 
 def cosign(keys, *args):
