@@ -499,3 +499,21 @@ def test_hostile_referrer_flood_is_bounded(run_pc, fake_registry, keys):
     with fake.lock:
         fetched = [p for (_, p, _) in fake.requests if "/manifests/sha256:" in p and digest not in p]
     assert 0 < len(fetched) <= 64
+
+
+def test_hostile_huge_or_lying_signature_manifest(run_pc, fake_registry, keys):
+    """A .sig manifest past 4 MiB, then one whose bytes are not its digest: both refused
+    as unusable, each naming the scheme."""
+    fake, digest = hostile(fake_registry, "h/app")
+    huge = b'{"layers":[' + b'{},' * (2 << 20) + b'{}]}'
+    fake.routes[f"/v2/h/app/manifests/{sig_tag(digest)}"] = lambda h: (200, {"Content-Type": OCI_MANIFEST}, huge)
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "cosign .sig" in r.stderr and "unusable" in r.stderr and "limit" in r.stderr
+    fake.routes[f"/v2/h/app/manifests/{sig_tag(digest)}"] = lambda h: (200, {
+        "Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:" + "e" * 64}, b'{"layers":[]}')
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "unusable" in r.stderr and "digest mismatch" in r.stderr
