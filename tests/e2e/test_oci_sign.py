@@ -227,6 +227,24 @@ def test_other_key_types_interoperate_with_cosign(run_pc, registry_plain, keys, 
     assert fields(r.stdout)["scheme"] == "cosign .sig"
 
 
+@pytest.mark.parametrize("mode", ["registry_basic", "registry_token"])
+def test_sign_and_verify_with_registry_auth(run_pc, request, keys, tmp_path, mode):
+    """TLS plus basic or token auth: signing pushes with push scope, verifying
+    reads the referrers, tags and blobs with pull scope."""
+    reg = request.getfixturevalue(mode)
+    src = make_tree(tmp_path / "s", seed=mode)
+    r = run_pc("push", reg.ref("sign/auth", "v1"), "--path", src, "--sign-key", keys["signer"][0],
+               "--sign-format", "both", *reg.pc_args(), input=reg.pc_input())
+    assert r.returncode == 0, r.stderr
+    r = run_pc("verify", reg.ref("sign/auth", "v1"), "--key", keys["signer"][1], *reg.pc_args(),
+               input=reg.pc_input())
+    assert r.returncode == 0, r.stderr
+    assert fields(r.stdout)["scheme"] == "sigstore bundle"
+    r = run_pc("verify", reg.ref("sign/auth", "v1"), "--key", keys["signer"][1], *reg.pc_args(creds=False))
+    assert r.returncode == 3, r.stderr   # anonymous: the registry refuses to answer
+    assert "authentication" in r.stderr
+
+
 def test_signing_twice_keeps_both_signatures(run_pc, registry_plain, keys, tmp_path):
     """A second signer adds a layer to the .sig manifest instead of replacing the first."""
     src = make_tree(tmp_path / "s", seed="twice")
