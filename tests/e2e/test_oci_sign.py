@@ -71,7 +71,7 @@ def keys(tmp_path_factory):
 def cosign_env(home):
     # HOME in the test's directory: cosign keeps nothing in the user's.
     return dict(os.environ, HOME=str(home), COSIGN_PASSWORD=COSIGN_PASSWORD,
-                COSIGN_YES="true", SIGSTORE_NO_CACHE="true")
+                COSIGN_YES="true")
 
 
 def cosign(keys, *args):
@@ -172,6 +172,77 @@ def test_push_sign_key_verifies_with_cosign_and_controller(run_pc, registry_plai
     assert digest in r.stdout
     r = cosign_verify(keys, registry_plain, repo, digest, keys["wrong"][1])
     assert r.returncode != 0
+
+
+KEYGEN = {
+    "p384": ["openssl", "ecparam", "-name", "secp384r1", "-genkey", "-noout", "-out"],
+    "p521": ["openssl", "ecparam", "-name", "secp521r1", "-genkey", "-noout", "-out"],
+    "rsa3072": ["openssl", "genrsa", "-out"],
+    "ed25519": ["openssl", "genpkey", "-algorithm", "ed25519", "-out"],
+}
+# What `cosign verify --key` needs to check a P-384 or P-521 signature: cosign
+# signs those with SHA-384 / SHA-512 (so does push --sign-key) but verifies
+# with SHA-256 unless told.
+COSIGN_DIGEST = {"p384": "sha384", "p521": "sha512"}
+
+
+@pytest.mark.parametrize("kt", sorted(KEYGEN))
+def test_other_key_types_interoperate_with_cosign(run_pc, registry_plain, keys, tmp_path, kt):
+    """push --sign-key with each other key type cosign supports verifies with
+    cosign, and cosign's signatures with the same key (imported) verify with
+    the controller, in both formats.  Ed25519 one way only: cosign signs
+    Ed25519ph, which OpenSSL 3.0 cannot verify (docs/signing.md)."""
+    need_cosign()
+    key, pub = tmp_path / f"{kt}.key", tmp_path / f"{kt}.pub"
+    subprocess.run(KEYGEN[kt] + [key] + (["3072"] if kt.startswith("rsa") else []), check=True,
+                   capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out", pub], check=True, capture_output=True)
+    digest_flag = ["--signature-digest-algorithm", COSIGN_DIGEST[kt]] if kt in COSIGN_DIGEST else []
+    src = make_tree(tmp_path / "s", seed=kt)
+    ours = push(run_pc, registry_plain, f"kt/pc-{kt}", src, "--sign-key", key, "--sign-format", "both")
+    for bundle in ("true", "false"):
+        r = cosign(keys, "verify", "--key", pub, *digest_flag, "--insecure-ignore-tlog", "--allow-http-registry",
+                   f"--new-bundle-format={bundle}", f"{registry_plain.host}/kt/pc-{kt}@{ours}")
+        assert r.returncode == 0, (bundle, r.stderr)
+    if kt == "ed25519":
+        return
+    theirs = push(run_pc, registry_plain, f"kt/cosign-{kt}", src, "--reproducible")
+    r = subprocess.run([need_cosign(), "import-key-pair", "--key", key,
+                        "--output-key-prefix", tmp_path / f"cosign-{kt}"],
+                       capture_output=True, text=True, env=cosign_env(keys["dir"]), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for fmt in ("--new-bundle-format=true", "--new-bundle-format=false"):
+        r = cosign(keys, "sign", "--key", tmp_path / f"cosign-{kt}.key",
+                   "--use-signing-config=false", "--tlog-upload=false", "--allow-http-registry", fmt,
+                   f"{registry_plain.host}/kt/cosign-{kt}@{theirs}")
+        assert r.returncode == 0, r.stderr
+    r = verify(run_pc, registry_plain, registry_plain.ref(f"kt/cosign-{kt}", digest=theirs), pub)
+    assert r.returncode == 0, r.stderr
+    assert fields(r.stdout)["scheme"] == "sigstore bundle"
+    # The .sig signature alone (the bundle's referrers tag removed) verifies too.
+    registry_plain.put_manifest(f"kt/cosign-{kt}", "sha256-" + theirs[7:],
+                                {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}, OCI_INDEX)
+    r = verify(run_pc, registry_plain, registry_plain.ref(f"kt/cosign-{kt}", digest=theirs), pub)
+    assert r.returncode == 0, r.stderr
+    assert fields(r.stdout)["scheme"] == "cosign .sig"
+
+
+@pytest.mark.parametrize("mode", ["registry_basic", "registry_token"])
+def test_sign_and_verify_with_registry_auth(run_pc, request, keys, tmp_path, mode):
+    """TLS plus basic or token auth: signing pushes with push scope, verifying
+    reads the referrers, tags and blobs with pull scope."""
+    reg = request.getfixturevalue(mode)
+    src = make_tree(tmp_path / "s", seed=mode)
+    r = run_pc("push", reg.ref("sign/auth", "v1"), "--path", src, "--sign-key", keys["signer"][0],
+               "--sign-format", "both", *reg.pc_args(), input=reg.pc_input())
+    assert r.returncode == 0, r.stderr
+    r = run_pc("verify", reg.ref("sign/auth", "v1"), "--key", keys["signer"][1], *reg.pc_args(),
+               input=reg.pc_input())
+    assert r.returncode == 0, r.stderr
+    assert fields(r.stdout)["scheme"] == "sigstore bundle"
+    r = run_pc("verify", reg.ref("sign/auth", "v1"), "--key", keys["signer"][1], *reg.pc_args(creds=False))
+    assert r.returncode == 3, r.stderr   # anonymous: the registry refuses to answer
+    assert "authentication" in r.stderr
 
 
 def test_signing_twice_keeps_both_signatures(run_pc, registry_plain, keys, tmp_path):
@@ -446,3 +517,21 @@ def test_hostile_referrer_flood_is_bounded(run_pc, fake_registry, keys):
     with fake.lock:
         fetched = [p for (_, p, _) in fake.requests if "/manifests/sha256:" in p and digest not in p]
     assert 0 < len(fetched) <= 64
+
+
+def test_hostile_huge_or_lying_signature_manifest(run_pc, fake_registry, keys):
+    """A .sig manifest past 4 MiB, then one whose bytes are not its digest: both refused
+    as unusable, each naming the scheme."""
+    fake, digest = hostile(fake_registry, "h/app")
+    huge = b'{"layers":[' + b'{},' * (2 << 20) + b'{}]}'
+    fake.routes[f"/v2/h/app/manifests/{sig_tag(digest)}"] = lambda h: (200, {"Content-Type": OCI_MANIFEST}, huge)
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "cosign .sig" in r.stderr and "unusable" in r.stderr and "limit" in r.stderr
+    fake.routes[f"/v2/h/app/manifests/{sig_tag(digest)}"] = lambda h: (200, {
+        "Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:" + "e" * 64}, b'{"layers":[]}')
+    r = run_pc("verify", f"oci://{fake.host}/h/app@{digest}", "--key", keys["signer"][1],
+               "--plain-http", "--retries", "0", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "unusable" in r.stderr and "digest mismatch" in r.stderr
