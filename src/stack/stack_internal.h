@@ -428,6 +428,9 @@ char *stack_job_update_json(const struct stack_job_in *in);
  * the Job finished (or never started) and p->out holds its outcome. */
 struct stack_pass;
 int stack_job_update(struct stack_pass *p);
+/* The same for any operation op (a literal, "up", "refresh"...: it becomes
+ * the Job's name part and p->out.type). */
+int stack_job_step(struct stack_pass *p, const char *op);
 /* The same for the destroy of a Stack being deleted (p->fingerprint set). */
 int stack_job_destroy(struct stack_pass *p);
 /* After the status write: marks the Job whose outcome it recorded. */

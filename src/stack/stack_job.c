@@ -605,8 +605,8 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	return 0;
 }
 
-/* op: a literal ("up", "preview", "destroy"): it becomes p->out.type. */
-static int job_step(struct stack_pass *p, const char *op)
+/* op: a literal ("up", "preview", "destroy", "refresh"...): it becomes p->out.type. */
+int stack_job_step(struct stack_pass *p, const char *op)
 {
 	char name[64], key[400];
 	cJSON *job, *pod;
@@ -663,12 +663,12 @@ static int job_step(struct stack_pass *p, const char *op)
 
 int stack_job_update(struct stack_pass *p)
 {
-	return job_step(p, p->spec.preview ? "preview" : "up");
+	return stack_job_step(p, p->spec.preview ? "preview" : "up");
 }
 
 int stack_job_destroy(struct stack_pass *p)
 {
-	return job_step(p, "destroy");
+	return stack_job_step(p, "destroy");
 }
 
 void stack_job_after_status(struct stack_pass *p)
