@@ -166,6 +166,7 @@ struct stack_run_input {
 	size_t n_policy_packs;
 	char *outputs_secret;
 	long timeout_seconds;
+	char *cancel_lock;                /* a lock owner the controller found gone; NULL */
 };
 
 /* Parses and validates the JSON; NULL with ERR_INVALID naming the field

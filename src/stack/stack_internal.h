@@ -23,6 +23,7 @@
  *                      and its result read back into the outcome
  *   stack_job_build.c  the Job object (pure)
  *   stack_job_slots.c  --max-concurrent-jobs
+ *   stack_job_lock.c   a lock left by the pod of an earlier Job
  */
 #ifndef PC_STACK_INTERNAL_H
 #define PC_STACK_INTERNAL_H
@@ -89,6 +90,9 @@ struct stack_ctl {
 
 	struct stack_kind jobs;           /* batch/v1 Jobs this controller made (job_image set) */
 	struct stack_job_slots *slots;    /* stack_job.c */
+	/* run-update only: a lock held by exactly this owner is stale (the
+	 * controller found its pod gone; stack_job_lock.c).  Borrowed. */
+	const char *cancel_lock;
 };
 
 /* The informer of a served source kind ("GitRepository"...), or NULL when
@@ -413,6 +417,7 @@ struct stack_job_in {
 	const char *image;
 	long ttl_s;
 	const char *plugins_dir;                     /* NULL: none */
+	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
@@ -433,6 +438,13 @@ int stack_job_update(struct stack_pass *p);
 int stack_job_step(struct stack_pass *p, const char *op);
 /* The same for the destroy of a Stack being deleted (p->fingerprint set). */
 int stack_job_destroy(struct stack_pass *p);
+/* stack_job_lock.c.  1 when host is the hostname of a pod of a Job that
+ * stack_job_name(stack, ...) names (any op and fingerprint). */
+int stack_job_pod_host(const char *stack, const char *host);
+/* The owner ("user@host") of the lock status.lastUpdate.lockHolder names,
+ * written into out, when that host is a pod of this Stack's Jobs that is no
+ * longer running (one LIST of pods); NULL otherwise. */
+const char *stack_job_stale_lock(struct stack_pass *p, char *out, size_t n);
 /* After the status write: marks the Job whose outcome it recorded. */
 void stack_job_after_status(struct stack_pass *p);
 /* The Job informer's view: key ("ns/name") is running (1) or not (0); a

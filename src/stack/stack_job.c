@@ -528,8 +528,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
-		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir };
-	char stack_key[600], other[600];
+		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, NULL };
+	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;
 
@@ -544,6 +544,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
 		return 1;
 	}
+	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
 	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
@@ -561,6 +562,9 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	cJSON_Delete(res);
+	if (in.cancel_lock)
+		stack_event(p, "Normal", "LockCancelled", "the lock %s was left by the pod of an earlier Job of "
+		    "this Stack, which is gone: Job %s cancels it before its %s", in.cancel_lock, name, op);
 	/* Not "update started": that line pairs with an end in the same pass. */
 	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);

@@ -221,6 +221,8 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	snprintf(secret_name, sizeof(secret_name), "%s-outputs", in->name);
 	cJSON_AddStringToObject(doc, "outputsSecret", secret_name);
 	cJSON_AddNumberToObject(doc, "timeoutSeconds", (double)((s->timeout_ms + 999) / 1000));
+	if (in->cancel_lock)
+		cJSON_AddStringToObject(doc, "cancelLock", in->cancel_lock);
 	text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	cJSON_Delete(scratch);

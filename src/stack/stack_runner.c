@@ -144,6 +144,7 @@ static void runner_init(struct runner *u)
 	else if (gethostname(u->sc.identity, sizeof(u->sc.identity) - 1) != 0)
 		snprintf(u->sc.identity, sizeof(u->sc.identity), "run-update");
 	pthread_mutex_init(&u->sc.lock, NULL);
+	u->sc.cancel_lock = in->cancel_lock;
 
 	u->p.sc = &u->sc;
 	snprintf(u->p.ns, sizeof(u->p.ns), "%s", in->namespace);

@@ -66,6 +66,7 @@ void stack_run_input_free(struct stack_run_input *in)
 	strings_free(in->targets, in->n_targets);
 	strings_free(in->policy_packs, in->n_policy_packs);
 	free(in->outputs_secret);
+	free(in->cancel_lock);
 	free(in);
 }
 
@@ -311,6 +312,22 @@ static int check_outputs_secret(const struct stack_run_input *in, struct err *e)
 	return 0;
 }
 
+/* cancelLock: the owner ("user@host") of a lock the controller found left
+ * by a pod that is gone; the CLI reports owners of at most 127 bytes. */
+static int parse_cancel_lock(const cJSON *root, struct stack_run_input *in, struct err *e)
+{
+	if (get_str(root, "cancelLock", "cancelLock", 0, &in->cancel_lock, e) < 0)
+		return -1;
+	if (in->cancel_lock == NULL)
+		return 0;
+	if (strlen(in->cancel_lock) > 127)
+		return err_set(e, ERR_INVALID, INPUT ": cancelLock must be a lock owner of at most 127 bytes"), -1;
+	for (const unsigned char *c = (const unsigned char *)in->cancel_lock; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			return err_set(e, ERR_INVALID, INPUT ": cancelLock holds a control character"), -1;
+	return 0;
+}
+
 static int parse_fields(const cJSON *root, struct stack_run_input *in, struct err *e)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v"), *t;
@@ -343,6 +360,8 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 			    "from 1 to 604800"), -1;
 		in->timeout_seconds = (long)t->valuedouble;
 	}
+	if (parse_cancel_lock(root, in, e) < 0)
+		return -1;
 	return check_names(in, e) < 0 || check_env_names(in, e) < 0 || check_outputs_secret(in, e) < 0 ?
 	    -1 : 0;
 }

@@ -244,6 +244,8 @@ static cJSON *update_entry(const struct stack_pass *p, int with_outputs)
 	cJSON_AddStringToObject(u, "type", o->type);
 	cJSON_AddStringToObject(u, "state", o->ok ? "succeeded" : "failed");
 	cJSON_AddStringToObject(u, "message", o->message);
+	if (with_outputs && !o->ok && o->lock.present && o->lock.owner[0])
+		cJSON_AddStringToObject(u, "lockHolder", o->lock.owner);
 	if (with_outputs) {
 		const char *last_ok = stack_status_str(p, "lastUpdate.lastSuccessfulCommit");
 		cJSON_AddStringToObject(u, "lastAttemptedCommit", p->art.revision ? p->art.revision : "");

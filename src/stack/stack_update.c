@@ -10,8 +10,9 @@
  * Locks: a lock left by a previous incarnation of this controller (the
  * driver reports the holder as user@host (pid N); an earlier pass recorded
  * its own host in status.currentUpdate before starting the CLI) is
- * cancelled and the operation retried once; a lock held by anyone else is
- * reported and never broken.
+ * cancelled and the operation retried once; so is, in a Job's pod, the lock
+ * of a pod the controller found gone (stack_job_lock.c).  A lock held by
+ * anyone else is reported and never broken.
  */
 #include <errno.h>
 #include <signal.h>
@@ -100,6 +101,8 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 
 	if (!l->present)
 		return 0;
+	if (p->sc->cancel_lock && strcmp(l->owner, p->sc->cancel_lock) == 0)
+		return 1;   /* a Job's pod: the controller found this holder gone */
 	if (strcmp(host, p->sc->identity) == 0)
 		return l->pid > 0 && !pid_alive((pid_t)l->pid);
 	return prev != NULL && strcmp(prev, host) == 0;
@@ -200,7 +203,8 @@ static int run_op(struct stack_pass *p, struct pl_stack *st, pl_op_fn op, struct
 		struct pl_result c;
 		char pid[24];
 		snprintf(pid, sizeof(pid), "%ld", r->lock.pid);
-		log_warn("cancelling a lock left by a previous incarnation of this controller", "namespace",
+		log_warn(p->sc->cancel_lock ? "cancelling a lock left by the pod of an earlier Job of this Stack" :
+		    "cancelling a lock left by a previous incarnation of this controller", "namespace",
 		    p->ns, "name", p->name, "owner", r->lock.owner, "pid", pid, NULL);
 		stack_event(p, "Normal", "LockCancelled", "cancelled the lock %s (pid %ld) left by a previous "
 		    "incarnation of this controller at %s", r->lock.owner, r->lock.pid, r->lock.created);

@@ -13,6 +13,12 @@ the tier of the test, for the Job runner's scenarios (issue 16).
                         StackWorld, gives pods the world's pulumi on PATH (the recording
                         wrapper first, so world.updates() sees what pods ran).
     job_world           stack_world ([emulator] / [real]) with .kubelet started
+    job_controller(w, request, **flags)
+                        starts the world's controller with --runner job, the test image and,
+                        on the real tier, --job-plugins-dir: the image's plugin cache (the
+                        CLI's plugins, at a path outside /tmp and /work, which the test
+                        kubelet rewrites to the pod's directories in every arg; the stand-in
+                        needs none).  Returns the controller.
     any_kubelet         any_kubeapi ([emulator] / [real]) with .kubelet started: the
                         kubelet's own tests (test_kubelet.py)
 
@@ -21,7 +27,9 @@ fails the test if any is left.
 """
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -93,6 +101,19 @@ def job_world(stack_world, kubelet_for):
     return stack_world
 
 
+JOB_IMAGE = "registry.example.test/pulumi-controller:test"
+
+
+def job_controller(w, request, **flags):
+    if w.cli.kind == "real" and "job_plugins_dir" not in flags:
+        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
+        request.addfinalizer(lambda: shutil.rmtree(image))
+        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
+        flags["job_plugins_dir"] = str(image / "plugins")
+    flags.setdefault("job_image", JOB_IMAGE)
+    return w.controller(runner="job", **flags)
+
+
 @pytest.fixture
 def any_kubelet(any_kubeapi, kubelet_for):
     """any_kubeapi with a test kubelet watching its namespace (.kubelet)."""
@@ -100,4 +121,4 @@ def any_kubelet(any_kubeapi, kubelet_for):
     return any_kubeapi
 
 
-__all__ = ["FAULT_LABEL", "TestKubelet"]
+__all__ = ["FAULT_LABEL", "JOB_IMAGE", "TestKubelet", "job_controller"]

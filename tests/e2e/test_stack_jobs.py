@@ -9,19 +9,15 @@ is the controller's side: the Job it builds, slots, adoption, the verdicts it re
 The last scenario runs the real `pulumi-controller run-update` (and, on the real tier, the real
 pulumi CLI with the plugins the "image" carries, --job-plugins-dir)."""
 import json
-import os
-import pathlib
-import shutil
-import tempfile
 import threading
 
 import pytest
 
-from job_fixtures import FAULT_LABEL
+from job_fixtures import FAULT_LABEL, JOB_IMAGE, job_controller
 from stack_fixtures import PASSPHRASE, STACK_API, wait_until
 
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
-IMAGE = "registry.example.test/pulumi-controller:test"
+IMAGE = JOB_IMAGE
 MANAGED = "app.kubernetes.io/managed-by=pulumi-controller"
 
 FAKE = r'''#!/usr/bin/env python3
@@ -371,16 +367,7 @@ def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, r
     w = job_world
     src = w.flux_source("GitRepository", "app", w.artifact())
     w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
-    # The image's plugin cache (--job-plugins-dir): the controller's, at a path outside /tmp
-    # and /work, which the test kubelet rewrites to the pod's directories in every arg.
-    # (The stand-in needs no plugins.)
-    plugins = None
-    if w.cli.kind == "real":
-        image = pathlib.Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pc-job-image-"))
-        request.addfinalizer(lambda: shutil.rmtree(image))
-        (image / "plugins").symlink_to(os.path.realpath(w.cli.home / "plugins"))
-        plugins = str(image / "plugins")
-    controller(w, job_plugins_dir=plugins)
+    job_controller(w, request)
 
     def settled():
         obj = w.stack("demo")

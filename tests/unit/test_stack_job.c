@@ -221,7 +221,7 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins" };
+		"/opt/plugins", NULL };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -230,6 +230,37 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	job = stack_job_build(&in, &e);
 	assert_non_null(job);
 	return job;
+}
+
+/* The hostnames of this Stack's Job pods, and only those, are recognised
+ * (a lock they left may be cancelled once the pod is gone). */
+static void test_pod_hosts_of_the_stacks_jobs(void **state)
+{
+	char job[80], host[80], longname[80];
+
+	(void)state;
+	assert_int_equal(stack_job_name("demo", "up", FP, job, sizeof(job)), 0);
+	snprintf(host, sizeof(host), "%s-x7k2p", job);
+	assert_true(stack_job_pod_host("demo", host));
+	assert_true(stack_job_pod_host("demo", "demo-destroy-0123456789-abcde"));
+	assert_true(stack_job_pod_host("demo", "demo-refresh-abcdef0123-zz9zz"));
+	assert_false(stack_job_pod_host("demo", job));                      /* no pod suffix */
+	assert_false(stack_job_pod_host("demo", "another-controller"));
+	assert_false(stack_job_pod_host("demo", "demo2-up-0123456789-abcde"));   /* another Stack */
+	assert_false(stack_job_pod_host("dem", "demo-up-0123456789-abcde"));
+	assert_false(stack_job_pod_host("demo", "demo-up-012345678g-abcde"));    /* not hex */
+	assert_false(stack_job_pod_host("demo", "demo-up-0123456789-ABCDE"));
+	assert_false(stack_job_pod_host("demo", "demo-up-0123456789-abcdef"));   /* too long */
+	assert_false(stack_job_pod_host("demo", "demo-Up-0123456789-abcde"));
+	assert_false(stack_job_pod_host("demo", ""));
+	/* A long Stack name: the Job's name is cut, and the hostname to 63. */
+	memset(longname, 'n', 60);
+	longname[60] = '\0';
+	assert_int_equal(stack_job_name(longname, "up", FP, job, sizeof(job)), 0);
+	assert_int_equal(strlen(job), 63);
+	assert_true(stack_job_pod_host(longname, job));                     /* cut to 63 */
+	snprintf(host, sizeof(host), "%s-abcde", job);
+	assert_false(stack_job_pod_host(longname, host));                   /* longer than a hostname */
 }
 
 static void test_the_job_shape_security_and_owner(void **state)
@@ -393,6 +424,7 @@ int main(void)
 		cmocka_unit_test_setup(test_hostile_pod_templates_are_refused_naming_the_field, setup),
 		cmocka_unit_test_setup(test_sizes_are_bounded, setup),
 		cmocka_unit_test_setup(test_the_job_shape_security_and_owner, setup),
+		cmocka_unit_test_setup(test_pod_hosts_of_the_stacks_jobs, setup),
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),

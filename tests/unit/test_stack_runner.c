@@ -59,9 +59,10 @@ static void full_flux_input(void **state)
 	    "'secretConfig': {'db': 'PC_SECRET_0'}, 'configFromEnv': {'region': 'PC_CM_0'}, "
 	    "'env': ['PULUMI_CONFIG_PASSPHRASE', 'AWS_REGION'], 'refresh': true, "
 	    "'targets': ['urn:a'], 'policyPacks': ['policy'], 'outputsSecret': 'web-outputs', "
-	    "'timeoutSeconds': 900}");
+	    "'timeoutSeconds': 900, 'cancelLock': 'pulumi@web-up-0123456789-abcde'}");
 
 	(void)state;
+	assert_string_equal(in->cancel_lock, "pulumi@web-up-0123456789-abcde");
 	assert_string_equal(in->operation, "up");
 	assert_string_equal(in->namespace, "apps");
 	assert_string_equal(in->name, "web");
@@ -113,6 +114,7 @@ static void oci_input_and_defaults(void **state)
 	assert_null(in->backend);
 	assert_null(in->secrets_provider);
 	assert_null(in->outputs_secret);
+	assert_null(in->cancel_lock);
 	assert_int_equal(in->n_config + in->n_env + in->n_targets + in->n_policy_packs, 0);
 	assert_int_equal(in->refresh, 0);
 	assert_int_equal(in->timeout_seconds, 3600);
@@ -168,6 +170,10 @@ static void refusals_name_the_field(void **state)
 		{ "{" BASE FLUX_SRC ", 'timeoutSeconds': '60'}", "timeoutSeconds" },
 		{ "{" BASE FLUX_SRC ", 'outputsSecret': 'someone-elses'}", "outputsSecret must be \"web-outputs\"" },
 		{ "{" BASE FLUX_SRC ", 'fingerprint': 'not-hex'}", "fingerprint" },
+		{ "{" BASE FLUX_SRC ", 'cancelLock': '" "0123456789012345678901234567890123456789012345678901234567890123"
+		  "0123456789012345678901234567890123456789012345678901234567890123'}", "cancelLock must be" },
+		{ "{" BASE FLUX_SRC ", 'cancelLock': 'a@b\\u0001'}", "cancelLock holds a control" },
+		{ "{" BASE FLUX_SRC ", 'cancelLock': 7}", "cancelLock" },
 	};
 
 	(void)state;
