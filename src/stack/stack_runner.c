@@ -59,6 +59,8 @@ void stack_run_result_free(struct stack_run_result *r)
 {
 	cJSON_Delete(r->changes);
 	r->changes = NULL;
+	cJSON_Delete(r->drift);
+	r->drift = NULL;
 }
 
 /* A failure before the CLI ran: class cls, status PL_FAILED (PL_INTERNAL
@@ -565,6 +567,11 @@ static void take_outcome(struct runner *u)
 		snprintf(r->lock_created, sizeof(r->lock_created), "%s", out->lock.created);
 		r->lock_pid = out->lock.pid;
 	}
+	/* What the refresh (a drift check's, or an up --refresh's) found:
+	 * the controller reports it in status.drift. */
+	if (u->p.safety.drift_steps)
+		r->drift = cJSON_Duplicate(u->p.safety.drift_steps, 1);
+	r->drift_omitted = u->p.safety.drift_omitted;
 }
 
 void stack_run(const struct stack_run_input *in, const struct stack_run_opts *o,
