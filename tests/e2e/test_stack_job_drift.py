@@ -57,13 +57,13 @@ def drift_world(job_world, request):
     return w
 
 
-def start(w, **spec):
+def start(w, flags=None, **spec):
     w.flux_source("GitRepository", "app", w.artifact(w.revision_files("stack-plan")))
     w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"},
                   envRefs={"PULUMI_STANDIN_CLOUD": {"type": "Literal",
                                                     "literal": {"value": w.cloud_link}}},
                   **spec)
-    w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins)
+    w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins, **(flags or {}))
 
 
 def tamper(w, text="tampered"):
@@ -144,3 +144,23 @@ def test_remediate_repairs_the_cloud_in_an_up_job_with_refresh(drift_world):
     obj = w.wait_ready("demo")
     assert obj["status"]["lastUpdate"]["type"] == "up"
     assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+
+
+def test_a_check_whose_pod_never_starts_fails_and_waits_for_the_interval(drift_world):
+    """A failed check concludes nothing (DriftCheckFailed, the Stack stays Ready) but
+    counts as made: status.drift.checkedAt moves, so the next check waits for the interval
+    instead of following at once (a Job a pass)."""
+    w = drift_world
+    w.kubelet.set_fault(REFRESH_JOBS, "unschedulable")
+    start(w, flags={"job_start_timeout": "2s"}, driftDetection=DRIFT)
+    w.wait_ready("demo")
+    w.wait_event("demo", "DriftCheckFailed")
+    obj = wait_until(lambda: (lambda o: o if ((o.get("status") or {}).get("drift") or {}).get(
+        "checkedAt") else None)(w.stack("demo")), what="status.drift.checkedAt")
+    drift = obj["status"]["drift"]
+    assert drift["message"].startswith("the drift check failed: the Job's pod did not start "
+                                       "within 2s: Unschedulable"), drift
+    assert drift["drifted"] is False
+    ready = w.cond(obj, "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Succeeded"), ready
+    assert obj["status"]["lastUpdate"]["type"] == "up"
