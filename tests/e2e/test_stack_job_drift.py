@@ -63,7 +63,7 @@ def start(w, flags=None, **spec):
                   envRefs={"PULUMI_STANDIN_CLOUD": {"type": "Literal",
                                                     "literal": {"value": w.cloud_link}}},
                   **spec)
-    w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins, **(flags or {}))
+    return w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins, **(flags or {}))
 
 
 def tamper(w, text="tampered"):
@@ -123,6 +123,25 @@ def test_a_drift_check_is_a_job_the_stack_stays_ready_and_drift_reaches_status(d
     w.wait_condition("demo", "Drifted", "False", reason="NoDrift")
     w.wait_ready("demo")
     assert "DriftResolved" in w.event_reasons("demo")
+
+
+def test_a_controller_restarted_while_a_check_runs_adopts_its_job(drift_world):
+    """Job names come from the inputs, so the restarted controller finds the check's Job
+    (the check is still due: its result is not in the status yet) and follows it."""
+    w = drift_world
+    w.kubelet.set_fault(REFRESH_JOBS, "hold")
+    ctl = start(w, driftDetection=DRIFT)
+    w.wait_ready("demo")
+    job = wait_until(lambda: (jobs_of(w, "refresh") or [None])[0], what="a drift check Job")
+    ctl.stop()
+
+    ctl = w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins)
+    ctl.wait_log("reconcile pass ended", name="demo")
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "refresh")] == [job["metadata"]["uid"]]
+    tamper(w)
+    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    obj = w.wait_condition("demo", "Drifted", "True", reason="DriftDetected")
+    assert [r["urn"].rsplit("::", 1)[-1] for r in obj["status"]["drift"]["resources"]] == ["note"]
 
 
 def test_remediate_repairs_the_cloud_in_an_up_job_with_refresh(drift_world):
