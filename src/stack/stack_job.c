@@ -358,6 +358,9 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 		else if (streq(kube_obj_str(res, "outputs"), "failed"))
 			snprintf(p->note + strlen(p->note), sizeof(p->note) - strlen(p->note),
 			    "%sthe Job's pod could not write the outputs Secret", p->note[0] ? "; " : "");
+	} else if (p->out.status == PL_CHANGES_NOT_EXPECTED) {
+		/* a drift check's answer, not a failure: no log tail to read */
+		snprintf(p->out.message, sizeof(p->out.message), "%s", why[0] ? why : pl_status_name(p->out.status));
 	} else {
 		log_tail(p, pod, tail, TAIL_IN_MESSAGE);
 		snprintf(p->out.message, sizeof(p->out.message), "%s%s%s", why[0] ? why :

@@ -429,6 +429,8 @@ static void exit_codes(void **state)
 	assert_int_equal(stack_run_exit_code(&r), 0);
 	r.status = PL_PROGRAM_ERROR;
 	assert_int_equal(stack_run_exit_code(&r), 1);
+	r.status = PL_CHANGES_NOT_EXPECTED;   /* drift found: the check itself succeeded */
+	assert_int_equal(stack_run_exit_code(&r), 0);
 	err_set(&e, ERR_INVALID, "PULUMI_CONTROLLER_UPDATE: v must be 1");
 	stack_run_result_usage(&r, &e);
 	assert_int_equal(stack_run_exit_code(&r), 2);
