@@ -66,6 +66,12 @@ def start(w, flags=None, **spec):
     return w.controller(runner="job", job_image=IMAGE, job_plugins_dir=w.plugins, **(flags or {}))
 
 
+def release(w, name):
+    """Starts the held pod of Job name, once the kubelet has made it (the Job may be
+    seen before its pod is)."""
+    wait_until(lambda: w.kubelet.release(name, w.namespace) == 1, what=f"the pod of {name}")
+
+
 def tamper(w, text="tampered"):
     path, = (w.cloud_dir / "files").iterdir()
     path.write_text(text)
@@ -101,7 +107,7 @@ def test_a_drift_check_is_a_job_the_stack_stays_ready_and_drift_reaches_status(d
                                    if name in e.get("message", "")]
 
     path = tamper(w)
-    assert w.kubelet.release(name) == 1
+    release(w, name)
     obj = w.wait_condition("demo", "Drifted", "True", reason="DriftDetected")
     drift = obj["status"]["drift"]
     assert drift["drifted"] is True and drift["detectedAt"].endswith("Z")
@@ -119,8 +125,13 @@ def test_a_drift_check_is_a_job_the_stack_stays_ready_and_drift_reaches_status(d
     # Put back by hand: the next check finds the cloud matching.
     path.write_text("hello")
     w.kubelet.set_fault(REFRESH_JOBS, None)
-    w.kubelet.release(name)                               # a check held meanwhile
-    w.wait_condition("demo", "Drifted", "False", reason="NoDrift")
+
+    def resolved():
+        w.kubelet.release(name, w.namespace)              # a check held meanwhile
+        obj = w.stack("demo")
+        c = w.cond(obj, "Drifted")
+        return obj if c and (c["status"], c["reason"]) == ("False", "NoDrift") else None
+    wait_until(resolved, what="Drifted=False NoDrift")
     w.wait_ready("demo")
     assert "DriftResolved" in w.event_reasons("demo")
 
@@ -139,7 +150,7 @@ def test_a_controller_restarted_while_a_check_runs_adopts_its_job(drift_world):
     ctl.wait_log("reconcile pass ended", name="demo")
     assert [j["metadata"]["uid"] for j in jobs_of(w, "refresh")] == [job["metadata"]["uid"]]
     tamper(w)
-    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    release(w, job["metadata"]["name"])
     obj = w.wait_condition("demo", "Drifted", "True", reason="DriftDetected")
     assert [r["urn"].rsplit("::", 1)[-1] for r in obj["status"]["drift"]["resources"]] == ["note"]
 
