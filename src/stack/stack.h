@@ -208,6 +208,9 @@ struct stack_run_result {
 	int lock_present;
 	char lock_owner[128], lock_created[48];
 	long lock_pid;
+	cJSON *drift;                     /* owned; NULL: none. [{op, urn}]: what a
+	                                   * refresh found changed (drift check, up --refresh) */
+	int drift_omitted;                /* drifted resources beyond drift */
 };
 
 /* Runs the update in; fills r (release with stack_run_result_free). */

@@ -13,6 +13,11 @@
  * on to an update with --refresh (through approval when spec.approval is
  * Manual); without it the Stack is Ready=False, Stalled=True reason Drifted,
  * until a check finds the cloud matching again.  docs/drift.md.
+ *
+ * In job mode the check is a Job (stack_job_step, op "refresh"; the pod
+ * runs the same stack_update_drift_check) and its drifted resources come
+ * back in the termination message's "drift" (stack_drift_from_result);
+ * the repair is the up Job with refresh.  docs/job-runner.md.
  */
 #include <stdio.h>
 #include <string.h>
@@ -107,19 +112,41 @@ static int resource_count(const struct stack_pass *p)
 	return cJSON_GetArraySize(p->safety.drift_steps) + p->safety.drift_omitted;
 }
 
-/* Runs the check; 1 drifted, 0 not, -1 the check failed (nothing known). */
-static int check(struct stack_pass *p)
+/* A check that failed concludes nothing, but it was made: checkedAt moves
+ * (the rest of status.drift stays as it was) so that the next check waits
+ * for the interval instead of following at once (a Job each time, in job
+ * mode). */
+static void record_failed(struct stack_pass *p, const char *message)
+{
+	const cJSON *old = cJSON_GetObjectItemCaseSensitive(p->status, "drift");
+	cJSON *d = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
+	char now[32];
+
+	rfc3339(now, sizeof(now));
+	cJSON_DeleteItemFromObjectCaseSensitive(d, "checkedAt");
+	cJSON_AddStringToObject(d, "checkedAt", now);
+	if (cJSON_GetObjectItemCaseSensitive(d, "drifted") == NULL)
+		cJSON_AddBoolToObject(d, "drifted", 0);
+	cJSON_DeleteItemFromObjectCaseSensitive(d, "message");
+	cJSON_AddStringToObject(d, "message", message);
+	cJSON_Delete(p->safety.drift);
+	p->safety.drift = d;
+}
+
+/* The check's outcome in p->out (from the local CLI or the Job): 1
+ * drifted, 0 not, -1 the check failed (nothing known).  Clears p->out. */
+static int judge_check(struct stack_pass *p)
 {
 	char msg[700];
 	int was = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
 	int drifted;
 
-	stack_update_drift_check(p);
 	if (p->out.status != PL_OK && p->out.status != PL_CHANGES_NOT_EXPECTED) {
 		snprintf(msg, sizeof(msg), "the drift check failed: %s", p->out.message);
 		log_warn("drift check failed", "namespace", p->ns, "name", p->name, "error", p->out.message, NULL);
 		stack_event(p, "Warning", "DriftCheckFailed", "%s", msg);
+		record_failed(p, msg);
 		cJSON_Delete(p->out.changes);
 		memset(&p->out, 0, sizeof(p->out));
 		return -1;
@@ -159,6 +186,44 @@ static void unrepaired(struct stack_pass *p)
 		set_drifted(p, 1, "DriftDetected", m ? m : "drift detected");
 }
 
+/* While the check's Job runs the Stack stays as the last check left it:
+ * Ready (the cloud matched) or Stalled Drifted, never Reconciling for a
+ * look that changes nothing (docs/job-runner.md). */
+static void while_check_runs(struct stack_pass *p, int drifted)
+{
+	char job[sizeof(p->v.message)];
+	long requeue_ms = p->v.requeue_ms;
+
+	snprintf(job, sizeof(job), "%s", p->v.message);
+	if (drifted) {
+		unrepaired(p);
+		return;
+	}
+	stack_verdict(p, STACK_READY, "Succeeded", requeue_ms, "applied revision %s; drift check: %s",
+	    p->art.revision, job);
+}
+
+/* The check, local or as a Job (op "refresh"): 1 decided (the Job runs,
+ * or waits; p->v set, or p->retry), else 0 with *rc the check's result. */
+static int run_check(struct stack_pass *p, int drifted, int *rc)
+{
+	if (!p->spec.job_mode) {
+		/* The program of the last update, as the update would build it. */
+		if (stack_source_fetch(p) || stack_workspace_prepare(p))
+			return 1;
+		stack_update_drift_check(p);
+	} else {
+		p->why = "the drift check is due";
+		if (stack_job_step(p, "refresh")) {
+			if (!p->retry && p->v.state == STACK_WAITING)
+				while_check_runs(p, drifted);
+			return 1;
+		}
+	}
+	*rc = judge_check(p);
+	return 0;
+}
+
 int stack_drift_gate(struct stack_pass *p)
 {
 	int64_t now_us = kube_now_us();
@@ -168,17 +233,17 @@ int stack_drift_gate(struct stack_pass *p)
 		return 0;
 	drifted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->status, "drift"), "drifted"));
-	if (!applied_now(p) || stack_pass_requested(p)) {
-		/* An update is due anyway (decide); known drift makes it repair. */
+	if (!applied_now(p) || stack_pass_requested(p) || (drifted && p->spec.drift_remediate)) {
+		/* An update is due anyway (decide), or the repair of known drift
+		 * is (its Job may still run: no check before it is recorded). */
 		p->safety.remediate = drifted && p->spec.drift_remediate;
 		return 0;
 	}
 	if (stack_drift_next_ms(p, now_us) <= 1) {
 		int rc;
-		/* The program of the last update, as the update would build it. */
-		if (stack_source_fetch(p) || stack_workspace_prepare(p))
+		if (run_check(p, drifted, &rc))
 			return 1;
-		if ((rc = check(p)) >= 0)
+		if (rc >= 0)
 			drifted = rc;
 	}
 	if (!drifted)
@@ -245,4 +310,42 @@ void stack_drift_after_update(struct stack_pass *p)
 	}
 	record_repaired(p, msg);
 	stack_event(p, "Normal", "DriftRemediated", "%s", msg);
+}
+
+/* Bounded as collect_drift (stack_update.c) bounds a local refresh: the
+ * pod's message is not trusted further than its shape. */
+#define DRIFT_STEPS_MAX 50
+
+void stack_drift_from_result(struct stack_pass *p, const cJSON *res)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(res, "drift"), *it;
+	const cJSON *omitted = cJSON_GetObjectItemCaseSensitive(d, "omitted");
+
+	cJSON_Delete(p->safety.drift_steps);
+	p->safety.drift_steps = NULL;
+	p->safety.drift_omitted = 0;
+	if (!cJSON_IsObject(d))
+		return;
+	p->safety.drift_steps = cJSON_CreateArray();
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(d, "resources")) {
+		const char *op = kube_obj_str(it, "op"), *urn = kube_obj_str(it, "urn");
+		cJSON *e;
+		if (op == NULL || urn == NULL)
+			continue;
+		if (cJSON_GetArraySize(p->safety.drift_steps) >= DRIFT_STEPS_MAX) {
+			p->safety.drift_omitted++;
+			continue;
+		}
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "op", op);
+		cJSON_AddStringToObject(e, "urn", urn);
+		cJSON_AddItemToArray(p->safety.drift_steps, e);
+	}
+	if (cJSON_IsNumber(omitted) && omitted->valuedouble > 0 && omitted->valuedouble < 1e6)
+		p->safety.drift_omitted += (int)omitted->valuedouble;
+	if (cJSON_GetArraySize(p->safety.drift_steps) == 0 && p->safety.drift_omitted == 0) {
+		/* as locally: no list when the refresh found nothing */
+		cJSON_Delete(p->safety.drift_steps);
+		p->safety.drift_steps = NULL;
+	}
 }

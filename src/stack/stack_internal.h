@@ -385,6 +385,9 @@ int stack_drift_gate(struct stack_pass *p);
 long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us);
 /* After the update: a remediating update that succeeded clears Drifted. */
 void stack_drift_after_update(struct stack_pass *p);
+/* A Job's termination message (res, may be NULL): its "drift" into
+ * p->safety.drift_steps / drift_omitted, bounded as a local refresh is. */
+void stack_drift_from_result(struct stack_pass *p, const cJSON *res);
 void stack_safety_free(struct stack_safety *s);
 
 /* stack_prereq.c: the "prereq" index of the Stack cache (Stack/<ns>/<name>
@@ -417,6 +420,7 @@ struct stack_job_in {
 	const char *image;
 	long ttl_s;
 	const char *plugins_dir;                     /* NULL: none */
+	int refresh;                                 /* --refresh besides spec.refresh (drift remediation) */
 	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
 };
 

@@ -336,6 +336,7 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 		if (cJSON_IsObject(at(res, "changes")))
 			p->out.changes = cJSON_Duplicate(at(res, "changes"), 1);
 		lock_from(&p->out.lock, at(res, "lock"));
+		stack_drift_from_result(p, res);
 	} else {
 		long code = cJSON_IsNumber(at(term, "exitCode")) ? (long)at(term, "exitCode")->valuedouble : -1;
 		p->out.status = complete ? PL_OK : PL_INTERNAL;
@@ -357,6 +358,9 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 		else if (streq(kube_obj_str(res, "outputs"), "failed"))
 			snprintf(p->note + strlen(p->note), sizeof(p->note) - strlen(p->note),
 			    "%sthe Job's pod could not write the outputs Secret", p->note[0] ? "; " : "");
+	} else if (p->out.status == PL_CHANGES_NOT_EXPECTED) {
+		/* a drift check's answer, not a failure: no log tail to read */
+		snprintf(p->out.message, sizeof(p->out.message), "%s", why[0] ? why : pl_status_name(p->out.status));
 	} else {
 		log_tail(p, pod, tail, TAIL_IN_MESSAGE);
 		snprintf(p->out.message, sizeof(p->out.message), "%s%s%s", why[0] ? why :
@@ -528,7 +532,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
-		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, NULL };
+		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;
@@ -570,7 +574,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
 	if (streq(op, "destroy"))
 		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s in Job %s", p->spec.stack, name);
-	else
+	else if (!streq(op, "refresh"))   /* a drift check is no update (no event locally either) */
 		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ?
 		    "preview" : "update", p->art.revision, name, p->why);
 	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "

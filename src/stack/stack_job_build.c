@@ -215,7 +215,7 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 		add_env(env, s->env[i].name, &s->env[i].v);
 		cJSON_AddItemToArray(names, cJSON_CreateString(s->env[i].name));
 	}
-	cJSON_AddBoolToObject(doc, "refresh", s->refresh);
+	cJSON_AddBoolToObject(doc, "refresh", s->refresh || in->refresh);
 	cJSON_AddItemToObject(doc, "targets", strings(s->targets, s->n_targets));
 	cJSON_AddItemToObject(doc, "policyPacks", strings(s->policy_packs, s->n_policy_packs));
 	snprintf(secret_name, sizeof(secret_name), "%s-outputs", in->name);

@@ -46,6 +46,7 @@ static enum stack_run_class class_of(enum pl_status s)
 {
 	switch (s) {
 	case PL_OK: return STACK_RUN_OK;
+	case PL_CHANGES_NOT_EXPECTED: return STACK_RUN_OK;   /* a drift check that found drift */
 	case PL_CONFLICT: return STACK_RUN_CONFLICT;
 	case PL_TIMEOUT: return STACK_RUN_TIMEOUT;
 	case PL_POLICY_VIOLATION: return STACK_RUN_POLICY;
@@ -59,6 +60,8 @@ void stack_run_result_free(struct stack_run_result *r)
 {
 	cJSON_Delete(r->changes);
 	r->changes = NULL;
+	cJSON_Delete(r->drift);
+	r->drift = NULL;
 }
 
 /* A failure before the CLI ran: class cls, status PL_FAILED (PL_INTERNAL
@@ -86,7 +89,9 @@ void stack_run_result_usage(struct stack_run_result *r, const struct err *e)
 
 int stack_run_exit_code(const struct stack_run_result *r)
 {
-	return r->usage ? 2 : r->status == PL_OK ? 0 : 1;
+	/* A drift check that found drift did its job: its Job is Complete and
+	 * the status says drift (a Failed Job is a check that failed). */
+	return r->usage ? 2 : r->status == PL_OK || r->status == PL_CHANGES_NOT_EXPECTED ? 0 : 1;
 }
 
 /* ------------------------------------------------------------ the pass */
@@ -566,6 +571,11 @@ static void take_outcome(struct runner *u)
 		snprintf(r->lock_created, sizeof(r->lock_created), "%s", out->lock.created);
 		r->lock_pid = out->lock.pid;
 	}
+	/* What the refresh (a drift check's, or an up --refresh's) found:
+	 * the controller reports it in status.drift. */
+	if (u->p.safety.drift_steps)
+		r->drift = cJSON_Duplicate(u->p.safety.drift_steps, 1);
+	r->drift_omitted = u->p.safety.drift_omitted;
 }
 
 void stack_run(const struct stack_run_input *in, const struct stack_run_opts *o,

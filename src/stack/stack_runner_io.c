@@ -457,7 +457,32 @@ static char *fit_message(const char *msg, size_t budget)
 	return out;
 }
 
-static cJSON *termination_json(const struct stack_run_result *r, const char *message, int with_changes)
+/* What the message leaves out: how the parts below share the budget. */
+struct termination_cut {
+	int with_changes;
+	int n_drift;                      /* drift resources kept, the rest counted as omitted */
+};
+
+/* "drift": {"resources": [the first n], "omitted": the rest}, when the
+ * operation's refresh found any. */
+static void add_drift(cJSON *j, const struct stack_run_result *r, int n)
+{
+	cJSON *d, *list;
+	int total = cJSON_GetArraySize(r->drift), i = 0;
+	const cJSON *it;
+
+	if (r->drift == NULL && r->drift_omitted == 0)
+		return;
+	d = cJSON_AddObjectToObject(j, "drift");
+	list = cJSON_AddArrayToObject(d, "resources");
+	cJSON_ArrayForEach(it, r->drift)
+		if (i++ < n)
+			cJSON_AddItemToArray(list, cJSON_Duplicate(it, 1));
+	cJSON_AddNumberToObject(d, "omitted", (double)(r->drift_omitted + (total > n ? total - n : 0)));
+}
+
+static cJSON *termination_json(const struct stack_run_result *r, const char *message,
+    const struct termination_cut *cut)
 {
 	cJSON *j = cJSON_CreateObject();
 	static const char *outputs[] = { "none", "written", "failed" };
@@ -465,7 +490,7 @@ static cJSON *termination_json(const struct stack_run_result *r, const char *mes
 	cJSON_AddNumberToObject(j, "v", 1);
 	cJSON_AddStringToObject(j, "status", pl_status_name((enum pl_status)r->status));
 	cJSON_AddStringToObject(j, "message", message);
-	if (with_changes && r->changes)
+	if (cut->with_changes && r->changes)
 		cJSON_AddItemToObject(j, "changes", cJSON_Duplicate(r->changes, 1));
 	else
 		cJSON_AddNullToObject(j, "changes");
@@ -482,12 +507,14 @@ static cJSON *termination_json(const struct stack_run_result *r, const char *mes
 		cJSON_AddNullToObject(j, "lock");
 	}
 	cJSON_AddStringToObject(j, "class", stack_run_class_name(r->cls));
+	add_drift(j, r, cut->n_drift);
 	return j;
 }
 
-static char *print_with(const struct stack_run_result *r, const char *message, int with_changes)
+static char *print_with(const struct stack_run_result *r, const char *message,
+    const struct termination_cut *cut)
 {
-	cJSON *j = termination_json(r, message, with_changes);
+	cJSON *j = termination_json(r, message, cut);
 	char *s = cJSON_PrintUnformatted(j);
 
 	cJSON_Delete(j);
@@ -496,23 +523,49 @@ static char *print_with(const struct stack_run_result *r, const char *message, i
 	return s;
 }
 
+static size_t printed_len(const struct stack_run_result *r, const char *message,
+    const struct termination_cut *cut)
+{
+	char *s = print_with(r, message, cut);
+	size_t n = strlen(s);
+
+	free(s);
+	return n;
+}
+
+/* The room the message keeps when drift resources compete for it: its
+ * whole JSON form up to this much (a drift check's own message says
+ * little; the resources are what status.drift shows). */
+#define MESSAGE_RESERVE 400
+
+static size_t message_json_len(const char *msg)
+{
+	size_t n = 0;
+
+	for (const unsigned char *s = (const unsigned char *)msg; *s; s++)
+		n += *s < 0x80 ? json_escaped_len(*s) : 1;
+	return n;
+}
+
 char *stack_run_termination(const struct stack_run_result *r, size_t max)
 {
-	/* What everything but the message takes; the changes go first when
-	 * even an empty message does not fit (a hostile summary). */
-	int with_changes = 1;
-	char *s = print_with(r, "", with_changes), *msg;
-	size_t base = strlen(s);
+	/* What everything but the message takes; the drift resources go
+	 * first, one by one from the end, then the changes (a hostile
+	 * summary), until the message has its reserve. */
+	struct termination_cut cut = { 1, cJSON_GetArraySize(r->drift) };
+	size_t reserve = message_json_len(r->message), base;
+	char *s, *msg;
 
+	if (reserve > MESSAGE_RESERVE)
+		reserve = MESSAGE_RESERVE;
+	while ((base = printed_len(r, "", &cut)) + reserve > max && cut.n_drift > 0)
+		cut.n_drift--;
 	if (base > max) {
-		free(s);
-		with_changes = 0;
-		s = print_with(r, "", 0);
-		base = strlen(s);
+		cut.with_changes = 0;
+		base = printed_len(r, "", &cut);
 	}
-	free(s);
 	msg = fit_message(r->message, base < max ? max - base : 0);
-	s = print_with(r, msg, with_changes);
+	s = print_with(r, msg, &cut);
 	free(msg);
 	return s;
 }

@@ -440,6 +440,32 @@ def test_each_job_starts_from_an_empty_work_dir(pod):
     assert w.cloud_files() == {}
 
 
+def test_a_refresh_that_finds_drift_succeeds_and_names_the_resources(pod):
+    """The drift check in a Job (docs/job-runner.md "Drift checks"): an edited cloud file is
+    drift; run-update exits 0 (the check did its job, so the Job is Complete) with status
+    changes-not-expected and the drifted resource in "drift"; an up with refresh reports
+    what its refresh found there too, and puts it back."""
+    w = pod.w
+    pod.stack()
+    art = w.artifact(w.revision_files("stack-plan"))
+    r, _ = pod.run(pod.update(flux_source(w, art)))
+    assert r.returncode == 0, r.stderr
+    path, = (w.cloud_dir / "files").iterdir()
+    path.write_text("tampered")
+    pod.fresh_work("work-refresh")
+    r, msg = pod.run(pod.update(flux_source(w, art), operation="refresh"))
+    assert r.returncode == 0, r.stderr
+    assert (msg["status"], msg["class"], msg["outputs"]) == ("changes-not-expected", "ok", "none"), msg
+    assert [d["urn"].rsplit("::", 1)[-1] for d in msg["drift"]["resources"]] == ["note"], msg
+    assert msg["drift"]["omitted"] == 0
+    assert path.read_text() == "tampered"                 # a check changes nothing
+    pod.fresh_work("work-repair")
+    r, msg = pod.run(pod.update(flux_source(w, art), refresh=True))
+    assert r.returncode == 0 and msg["status"] == "ok", msg
+    assert [d["urn"].rsplit("::", 1)[-1] for d in msg["drift"]["resources"]] == ["note"], msg
+    assert path.read_text() == "hello"
+
+
 def test_sigterm_interrupts_the_cli_and_releases_the_lock(pod):
     """A deleted pod or the Job's deadline: SIGTERM reaches run-update, which cancels the
     CLI the way the controller does (SIGINT, the CLI releases its lock) and reports it."""

@@ -221,7 +221,7 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins", NULL };
+		"/opt/plugins", 0, NULL };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -304,6 +304,35 @@ static void test_the_job_shape_security_and_owner(void **state)
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.terminationMessagePath"),
 	    "/tmp/termination-log");
 	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+/* driftDetection runs in Jobs: accepted; the check is op "refresh", and
+ * the update that repairs drift asks the pod for --refresh. */
+static void test_drift_checks_and_their_repair_are_jobs(void **state)
+{
+	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '5m', "
+	    "'remediate': true}, 'runner': {'type': 'Job'}}");
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	struct stack_spec s;
+	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
+		600, NULL, 0, NULL };
+	struct err e;
+	char *doc;
+
+	(void)state;
+	if (stack_spec_parse(obj, &opts, &s, &e) != 0)
+		fail_msg("refused: %s", e.msg);
+	cJSON_Delete(obj);
+	doc = stack_job_update_json(&in);
+	assert_non_null(strstr(doc, "\"operation\":\"refresh\""));
+	assert_non_null(strstr(doc, "\"refresh\":false"));
+	free(doc);
+	in.op = "up";
+	in.refresh = 1;
+	doc = stack_job_update_json(&in);
+	assert_non_null(strstr(doc, "\"refresh\":true"));
+	free(doc);
 	stack_spec_free(&s);
 }
 
@@ -425,6 +454,7 @@ int main(void)
 		cmocka_unit_test_setup(test_sizes_are_bounded, setup),
 		cmocka_unit_test_setup(test_the_job_shape_security_and_owner, setup),
 		cmocka_unit_test_setup(test_pod_hosts_of_the_stacks_jobs, setup),
+		cmocka_unit_test_setup(test_drift_checks_and_their_repair_are_jobs, setup),
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),

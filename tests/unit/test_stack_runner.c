@@ -370,6 +370,60 @@ static void huge_changes_are_dropped(void **state)
 	stack_run_result_free(&r);
 }
 
+/* What a refresh found drifted travels back (status.drift): whole when it
+ * fits, and when it does not, cut from the end with the rest counted as
+ * omitted, the message keeping its room. */
+static void drift_resources_fit_the_cap(void **state)
+{
+	struct stack_run_result r;
+	char urn[300], *text;
+	const cJSON *d;
+	cJSON *j;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.status = PL_CHANGES_NOT_EXPECTED;
+	r.cls = STACK_RUN_FAILED;
+	snprintf(r.message, sizeof(r.message), "no changes were expected");
+	r.drift = cJSON_Parse("[{\"op\":\"update\",\"urn\":\"urn:pulumi:dev::p::standin:index:File::note\"}]");
+	r.drift_omitted = 0;
+	text = stack_run_termination(&r, STACK_RUN_TERMINATION_MAX);
+	j = check_message(text, STACK_RUN_TERMINATION_MAX);
+	d = cJSON_GetObjectItem(j, "drift");
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(d, "resources")), 1);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "resources"), 0),
+	    "op")->valuestring, "update");
+	assert_int_equal(cJSON_GetObjectItem(d, "omitted")->valueint, 0);
+	cJSON_Delete(j);
+	free(text);
+	/* 50 long URNs (what the pod keeps) and 7 more it counted */
+	cJSON_Delete(r.drift);
+	r.drift = cJSON_CreateArray();
+	for (int i = 0; i < 50; i++) {
+		cJSON *e = cJSON_CreateObject();
+		snprintf(urn, sizeof(urn), "urn:pulumi:dev::network::aws:ec2/securityGroupRule:"
+		    "SecurityGroupRule::a-rather-long-resource-name-of-the-ingress-rule-%03d", i);
+		cJSON_AddStringToObject(e, "op", "update");
+		cJSON_AddStringToObject(e, "urn", urn);
+		cJSON_AddItemToArray(r.drift, e);
+	}
+	r.drift_omitted = 7;
+	memset(r.message, 'm', 1000);
+	r.message[1000] = '\0';
+	text = stack_run_termination(&r, STACK_RUN_TERMINATION_MAX);
+	j = check_message(text, STACK_RUN_TERMINATION_MAX);
+	d = cJSON_GetObjectItem(j, "drift");
+	{
+		int kept = cJSON_GetArraySize(cJSON_GetObjectItem(d, "resources"));
+		assert_true(kept > 10 && kept < 50);
+		assert_int_equal(cJSON_GetObjectItem(d, "omitted")->valueint, 57 - kept);
+	}
+	assert_true(strlen(cJSON_GetObjectItem(j, "message")->valuestring) >= 390);
+	cJSON_Delete(j);
+	free(text);
+	stack_run_result_free(&r);
+}
+
 static void exit_codes(void **state)
 {
 	struct stack_run_result r;
@@ -381,6 +435,8 @@ static void exit_codes(void **state)
 	assert_int_equal(stack_run_exit_code(&r), 0);
 	r.status = PL_PROGRAM_ERROR;
 	assert_int_equal(stack_run_exit_code(&r), 1);
+	r.status = PL_CHANGES_NOT_EXPECTED;   /* drift found: the check itself succeeded */
+	assert_int_equal(stack_run_exit_code(&r), 0);
 	err_set(&e, ERR_INVALID, "PULUMI_CONTROLLER_UPDATE: v must be 1");
 	stack_run_result_usage(&r, &e);
 	assert_int_equal(stack_run_exit_code(&r), 2);
@@ -399,6 +455,7 @@ int main(void)
 		cmocka_unit_test(termination_is_capped_whatever_the_message),
 		cmocka_unit_test(termination_uses_the_room_it_has),
 		cmocka_unit_test(huge_changes_are_dropped),
+		cmocka_unit_test(drift_resources_fit_the_cap),
 		cmocka_unit_test(exit_codes),
 	};
 
