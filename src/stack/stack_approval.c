@@ -351,6 +351,14 @@ static cJSON *approval_record(struct stack_pass *p)
 	return p->safety.approval;
 }
 
+/* The opening of the message of a fresh plan that replaces the approved
+ * old_id, which no longer applied (detail: why, or NULL). */
+static void no_longer_applies(char *buf, size_t n, const char *old_id, const char *detail)
+{
+	snprintf(buf, n, "the approved plan %s no longer applies (the stack or the cloud changed since it was "
+	    "previewed%s%s); a fresh ", old_id, detail && detail[0] ? ": " : "", detail && detail[0] ? detail : "");
+}
+
 /* id (NULL: none) as the approved plan that no longer applies. */
 static void set_failed_plan(struct stack_pass *p, const char *id)
 {
@@ -384,7 +392,7 @@ static void replan_verdict(struct stack_pass *p, const char *old_id, const char 
  * Job) as the failing pass does locally.  1 decided. */
 static int replan_in_job(struct stack_pass *p, const char *old_id)
 {
-	char fresh[65], why[400];
+	char fresh[65], why[700];
 	int changes = 0, rc;
 
 	stack_fingerprint(p, p->fingerprint);
@@ -404,8 +412,7 @@ static int replan_in_job(struct stack_pass *p, const char *old_id)
 	}
 	if (approved_by(p, fresh))
 		return 0;
-	snprintf(why, sizeof(why), "the approved plan %s no longer applies (the stack or the cloud changed "
-	    "since it was previewed); a fresh ", old_id);
+	no_longer_applies(why, sizeof(why), old_id, stack_status_str(p, "lastUpdate.message"));
 	await(p, "PlanNoLongerApplies", fresh, why);
 	p->v.event = 1;
 	p->v.event_reason = "AwaitingApproval";
@@ -443,8 +450,15 @@ int stack_approval_gate(struct stack_pass *p)
 		return replan_in_job(p, id);
 	if (approved_by(p, id))
 		return 0;
-	await(p, stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p,
-	    "lastUpdate.state"), "failed") ? "PlanNoLongerApplies" : "AwaitingApproval", id, NULL);
+	if (stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p, "lastUpdate.state"), "failed")) {
+		/* Every pass says why, not only the one that made the fresh plan. */
+		char why[700];
+		no_longer_applies(why, sizeof(why), stack_status_str(p, "approval.failedPlan"),
+		    stack_status_str(p, "lastUpdate.message"));
+		await(p, "PlanNoLongerApplies", id, why);
+		return 1;
+	}
+	await(p, "AwaitingApproval", id, NULL);
 	return 1;
 }
 
@@ -658,8 +672,7 @@ void stack_approval_after_update(struct stack_pass *p)
 	p->out = failed;
 	if (same(fresh, old_id) || !changes)
 		return;   /* the same plan again, or nothing to do: retried with backoff as a failure */
-	snprintf(why, sizeof(why), "the approved plan %s no longer applies (the stack or the cloud changed "
-	    "since it was previewed: %s); a fresh ", old_id, failed.message);
+	no_longer_applies(why, sizeof(why), old_id, failed.message);
 	await(p, "PlanNoLongerApplies", fresh, why);
 	p->v.event = 1;
 	p->v.event_reason = "AwaitingApproval";
