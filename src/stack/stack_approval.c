@@ -462,6 +462,16 @@ int stack_approval_gate(struct stack_pass *p)
 	return 1;
 }
 
+int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n)
+{
+	snprintf(path, n, "%s/plan-new.json", dir);
+	unlink(path);
+	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
+	stack_update_plan(p);
+	p->safety.plan_file[0] = '\0';
+	return p->out.ok ? 0 : -1;
+}
+
 /* Runs the preview locally into a new plan file kept under its id; *text
  * is the plan (caller frees).  0, or -1 (p->out holds the failure). */
 static int local_plan(struct stack_pass *p, char id[65], int *changes, char **text)
@@ -470,12 +480,7 @@ static int local_plan(struct stack_pass *p, char id[65], int *changes, char **te
 	size_t len = 0;
 	struct err e;
 
-	snprintf(tmp, sizeof(tmp), "%s/plan-new.json", p->scratch);
-	unlink(tmp);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", tmp);
-	stack_update_plan(p);
-	p->safety.plan_file[0] = '\0';
-	if (!p->out.ok)
+	if (stack_plan_preview(p, p->scratch, tmp, sizeof(tmp)) < 0)
 		return -1;
 	if (fs_read_file(tmp, PLAN_MAX_BYTES, text, &len, &e) < 0 || stack_plan_id(*text, id, changes) < 0) {
 		free(*text);

@@ -357,6 +357,9 @@ int stack_plan_id(const char *text, char out[65], int *changes);
 cJSON *stack_plan_steps(const char *text, int max, int *omitted);
 
 struct stack_pass;
+/* Runs `preview --save-plan` into dir/plan-new.json (its path into path);
+ * 0, or -1 (p->out holds the failure). */
+int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n);
 /* Before decide: a plan for these inputs awaits approval (1, verdict set). */
 int stack_approval_gate(struct stack_pass *p);
 /* After workspace: makes (or reuses) the plan and lets the update apply it

@@ -159,12 +159,7 @@ void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, cons
 	size_t len = 0;
 	struct err e;
 
-	snprintf(path, sizeof(path), "%s/plan-new.json", o->work_dir);
-	unlink(path);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
-	stack_update_plan(p);
-	p->safety.plan_file[0] = '\0';
-	if (!p->out.ok)
+	if (stack_plan_preview(p, o->work_dir, path, sizeof(path)) < 0)
 		return;
 	if (fs_read_file(path, PLAN_SECRET_MAX_BYTES, &text, &len, &e) < 0) {
 		run_fail(p, PL_INTERNAL, "preview", "preview --save-plan wrote no plan the Secret %s can hold: %s",

@@ -22,6 +22,7 @@ import tempfile
 import pytest
 
 from stack_fixtures import wait_until
+from test_stack_approval import approve, awaiting
 
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
 IMAGE = "registry.example.test/pulumi-controller:test"
@@ -82,30 +83,12 @@ def plan_text(w):
     return base64.b64decode(plan_secret(w)["data"]["plan.json"]).decode()
 
 
-def awaiting(w, reason="AwaitingApproval", plan_not=None):
-    def pending():
-        obj = w.stack("demo")
-        c = w.cond(obj, "AwaitingApproval")
-        st = obj.get("status") or {}
-        pv = st.get("preview") or {}
-        if (c and c["status"] == "True" and c["reason"] == reason and pv.get("planId") and
-                pv["planId"] != plan_not and
-                st.get("observedGeneration") == obj["metadata"]["generation"]):
-            return obj
-        return None
-    return w._wait("demo", pending, 240, f"a plan awaiting approval ({reason})")
-
-
-def approve(w, plan):
-    w.patch_stack("demo", {"spec": {"approvedPlan": plan}})
-
-
 def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     w, d = shared
     src = revision(w, "hello")
     approval_stack(w, d)
     controller(w)
-    obj = awaiting(w)
+    obj = awaiting(w, "demo")
     pv = obj["status"]["preview"]
     plan = pv["planId"]
     assert pv["revision"] == src["revision"]
@@ -135,7 +118,7 @@ def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     assert binding["roleRef"]["name"] == "demo-plan-writer"
     assert [s["name"] for s in binding["subjects"]] == ["default"]
 
-    approve(w, plan)
+    approve(w, "demo", plan)
     obj = w.wait_ready("demo", revision=src["revision"], timeout=240)
     assert list(cloud_files(d).values()) == ["hello"]
     assert obj["status"]["lastUpdate"]["type"] == "up"
@@ -161,14 +144,14 @@ def test_the_up_pod_refuses_a_plan_that_is_not_the_approved_one(shared):
     revision(w, "hello")
     approval_stack(w, d)
     controller(w)
-    plan = awaiting(w)["status"]["preview"]["planId"]
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
     doc = json.loads(plan_text(w))
     doc["resourcePlans"]["urn:pulumi:dev::intruder::standin:index:File::evil"] = {
         "goal": {"type": "standin:index:File", "name": "evil"}, "steps": ["create"]}
     w.client.patch("v1", "secrets", "demo-plan", {"data": {"plan.json": base64.b64encode(
         json.dumps(doc).encode()).decode()}}, w.namespace, "merge")
 
-    approve(w, plan)
+    approve(w, "demo", plan)
 
     def refused():
         last = (w.stack("demo").get("status") or {}).get("lastUpdate") or {}
@@ -187,14 +170,14 @@ def test_a_cloud_changed_after_the_preview_fails_the_plan_and_a_plan_job_preview
     revision(w, "hello")
     approval_stack(w, d, refresh=True)
     controller(w)
-    approve(w, awaiting(w)["status"]["preview"]["planId"])
+    approve(w, "demo", awaiting(w, "demo")["status"]["preview"]["planId"])
     w.wait_ready("demo", timeout=240)
     revision(w, "bye")
-    plan = awaiting(w, plan_not=None)["status"]["preview"]["planId"]
+    plan = awaiting(w, "demo", plan_not=None)["status"]["preview"]["planId"]
     for f in (d / "cloud" / "files").iterdir():       # the cloud moves before the approval
         f.unlink()
-    approve(w, plan)
-    obj = awaiting(w, reason="PlanNoLongerApplies", plan_not=plan)
+    approve(w, "demo", plan)
+    obj = awaiting(w, "demo", reason="PlanNoLongerApplies", plan_not=plan)
     fresh = obj["status"]["preview"]["planId"]
     msg = w.cond(obj, "Ready")["message"]
     assert f"the approved plan {plan} no longer applies" in msg and fresh in msg
@@ -203,6 +186,6 @@ def test_a_cloud_changed_after_the_preview_fails_the_plan_and_a_plan_job_preview
     assert "PlanNoLongerApplies" in w.event_reasons("demo")
     assert cloud_files(d) == {}
     assert any(s["op"] == "create" for s in obj["status"]["preview"]["steps"])
-    approve(w, fresh)
+    approve(w, "demo", fresh)
     w.wait_ready("demo", timeout=240)
     assert list(cloud_files(d).values()) == ["bye"]

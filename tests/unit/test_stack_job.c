@@ -214,6 +214,21 @@ static const cJSON *env_named(const cJSON *job, const char *name)
 	return NULL;
 }
 
+/* The pod has volume vol of Secret secret, mounted read-only at path. */
+static int mounts_secret(const cJSON *job, const char *vol, const char *secret, const char *path)
+{
+	const cJSON *v;
+	int volume = 0, mounted = 0;
+
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
+		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), secret) == 0)
+			volume = strcmp(str_at(v, "name"), vol) == 0;
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
+		if (strcmp(str_at(v, "name"), vol) == 0)
+			mounted = cJSON_IsTrue(at(v, "readOnly")) && strcmp(str_at(v, "mountPath"), path) == 0;
+	return volume && mounted;
+}
+
 static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 {
 	cJSON *obj = stack_obj(name, spec), *job;
@@ -340,25 +355,14 @@ static const char *arg_after(const cJSON *job, const char *flag)
 static void test_a_verified_oci_source_mounts_its_keys(void **state)
 {
 	struct stack_spec s;
-	const cJSON *v;
 	cJSON *job, *doc;
-	int found = 0;
 
 	(void)state;
 	job = build("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
 	    "'verify': {'provider': 'cosign', 'secretRef': {'name': 'cosign-keys'}}}, 'runner': {'type': 'Job'}}",
 	    &s);
 	assert_string_equal(arg_after(job, "--verify-keys-dir"), "/var/run/pulumi-controller/keys");
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
-		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), "cosign-keys") == 0)
-			found = strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0;
-	assert_true(found);
-	found = 0;
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
-		if (strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0)
-			found = cJSON_IsTrue(at(v, "readOnly")) &&
-			    strcmp(str_at(v, "mountPath"), "/var/run/pulumi-controller/keys") == 0;
-	assert_true(found);
+	assert_true(mounts_secret(job, "pulumi-controller-keys", "cosign-keys", "/var/run/pulumi-controller/keys"));
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_true(cJSON_IsTrue(at(doc, "source.verify")));
 	cJSON_Delete(doc);
@@ -386,9 +390,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 		NULL, NULL };
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}");
 	cJSON *job, *doc;
-	const cJSON *v;
 	struct err e;
-	int found = 0;
 
 	(void)state;
 	assert_int_equal(stack_spec_parse(obj, &opts, &s, &e), 0);
@@ -412,16 +414,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	assert_string_equal(str_at(doc, "planId"), id);
 	assert_null(at(doc, "planSecret"));
 	assert_string_equal(arg_after(job, "--plan-dir"), "/var/run/pulumi-controller/plan");
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
-		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), "web-plan") == 0)
-			found = strcmp(str_at(v, "name"), "pulumi-controller-plan") == 0;
-	assert_true(found);
-	found = 0;
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
-		if (strcmp(str_at(v, "name"), "pulumi-controller-plan") == 0)
-			found = cJSON_IsTrue(at(v, "readOnly")) &&
-			    strcmp(str_at(v, "mountPath"), "/var/run/pulumi-controller/plan") == 0;
-	assert_true(found);
+	assert_true(mounts_secret(job, "pulumi-controller-plan", "web-plan", "/var/run/pulumi-controller/plan"));
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
 	stack_spec_free(&s);
