@@ -286,7 +286,19 @@ static const char *continued_plan(struct stack_pass *p)
 	return seen_plan && seen_plan[0] ? seen_plan : NULL;
 }
 
-/* How id is approved ("approvedPlan", "continue"), or NULL. */
+/* The plan in status is id, changes nothing and was let through as such
+ * (a Job runs it: passes see it in status until its result is in). */
+static int no_changes_in_status(const struct stack_pass *p, const char *id)
+{
+	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(p->status, "preview");
+	const cJSON *steps = cJSON_GetObjectItemCaseSensitive(pv, "steps");
+
+	return same(kube_obj_str(pv, "planId"), id) && same(kube_obj_str(pv, "approvedBy"), "noChanges") &&
+	    cJSON_IsArray(steps) && cJSON_GetArraySize(steps) == 0 &&
+	    stack_status_int(p, "preview.omittedSteps", 1) == 0;
+}
+
+/* How id is approved ("approvedPlan", "continue", "noChanges"), or NULL. */
 static const char *approved_by(struct stack_pass *p, const char *id)
 {
 	const char *cont = continued_plan(p);
@@ -295,6 +307,8 @@ static const char *approved_by(struct stack_pass *p, const char *id)
 		return "approvedPlan";
 	if (same(cont, id))
 		return "continue";
+	if (no_changes_in_status(p, id))
+		return "noChanges";
 	return NULL;
 }
 
@@ -621,7 +635,7 @@ int stack_approval_plan(struct stack_pass *p)
 		return rc;
 	if (!changes) {
 		/* Nothing in the cloud changes: nothing to review. */
-		apply_plan(p, fresh, NULL);
+		apply_plan(p, fresh, "noChanges");
 		return 0;
 	}
 	if ((how = approved_by(p, fresh))) {

@@ -189,3 +189,34 @@ def test_a_cloud_changed_after_the_preview_fails_the_plan_and_a_plan_job_preview
     approve(w, "demo", fresh)
     w.wait_ready("demo", timeout=240)
     assert list(cloud_files(d).values()) == ["bye"]
+
+
+def test_continue_approves_in_job_mode_and_a_plan_without_changes_needs_no_approval(shared):
+    w, d = shared
+    revision(w, "hello")
+    approval_stack(w, d)
+    controller(w)
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
+    w.patch_stack("demo", {"spec": {"continue": True}})
+    obj = w.wait_ready("demo", timeout=240)
+    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan}
+    assert list(cloud_files(d).values()) == ["hello"]
+    assert update_doc(jobs_of(w, "up")[0])["planId"] == plan
+
+    # New inputs the program does not read: a plan Job whose plan changes nothing, then its
+    # up Job, with no approval asked.
+    w.patch_stack("demo", {"spec": {"envRefs": {"PCTEST_X": {
+        "type": "Literal", "literal": {"value": "x"}}}}})
+
+    def ready_again():
+        o = w.stack("demo")
+        st = o.get("status") or {}
+        done = (st.get("observedGeneration") == o["metadata"]["generation"] and
+                (w.cond(o, "Ready") or {}).get("status") == "True")
+        return st["fingerprint"] if done and st.get("fingerprint") != obj["status"]["fingerprint"] \
+            else None
+    fp = wait_until(ready_again, timeout=240, what="Ready at the new generation")
+    assert "preview" not in w.stack("demo")["status"]
+    names = {j["metadata"]["name"] for j in jobs_of(w)}
+    assert {f"demo-plan-{fp[:10]}", f"demo-up-{fp[:10]}"} <= names, names
+    assert list(cloud_files(d).values()) == ["hello"]
