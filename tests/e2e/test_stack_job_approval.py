@@ -21,6 +21,7 @@ import tempfile
 
 import pytest
 
+from job_fixtures import FAULT_LABEL
 from stack_fixtures import wait_until
 from test_stack_approval import approve, awaiting
 
@@ -49,9 +50,10 @@ def revision(w, greeting):
     return w.flux_source("GitRepository", "app", w.artifact(w.revision_files("stack-plan", greeting)))
 
 
-def approval_stack(w, d, **spec):
+def approval_stack(w, d, labels=None, **spec):
+    runner = {"type": "Job", "podTemplate": {"metadata": {"labels": dict(labels or {})}}}
     return w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual",
-                         runner={"type": "Job"}, backend=f"file://{d / 'backend'}",
+                         runner=runner, backend=f"file://{d / 'backend'}",
                          envRefs={"PULUMI_STANDIN_CLOUD": {"type": "Literal", "literal": {
                              "value": str(d / "cloud")}}}, **spec)
 
@@ -219,4 +221,27 @@ def test_continue_approves_in_job_mode_and_a_plan_without_changes_needs_no_appro
     assert "preview" not in w.stack("demo")["status"]
     names = {j["metadata"]["name"] for j in jobs_of(w)}
     assert {f"demo-plan-{fp[:10]}", f"demo-up-{fp[:10]}"} <= names, names
+    assert list(cloud_files(d).values()) == ["hello"]
+
+
+def test_a_controller_restarted_while_the_plan_job_runs_adopts_it(shared):
+    w, d = shared
+    revision(w, "hello")
+    approval_stack(w, d, labels={FAULT_LABEL: "hold"})
+    ctl = controller(w)
+    job = wait_until(lambda: (jobs_of(w, "plan") or [None])[0], what="the plan Job")
+    w.wait_condition("demo", "Reconciling", reason="JobRunning")
+    ctl.stop()
+
+    ctl = controller(w)
+    ctl.wait_log("reconcile pass ended", name="demo")
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "plan")] == [job["metadata"]["uid"]]
+    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    plan = awaiting(w, "demo")["status"]["preview"]["planId"]
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "plan")] == [job["metadata"]["uid"]]
+    assert cloud_files(d) == {}
+    approve(w, "demo", plan)
+    up = wait_until(lambda: (jobs_of(w, "up") or [None])[0], what="the up Job")
+    assert w.kubelet.release(up["metadata"]["name"], w.namespace) == 1
+    w.wait_ready("demo", timeout=240)
     assert list(cloud_files(d).values()) == ["hello"]
