@@ -236,12 +236,15 @@ def test_a_controller_restarted_while_the_plan_job_runs_adopts_it(shared):
     ctl = controller(w)
     ctl.wait_log("reconcile pass ended", name="demo")
     assert [j["metadata"]["uid"] for j in jobs_of(w, "plan")] == [job["metadata"]["uid"]]
-    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    wait_until(lambda: w.kubelet.release(job["metadata"]["name"], w.namespace) == 1,
+               what="the plan Job's held pod")
     plan = awaiting(w, "demo")["status"]["preview"]["planId"]
     assert [j["metadata"]["uid"] for j in jobs_of(w, "plan")] == [job["metadata"]["uid"]]
     assert cloud_files(d) == {}
     approve(w, "demo", plan)
     up = wait_until(lambda: (jobs_of(w, "up") or [None])[0], what="the up Job")
-    assert w.kubelet.release(up["metadata"]["name"], w.namespace) == 1
+    # (The kubelet makes the held pod a moment after the Job appears.)
+    wait_until(lambda: w.kubelet.release(up["metadata"]["name"], w.namespace) == 1,
+               what="the up Job's held pod")
     w.wait_ready("demo", timeout=240)
     assert list(cloud_files(d).values()) == ["hello"]
