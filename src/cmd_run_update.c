@@ -37,6 +37,7 @@ static void run_update_usage(FILE *out)
 	    "                             terminationMessagePath)\n"
 	    "  --oci-secret-dir DIR       registry credentials (.dockerconfigjson) and CA (ca.crt)\n"
 	    "  --verify-keys-dir DIR      public keys for an OCI source with verify\n"
+	    "  --plan-dir DIR             the approved plan (plan.json) an up with a planId applies\n"
 	    "  --service-account-dir DIR  token and ca.crt for the API server (default\n"
 	    "                             " SA_DIR ")\n"
 	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
@@ -84,6 +85,7 @@ int cmd_run_update(int argc, char **argv)
 		{ "termination-log", required_argument, NULL, 't' },
 		{ "oci-secret-dir", required_argument, NULL, 'o' },
 		{ "verify-keys-dir", required_argument, NULL, 'k' },
+		{ "plan-dir", required_argument, NULL, 'l' },
 		{ "service-account-dir", required_argument, NULL, 's' },
 		{ "pulumi", required_argument, NULL, 'p' },
 		{ "plugins-dir", required_argument, NULL, 'P' },
@@ -109,6 +111,7 @@ int cmd_run_update(int argc, char **argv)
 		case 't': term = optarg; break;
 		case 'o': o.oci_secret_dir = optarg; break;
 		case 'k': o.verify_keys_dir = optarg; break;
+		case 'l': o.plan_dir = optarg; break;
 		case 's': o.service_account_dir = optarg; break;
 		case 'p': o.pulumi_bin = optarg; break;
 		case 'P': o.plugins_dir = optarg; break;

@@ -165,6 +165,8 @@ struct stack_run_input {
 	char **policy_packs;
 	size_t n_policy_packs;
 	char *outputs_secret;
+	char *plan_secret;                /* plan: the Secret the plan goes to (<name>-plan) */
+	char *plan_id;                    /* up: the approved plan, mounted (--plan-dir) */
 	long timeout_seconds;
 	char *cancel_lock;                /* a lock owner the controller found gone; NULL */
 };
@@ -180,6 +182,7 @@ struct stack_run_opts {
 	const char *oci_secret_dir;       /* .dockerconfigjson, ca.crt; NULL: none */
 	const char *verify_keys_dir;      /* public keys for "verify"; NULL: none */
 	const char *service_account_dir;  /* token, ca.crt for the outputs Secret */
+	const char *plan_dir;             /* the approved plan (plan.json); NULL: none */
 	const char *kube_host, *kube_port;   /* KUBERNETES_SERVICE_HOST/PORT */
 	const char *pulumi_bin;           /* NULL: the driver's lookup of "pulumi" */
 	const char *plugins_dir;          /* the image's plugin cache, linked as

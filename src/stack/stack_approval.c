@@ -286,7 +286,19 @@ static const char *continued_plan(struct stack_pass *p)
 	return seen_plan && seen_plan[0] ? seen_plan : NULL;
 }
 
-/* How id is approved ("approvedPlan", "continue"), or NULL. */
+/* The plan in status is id, changes nothing and was let through as such
+ * (a Job runs it: passes see it in status until its result is in). */
+static int no_changes_in_status(const struct stack_pass *p, const char *id)
+{
+	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(p->status, "preview");
+	const cJSON *steps = cJSON_GetObjectItemCaseSensitive(pv, "steps");
+
+	return same(kube_obj_str(pv, "planId"), id) && same(kube_obj_str(pv, "approvedBy"), "noChanges") &&
+	    cJSON_IsArray(steps) && cJSON_GetArraySize(steps) == 0 &&
+	    stack_status_int(p, "preview.omittedSteps", 1) == 0;
+}
+
+/* How id is approved ("approvedPlan", "continue", "noChanges"), or NULL. */
 static const char *approved_by(struct stack_pass *p, const char *id)
 {
 	const char *cont = continued_plan(p);
@@ -295,6 +307,8 @@ static const char *approved_by(struct stack_pass *p, const char *id)
 		return "approvedPlan";
 	if (same(cont, id))
 		return "continue";
+	if (no_changes_in_status(p, id))
+		return "noChanges";
 	return NULL;
 }
 
@@ -340,6 +354,85 @@ static void await(struct stack_pass *p, const char *reason, const char *id, cons
 	snprintf(p->safety.awaiting.message, sizeof(p->safety.awaiting.message), "%s", p->v.message);
 }
 
+static int make_plan(struct stack_pass *p, char id[65], int *changes);
+
+/* status.approval as this pass leaves it (p->safety.approval, a copy). */
+static cJSON *approval_record(struct stack_pass *p)
+{
+	if (!p->safety.approval)
+		p->safety.approval = p->status && cJSON_GetObjectItemCaseSensitive(p->status, "approval") ?
+		    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "approval"), 1) : cJSON_CreateObject();
+	return p->safety.approval;
+}
+
+/* The opening of the message of a fresh plan that replaces the approved
+ * old_id, which no longer applied (detail: why, or NULL). */
+static void no_longer_applies(char *buf, size_t n, const char *old_id, const char *detail)
+{
+	snprintf(buf, n, "the approved plan %s no longer applies (the stack or the cloud changed since it was "
+	    "previewed%s%s); a fresh ", old_id, detail && detail[0] ? ": " : "", detail && detail[0] ? detail : "");
+}
+
+/* id (NULL: none) as the approved plan that no longer applies. */
+static void set_failed_plan(struct stack_pass *p, const char *id)
+{
+	cJSON *a = approval_record(p);
+
+	cJSON_DeleteItemFromObjectCaseSensitive(a, "failedPlan");
+	if (id)
+		cJSON_AddStringToObject(a, "failedPlan", id);
+}
+
+/* Job mode: the plan in status is the approved one that no longer applied,
+ * and the fresh preview that replaces it has not been read yet (it runs in
+ * a Job, which locally is done in the failing pass itself). */
+static int plan_void_in_job(const struct stack_pass *p, const char *id)
+{
+	return p->spec.job_mode && same(stack_status_str(p, "approval.failedPlan"), id) &&
+	    same(stack_status_str(p, "lastUpdate.state"), "failed");
+}
+
+/* The fresh preview's Job was created or runs: say why it runs. */
+static void replan_verdict(struct stack_pass *p, const char *old_id, const char *why)
+{
+	if (p->retry || p->v.state != STACK_WAITING || !same(p->v.reason, "JobRunning"))
+		return;   /* a slot, an earlier Job, an API error: that verdict says more */
+	stack_verdict(p, STACK_WAITING, "PlanNoLongerApplies", p->v.requeue_ms, "the approved plan %s no longer "
+	    "applies (the stack or the cloud changed since it was previewed%s%s); a fresh preview runs in a Job",
+	    old_id, why && why[0] ? ": " : "", why ? why : "");
+}
+
+/* Job mode, plan_void_in_job: reads the fresh preview (or waits for its
+ * Job) as the failing pass does locally.  1 decided. */
+static int replan_in_job(struct stack_pass *p, const char *old_id)
+{
+	char fresh[65], why[700];
+	int changes = 0, rc;
+
+	stack_fingerprint(p, p->fingerprint);
+	rc = make_plan(p, fresh, &changes);
+	if (rc > 0) {
+		replan_verdict(p, old_id, NULL);
+		return 1;
+	}
+	if (rc < 0 || same(fresh, old_id) || !changes) {
+		/* The preview failed, gave the same plan again, or nothing to do:
+		 * the update is retried with backoff as a failure (the decide
+		 * step), as locally. */
+		cJSON_Delete(p->out.changes);
+		memset(&p->out, 0, sizeof(p->out));
+		set_failed_plan(p, NULL);
+		return 0;
+	}
+	if (approved_by(p, fresh))
+		return 0;
+	no_longer_applies(why, sizeof(why), old_id, stack_status_str(p, "lastUpdate.message"));
+	await(p, "PlanNoLongerApplies", fresh, why);
+	p->v.event = 1;
+	p->v.event_reason = "AwaitingApproval";
+	return 1;
+}
+
 int stack_approval_gate(struct stack_pass *p)
 {
 	char digest[65];
@@ -367,35 +460,45 @@ int stack_approval_gate(struct stack_pass *p)
 		}
 		return 0;   /* else the plan step makes a fresh one */
 	}
+	if (plan_void_in_job(p, id))
+		return replan_in_job(p, id);
 	if (approved_by(p, id))
 		return 0;
-	await(p, stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p,
-	    "lastUpdate.state"), "failed") ? "PlanNoLongerApplies" : "AwaitingApproval", id, NULL);
+	if (stack_status_str(p, "approval.failedPlan") && same(stack_status_str(p, "lastUpdate.state"), "failed")) {
+		/* Every pass says why, not only the one that made the fresh plan. */
+		char why[700];
+		no_longer_applies(why, sizeof(why), stack_status_str(p, "approval.failedPlan"),
+		    stack_status_str(p, "lastUpdate.message"));
+		await(p, "PlanNoLongerApplies", id, why);
+		return 1;
+	}
+	await(p, "AwaitingApproval", id, NULL);
 	return 1;
 }
 
-/* Runs the preview into a new plan file and describes it in
- * p->safety.preview; 0, or -1 (p->out holds the failure). */
-static int make_plan(struct stack_pass *p, char id[65], int *changes)
+int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n)
 {
-	char tmp[PATH_MAX], final[PATH_MAX], now[32], digest[65];
-	char *text = NULL;
-	size_t len = 0;
-	struct err e;
-	int omitted = 0;
-	cJSON *pv;
-	time_t t = time(NULL);
-	struct tm tm;
-
-	snprintf(tmp, sizeof(tmp), "%s/plan-new.json", p->scratch);
-	unlink(tmp);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", tmp);
+	snprintf(path, n, "%s/plan-new.json", dir);
+	unlink(path);
+	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
 	stack_update_plan(p);
 	p->safety.plan_file[0] = '\0';
-	if (!p->out.ok)
+	return p->out.ok ? 0 : -1;
+}
+
+/* Runs the preview locally into a new plan file kept under its id; *text
+ * is the plan (caller frees).  0, or -1 (p->out holds the failure). */
+static int local_plan(struct stack_pass *p, char id[65], int *changes, char **text)
+{
+	char tmp[PATH_MAX], final[PATH_MAX];
+	size_t len = 0;
+	struct err e;
+
+	if (stack_plan_preview(p, p->scratch, tmp, sizeof(tmp)) < 0)
 		return -1;
-	if (fs_read_file(tmp, PLAN_MAX_BYTES, &text, &len, &e) < 0 || stack_plan_id(text, id, changes) < 0) {
-		free(text);
+	if (fs_read_file(tmp, PLAN_MAX_BYTES, text, &len, &e) < 0 || stack_plan_id(*text, id, changes) < 0) {
+		free(*text);
+		*text = NULL;
 		p->out.ok = 0;
 		p->out.status = PL_INTERNAL;
 		snprintf(p->out.message, sizeof(p->out.message), "preview --save-plan wrote no readable plan "
@@ -413,12 +516,50 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 		}
 	}
 	if (rename(tmp, final) != 0) {
-		free(text);
+		free(*text);
+		*text = NULL;
 		p->out.ok = 0;
 		p->out.status = PL_INTERNAL;
 		snprintf(p->out.message, sizeof(p->out.message), "cannot keep the plan as %s", final);
 		return -1;
 	}
+	return 0;
+}
+
+/* The plan Job's plan, read back from <name>-plan (stack_job_plan.c).  1:
+ * the Job runs (decided). */
+static int job_plan(struct stack_pass *p, char id[65], int *changes, char **text)
+{
+	int rc = stack_job_plan_fetch(p, text);
+
+	if (rc != 0)
+		return rc;
+	if (stack_plan_id(*text, id, changes) < 0) {
+		free(*text);
+		*text = NULL;
+		p->out.ok = 0;
+		p->out.status = PL_INTERNAL;
+		snprintf(p->out.message, sizeof(p->out.message), "the plan the Job wrote to %s-plan is no plan",
+		    p->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Makes a plan (locally, or in a Job) and describes it in p->safety.preview;
+ * 0, -1 (p->out holds the failure), or 1: its Job runs (the pass is decided). */
+static int make_plan(struct stack_pass *p, char id[65], int *changes)
+{
+	char now[32], digest[65];
+	char *text = NULL;
+	int omitted = 0, rc;
+	cJSON *pv;
+	time_t t = time(NULL);
+	struct tm tm;
+
+	rc = p->spec.job_mode ? job_plan(p, id, changes, &text) : local_plan(p, id, changes, &text);
+	if (rc != 0)
+		return rc;
 	gmtime_r(&t, &tm);
 	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	stack_plan_inputs_digest(p, digest);
@@ -444,7 +585,9 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 /* Sets the update to apply the plan id, approved by how. */
 static void apply_plan(struct stack_pass *p, const char *id, const char *how)
 {
-	plan_path(p, id, p->safety.plan_file, sizeof(p->safety.plan_file));
+	/* In job mode the up Job mounts the plan Secret and gets only the id. */
+	if (!p->spec.job_mode)
+		plan_path(p, id, p->safety.plan_file, sizeof(p->safety.plan_file));
 	snprintf(p->safety.plan_id, sizeof(p->safety.plan_id), "%s", id);
 	if (p->safety.preview && how) {
 		cJSON_DeleteItemFromObjectCaseSensitive(p->safety.preview, "approvedBy");
@@ -471,14 +614,16 @@ int stack_approval_plan(struct stack_pass *p)
 {
 	const char *id = stack_status_str(p, "preview.planId"), *how;
 	char digest[65], file[PATH_MAX], fresh[65];
-	int changes = 0;
+	int changes = 0, rc;
 
 	if (!manual(p))
 		return 0;
 	stack_plan_inputs_digest(p, digest);
-	if (id && same(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_pass_requested(p)) {
+	if (id && same(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_pass_requested(p) &&
+	    !plan_void_in_job(p, id)) {
 		plan_path(p, id, file, sizeof(file));
-		if ((how = approved_by(p, id)) && fs_exists(file)) {
+		/* In job mode the plan is in <name>-plan; its pod checks the id. */
+		if ((how = approved_by(p, id)) && (p->spec.job_mode || fs_exists(file))) {
 			p->safety.preview = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "preview"), 1);
 			apply_plan(p, id, how);
 			return 0;
@@ -486,11 +631,11 @@ int stack_approval_plan(struct stack_pass *p)
 	}
 	/* No plan for these inputs (or its file is gone: a new volume): make one.
 	 * An unchanged plan gets the same id, so an approval on record holds. */
-	if (make_plan(p, fresh, &changes) < 0)
-		return -1;
+	if ((rc = make_plan(p, fresh, &changes)) != 0)
+		return rc;
 	if (!changes) {
 		/* Nothing in the cloud changes: nothing to review. */
-		apply_plan(p, fresh, NULL);
+		apply_plan(p, fresh, "noChanges");
 		return 0;
 	}
 	if ((how = approved_by(p, fresh))) {
@@ -507,10 +652,13 @@ void stack_approval_after_update(struct stack_pass *p)
 	char old_id[65], fresh[65], why[700];
 	int changes = 0;
 
-	if (!p->safety.plan_file[0] || !p->out.ran)
+	int rc;
+
+	if (!p->safety.plan_id[0] || !p->out.ran)
 		return;
 	if (p->out.ok) {
-		unlink(p->safety.plan_file);
+		if (p->safety.plan_file[0])
+			unlink(p->safety.plan_file);
 		p->safety.clear_preview = 1;
 		p->safety.awaiting.set = -1;
 		p->safety.awaiting.reason = "PlanApplied";
@@ -524,27 +672,26 @@ void stack_approval_after_update(struct stack_pass *p)
 	 * cannot be applied as reviewed.  Preview again now, so the reviewer
 	 * sees what would happen instead. */
 	snprintf(old_id, sizeof(old_id), "%s", p->safety.plan_id);
-	unlink(p->safety.plan_file);
+	if (p->safety.plan_file[0])
+		unlink(p->safety.plan_file);
 	p->safety.plan_file[0] = '\0';
-	if (!p->safety.approval)
-		p->safety.approval = p->status && cJSON_GetObjectItemCaseSensitive(p->status, "approval") ?
-		    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "approval"), 1) : cJSON_CreateObject();
-	cJSON_DeleteItemFromObjectCaseSensitive(p->safety.approval, "failedPlan");
-	cJSON_AddStringToObject(p->safety.approval, "failedPlan", old_id);
+	set_failed_plan(p, old_id);
 	stack_event(p, "Warning", "PlanNoLongerApplies", "the approved plan %s no longer applies: %s", old_id,
 	    p->out.message);
 	failed = p->out;
 	memset(&p->out, 0, sizeof(p->out));
-	if (make_plan(p, fresh, &changes) < 0) {
-		cJSON_Delete(p->out.changes);
+	if ((rc = make_plan(p, fresh, &changes)) != 0) {
+		if (rc > 0)
+			replan_verdict(p, old_id, failed.message);
+		if (rc < 0)
+			cJSON_Delete(p->out.changes);
 		p->out = failed;
 		return;   /* the update's failure verdict stands */
 	}
 	p->out = failed;
 	if (same(fresh, old_id) || !changes)
 		return;   /* the same plan again, or nothing to do: retried with backoff as a failure */
-	snprintf(why, sizeof(why), "the approved plan %s no longer applies (the stack or the cloud changed "
-	    "since it was previewed: %s); a fresh ", old_id, failed.message);
+	no_longer_applies(why, sizeof(why), old_id, failed.message);
 	await(p, "PlanNoLongerApplies", fresh, why);
 	p->v.event = 1;
 	p->v.event_reason = "AwaitingApproval";

@@ -361,6 +361,9 @@ int stack_plan_id(const char *text, char out[65], int *changes);
 cJSON *stack_plan_steps(const char *text, int max, int *omitted);
 
 struct stack_pass;
+/* Runs `preview --save-plan` into dir/plan-new.json (its path into path);
+ * 0, or -1 (p->out holds the failure). */
+int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n);
 /* Before decide: a plan for these inputs awaits approval (1, verdict set). */
 int stack_approval_gate(struct stack_pass *p);
 /* After workspace: makes (or reuses) the plan and lets the update apply it
@@ -422,6 +425,7 @@ struct stack_job_in {
 	const char *plugins_dir;                     /* NULL: none */
 	int refresh;                                 /* --refresh besides spec.refresh (drift remediation) */
 	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
+	const char *plan_id;                         /* up: the approved plan (its Secret is mounted) */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
@@ -464,6 +468,35 @@ void stack_job_slots_free(struct stack_ctl *sc);
 int stack_job_slots_used(struct stack_ctl *sc);
 /* 1 when the Job has a terminal condition (Complete or Failed True). */
 int stack_job_finished(const cJSON *job);
+/* Makes sure of the Secret secret and the Role + RoleBinding role that let
+ * the runner's ServiceAccount get and update exactly it (all owned by the
+ * Stack); with_secrets_list: annotated as an empty outputs Secret. */
+int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
+    struct err *e);
+
+/* ------------------------------------------------------------ plans in Jobs (stack_job_plan.c) */
+
+#define STACK_JOB_OP_PLAN "plan"
+#define STACK_JOB_PLAN_KEY "plan.json"
+#define STACK_JOB_PLAN_MOUNT "/var/run/pulumi-controller/plan"
+/* <name>-plan (caller's buffer). */
+void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
+/* Before a plan Job: <name>-plan and <name>-plan-writer. */
+int stack_job_plan_access(struct stack_pass *p, struct err *e);
+/* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:
+ * p->v set, or p->retry), -1 failed (p->out), 0 *text is the plan the pod
+ * wrote to <name>-plan (caller frees). */
+int stack_job_plan_fetch(struct stack_pass *p, char **text);
+/* The plan now in <name>-plan (caller frees), NULL when there is none. */
+char *stack_job_plan_read(struct stack_pass *p, struct err *e);
+struct stack_run_input;
+struct stack_run_opts;
+/* In the pod: `preview --save-plan`, then the plan into in->plan_secret
+ * (p->out holds the result). */
+void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
+/* In the pod, before `up`: the mounted plan must be in->plan_id; sets
+ * p->safety.plan_file.  0, or -1 with the refusal in p->out. */
+int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
 
 /* ------------------------------------------------------------ one pass */
 

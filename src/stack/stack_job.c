@@ -441,22 +441,22 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 	return 0;
 }
 
-/* <name>-outputs (empty until the pod writes it), and a Role + RoleBinding
- * letting the runner's ServiceAccount get and update exactly that Secret. */
-static int ensure_outputs_access(struct stack_pass *p, struct err *e)
+/* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
+ * role letting the runner's ServiceAccount get and update exactly that
+ * Secret.  with_secrets_list: the outputs Secret's empty list of secret keys. */
+int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
+    struct err *e)
 {
-	char secret[300], role[300];
 	const char *sa = p->spec.runner.service_account ? p->spec.runner.service_account : "default";
 	cJSON *s, *r, *rule, *b, *subj, *ref;
 
-	snprintf(secret, sizeof(secret), "%s-outputs", p->name);
-	snprintf(role, sizeof(role), "%s-outputs-writer", p->name);
 	s = owned_object(p, "v1", "Secret", secret);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"), "annotations"),
-	    STACK_ANN_SECRETS, "[]");
+	if (with_secrets_list)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"),
+		    "annotations"), STACK_ANN_SECRETS, "[]");
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	if (ensure(p, &secrets_res, s, NULL, e) < 0)
-		return err_prefix(e, "the outputs Secret %s/%s: ", p->ns, secret), -1;
+		return err_prefix(e, "the Secret %s/%s: ", p->ns, secret), -1;
 	r = owned_object(p, "rbac.authorization.k8s.io/v1", "Role", role);
 	rule = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "apiGroups"), cJSON_CreateString(""));
@@ -479,6 +479,16 @@ static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 	if (ensure(p, &bindings_res, b, "subjects", e) < 0)
 		return err_prefix(e, "the RoleBinding %s/%s: ", p->ns, role), -1;
 	return 0;
+}
+
+/* <name>-outputs and <name>-outputs-writer. */
+static int ensure_outputs_access(struct stack_pass *p, struct err *e)
+{
+	char secret[300], role[300];
+
+	snprintf(secret, sizeof(secret), "%s-outputs", p->name);
+	snprintf(role, sizeof(role), "%s-outputs-writer", p->name);
+	return stack_job_ensure_writer(p, secret, role, 1, e);
 }
 
 /* ------------------------------------------------------------ the step */
@@ -532,7 +542,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
-		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL };
+		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL,
+		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;
@@ -549,7 +560,9 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
-	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {
+	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
+	    (streq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
+	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
 	}
@@ -575,7 +588,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	if (streq(op, "destroy"))
 		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s in Job %s", p->spec.stack, name);
 	else if (!streq(op, "refresh"))   /* a drift check is no update (no event locally either) */
-		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview ?
+		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview || streq(op, STACK_JOB_OP_PLAN) ?
 		    "preview" : "update", p->art.revision, name, p->why);
 	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "
 	    "in Job %s", op, p->art.revision, name);

@@ -223,6 +223,12 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	cJSON_AddNumberToObject(doc, "timeoutSeconds", (double)((s->timeout_ms + 999) / 1000));
 	if (in->cancel_lock)
 		cJSON_AddStringToObject(doc, "cancelLock", in->cancel_lock);
+	if (strcmp(in->op, STACK_JOB_OP_PLAN) == 0) {
+		stack_job_plan_secret_name(in->name, secret_name, sizeof(secret_name));
+		cJSON_AddStringToObject(doc, "planSecret", secret_name);
+	}
+	if (in->plan_id)
+		cJSON_AddStringToObject(doc, "planId", in->plan_id);
 	text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	cJSON_Delete(scratch);
@@ -262,6 +268,18 @@ static cJSON *keys_volume(const struct stack_spec *s)
 
 	cJSON_AddStringToObject(v, "name", "pulumi-controller-keys");
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(v, "secret"), "secretName", s->oci_verify_secret);
+	return v;
+}
+
+/* The approved plan an up Job applies: the Stack's plan Secret. */
+static cJSON *plan_volume(const struct stack_job_in *in)
+{
+	cJSON *v = cJSON_CreateObject();
+	char name[300];
+
+	stack_job_plan_secret_name(in->name, name, sizeof(name));
+	cJSON_AddStringToObject(v, "name", "pulumi-controller-plan");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(v, "secret"), "secretName", name);
 	return v;
 }
 
@@ -349,6 +367,10 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToArray(args, cJSON_CreateString("--verify-keys-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(MNT_KEYS));
 	}
+	if (in->plan_id) {
+		cJSON_AddItemToArray(args, cJSON_CreateString("--plan-dir"));
+		cJSON_AddItemToArray(args, cJSON_CreateString(STACK_JOB_PLAN_MOUNT));
+	}
 	if (in->plugins_dir) {
 		cJSON_AddItemToArray(args, cJSON_CreateString("--plugins-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(in->plugins_dir));
@@ -382,6 +404,8 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToArray(mounts, mount("pulumi-controller-oci", MNT_OCI, 1));
 	if (verify)
 		cJSON_AddItemToArray(mounts, mount("pulumi-controller-keys", MNT_KEYS, 1));
+	if (in->plan_id)
+		cJSON_AddItemToArray(mounts, mount("pulumi-controller-plan", STACK_JOB_PLAN_MOUNT, 1));
 	append_all(mounts, s->runner.volume_mounts);
 	return c;
 }
@@ -416,6 +440,8 @@ static cJSON *pod_spec(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToArray(vols, oci_volume(s));
 	if (s->source == STACK_SRC_OCI && s->oci_verify && s->oci_verify_secret)
 		cJSON_AddItemToArray(vols, keys_volume(s));
+	if (in->plan_id)
+		cJSON_AddItemToArray(vols, plan_volume(in));
 	append_all(vols, s->runner.volumes);
 	return ps;
 }

@@ -408,10 +408,6 @@ int stack_runner_parse(const cJSON *spec, const struct stack_opts *o, struct sta
 	if (o->job_image == NULL)
 		return err_set(e, ERR_INVALID, "spec.runner.type: Job, but this controller runs without "
 		    "--job-image (the image the Job's pod runs)"), -1;
-	/* Not yet in a Job: it runs a local CLI between updates. */
-	if (s->approval_manual)
-		return err_set(e, ERR_INVALID, "spec.approval: Manual is not supported with the Job runner yet "
-		    "(set spec.runner.type: Local)"), -1;
 	return 0;
 }
 

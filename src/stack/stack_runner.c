@@ -552,6 +552,10 @@ static void run_operation(struct runner *u)
 		stack_update_destroy(&u->p);
 	else if (strcmp(op, "refresh") == 0)
 		stack_update_drift_check(&u->p);   /* what local mode's refresh is */
+	else if (strcmp(op, "plan") == 0)
+		stack_run_plan(&u->p, u->in, u->o);   /* approval: Manual's preview (stack_job_plan.c) */
+	else if (u->in->plan_id && stack_run_plan_load(&u->p, u->in, u->o) < 0)
+		return;   /* not the approved plan: nothing runs */
 	else
 		stack_update_run(&u->p);
 }

@@ -67,6 +67,8 @@ void stack_run_input_free(struct stack_run_input *in)
 	strings_free(in->policy_packs, in->n_policy_packs);
 	free(in->outputs_secret);
 	free(in->cancel_lock);
+	free(in->plan_secret);
+	free(in->plan_id);
 	free(in);
 }
 
@@ -255,13 +257,13 @@ static int parse_source(const cJSON *root, struct stack_run_input *in, struct er
 
 static int check_names(const struct stack_run_input *in, struct err *e)
 {
-	static const char *ops[] = { "up", "preview", "destroy", "refresh" };
+	static const char *ops[] = { "up", "preview", "destroy", "refresh", "plan" };
 	int op_ok = 0;
 
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		op_ok |= strcmp(in->operation, ops[i]) == 0;
 	if (!op_ok)
-		return err_set(e, ERR_INVALID, INPUT ": operation must be up, preview, destroy or refresh"), -1;
+		return err_set(e, ERR_INVALID, INPUT ": operation must be up, preview, destroy, refresh or plan"), -1;
 	if (!object_name_ok(in->namespace))
 		return err_set(e, ERR_INVALID, INPUT ": namespace is not a valid namespace name"), -1;
 	if (!object_name_ok(in->name))
@@ -328,6 +330,21 @@ static int parse_cancel_lock(const cJSON *root, struct stack_run_input *in, stru
 	return 0;
 }
 
+/* A plan Job writes "<name>-plan" and nothing else; an up Job names the
+ * approved plan by its id (hex). */
+static int check_plan(const struct stack_run_input *in, struct err *e)
+{
+	char want[300];
+
+	snprintf(want, sizeof(want), "%s-plan", in->name);
+	if (strcmp(in->operation, "plan") == 0 && (in->plan_secret == NULL || strcmp(in->plan_secret, want) != 0))
+		return err_set(e, ERR_INVALID, INPUT ": planSecret must be \"%s\" (the Stack's plan Secret)",
+		    want), -1;
+	if (in->plan_id && (strlen(in->plan_id) != 32 || strspn(in->plan_id, "0123456789abcdef") != 32))
+		return err_set(e, ERR_INVALID, INPUT ": planId must be 32 hex digits"), -1;
+	return 0;
+}
+
 static int parse_fields(const cJSON *root, struct stack_run_input *in, struct err *e)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v"), *t;
@@ -351,7 +368,9 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 	    get_bool(root, "refresh", "refresh", &in->refresh, e) < 0 ||
 	    get_strings(root, "targets", &in->targets, &in->n_targets, e) < 0 ||
 	    get_strings(root, "policyPacks", &in->policy_packs, &in->n_policy_packs, e) < 0 ||
-	    get_str(root, "outputsSecret", "outputsSecret", 0, &in->outputs_secret, e) < 0)
+	    get_str(root, "outputsSecret", "outputsSecret", 0, &in->outputs_secret, e) < 0 ||
+	    get_str(root, "planSecret", "planSecret", 0, &in->plan_secret, e) < 0 ||
+	    get_str(root, "planId", "planId", 0, &in->plan_id, e) < 0)
 		return -1;
 	t = cJSON_GetObjectItemCaseSensitive(root, "timeoutSeconds");
 	if (t != NULL && !cJSON_IsNull(t)) {
@@ -362,8 +381,8 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 	}
 	if (parse_cancel_lock(root, in, e) < 0)
 		return -1;
-	return check_names(in, e) < 0 || check_env_names(in, e) < 0 || check_outputs_secret(in, e) < 0 ?
-	    -1 : 0;
+	return check_names(in, e) < 0 || check_env_names(in, e) < 0 || check_outputs_secret(in, e) < 0 ||
+	    check_plan(in, e) < 0 ? -1 : 0;
 }
 
 struct stack_run_input *stack_run_input_parse(const char *json, struct err *e)

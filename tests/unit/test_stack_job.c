@@ -149,8 +149,6 @@ static void test_hostile_pod_templates_are_refused_naming_the_field(void **state
 	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'serviceAccountName': 'Bad_Name'}}",
 	    "spec.runner.serviceAccountName");
 	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'image': 'evil'}}", "spec.runner.image");
-	refused("{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}",
-	    "not supported with the Job runner");
 #undef R
 }
 
@@ -216,12 +214,27 @@ static const cJSON *env_named(const cJSON *job, const char *name)
 	return NULL;
 }
 
+/* The pod has volume vol of Secret secret, mounted read-only at path. */
+static int mounts_secret(const cJSON *job, const char *vol, const char *secret, const char *path)
+{
+	const cJSON *v;
+	int volume = 0, mounted = 0;
+
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
+		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), secret) == 0)
+			volume = strcmp(str_at(v, "name"), vol) == 0;
+	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
+		if (strcmp(str_at(v, "name"), vol) == 0)
+			mounted = cJSON_IsTrue(at(v, "readOnly")) && strcmp(str_at(v, "mountPath"), path) == 0;
+	return volume && mounted;
+}
+
 static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 {
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins", 0, NULL };
+		"/opt/plugins", 0, NULL, NULL };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -316,7 +329,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
-		600, NULL, 0, NULL };
+		600, NULL, 0, NULL, NULL };
 	struct err e;
 	char *doc;
 
@@ -402,25 +415,14 @@ static const char *arg_after(const cJSON *job, const char *flag)
 static void test_a_verified_oci_source_mounts_its_keys(void **state)
 {
 	struct stack_spec s;
-	const cJSON *v;
 	cJSON *job, *doc;
-	int found = 0;
 
 	(void)state;
 	job = build("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
 	    "'verify': {'provider': 'cosign', 'secretRef': {'name': 'cosign-keys'}}}, 'runner': {'type': 'Job'}}",
 	    &s);
 	assert_string_equal(arg_after(job, "--verify-keys-dir"), "/var/run/pulumi-controller/keys");
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.volumes"))
-		if (str_at(v, "secret.secretName") && strcmp(str_at(v, "secret.secretName"), "cosign-keys") == 0)
-			found = strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0;
-	assert_true(found);
-	found = 0;
-	cJSON_ArrayForEach(v, at(job, "spec.template.spec.containers.0.volumeMounts"))
-		if (strcmp(str_at(v, "name"), "pulumi-controller-keys") == 0)
-			found = cJSON_IsTrue(at(v, "readOnly")) &&
-			    strcmp(str_at(v, "mountPath"), "/var/run/pulumi-controller/keys") == 0;
-	assert_true(found);
+	assert_true(mounts_secret(job, "pulumi-controller-keys", "cosign-keys", "/var/run/pulumi-controller/keys"));
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_true(cJSON_IsTrue(at(doc, "source.verify")));
 	cJSON_Delete(doc);
@@ -432,6 +434,47 @@ static void test_a_verified_oci_source_mounts_its_keys(void **state)
 	assert_null(arg_after(job, "--verify-keys-dir"));
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_true(cJSON_IsFalse(at(doc, "source.verify")));
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+/* approval: Manual: the plan Job is told its Secret; the up Job mounts that
+ * Secret and carries the approved id, never the plan. */
+static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
+{
+	struct stack_spec s;
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	const char *id = "0123456789abcdef0123456789abcdef";
+	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
+		NULL, 0, NULL, NULL };
+	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}");
+	cJSON *job, *doc;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(stack_spec_parse(obj, &opts, &s, &e), 0);
+	cJSON_Delete(obj);
+	job = stack_job_build(&in, &e);
+	assert_non_null(job);
+	assert_string_equal(str_at(job, "metadata.name"), "web-plan-0123456789");
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_string_equal(str_at(doc, "operation"), "plan");
+	assert_string_equal(str_at(doc, "planSecret"), "web-plan");
+	assert_null(at(doc, "planId"));
+	assert_null(arg_after(job, "--plan-dir"));
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+
+	in.op = "up";
+	in.plan_id = id;
+	job = stack_job_build(&in, &e);
+	assert_non_null(job);
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_string_equal(str_at(doc, "planId"), id);
+	assert_null(at(doc, "planSecret"));
+	assert_string_equal(arg_after(job, "--plan-dir"), "/var/run/pulumi-controller/plan");
+	assert_true(mounts_secret(job, "pulumi-controller-plan", "web-plan", "/var/run/pulumi-controller/plan"));
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
 	stack_spec_free(&s);
@@ -458,6 +501,7 @@ int main(void)
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),
+		cmocka_unit_test_setup(test_a_plan_job_and_the_up_job_of_its_plan, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
