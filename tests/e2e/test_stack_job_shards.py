@@ -38,6 +38,18 @@ def unfinished_jobs(w, names):
     return out
 
 
+def release_one_by_one(w, names, most):
+    """Releases the held Jobs of the Stacks `names`, one at a time, until each Stack's Job
+    was; at every step at most `most` Jobs not yet released run."""
+    released = set()
+    for _ in names:
+        held = wait_until(lambda: [j for j in unfinished_jobs(w, names) if j not in released],
+                          what="the next Job")
+        assert len(held) <= most, held
+        wait_until(lambda: w.kubelet.release(held[0], w.namespace), what=f"{held[0]} released")
+        released.add(held[0])
+
+
 def shard_controller(w, shard, slots):
     return controller(w, watch_label_selector=f"{SHARD}={shard}", max_concurrent_jobs=str(slots),
                       storage_path=str(w.workdir / f"storage-{shard}"))
@@ -62,15 +74,7 @@ def test_each_shard_counts_only_its_own_jobs_against_its_slots(fake_kubelet):
     assert len(unfinished_jobs(w, a)) == 2
     assert sum(reason(w, n) == "WaitingForJobSlot" for n in a) == 2
 
-    released = set()
-
-    def release_all():
-        for j in jobs_of(w):
-            name = j["metadata"]["name"]
-            if name not in released and w.kubelet.release(name, w.namespace):
-                released.add(name)
-        return len(released) == len(a) + len(b)
-    wait_until(release_all, timeout=300, what="every Stack's Job released")
+    release_one_by_one(w, a + b, most=4)
     for n in a + b:
         w.wait_ready(n)
 
@@ -90,13 +94,7 @@ def test_a_freed_slot_wakes_one_waiting_stack_not_all(fake_kubelet):
     ctl = controller(w, max_concurrent_jobs="1")
     wait_until(lambda: sum(reason(w, n) == "WaitingForJobSlot" for n in names) == 7 and
                len(unfinished_jobs(w, names)) == 1, what="one Job, seven Stacks waiting for its slot")
-    released = set()
-    for _ in names:
-        running = wait_until(lambda: [j for j in unfinished_jobs(w, names) if j not in released],
-                             what="the next Job")
-        assert len(running) == 1, running
-        wait_until(lambda: w.kubelet.release(running[0], w.namespace), what=f"{running[0]} released")
-        released.add(running[0])
+    release_one_by_one(w, names, most=1)
     for n in names:
         w.wait_ready(n)
     # Each Stack waited once when it found no slot, and was woken only for the slot
