@@ -435,9 +435,12 @@ int stack_job_step(struct stack_pass *p, const char *op);
 int stack_job_destroy(struct stack_pass *p);
 /* After the status write: marks the Job whose outcome it recorded. */
 void stack_job_after_status(struct stack_pass *p);
-/* A Stack waiting for a slot looks again after this even if no slot freed
- * (a backstop: a freed slot wakes the waiters it can serve). */
+/* A Stack at the head of the queue for a slot looks again after this even
+ * if no slot freed (a backstop: a freed slot wakes the waiters it can
+ * serve); one further back, after a multiple (stack_job_slot_poll_ms). */
 #define STACK_JOB_SLOT_POLL_MS 300000L
+/* When the waiting stack_key looks again on its own (ms). */
+long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key);
 /* The Job informer's view: key ("ns/name"), of the Stack stack_key
  * ("ns/name"), is running (1) or not (0); a slot freed wakes as many
  * waiting Stacks as slots are free. */

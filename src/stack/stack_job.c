@@ -539,8 +539,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	if (stack_job_slot_take(p->sc, key, stack_key)) {
-		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", STACK_JOB_SLOT_POLL_MS, "waiting for a Job slot: "
-		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
+		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", stack_job_slot_poll_ms(p->sc, stack_key),
+		    "waiting for a Job slot: %d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
 		return 1;
 	}
 	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) || (job = stack_job_build(&in, &e)) == NULL) {

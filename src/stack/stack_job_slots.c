@@ -20,7 +20,7 @@
  * woken Stack holds its place until its pass took the slot or found it gone
  * (then it is woken again next); one whose pass never came (deleted,
  * suspended, no longer due) is passed over after WAKE_HOLD_S.  Waiting Stacks
- * also look again after STACK_JOB_SLOT_POLL_MS, a backstop only.
+ * also look again on their own (stack_job_slot_poll_ms), a backstop only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,8 @@
 
 /* How long a woken Stack keeps a free slot for its pass. */
 #define WAKE_HOLD_S 60.0
+/* The longest backstop poll of a Stack far back in the queue. */
+#define SLOT_POLL_MAX_MS (60L * 60 * 1000)
 
 struct slot_job {
 	char *job;       /* ns/name of the Job */
@@ -246,6 +248,24 @@ size_t stack_job_slots_waiting(struct stack_ctl *sc)
 	n = sc->slots->nwait;
 	pthread_mutex_unlock(&sc->slots->lock);
 	return n;
+}
+
+/* The backstop: the head of the queue looks again every
+ * STACK_JOB_SLOT_POLL_MS, a Stack further back less often, since it cannot
+ * have a slot before the ones ahead (each further --max-concurrent-jobs
+ * waiting ahead adds one poll interval, up to an hour): a Stack's polls
+ * while it waits stay about one however long the queue. */
+long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key)
+{
+	long pos, rounds, max = sc->o.max_concurrent_jobs > 0 ? sc->o.max_concurrent_jobs : 1;
+
+	pthread_mutex_lock(&sc->slots->lock);
+	pos = wait_find(sc->slots, stack_key);
+	pthread_mutex_unlock(&sc->slots->lock);
+	rounds = 1 + (pos > 0 ? pos / max : 0);
+	if (rounds > SLOT_POLL_MAX_MS / STACK_JOB_SLOT_POLL_MS)
+		rounds = SLOT_POLL_MAX_MS / STACK_JOB_SLOT_POLL_MS;
+	return rounds * STACK_JOB_SLOT_POLL_MS;
 }
 
 /* 0: the slot is this Job's; 1: all taken (stack_key waits for one). */

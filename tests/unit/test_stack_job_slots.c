@@ -121,6 +121,26 @@ static void test_a_release_of_an_unknown_job_wakes_nobody(void **state)
 	assert_int_equal(stack_job_slots_used(&sc), 2);
 }
 
+static void test_a_stack_further_back_polls_less_often(void **state)
+{
+	(void)state;
+	fill();
+	/* Two slots: the head polls every 5 min; the fifth waiter, with two
+	 * slots' worth (four Stacks) ahead of it, every 15. */
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s2"), STACK_JOB_SLOT_POLL_MS);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s3"), STACK_JOB_SLOT_POLL_MS);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s4"), 2 * STACK_JOB_SLOT_POLL_MS);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s6"), 3 * STACK_JOB_SLOT_POLL_MS);
+	/* Never more than an hour, however long the queue. */
+	sc.o.max_concurrent_jobs = 1;
+	for (int i = 0; i < 40; i++) {
+		char stack[32];
+		snprintf(stack, sizeof(stack), "apps/t%d", i);
+		take("apps/jt", stack, 1);
+	}
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/t39"), 60L * 60 * 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -128,6 +148,7 @@ int main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_a_woken_stack_holds_its_slot_until_its_pass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_release_of_an_unknown_job_wakes_nobody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_stack_further_back_polls_less_often, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
