@@ -293,25 +293,66 @@ static int job_index(const cJSON *obj, char **out, int max)
 	return 1;
 }
 
+int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
+{
+	const char *slash = strchr(key, '/');
+	char ns[254];
+	cJSON *obj;
+
+	if (sc->stacks.inf == NULL)
+		return 1;
+	if (slash == NULL || (size_t)(slash - key) >= sizeof(ns))
+		return 0;
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+	obj = kube_informer_get(sc->stacks.inf, ns, slash + 1);
+	cJSON_Delete(obj);
+	return obj != NULL;
+}
+
+enum job_phase { JOB_UNFINISHED, JOB_DELETING, JOB_FINISHED };
+
+static enum job_phase job_phase(const cJSON *job)
+{
+	if (job == NULL)
+		return JOB_UNFINISHED;
+	if (stack_job_finished(job))
+		return JOB_FINISHED;
+	return kube_obj_str(job, "metadata.deletionTimestamp") ? JOB_DELETING : JOB_UNFINISHED;
+}
+
+/* Does this change concern the Stack's pass?  Only a Job finishing, being
+ * deleted or gone: while it runs the pass has nothing to do (the start
+ * timeout is the pass's own requeue), so the Job controller's and the
+ * kubelet's status writes of a running Job (active, ready, startTime), the
+ * controller's own annotation and the create it made itself wake nothing. */
+static int job_change_matters(enum kube_change ch, const cJSON *old, const cJSON *obj)
+{
+	if (ch == KUBE_CHANGE_DELETE)
+		return 1;
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL)
+		return job_phase(old) != job_phase(obj);
+	return job_phase(obj) != JOB_UNFINISHED;
+}
+
 /* A Job changed: its slot is taken or freed, and its Stack looks again
- * when the Job's status moved (not on the controller's own annotation). */
+ * when the Job finished or went, if the Stack is this shard's (the Job
+ * informer sees every shard's Jobs). */
 static void on_job(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
     const cJSON *obj)
 {
 	struct stack_ctl *sc = ud;
-	char *key = kube_object_key(obj), stack_key[600];
+	char *key = kube_object_key(obj), stack_key[600] = "";
 	const char *ns = kube_obj_str(obj, "metadata.namespace"), *stack = job_stack(obj);
 
 	(void)inf;
+	if (ns != NULL && stack != NULL)
+		snprintf(stack_key, sizeof(stack_key), "%s/%s", ns, stack);
 	if (key != NULL)
-		stack_job_slot_seen(sc, key, ch != KUBE_CHANGE_DELETE && !stack_job_finished(obj) &&
-		    kube_obj_str(obj, "metadata.deletionTimestamp") == NULL);
+		stack_job_slot_seen(sc, key, stack_key, ch != KUBE_CHANGE_DELETE &&
+		    job_phase(obj) == JOB_UNFINISHED);
 	free(key);
-	if (ch == KUBE_CHANGE_UPDATE && old != NULL && cJSON_Compare(at(old, "status"), at(obj, "status"), 1))
+	if (stack_key[0] == '\0' || !job_change_matters(ch, old, obj) || !stack_ctl_has_stack(sc, stack_key))
 		return;
-	if (ns == NULL || stack == NULL)
-		return;
-	snprintf(stack_key, sizeof(stack_key), "%s/%s", ns, stack);
 	log_debug("stack queued", "key", stack_key, "change", change_name(ch), "by", "Job", NULL);
 	kube_queue_add(sc->queue, stack_key);
 }

@@ -455,17 +455,31 @@ int stack_job_pod_host(const char *stack, const char *host);
 const char *stack_job_stale_lock(struct stack_pass *p, char *out, size_t n);
 /* After the status write: marks the Job whose outcome it recorded. */
 void stack_job_after_status(struct stack_pass *p);
-/* The Job informer's view: key ("ns/name") is running (1) or not (0); a
- * slot freed queues the Stacks that waited for one. */
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active);
-/* 0: the slot is job_key's; 1: all are taken (stack_key waits for one). */
+/* A Stack at the head of the queue for a slot looks again after this even
+ * if no slot freed (a backstop: a freed slot wakes the waiters it can
+ * serve); one further back, after a multiple (stack_job_slot_poll_ms). */
+#define STACK_JOB_SLOT_POLL_MS 300000L
+/* When the waiting stack_key looks again on its own (ms). */
+long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key);
+/* The Job informer's view: key ("ns/name"), of the Stack stack_key
+ * ("ns/name"), is running (1) or not (0); a slot freed wakes as many
+ * waiting Stacks as slots are free. */
+void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active);
+/* 0: the slot is job_key's; 1: all of this controller's are taken
+ * (stack_key waits for one, in arrival order). */
 int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
-/* Frees job_key's slot and queues the Stacks that waited. */
+/* Frees job_key's slot and wakes the waiting Stacks it can serve. */
 void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
 int stack_job_slots_new(struct stack_ctl *sc);
 void stack_job_slots_free(struct stack_ctl *sc);
-/* Jobs counted as running now (the metrics gauge). */
+/* Jobs counted as running now: those of this controller's Stacks (the
+ * metrics gauge). */
 int stack_job_slots_used(struct stack_ctl *sc);
+/* 1 when the Stack key ("ns/name") is in this controller's Stack cache
+ * (its --watch-label-selector's), or there is no Stack informer (tests). */
+int stack_ctl_has_stack(struct stack_ctl *sc, const char *key);
+/* Stacks waiting for a slot now. */
+size_t stack_job_slots_waiting(struct stack_ctl *sc);
 /* 1 when the Job has a terminal condition (Complete or Failed True). */
 int stack_job_finished(const cJSON *job);
 /* Makes sure of the Secret secret and the Role + RoleBinding role that let

@@ -26,7 +26,6 @@
 #include "base/secret.h"
 #include "stack/stack_internal.h"
 
-#define SLOT_RETRY_MS 30000L
 #define GONE_RETRY_MS 2000L
 #define LOG_TAIL_LINES 20
 #define LOG_TAIL_BYTES 2048
@@ -555,8 +554,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	if (stack_job_slot_take(p->sc, key, stack_key)) {
-		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", SLOT_RETRY_MS, "waiting for a Job slot: "
-		    "%d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
+		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", stack_job_slot_poll_ms(p->sc, stack_key),
+		    "waiting for a Job slot: %d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
@@ -604,8 +603,10 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	int64_t left_ms = created > 0 ? (created - kube_now_us()) / 1000 + p->sc->o.job_start_timeout_ms : 0;
 	cJSON *pod;
 	struct err e;
+	char stack_key[600];
 
-	stack_job_slot_seen(p->sc, key, 1);
+	snprintf(stack_key, sizeof(stack_key), "%s/%s", p->ns, p->name);
+	stack_job_slot_seen(p->sc, key, stack_key, 1);
 	if (left_ms > 0) {
 		stack_verdict(p, STACK_WAITING, "JobRunning", left_ms + 1, "the %s of revision %s runs in Job %s",
 		    op, p->art.revision, name);

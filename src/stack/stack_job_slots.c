@@ -1,74 +1,203 @@
 /*
  * stack_job_slots.c - --max-concurrent-jobs: which update Jobs count as
- * running, and the Stacks that wait for a slot (docs/job-runner.md, "Slots").
+ * running, and the Stacks that wait for a slot (docs/job-runner.md, "Slots";
+ * docs/sharding.md for several shards).
  *
  * The running set is what this process created plus every unfinished Job
- * the Job informer (stack_ctl.c) sees, so a restarted controller counts the
- * Jobs already running.  A freed slot queues every waiting Stack; those that
- * lose the race for it wait again (and look again every 30 s anyway).
+ * the Job informer (stack_ctl.c) sees, each with the Stack it belongs to, so
+ * a restarted controller counts the Jobs already running.  Only the Jobs of
+ * Stacks in this controller's Stack cache count: the Job informer sees every
+ * shard's Jobs (the shards share namespaces and the managed-by label), but
+ * each shard's --max-concurrent-jobs is its own.  Whose a Job is is decided
+ * when it is counted, not when it is seen, so a Stack moved to another shard
+ * takes its running Job with it, and a Job seen before its Stack was cached
+ * (the informers sync in parallel) is not miscounted.
+ *
+ * Waiting Stacks queue in arrival order.  A freed slot wakes as many of them
+ * as there are free slots, oldest first, not every one: waking all made each
+ * freed slot cost a pass (a Stack GET, its Secret reads) per waiting Stack,
+ * so the requests per update grew with the Stack count (bench/job-scale).  A
+ * woken Stack holds its place until its pass took the slot or found it gone
+ * (then it is woken again next); one whose pass never came (deleted,
+ * suspended, no longer due) is passed over after WAKE_HOLD_S.  Waiting Stacks
+ * also look again on their own (stack_job_slot_poll_ms), a backstop only.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "stack/stack_internal.h"
 
-/* ------------------------------------------------------------ slots */
+/* How long a woken Stack keeps a free slot for its pass. */
+#define WAKE_HOLD_S 60.0
+/* The longest backstop poll of a Stack far back in the queue. */
+#define SLOT_POLL_MAX_MS (60L * 60 * 1000)
 
-struct str_set {
-	char **v;
-	size_t n, cap;
+struct slot_job {
+	char *job;       /* ns/name of the Job */
+	char *stack;     /* ns/name of its Stack */
+};
+
+struct slot_waiter {
+	char *stack;
+	double woken_s;  /* clock_mono_s() of its wake; 0: not woken */
 };
 
 struct stack_job_slots {
 	pthread_mutex_t lock;
-	struct str_set running;     /* Job keys ns/name */
-	struct str_set waiting;     /* Stack keys */
+	struct slot_job *run;
+	size_t nrun, caprun;
+	struct slot_waiter *wait;     /* oldest first */
+	size_t nwait, capwait;
 };
 
-static int set_has(const struct str_set *s, const char *k)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0)
-			return 1;
-	return 0;
-}
+/* ------------------------------------------------------------ lists */
 
-static int set_add(struct str_set *s, const char *k)
+static int grow(void **v, size_t *cap, size_t n, size_t size)
 {
-	if (set_has(s, k))
+	void *nv;
+	size_t ncap;
+
+	if (n < *cap)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (v == NULL)
-			return -1;
-		s->v = v;
-		s->cap = cap;
-	}
-	if ((s->v[s->n] = strdup(k)) == NULL)
+	ncap = *cap ? *cap * 2 : 16;
+	if ((nv = realloc(*v, ncap * size)) == NULL)
 		return -1;
-	s->n++;
+	*v = nv;
+	*cap = ncap;
 	return 0;
 }
 
-static int set_remove(struct str_set *s, const char *k)
+static long run_find(const struct stack_job_slots *s, const char *job)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], k) == 0) {
-			free(s->v[i]);
-			s->v[i] = s->v[--s->n];
-			return 1;
-		}
+	for (size_t i = 0; i < s->nrun; i++)
+		if (strcmp(s->run[i].job, job) == 0)
+			return (long)i;
+	return -1;
+}
+
+static int run_add(struct stack_job_slots *s, const char *job, const char *stack)
+{
+	struct slot_job *j;
+
+	if (run_find(s, job) >= 0)
+		return 0;
+	if (grow((void **)&s->run, &s->caprun, s->nrun, sizeof(*s->run)) < 0)
+		return -1;
+	j = &s->run[s->nrun];
+	j->job = strdup(job);
+	j->stack = strdup(stack ? stack : "");
+	if (j->job == NULL || j->stack == NULL) {
+		free(j->job);
+		free(j->stack);
+		return -1;
+	}
+	s->nrun++;
 	return 0;
 }
 
-static void set_free(struct str_set *s)
+static int run_remove(struct stack_job_slots *s, const char *job)
 {
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
+	long i = run_find(s, job);
+
+	if (i < 0)
+		return 0;
+	free(s->run[i].job);
+	free(s->run[i].stack);
+	s->run[i] = s->run[--s->nrun];
+	return 1;
 }
+
+static long wait_find(const struct stack_job_slots *s, const char *stack)
+{
+	for (size_t i = 0; i < s->nwait; i++)
+		if (strcmp(s->wait[i].stack, stack) == 0)
+			return (long)i;
+	return -1;
+}
+
+/* Appends stack (it keeps its place if it waits already); it is not woken. */
+static void wait_add(struct stack_job_slots *s, const char *stack)
+{
+	long i = wait_find(s, stack);
+
+	if (i >= 0) {
+		s->wait[i].woken_s = 0;
+		return;
+	}
+	if (grow((void **)&s->wait, &s->capwait, s->nwait, sizeof(*s->wait)) < 0)
+		return;
+	if ((s->wait[s->nwait].stack = strdup(stack)) == NULL)
+		return;
+	s->wait[s->nwait++].woken_s = 0;
+}
+
+/* Removes stack keeping the others' order. */
+static void wait_remove(struct stack_job_slots *s, const char *stack)
+{
+	long i = wait_find(s, stack);
+
+	if (i < 0)
+		return;
+	free(s->wait[i].stack);
+	memmove(&s->wait[i], &s->wait[i + 1], (s->nwait - (size_t)i - 1) * sizeof(*s->wait));
+	s->nwait--;
+}
+
+/* ------------------------------------------------------------ counting */
+
+/* The running Jobs of this controller's Stacks (lock held). */
+static size_t ours_running(struct stack_ctl *sc)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sc->slots->nrun; i++)
+		n += (size_t)stack_ctl_has_stack(sc, sc->slots->run[i].stack);
+	return n;
+}
+
+/* Marks the oldest waiters not yet holding a wake as woken, as many as the
+ * slots free and not held for an earlier wake; returns their keys (caller
+ * frees each and the array) in *out.  Lock held. */
+static size_t pick_woken(struct stack_ctl *sc, char ***out)
+{
+	struct stack_job_slots *s = sc->slots;
+	double now = clock_mono_s();
+	size_t used = ours_running(sc), held = 0, n = 0, free_slots;
+	char **keys;
+
+	*out = NULL;
+	for (size_t i = 0; i < s->nwait; i++)
+		if (s->wait[i].woken_s > 0 && now - s->wait[i].woken_s < WAKE_HOLD_S)
+			held++;
+	if (used + held >= (size_t)sc->o.max_concurrent_jobs || s->nwait == 0)
+		return 0;
+	free_slots = (size_t)sc->o.max_concurrent_jobs - used - held;
+	if ((keys = calloc(free_slots, sizeof(*keys))) == NULL)
+		return 0;
+	for (size_t i = 0; i < s->nwait && n < free_slots; i++) {
+		struct slot_waiter *w = &s->wait[i];
+		if (w->woken_s > 0 && now - w->woken_s < WAKE_HOLD_S)
+			continue;
+		if ((keys[n] = strdup(w->stack)) == NULL)
+			break;
+		w->woken_s = now;
+		n++;
+	}
+	*out = keys;
+	return n;
+}
+
+static void queue_woken(struct stack_ctl *sc, char **keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		kube_queue_add(sc->queue, keys[i]);
+		free(keys[i]);
+	}
+	free(keys);
+}
+
+/* ------------------------------------------------------------ the API */
 
 int stack_job_slots_new(struct stack_ctl *sc)
 {
@@ -80,25 +209,63 @@ int stack_job_slots_new(struct stack_ctl *sc)
 
 void stack_job_slots_free(struct stack_ctl *sc)
 {
-	if (sc->slots == NULL)
+	struct stack_job_slots *s = sc->slots;
+
+	if (s == NULL)
 		return;
-	set_free(&sc->slots->running);
-	set_free(&sc->slots->waiting);
-	pthread_mutex_destroy(&sc->slots->lock);
-	free(sc->slots);
+	for (size_t i = 0; i < s->nrun; i++) {
+		free(s->run[i].job);
+		free(s->run[i].stack);
+	}
+	for (size_t i = 0; i < s->nwait; i++)
+		free(s->wait[i].stack);
+	free(s->run);
+	free(s->wait);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
 	sc->slots = NULL;
 }
 
 int stack_job_slots_used(struct stack_ctl *sc)
 {
-	int n;
+	size_t n;
 
 	if (sc->slots == NULL)
 		return 0;
 	pthread_mutex_lock(&sc->slots->lock);
-	n = (int)sc->slots->running.n;
+	n = ours_running(sc);
+	pthread_mutex_unlock(&sc->slots->lock);
+	return (int)n;
+}
+
+size_t stack_job_slots_waiting(struct stack_ctl *sc)
+{
+	size_t n;
+
+	if (sc->slots == NULL)
+		return 0;
+	pthread_mutex_lock(&sc->slots->lock);
+	n = sc->slots->nwait;
 	pthread_mutex_unlock(&sc->slots->lock);
 	return n;
+}
+
+/* The backstop: the head of the queue looks again every
+ * STACK_JOB_SLOT_POLL_MS, a Stack further back less often, since it cannot
+ * have a slot before the ones ahead (each further --max-concurrent-jobs
+ * waiting ahead adds one poll interval, up to an hour): a Stack's polls
+ * while it waits stay about one however long the queue. */
+long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key)
+{
+	long pos, rounds, max = sc->o.max_concurrent_jobs > 0 ? sc->o.max_concurrent_jobs : 1;
+
+	pthread_mutex_lock(&sc->slots->lock);
+	pos = wait_find(sc->slots, stack_key);
+	pthread_mutex_unlock(&sc->slots->lock);
+	rounds = 1 + (pos > 0 ? pos / max : 0);
+	if (rounds > SLOT_POLL_MAX_MS / STACK_JOB_SLOT_POLL_MS)
+		rounds = SLOT_POLL_MAX_MS / STACK_JOB_SLOT_POLL_MS;
+	return rounds * STACK_JOB_SLOT_POLL_MS;
 }
 
 /* 0: the slot is this Job's; 1: all taken (stack_key waits for one). */
@@ -108,39 +275,35 @@ int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *s
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (!set_has(&s->running, job_key)) {
-		if (s->running.n >= (size_t)sc->o.max_concurrent_jobs) {
-			set_add(&s->waiting, stack_key);
+	if (run_find(s, job_key) < 0) {
+		if (ours_running(sc) >= (size_t)sc->o.max_concurrent_jobs) {
+			wait_add(s, stack_key);
 			rc = 1;
-		} else if (set_add(&s->running, job_key) < 0) {
+		} else if (run_add(s, job_key, stack_key) < 0) {
 			rc = 1;
 		}
 	}
 	if (rc == 0)
-		set_remove(&s->waiting, stack_key);
+		wait_remove(s, stack_key);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-/* Frees job_key's slot; the Stacks that waited try again (those that lose
- * the race wait again). */
+/* Frees job_key's slot and wakes as many waiting Stacks as slots are free. */
 void stack_job_slot_release(struct stack_ctl *sc, const char *job_key)
 {
 	struct stack_job_slots *s = sc->slots;
-	struct str_set wake = { 0 };
+	char **keys = NULL;
+	size_t n = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (set_remove(&s->running, job_key)) {
-		wake = s->waiting;
-		memset(&s->waiting, 0, sizeof(s->waiting));
-	}
+	if (run_remove(s, job_key))
+		n = pick_woken(sc, &keys);
 	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < wake.n; i++)
-		kube_queue_add(sc->queue, wake.v[i]);
-	set_free(&wake);
+	queue_woken(sc, keys, n);
 }
 
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active)
+void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active)
 {
 	if (sc->slots == NULL)
 		return;
@@ -149,7 +312,6 @@ void stack_job_slot_seen(struct stack_ctl *sc, const char *key, int active)
 		return;
 	}
 	pthread_mutex_lock(&sc->slots->lock);
-	set_add(&sc->slots->running, key);
+	run_add(sc->slots, key, stack_key);
 	pthread_mutex_unlock(&sc->slots->lock);
 }
-
