@@ -199,7 +199,7 @@ static void run_usage(FILE *out)
 	    "  --job-image IMAGE              the image the Jobs run (this controller's own);\n"
 	    "                                 required for --runner job or any Stack with\n"
 	    "                                 spec.runner.type Job\n"
-	    "  --max-concurrent-jobs N        Jobs running at once across the controller\n"
+	    "  --max-concurrent-jobs N        Jobs running at once for this shard's Stacks\n"
 	    "                                 (default 10; the rest wait for a slot)\n"
 	    "  --job-plugins-dir DIR          Pulumi plugins the job image carries at DIR\n"
 	    "                                 (run-update links them into its PULUMI_HOME)\n"
