@@ -104,8 +104,13 @@ unit: sanitize
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
 # --durations: the slowest tests in every log, to keep CI's time in view.
+# E2E_JOBS pytest-xdist workers (0: in this process); --dist loadfile keeps
+# each file's tests, and its module fixtures, in one worker.  Most of a
+# scenario's time is spent waiting on its processes, so two workers use the
+# two cores the CI machine has.
+E2E_JOBS ?= 2
 e2e: sanitize
-	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests/e2e
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(E2E_JOBS) --dist loadfile --durations=15 tests/e2e
 
 # libFuzzer needs clang.  The library is compiled once (instrumented, without
 # libFuzzer's main) and every target links those objects.

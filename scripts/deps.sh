@@ -20,6 +20,7 @@ clang
 libclang-rt-14-dev
 python3
 python3-pytest
+python3-pytest-xdist
 python3-yaml
 python3-cryptography
 python3-pip
