@@ -312,10 +312,24 @@ void stack_drift_after_update(struct stack_pass *p)
 	stack_event(p, "Normal", "DriftRemediated", "%s", msg);
 }
 
-/* Bounded as collect_drift (stack_update.c) bounds a local refresh: the
- * pod's message is not trusted further than its shape. */
-#define DRIFT_STEPS_MAX 50
+void stack_drift_add(struct stack_pass *p, const char *op, const char *urn)
+{
+	cJSON *e;
 
+	if (p->safety.drift_steps == NULL)
+		p->safety.drift_steps = cJSON_CreateArray();
+	if (cJSON_GetArraySize(p->safety.drift_steps) >= STACK_DRIFT_STEPS_MAX) {
+		p->safety.drift_omitted++;
+		return;
+	}
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "op", op);
+	cJSON_AddStringToObject(e, "urn", urn);
+	cJSON_AddItemToArray(p->safety.drift_steps, e);
+}
+
+/* Bounded as a local refresh is (stack_drift_add): the pod's message is
+ * not trusted further than its shape. */
 void stack_drift_from_result(struct stack_pass *p, const cJSON *res)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(res, "drift"), *it;
@@ -326,26 +340,15 @@ void stack_drift_from_result(struct stack_pass *p, const cJSON *res)
 	p->safety.drift_omitted = 0;
 	if (!cJSON_IsObject(d))
 		return;
-	p->safety.drift_steps = cJSON_CreateArray();
+	/* As locally, the list exists only when the refresh found something. */
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(d, "resources")) {
 		const char *op = kube_obj_str(it, "op"), *urn = kube_obj_str(it, "urn");
-		cJSON *e;
-		if (op == NULL || urn == NULL)
-			continue;
-		if (cJSON_GetArraySize(p->safety.drift_steps) >= DRIFT_STEPS_MAX) {
-			p->safety.drift_omitted++;
-			continue;
-		}
-		e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "op", op);
-		cJSON_AddStringToObject(e, "urn", urn);
-		cJSON_AddItemToArray(p->safety.drift_steps, e);
+		if (op != NULL && urn != NULL)
+			stack_drift_add(p, op, urn);
 	}
-	if (cJSON_IsNumber(omitted) && omitted->valuedouble > 0 && omitted->valuedouble < 1e6)
+	if (cJSON_IsNumber(omitted) && omitted->valuedouble > 0 && omitted->valuedouble < 1e6) {
 		p->safety.drift_omitted += (int)omitted->valuedouble;
-	if (cJSON_GetArraySize(p->safety.drift_steps) == 0 && p->safety.drift_omitted == 0) {
-		/* as locally: no list when the refresh found nothing */
-		cJSON_Delete(p->safety.drift_steps);
-		p->safety.drift_steps = NULL;
+		if (p->safety.drift_steps == NULL)
+			p->safety.drift_steps = cJSON_CreateArray();
 	}
 }

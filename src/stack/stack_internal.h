@@ -391,6 +391,10 @@ void stack_drift_after_update(struct stack_pass *p);
 /* A Job's termination message (res, may be NULL): its "drift" into
  * p->safety.drift_steps / drift_omitted, bounded as a local refresh is. */
 void stack_drift_from_result(struct stack_pass *p, const cJSON *res);
+/* One drifted resource into p->safety.drift_steps, at most
+ * STACK_DRIFT_STEPS_MAX of them (the rest counted in drift_omitted). */
+#define STACK_DRIFT_STEPS_MAX 50
+void stack_drift_add(struct stack_pass *p, const char *op, const char *urn);
 void stack_safety_free(struct stack_safety *s);
 
 /* stack_prereq.c: the "prereq" index of the Stack cache (Stack/<ns>/<name>
@@ -508,6 +512,9 @@ struct stack_run_opts;
 /* In the pod: `preview --save-plan`, then the plan into in->plan_secret
  * (p->out holds the result). */
 void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
+/* The pod's own client: the in-cluster config and its ServiceAccount token
+ * (stack_runner.c); caller frees, NULL with e. */
+struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e);
 /* In the pod, before `up`: the mounted plan must be in->plan_id; sets
  * p->safety.plan_file.  0, or -1 with the refusal in p->out. */
 int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);

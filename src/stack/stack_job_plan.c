@@ -131,13 +131,11 @@ static int put_plan(void *ud, cJSON *obj, struct err *e)
 static int write_plan_secret(const struct stack_run_input *in, const struct stack_run_opts *o, const char *text,
     size_t len, struct err *e)
 {
-	struct kube_config *cfg = NULL;
 	struct kube_client *c;
 	char *b64;
 	cJSON *res;
 
-	if (kube_config_incluster(o->kube_host, o->kube_port, o->service_account_dir, &cfg, e) < 0 ||
-	    (c = kube_client_new(cfg, e)) == NULL)
+	if ((c = stack_run_client(o, e)) == NULL)
 		return -1;
 	if ((b64 = base64_encode(text, len)) == NULL) {
 		kube_client_free(c);
@@ -175,7 +173,7 @@ void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, cons
 
 int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o)
 {
-	char path[PATH_MAX], id[65];
+	char path[PATH_MAX], id[65] = "";
 	char *text = NULL;
 	size_t len = 0;
 	int changes = 0;

@@ -511,7 +511,7 @@ static int adopt_owner(struct runner *u, struct kube_client *c, struct err *e)
 	return 0;
 }
 
-static struct kube_client *incluster_client(const struct stack_run_opts *o, struct err *e)
+struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e)
 {
 	struct kube_config *cfg = NULL;
 
@@ -527,7 +527,7 @@ static enum stack_run_outputs write_outputs(struct runner *u, struct err *e)
 
 	if (u->in->outputs_secret == NULL || u->p.out.outputs == NULL)
 		return STACK_RUN_OUTPUTS_NONE;
-	if ((c = incluster_client(u->o, e)) == NULL)
+	if ((c = stack_run_client(u->o, e)) == NULL)
 		return STACK_RUN_OUTPUTS_FAILED;
 	u->sc.client = c;
 	rc = adopt_owner(u, c, e);

@@ -134,23 +134,13 @@ static void policy_paths_free(char **v, size_t n)
 static void collect_drift(void *arg, const struct pl_step *s)
 {
 	struct stack_pass *p = arg;
-	cJSON *e;
 
 	/* A drift check (refresh): the outcome's op; an update's refresh: its
 	 * outcome events with diffs. */
 	if (p->safety.refresh_in_update ? !s->drifted :
 	    (!s->done || s->op == NULL || strcmp(s->op, "same") == 0 || strcmp(s->op, "refresh") == 0))
 		return;
-	if (p->safety.drift_steps == NULL)
-		p->safety.drift_steps = cJSON_CreateArray();
-	if (cJSON_GetArraySize(p->safety.drift_steps) >= 50) {
-		p->safety.drift_omitted++;
-		return;
-	}
-	e = cJSON_CreateObject();
-	cJSON_AddStringToObject(e, "op", p->safety.refresh_in_update ? "update" : s->op);
-	cJSON_AddStringToObject(e, "urn", s->urn ? s->urn : "");
-	cJSON_AddItemToArray(p->safety.drift_steps, e);
+	stack_drift_add(p, p->safety.refresh_in_update ? "update" : s->op, s->urn ? s->urn : "");
 }
 
 /* One operation's options: spec.refresh (also on the update that repairs

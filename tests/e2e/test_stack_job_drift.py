@@ -18,6 +18,7 @@ import tempfile
 import pytest
 
 from stack_fixtures import wait_until
+from test_stack_drift import tamper  # the cloud changed behind Pulumi's back, as locally
 
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
 IMAGE = "registry.example.test/pulumi-controller:test"
@@ -70,12 +71,6 @@ def release(w, name):
     """Starts the held pod of Job name, once the kubelet has made it (the Job may be
     seen before its pod is)."""
     wait_until(lambda: w.kubelet.release(name, w.namespace) == 1, what=f"the pod of {name}")
-
-
-def tamper(w, text="tampered"):
-    path, = (w.cloud_dir / "files").iterdir()
-    path.write_text(text)
-    return path
 
 
 def test_a_drift_check_is_a_job_the_stack_stays_ready_and_drift_reaches_status(drift_world):
