@@ -27,6 +27,7 @@
 #include "stack/stack_internal.h"
 
 #define GONE_RETRY_MS 2000L
+#define JOB_FORBIDDEN_RETRY_MS 60000L  /* JobForbidden: until the rights are bound */
 #define LOG_TAIL_LINES 20
 #define LOG_TAIL_BYTES 2048
 #define TAIL_IN_MESSAGE 240
@@ -492,8 +493,19 @@ static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 
 /* ------------------------------------------------------------ the step */
 
+/* A refusal by RBAC is said in status, not only in a log line: the Job
+ * runner's rights are bound per namespace (deploy/job-runner), and nothing
+ * that the Stack's owner sees would say that this namespace has none.  No
+ * watch tells of a new binding: tried again after JOB_FORBIDDEN_RETRY_MS. */
 static int retry_later(struct stack_pass *p, const struct err *e)
 {
+	if (e->code == ERR_AUTH && e->http_status == 403) {
+		stack_verdict(p, STACK_WAITING, "JobForbidden", JOB_FORBIDDEN_RETRY_MS, "the controller may not run "
+		    "this Stack's Job in namespace %s: %s; bind the ClusterRole pulumi-controller-job-runner to its "
+		    "ServiceAccount in this namespace (docs/job-runner.md, \"RBAC\")", p->ns, e->msg);
+		p->v.event = 1;
+		return 1;
+	}
 	p->retry = 1;
 	p->err = *e;
 	return 1;

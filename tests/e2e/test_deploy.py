@@ -18,7 +18,8 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ["default", "namespaced", "crds", "rbac", "policy", "manager", "flux", "samples"]
+OVERLAYS = ["default", "namespaced", "crds", "rbac", "policy", "manager", "flux", "samples",
+            "job-runner/rules", "job-runner/namespace"]
 REAL_KUBECTL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real"))) / "bin" / "kubectl"
 # How long the controller may still take after --shutdown-grace: cancelling running
 # updates the way the CLI expects (src/cmd_run.c STOP_CANCEL_MS).
@@ -242,31 +243,90 @@ EXPECTED_RULES = {
     ("", "configmaps"): ["get", "list", "watch"],
     ("", "secrets"): ["create", "get", "list", "update", "watch"],
     ("", "events"): ["create", "patch"],
-    # The Job runner (docs/job-runner.md).
-    ("batch", "jobs"): ["create", "delete", "get", "list", "patch", "watch"],
+}
+# deploy/job-runner (docs/job-runner.md "RBAC"): reading Jobs, bound where the controller
+# watches; running them, bound per namespace.  The only delete: a Job the controller
+# replaces (its pod never started, or its result was recorded and the same inputs run again).
+JOB_READ_RULES = {("batch", "jobs"): ["get", "list", "watch"]}
+JOB_RUNNER_RULES = {
+    ("batch", "jobs"): ["create", "delete", "patch"],
     ("", "pods"): ["list"],
     ("", "pods/log"): ["get"],
     ("rbac.authorization.k8s.io", "roles"): ["create", "get", "update"],
     ("rbac.authorization.k8s.io", "rolebindings"): ["create", "get", "update"],
+    ("", "serviceaccounts"): ["create", "get", "update"],
 }
-# The only delete: a Job the controller replaces (its pod never started, or its result
-# was recorded and the same inputs run again).
 DELETABLE = {("batch", "jobs")}
 LEADER_RULES = {("coordination.k8s.io", "leases"): ["create", "get", "update"],
                 ("", "events"): ["create", "patch"]}
 
 
-def test_cluster_role_is_exactly_what_the_code_calls():
-    docs = render("default")
-    assert rules_of(docs, "ClusterRole", "pulumi-controller") == EXPECTED_RULES
-    assert rules_of(docs, "Role", "pulumi-controller-leader-election") == LEADER_RULES
+def check_least_privilege(docs, deletable):
     for d in docs:
         for rule in d.get("rules", []):
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
             assert not {"deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
             if "delete" in rule["verbs"]:
-                assert {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= DELETABLE
+                assert {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= deletable
             assert "resourceNames" not in rule
+
+
+def test_cluster_role_is_exactly_what_the_code_calls():
+    """The default install grants nothing of the Job runner: no Job, pod, pods/log,
+    Role, RoleBinding or ServiceAccount right, and no delete at all."""
+    docs = render("default")
+    assert rules_of(docs, "ClusterRole", "pulumi-controller") == EXPECTED_RULES
+    assert rules_of(docs, "Role", "pulumi-controller-leader-election") == LEADER_RULES
+    assert [d["metadata"]["name"] for d in docs if d["kind"] in ("ClusterRole", "Role")] == \
+        ["pulumi-controller-leader-election", "pulumi-controller"]
+    assert not flag(container(docs)["args"], "job-image")
+    check_least_privilege(docs, set())
+
+
+def job_runner_overlay(tmp_path, base, component, **fields):
+    """An overlay of deploy/<base> with the component deploy/<component>."""
+    return overlay(tmp_path, base, components=[f"../deploy/{component}"], **fields)
+
+
+def test_job_runner_component_adds_its_rules_and_the_job_image(tmp_path):
+    """deploy/default + deploy/job-runner: --job-image, reading Jobs bound cluster-wide,
+    running them bound nowhere (deploy/job-runner/namespace binds it per namespace)."""
+    docs = job_runner_overlay(tmp_path, "default", "job-runner")
+    check_references(docs)
+    assert rules_of(docs, "ClusterRole", "pulumi-controller") == EXPECTED_RULES
+    assert rules_of(docs, "ClusterRole", "pulumi-controller-jobs") == JOB_READ_RULES
+    assert rules_of(docs, "ClusterRole", "pulumi-controller-job-runner") == JOB_RUNNER_RULES
+    assert one(docs, "ClusterRoleBinding", "pulumi-controller-jobs")["roleRef"]["name"] == "pulumi-controller-jobs"
+    assert not [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and d["roleRef"]["name"] == "pulumi-controller-job-runner"]
+    ctr = container(docs)
+    assert flag(ctr["args"], "job-image") == ctr["image"]
+    check_least_privilege(docs, DELETABLE)
+
+
+def test_job_runner_namespace_binding_names_the_controller(tmp_path):
+    """One deploy/job-runner/namespace overlay per namespace: a RoleBinding there of the
+    ClusterRole pulumi-controller-job-runner to the controller's ServiceAccount in its
+    own namespace (kustomize keeps the explicit subject namespace)."""
+    docs = overlay(tmp_path, "job-runner/namespace", namespace="team-a")
+    binding = one(docs, "RoleBinding", "pulumi-controller-job-runner")
+    assert binding["metadata"]["namespace"] == "team-a"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "pulumi-controller-job-runner"}
+    sa = one(render("default"), "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+
+
+def test_job_runner_namespaced_component_is_roles_of_the_namespace(tmp_path):
+    docs = job_runner_overlay(tmp_path, "namespaced", "job-runner/namespaced", namespace="team-b")
+    check_references(docs)
+    assert not [d for d in docs if d["kind"].startswith("Cluster")]
+    assert rules_of(docs, "Role", "pulumi-controller") == EXPECTED_RULES
+    assert rules_of(docs, "Role", "pulumi-controller-jobs") == JOB_READ_RULES
+    assert rules_of(docs, "Role", "pulumi-controller-job-runner") == JOB_RUNNER_RULES
+    assert all(d["metadata"].get("namespace") == "team-b" for d in docs)
+    ctr = container(docs)
+    assert flag(ctr["args"], "job-image") == ctr["image"]
 
 
 def test_namespaced_overlay_has_a_role_and_watches_its_namespace():

@@ -9,7 +9,11 @@ authorizer and no admission, which is what is under test here; FIDELITY.md).
   the rendered ServiceAccount, bound by nothing but the rendered (Cluster)RoleBindings --
   and the flags the Deployment passes, reconciles a Stack to Ready (outputs Secret,
   Events, the Lease, a programRef GitRepository) with no request refused, and is
-  refused what the role does not grant."""
+  refused what the role does not grant.
+- The default and namespaced installs grant nothing of the Job runner (`kubectl auth
+  can-i --as` the controller's ServiceAccount, which the server's RBAC authorizer
+  answers); deploy/job-runner adds it, running Jobs only in the namespaces bound with
+  deploy/job-runner/namespace, and a job-mode Stack elsewhere says JobForbidden."""
 import json
 import pathlib
 import secrets
@@ -90,6 +94,38 @@ def controller_flags(dep, kubeconfig, world):
     flags.update(kubeconfig=kubeconfig, storage_path=str(world.storage),
                  pulumi_home=str(world.cli.home), pulumi_bin=str(world.pulumi_bin))
     return flags
+
+
+def can_i(kube, sa, verb, resource, namespace, subresource=None):
+    """The server's answer for ServiceAccount sa ("ns/name"): True or False."""
+    argv = ["auth", "can-i", verb, resource, f"--as=system:serviceaccount:{sa.replace('/', ':')}",
+            "-n", namespace]
+    if subresource:
+        argv.append(f"--subresource={subresource}")
+    out = kube.kubectl(*argv, check=False).stdout.strip()
+    assert out in ("yes", "no"), (argv, out)
+    return out == "yes"
+
+
+# What only the Job runner needs (deploy/job-runner/rules/roles.yaml), as `can-i` asks it.
+JOB_RUNNER_RIGHTS = [("create", "jobs.batch", None), ("delete", "jobs.batch", None),
+                     ("patch", "jobs.batch", None), ("list", "pods", None), ("get", "pods", "log"),
+                     ("create", "roles.rbac.authorization.k8s.io", None),
+                     ("create", "rolebindings.rbac.authorization.k8s.io", None),
+                     ("create", "serviceaccounts", None)]
+
+
+def job_runner_rights(kube, sa, namespace):
+    """Each of JOB_RUNNER_RIGHTS: whether sa holds it in namespace."""
+    return {(verb, res, sub): can_i(kube, sa, verb, res, namespace, sub) for verb, res, sub in JOB_RUNNER_RIGHTS}
+
+
+def cluster_scoped_job_runner(kube):
+    """The cluster-scoped objects deploy/job-runner adds, removed so that later tests on
+    the shared server see the default install alone."""
+    kube.kubectl("delete", "clusterrolebinding", "pulumi-controller-jobs", "--ignore-not-found", check=False)
+    kube.kubectl("delete", "clusterrole", "pulumi-controller-jobs", "pulumi-controller-job-runner",
+                 "--ignore-not-found", check=False)
 
 
 def labelled_stack(world, name, label, **spec):
@@ -206,6 +242,13 @@ def test_cluster_wide_install_reconciles_with_only_its_cluster_role(stack_world,
             {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "x"}})
     refused(client, "DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/"
             "pulumi-controller-leader-election")
+    # Nothing of the Job runner (deploy/job-runner): a program that reads this token
+    # cannot start a Job, read a pod's log or grant a Role.
+    rights = job_runner_rights(kube, f"{ns}/{sa}", w.namespace)
+    assert not any(rights.values()), rights
+    assert not can_i(kube, f"{ns}/{sa}", "list", "jobs.batch", w.namespace)
+    refused(client, "GET", f"/apis/batch/v1/namespaces/{w.namespace}/jobs")
+    refused(client, "GET", f"/api/v1/namespaces/{w.namespace}/pods")
 
 
 @pytest.mark.parametrize("stack_world", ["real"], indirect=True)
@@ -244,6 +287,9 @@ def test_namespaced_install_reconciles_with_only_its_role(stack_world, tmp_path)
         kube.kubectl("delete", "namespace", other, "--wait=false", check=False)
     refused(client, "DELETE", f"/apis/{STACK_API}/namespaces/{w.namespace}/stacks/narrow")
     refused(client, "DELETE", f"/api/v1/namespaces/{w.namespace}/secrets/narrow-outputs")
+    sa = f"{w.namespace}/{dep['spec']['template']['spec']['serviceAccountName']}"
+    rights = job_runner_rights(kube, sa, w.namespace)
+    assert not any(rights.values()), rights
 
 
 @pytest.mark.parametrize("stack_world", ["real"], indirect=True)
@@ -294,7 +340,8 @@ def test_flux_and_samples_are_accepted_by_the_server(stack_world, tmp_path):
 
 @pytest.mark.parametrize("stack_world", ["real"], indirect=True)
 def test_the_job_runner_works_with_only_the_namespaced_role(stack_world, tmp_path, kubelet_for):
-    """deploy/namespaced, the controller in job mode (--runner job): the Job, its pod's
+    """deploy/namespaced + deploy/job-runner/namespaced, the controller in job mode
+    (--runner job): the Job, its pod's
     termination message, the outputs Secret's Role and RoleBinding and a failed update's
     pods/log, all with no request refused (the test kubelet runs the fake run-update of
     test_stack_jobs.py)."""
@@ -305,10 +352,12 @@ def test_the_job_runner_works_with_only_the_namespaced_role(stack_world, tmp_pat
     script.write_text(FAKE)
     script.chmod(0o755)
     w.kubelet = kubelet_for(w, commands={"pulumi-controller": str(script)})
-    docs = td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
+    docs = td.job_runner_overlay(tmp_path / "k", "namespaced", "job-runner/namespaced", namespace=w.namespace)
     apply(kube, write_rendering(tmp_path, docs, "namespaced"))
     dep = td.one(docs, "Deployment")
-    token, _ = sa_token(kube, w.namespace, dep["spec"]["template"]["spec"]["serviceAccountName"])
+    sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
+    assert all(job_runner_rights(kube, f"{w.namespace}/{sa}", w.namespace).values())
+    token, _ = sa_token(kube, w.namespace, sa)
     kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=w.namespace)
     ctl = w.controller(**controller_flags(dep, kubeconfig, w), runner="job", job_image=IMAGE)
     src = w.flux_source("GitRepository", "app", w.artifact())
@@ -320,3 +369,64 @@ def test_the_job_runner_works_with_only_the_namespaced_role(stack_world, tmp_pat
     assert "log tail:" in w.cond(obj, "Ready")["message"]
     w.client.get("rbac.authorization.k8s.io/v1", "roles", "ok-outputs-writer", w.namespace)
     no_forbidden_requests(ctl)
+
+
+def fake_kubelet(w, tmp_path, kubelet_for):
+    from test_stack_jobs import FAKE
+    script = tmp_path / "fake-run-update"
+    script.write_text(FAKE)
+    script.chmod(0o755)
+    w.kubelet = kubelet_for(w, commands={"pulumi-controller": str(script)})
+
+
+def request_reconcile(w, name):
+    w.patch_stack(name, {"metadata": {"annotations": {
+        "reconcile.fluxcd.io/requestedAt": secrets.token_hex(4)}}})
+
+
+@pytest.mark.parametrize("stack_world", ["real"], indirect=True)
+def test_cluster_wide_job_runner_runs_jobs_only_where_bound(stack_world, tmp_path, kubelet_for):
+    """deploy/default + deploy/job-runner: the controller reads Jobs everywhere but may
+    run them only in a namespace bound with deploy/job-runner/namespace.  Before the
+    binding a job-mode Stack says JobForbidden, naming the refused right and the
+    ClusterRole to bind; once bound (and asked again) it runs its Job to Ready."""
+    from test_stack_jobs import IMAGE
+    w = stack_world
+    kube = w.api
+    fake_kubelet(w, tmp_path, kubelet_for)
+    docs = td.job_runner_overlay(tmp_path / "k", "default", "job-runner")
+    dep = td.one(docs, "Deployment")
+    ns = dep["metadata"]["namespace"]
+    sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
+    binding = td.overlay(tmp_path / "b", "job-runner/namespace", namespace=w.namespace)
+    try:
+        apply(kube, write_rendering(tmp_path, docs, "job-runner"))
+        assert_references_exist_on_the_server(kube, docs)
+        assert can_i(kube, f"{ns}/{sa}", "list", "jobs.batch", w.namespace)
+        assert not any(job_runner_rights(kube, f"{ns}/{sa}", w.namespace).values())
+        token, client = sa_token(kube, ns, sa)
+        kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=ns)
+        label = secrets.token_hex(4)
+        ctl = w.controller(**dict(controller_flags(dep, kubeconfig, w), job_image=IMAGE),
+                           watch_label_selector=f"pc-deploy-test={label}")
+        src = w.flux_source("GitRepository", "app", w.artifact())
+        labelled_stack(w, "jobs", label, fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
+        obj = w.wait_condition("jobs", "Reconciling", reason="JobForbidden")
+        msg = w.cond(obj, "Ready")["message"]
+        assert f"namespace {w.namespace}" in msg and "pulumi-controller-job-runner" in msg, msg
+        assert "forbidden" in msg and f"system:serviceaccount:{ns}:{sa}" in msg, msg
+        assert "JobForbidden" in w.event_reasons("jobs")
+        assert not w.client.list("batch/v1", "jobs", w.namespace)["items"]
+
+        apply(kube, write_rendering(tmp_path, binding, "binding"))
+        wait_until(lambda: can_i(kube, f"{ns}/{sa}", "create", "jobs.batch", w.namespace),
+                   timeout=30, what="the namespace's binding to be in force")
+        assert all(job_runner_rights(kube, f"{ns}/{sa}", w.namespace).values())
+        assert not can_i(kube, f"{ns}/{sa}", "create", "jobs.batch", "default")
+        request_reconcile(w, "jobs")
+        w.wait_ready("jobs", revision=src["revision"])
+        assert w.client.list("batch/v1", "jobs", w.namespace)["items"]
+        ctl.stop()
+    finally:
+        kube.kubectl("delete", "-f", str(tmp_path / "binding.yaml"), "--ignore-not-found", check=False)
+        cluster_scoped_job_runner(kube)
