@@ -59,6 +59,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "stack/stack_internal.h"
 
 #define BACKOFF_FIRST_MS 10000L
@@ -132,6 +133,7 @@ static int ready_message_has(const struct stack_pass *p, const char *text)
 
 static int step_spec(struct stack_pass *p)
 {
+	char safe[URL_LOG_MAX];
 	struct err e;
 
 	if (stack_spec_parse(p->obj, &p->sc->o, &p->spec, &e) < 0) {
@@ -144,12 +146,15 @@ static int step_spec(struct stack_pass *p)
 		return 0;
 	}
 	p->spec_ok = 1;
+	/* The note reaches the Ready message, an Event and notifications: the
+	 * URL without its userinfo and query (credentials), url_for_log. */
 	if (p->spec.cloud_shadowed)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" was ignored: spec.backend is set too",
-		    p->spec.cloud_shadowed);
+		    url_for_log(p->spec.cloud_shadowed, safe, sizeof(safe)));
 	else if (p->spec.cloud_ignored)
 		snprintf(p->note, sizeof(p->note), "spec.cloud \"%s\" is not a backend URL and was ignored; "
-		    "set spec.backend (and spec.secretsProvider for a secrets manager)", p->spec.cloud_ignored);
+		    "set spec.backend (and spec.secretsProvider for a secrets manager)",
+		    url_for_log(p->spec.cloud_ignored, safe, sizeof(safe)));
 	/* Once: until the note is in the Ready message that status carries. */
 	if (p->note[0] && !ready_message_has(p, p->note))
 		stack_event(p, "Warning", "BackendIgnored", "%s", p->note);

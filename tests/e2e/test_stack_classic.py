@@ -80,3 +80,28 @@ def test_classic_manifest_is_acted_on(stack_world):
     assert w.cloud_files() == {}
     assert "DestroySucceeded" in w.event_reasons(NAME)
     w.assert_no_secret(ACCESS_KEY, SECRET_KEY)
+
+
+def test_cloud_url_credentials_are_never_shown(stack_world):
+    """spec.cloud in the Ready message and the BackendIgnored Event (which notifications
+    forward) without its userinfo or query: a classic `cloud` may be an s3:// URL with
+    keys in it, shadowed by spec.backend, or a URL of a scheme that is no backend."""
+    w = stack_world
+    key, secret, token = "AKIA-Cloud-Key-77", "Cloud-Secret-88", "Cloud-Tok-99"
+    w.controller()
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    git = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
+    clouds = {"shadowed": f"s3://{key}:{secret}@minio.example:9000/state?region=eu&secret_key={token}",
+              "ignored": f"postgres://{key}:{secret}@db.example/state?token={token}"}
+    for name, cloud in clouds.items():
+        w.apply_stack(name, fluxSource={"sourceRef": git}, cloud=cloud)
+    shown = []
+    for name, host in (("shadowed", "s3://minio.example:9000/state"), ("ignored", "postgres://db.example/state")):
+        obj = w.wait_ready(name, revision=src["revision"])
+        msg = w.cond(obj, "Ready")["message"]
+        assert f'spec.cloud "{host}"' in msg, msg
+        ev = w.wait_event(name, "BackendIgnored")
+        shown += [msg] + [e["message"] for e in ev]
+    for text in shown:
+        for value in (key, secret, token):
+            assert value not in text, text
