@@ -3,7 +3,8 @@
  * pl_close) and its registry of secret values: every value the driver must
  * never show (the passphrase, secret config and env values, credentials in
  * the backend URL, secret outputs once read) is recorded here, and every
- * text handed back or logged is masked with these (pl_redact).
+ * text handed back or logged is masked with these (pl_redact).  A secrets
+ * provider URL that carries a credential is refused: it would go on argv.
  */
 #include "pulumi/pl_internal.h"
 
@@ -15,6 +16,7 @@
 
 #include "base/fs.h"
 #include "base/secret.h"
+#include "base/url.h"
 
 #define DEFAULT_PATH     "/usr/local/bin:/usr/bin:/bin"
 #define DEFAULT_TIMEOUT  (60L * 60 * 1000)
@@ -124,24 +126,29 @@ static int add_query_credentials(struct pl_stack *st, const char *query)
  * https://TOKEN@host) or a query credential (azblob SAS sig=, ?token=).
  * Then the whole URL is a secret, and so is each credential part (raw and
  * percent-decoded), for the CLI may print either.  A URL without any is
- * left visible: it names the backend in messages.
+ * left visible: it names the backend in messages.  Returns how many
+ * credentials the URL carries (> 0 for an unparseable URL with '@' or '?').
  */
-static void add_backend_secrets(struct pl_stack *st, const char *url)
+static int add_backend_secrets(struct pl_stack *st, const char *url)
 {
 	CURLU *u;
 	char *user = NULL, *pw = NULL, *query = NULL;
 	int creds = 0;
 
 	if (url == NULL || *url == '\0')
-		return;
+		return 0;
 	u = curl_url();
 	if (u == NULL) {
 		st->oom = 1;
-		return;
+		return 0;
 	}
 	if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS) != CURLUE_OK) {
-		/* Unparseable: whatever it holds, do not print it. */
-		creds = strchr(url, '@') != NULL || strchr(url, '?') != NULL;
+		/* Unparseable (awskms:///arn:...?region=x has no host): an '@'
+		 * anywhere may be userinfo; the query is read as text. */
+		const char *q = strchr(url, '?');
+		creds = strchr(url, '@') != NULL;
+		if (q)
+			creds += add_query_credentials(st, q + 1);
 	} else {
 		if (curl_url_get(u, CURLUPART_PASSWORD, &pw, 0) == CURLUE_OK && pw && *pw) {
 			add_secret_and_decoded(st, pw, strlen(pw));
@@ -161,6 +168,27 @@ static void add_backend_secrets(struct pl_stack *st, const char *url)
 	curl_free(user);
 	curl_free(query);
 	curl_url_cleanup(u);
+	return creds;
+}
+
+/*
+ * The secrets provider goes on argv (`stack init --secrets-provider`, the
+ * one way the CLI takes it) and into Pulumi.<stack>.yaml, so it must carry
+ * no credential.  The CLI's providers (awskms, azurekeyvault, gcpkms,
+ * hashivault) read theirs from the environment (AWS_*, AZURE_*,
+ * GOOGLE_APPLICATION_CREDENTIALS, VAULT_SERVER_TOKEN): the Stack's envRefs.
+ * A credential found is still registered (masked) by add_backend_secrets.
+ */
+static int check_provider(struct pl_stack *st, struct err *e)
+{
+	char safe[URL_LOG_MAX];
+
+	if (add_backend_secrets(st, st->provider) == 0)
+		return 0;
+	return err_set(e, ERR_INVALID, "the secrets provider %s carries a credential (userinfo or a query "
+	    "parameter such as token=), which would be on the pulumi command line and in Pulumi.%s.yaml; give "
+	    "the provider its credential through its environment variables (envRefs) instead",
+	    url_for_log(st->provider, safe, sizeof(safe)), st->stack ? st->stack : "<stack>");
 }
 
 static int valid_env_name(const char *n)
@@ -352,6 +380,8 @@ struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto fail;
 	}
+	if (check_provider(st, e) < 0)
+		goto fail;
 	if (pl_parse_version(st->min_version, &dummy, &dummy, &dummy) < 0) {
 		err_set(e, ERR_INVALID, "invalid minimum pulumi version \"%.50s\"", st->min_version);
 		goto fail;

@@ -493,6 +493,45 @@ static void test_backend_url_with_credentials_is_masked(void **state)
 	free(m);
 }
 
+/* A secrets provider with a credential would put it on argv (`stack init
+ * --secrets-provider`): refused, the message without it; one without any
+ * opens (the CLI's KMS providers take theirs from the environment). */
+static void test_secrets_provider_with_credentials_is_refused(void **state)
+{
+	static const char *const bad[] = {
+		"hashivault://ops:Vault-Tok-9@vault.example/transit/keys/k",
+		"awskms://alias/k?region=eu-west-1&token=Kms-Tok-7",
+		"hashivault://Vault-Tok-9@vault.example/k",
+	};
+	static const char *const good[] = {
+		"passphrase",
+		"awskms://alias/k?region=eu-west-1",
+		"awskms:///arn:aws:kms:us-east-1:111122223333:key/abcd?region=us-east-1",
+		"gcpkms://projects/p/locations/global/keyRings/r/cryptoKeys/k",
+	};
+	struct fixture *f = *state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct pl_spec s = base_spec(f);
+		struct err e = { 0 };
+		s.secrets_provider = bad[i];
+		assert_null(pl_open(&s, &e));
+		assert_int_equal(e.code, ERR_INVALID);
+		assert_non_null(strstr(e.msg, "carries a credential"));
+		assert_null(strstr(e.msg, "Tok"));
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct pl_spec s = base_spec(f);
+		struct err e = { 0 };
+		struct pl_stack *st;
+		s.secrets_provider = good[i];
+		st = pl_open(&s, &e);
+		if (st == NULL)
+			fail_msg("%s: %s", good[i], e.msg);
+		pl_close(st);
+	}
+}
+
 /* A call whose child the driver lost track of is the driver's failure,
  * not the CLI's, whatever the CLI printed before it was killed. */
 static void test_poll_failure_is_an_internal_failure(void **state)
@@ -642,6 +681,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secrets_provider_with_credentials_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_poll_failure_is_an_internal_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
