@@ -413,6 +413,9 @@ static struct oci_client *oci_client_for(struct stack_pass *p, const struct oci_
 			    "not supported in a cluster; put the credentials in the Secret"), NULL;
 		}
 		co.creds = creds;
+		if (co.plain_http && !oci_creds_empty(&creds))
+			log_warn("registry credentials sent over plain HTTP (spec.ociSource.insecure)", "namespace", p->ns,
+			    "name", p->name, "registry", ref->registry, "secret", p->spec.oci_secret, NULL);
 	}
 	if (p->spec.oci_cert_secret) {
 		size_t len = 0;
@@ -614,6 +617,19 @@ static void oci_pull_options(const struct stack_pass *p, struct oci_pull_opts *p
 	po->max_layer_bytes = p->sc->o.max_artifact_bytes;
 }
 
+/* insecure: plain HTTP, so the registry credentials of secretRef (if the
+ * registry asks for them) cross the network readable: said in the Ready
+ * message on every pass, as long as the spec says so. */
+static void note_plain_http_credentials(struct stack_pass *p)
+{
+	size_t used = strlen(p->note);
+
+	if (!p->spec.oci_insecure || p->spec.oci_secret == NULL)
+		return;
+	snprintf(p->note + used, sizeof(p->note) - used, "%sspec.ociSource.insecure: the registry credentials of "
+	    "Secret %s are sent over plain HTTP, readable on the network", used ? "; " : "", p->spec.oci_secret);
+}
+
 static int resolve_oci(struct stack_pass *p)
 {
 	struct oci_ref ref;
@@ -626,6 +642,7 @@ static int resolve_oci(struct stack_pass *p)
 
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
+	note_plain_http_credentials(p);
 	poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* A digest never moves; a tag or range is looked up once per interval,
 	 * or at once when someone asks for a reconcile (as `flux reconcile`
@@ -698,6 +715,7 @@ static int fetch_oci(struct stack_pass *p)
 	}
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
+	note_plain_http_credentials(p);
 	poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* Only the layer this pass resolved (and verified) is fetched: another
 	 * Stack's pass may have seen the tag move since. */

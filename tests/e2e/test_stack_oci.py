@@ -99,3 +99,28 @@ def test_reconcile_request_looks_up_a_moved_tag_at_once(stack_world, run_pc, reg
     assert obj["status"]["lastHandledReconcileAt"] == token
     assert len(w.updates("dev", since=mark)) == 1
     assert list(w.cloud_files().values()) == ["moved"]
+
+
+def test_credentials_over_plain_http_are_warned_about(stack_world, run_pc, registry_plain, tmp_path):
+    """insecure: true with a secretRef: the registry credentials would cross the network
+    in cleartext.  The Ready message says so (on every pass, not only when a lookup ran)
+    and the controller logs a warning; without the secretRef neither appears."""
+    import base64
+    import json
+    w = stack_world
+    repo = f"stacks-{w.id}/cleartext"
+    d1 = push(run_pc, registry_plain, w, tmp_path, repo, "stable", "first")
+    auth = base64.b64encode(b"robot:Plain-Http-Pass-5").decode()
+    w.secret("regcred", {".dockerconfigjson": json.dumps({"auths": {registry_plain.host: {"auth": auth}}})})
+    ctl = w.controller()
+    w.apply_stack("creds", ociSource=dict(oci_source(registry_plain, repo, {"tag": "stable"}),
+                                          secretRef={"name": "regcred"}))
+    w.apply_stack("anon", ociSource=oci_source(registry_plain, repo, {"tag": "stable"}))
+    obj = w.wait_ready("creds", revision=f"stable@{d1}")
+    msg = w.cond(obj, "Ready")["message"]
+    assert "spec.ociSource.insecure: the registry credentials of Secret regcred are sent over plain HTTP" in msg
+    assert "Plain-Http-Pass-5" not in msg
+    ctl.wait_log("registry credentials sent over plain HTTP (spec.ociSource.insecure)", name="creds")
+    obj = w.wait_ready("anon", revision=f"stable@{d1}")
+    assert "plain HTTP" not in w.cond(obj, "Ready")["message"]
+    assert not ctl.find("registry credentials sent over plain HTTP (spec.ociSource.insecure)", name="anon")
