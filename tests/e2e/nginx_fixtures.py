@@ -12,6 +12,10 @@ Locations:
     /paced/NAME           2 MiB/s (so concurrent downloads overlap)
 
 The access log records "STATUS URI" per request, so tests count downloads.
+nginx writes a request's line only after it sent the response, so a client may
+have its answer before the line is there: every read of the logs first waits
+(bounded) until they hold a line for each request nginx has counted
+(stub_status on a listener of its own, which logs nothing).
 A TLS listener with a CA made at fixture time serves the same locations.
 
 ``scripted_server(handler)`` is a raw loopback server for what nginx will not
@@ -26,6 +30,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -76,6 +81,9 @@ class Nginx:
         self.log = self.base / "access.log"
         self.port = free_port()
         self.tls_port = free_port()
+        self.status_port = free_port()
+        self._status_lock = threading.Lock()
+        self._status_reads = 0       # the stub_status requests nginx counted too
         self.ca, cert, key = make_ca_and_cert(self.base)
         user = "user root;\n" if os.geteuid() == 0 else ""
         conf = f"""{user}daemon off;
@@ -112,6 +120,11 @@ http {{
         location /slow/ {{ alias {self.root}/; limit_rate 1; }}
         location /paced/ {{ alias {self.root}/; limit_rate 2m; }}
     }}
+    server {{
+        listen 127.0.0.1:{self.status_port};
+        access_log off;
+        location = /status {{ stub_status; }}
+    }}
 }}
 """
         self.conf = self.base / "nginx.conf"
@@ -147,12 +160,33 @@ http {{
     def heal(self, name):
         (self.marks / name).write_text("ok")
 
+    def counted(self):
+        """How many requests nginx has counted, not counting stub_status's own."""
+        with self._status_lock:
+            self._status_reads += 1
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.status_port}/status", timeout=5) as r:
+                text = r.read().decode()
+            # "Active connections: N\nserver accepts handled requests\n A H R\n..."
+            return int(text.splitlines()[2].split()[2]) - self._status_reads
+
+    def _lines(self, path):
+        return path.read_text().splitlines() if path.exists() else []
+
+    def _settled_lines(self, path, deadline_s=20.0):
+        """The lines of log `path` once it has one for every request counted so far
+        (a response still going out, as on /slow or /paced, holds this up to deadline_s)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            want = self.counted()
+            lines = self._lines(path)
+            if len(lines) >= want or time.monotonic() >= end:
+                return lines
+            time.sleep(0.01)
+
     def requests(self, uri_suffix=None):
         """[(status, uri)] from the access log, optionally only URIs ending so."""
-        if not self.log.exists():
-            return []
         out = []
-        for line in self.log.read_text().splitlines():
+        for line in self._settled_lines(self.log):
             status, _, uri = line.partition(" ")
             if uri_suffix is None or uri.endswith(uri_suffix):
                 out.append((int(status), uri))
@@ -161,7 +195,7 @@ http {{
     def connections(self, uri_suffix):
         """The nginx connection serial number of each request whose URI ends so."""
         out = []
-        for line in (self.base / "conn.log").read_text().splitlines():
+        for line in self._settled_lines(self.base / "conn.log"):
             conn, _, uri = line.partition(" ")
             if uri.endswith(uri_suffix):
                 out.append(int(conn))

@@ -169,3 +169,25 @@ def test_command_and_stack_of_argv():
     assert command_of(["--cwd", "/w", "config", "set-all", "--plaintext", "a=b"]) == "config set-all"
     assert stack_of(["up", "--stack=s1"]) == "s1" and stack_of(["up", "-s", "s2"]) == "s2"
     assert stack_of(["version"]) is None
+
+
+def test_nginx_log_counts_wait_for_a_request_still_answered(stack_world):
+    """nginx writes a request's access-log line only once its response is sent: a count
+    taken while the response is still going out (here /paced, 2 MiB/s, of 3 MiB) waits
+    for the line instead of missing it."""
+    import threading
+    from stack_fixtures import wait_until
+    nginx = stack_world.nginx
+    name = f"paced-{stack_world.id}.bin"
+    data = bytes(3 << 20)
+    nginx.put(name, data)
+    before = nginx.counted()
+    got = []
+    t = threading.Thread(target=lambda: got.append(fetch(nginx.url(f"/paced/{name}"))))
+    t.start()
+    try:
+        wait_until(lambda: nginx.counted() > before, timeout=10, what="nginx to receive the request")
+        assert nginx.requests(f"/paced/{name}") == [(200, f"/paced/{name}")]
+    finally:
+        t.join(20)
+    assert got == [data]
