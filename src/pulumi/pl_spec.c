@@ -127,7 +127,7 @@ static int add_query_credentials(struct pl_stack *st, const char *query)
  * Then the whole URL is a secret, and so is each credential part (raw and
  * percent-decoded), for the CLI may print either.  A URL without any is
  * left visible: it names the backend in messages.  Returns how many
- * credentials the URL carries (> 0 for an unparseable URL with '@' or '?').
+ * credentials the URL carries (an unparseable URL: '@' counts as one).
  */
 static int add_backend_secrets(struct pl_stack *st, const char *url)
 {
