@@ -356,10 +356,12 @@ def test_the_job_runner_works_with_only_the_namespaced_role(stack_world, tmp_pat
     apply(kube, write_rendering(tmp_path, docs, "namespaced"))
     dep = td.one(docs, "Deployment")
     sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
-    assert all(job_runner_rights(kube, f"{w.namespace}/{sa}", w.namespace).values())
+    wait_until(lambda: all(job_runner_rights(kube, f"{w.namespace}/{sa}", w.namespace).values()),
+               timeout=30, what="the Job runner's Roles to be in force")
     token, _ = sa_token(kube, w.namespace, sa)
     kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=w.namespace)
-    ctl = w.controller(**controller_flags(dep, kubeconfig, w), runner="job", job_image=IMAGE)
+    assert controller_flags(dep, kubeconfig, w)["job_image"] == td.container(docs)["image"]
+    ctl = w.controller(**dict(controller_flags(dep, kubeconfig, w), runner="job", job_image=IMAGE))
     src = w.flux_source("GitRepository", "app", w.artifact())
     for name, mode in (("ok", "ok"), ("bad", "fail")):
         w.apply_stack(name, fluxSource={"sourceRef": GIT}, runner={"type": "Job", "podTemplate": {
@@ -402,7 +404,8 @@ def test_cluster_wide_job_runner_runs_jobs_only_where_bound(stack_world, tmp_pat
     try:
         apply(kube, write_rendering(tmp_path, docs, "job-runner"))
         assert_references_exist_on_the_server(kube, docs)
-        assert can_i(kube, f"{ns}/{sa}", "list", "jobs.batch", w.namespace)
+        wait_until(lambda: can_i(kube, f"{ns}/{sa}", "list", "jobs.batch", w.namespace),
+                   timeout=30, what="reading Jobs to be in force")
         assert not any(job_runner_rights(kube, f"{ns}/{sa}", w.namespace).values())
         token, client = sa_token(kube, ns, sa)
         kubeconfig = kube.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token, namespace=ns)
