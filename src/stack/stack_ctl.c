@@ -705,9 +705,15 @@ void stack_ctl_unwatch(struct stack_ctl *sc)
 		if (all[i]->inf)
 			kube_informer_request_stop(all[i]->inf);
 	}
+	/* Every informer's thread is joined before any is freed: a Secret's,
+	 * ConfigMap's, source's or Job's handler looks Stacks up in the Stack
+	 * informer's index (enqueue_dependents, stack_ctl_has_stack), so that
+	 * one must outlive every other thread that may still be in a handler. */
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf)
+			kube_informer_stop(all[i]->inf);
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf) {
-			kube_informer_stop(all[i]->inf);
 			kube_informer_free(all[i]->inf);
 			all[i]->inf = NULL;
 		}
