@@ -199,6 +199,11 @@ static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, c
 	char *key;
 
 	log_change(inf, ch, obj);
+	if (ch == KUBE_CHANGE_DELETE && (key = kube_object_key(obj)) != NULL) {
+		/* Gone from this shard's cache: it waits for no Job slot. */
+		stack_job_slot_forget(sc, key);
+		free(key);
+	}
 	/* Its dependents (spec.prerequisites) look again at once. */
 	if (stack_prereq_readiness_changed(old, obj))
 		enqueue_dependents(sc, "prereq", "Stack", obj);
@@ -422,6 +427,20 @@ static void pass_free(struct stack_pass *p)
 	free(p->request);
 }
 
+/* A Stack waits for a Job slot only while its passes end waiting for one
+ * (stack_job.c's WaitingForJobSlot verdict).  A pass that decided anything
+ * else (suspended, nothing due, gone, another step) gives its place up; one
+ * that failed before it decided (to be retried) keeps it. */
+static void forget_slot_unless_waiting(struct stack_ctl *sc, const char *key, const struct stack_pass *p,
+    int rc)
+{
+	if (!p->gone && (rc < 0 || p->retry))
+		return;
+	if (!p->gone && p->v.set && p->v.reason && strcmp(p->v.reason, "WaitingForJobSlot") == 0)
+		return;
+	stack_job_slot_forget(sc, key);
+}
+
 static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)
 {
 	struct stack_ctl *sc = ud;
@@ -443,6 +462,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 	log_context_set("reconcileID", id);
 	if ((obj = kube_informer_get(sc->stacks.inf, ns, name)) == NULL) {
 		stack_metrics_gone(ns, name, clock_mono_s() - t0);
+		stack_job_slot_forget(sc, key);
 		return 0;   /* deleted; its finalizer was handled before */
 	}
 	for (int attempt = 0;; attempt++) {
@@ -465,6 +485,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 		pass_free(&p);
 	}
 	stack_metrics_reconciled(&p, rc, clock_mono_s() - t0);
+	forget_slot_unless_waiting(sc, key, &p, rc);
 	pass_free(&p);
 	log_info("reconcile", "stack", key, "result", rc < 0 ? "retry" : "done", "error", rc < 0 ? e->msg : "",
 	    NULL);
