@@ -546,8 +546,10 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	sc->secrets = secret_kind_init;
 	sc->jobs = job_kind_init;
 	pthread_mutex_init(&sc->lock, NULL);
+	pthread_mutex_init(&sc->oci_lock, NULL);
 	if (stack_job_slots_new(sc) < 0) {
 		pthread_mutex_destroy(&sc->lock);
+		pthread_mutex_destroy(&sc->oci_lock);
 		free(sc);
 		return err_set(e, ERR_NOMEM, "out of memory"), NULL;
 	}
@@ -581,6 +583,7 @@ void stack_ctl_free(struct stack_ctl *sc)
 	stack_source_cleanup(sc);
 	stack_job_slots_free(sc);
 	pthread_mutex_destroy(&sc->lock);
+	pthread_mutex_destroy(&sc->oci_lock);
 	free(sc);
 }
 

@@ -34,6 +34,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/strmap.h"
 #include "kube/kube.h"
 #include "pulumi/pulumi.h"
 #include "stack/stack.h"
@@ -84,7 +85,10 @@ struct stack_ctl {
 	int interrupted;
 	volatile int cancel;              /* set with interrupted: stops downloads too */
 
-	struct stack_oci_poll *oci_polls; /* guarded by lock; stack_source.c */
+	/* The shared OCI resolutions, by poll key (stack_source.c), with their
+	 * own lock: a lookup is one hash probe, never a scan under lock. */
+	pthread_mutex_t oci_lock;
+	struct strmap oci_polls;
 
 	atomic_ullong updates_ok, updates_failed, no_change;
 
@@ -224,6 +228,18 @@ int stack_source_resolve(struct stack_pass *p);
 int stack_source_fetch(struct stack_pass *p);
 /* Frees the shared OCI resolutions (at stack_ctl_free). */
 void stack_source_cleanup(struct stack_ctl *sc);
+/* The shared OCI resolutions (exposed for the unit tests).  A lookup of key
+ * younger than max_age_ms copies it into res (caller frees it with
+ * oci_pull_result_free) and returns 1; a store replaces key's, for Stacks
+ * that look again every interval_ms (0: never), and prunes the cache when
+ * it outgrows the Stacks (entries idle past their interval, then the least
+ * recently used). */
+struct oci_pull_result;
+int stack_oci_cache_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
+    struct oci_pull_result *res);
+void stack_oci_cache_store(struct stack_ctl *sc, const char *key, long interval_ms,
+    const struct oci_pull_result *res);
+size_t stack_oci_cache_count(struct stack_ctl *sc);
 /* Store paths. */
 void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
 
