@@ -144,6 +144,8 @@ struct stack_prereq {
 	char *namespace;                  /* NULL: the Stack's own */
 	long within_ms;
 };
+/* The shortest succeededWithinDuration (docs/stack-api.md). */
+#define STACK_PREREQ_MIN_WITHIN_MS 60000L
 
 enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_JOB };
 
