@@ -427,18 +427,17 @@ static void pass_free(struct stack_pass *p)
 	free(p->request);
 }
 
-/* A Stack waits for a Job slot only while its passes end waiting for one
- * (stack_job.c's WaitingForJobSlot verdict).  A pass that decided anything
- * else (suspended, nothing due, gone, another step) gives its place up; one
- * that failed before it decided (to be retried) keeps it. */
-static void forget_slot_unless_waiting(struct stack_ctl *sc, const char *key, const struct stack_pass *p,
-    int rc)
+/* A Stack waits for a Job slot only while its passes keep asking for one.
+ * A pass that decided without asking (suspended, nothing due, gone, another
+ * step) gives its place up; one that failed before it decided (to be
+ * retried) keeps it. */
+static void slot_pass_done(struct stack_ctl *sc, const char *key, const struct stack_pass *p, int rc,
+    unsigned long mark)
 {
-	if (!p->gone && (rc < 0 || p->retry))
-		return;
-	if (!p->gone && p->v.set && p->v.reason && strcmp(p->v.reason, "WaitingForJobSlot") == 0)
-		return;
-	stack_job_slot_forget(sc, key);
+	if (p->gone)
+		stack_job_slot_forget(sc, key);
+	else if (rc >= 0 && !p->retry)
+		stack_job_slot_pass_done(sc, key, mark);
 }
 
 static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)
@@ -447,6 +446,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 	struct stack_pass p;
 	char ns[254], name[254], id[37];
 	double t0 = clock_mono_s();
+	unsigned long slot_mark = stack_job_slot_mark(sc);
 	cJSON *obj;
 	int rc;
 
@@ -485,7 +485,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 		pass_free(&p);
 	}
 	stack_metrics_reconciled(&p, rc, clock_mono_s() - t0);
-	forget_slot_unless_waiting(sc, key, &p, rc);
+	slot_pass_done(sc, key, &p, rc, slot_mark);
 	pass_free(&p);
 	log_info("reconcile", "stack", key, "result", rc < 0 ? "retry" : "done", "error", rc < 0 ? e->msg : "",
 	    NULL);

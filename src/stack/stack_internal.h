@@ -492,10 +492,15 @@ void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stac
 int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
 /* Frees job_key's slot and wakes the waiting Stacks it can serve. */
 void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
-/* stack_key ("ns/name") waits for no slot any more (deleted, or its pass
- * ended without waiting for one): it leaves the queue, and a wake it held
- * goes to the next waiter. */
+/* stack_key ("ns/name") waits for no slot any more (deleted): it leaves
+ * the queue, and a wake it held goes to the next waiter. */
 void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key);
+/* A pass of stack_key began at mark (stack_job_slot_mark) and decided:
+ * unless it asked for a slot and found none since (whatever verdict the
+ * pass then gave: a drift check keeps the Stack Ready), the Stack leaves
+ * the queue as stack_job_slot_forget says. */
+unsigned long stack_job_slot_mark(struct stack_ctl *sc);
+void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsigned long mark);
 int stack_job_slots_new(struct stack_ctl *sc);
 void stack_job_slots_free(struct stack_ctl *sc);
 /* Jobs counted as running now: those of this controller's Stacks (the

@@ -19,9 +19,10 @@
  * so the requests per update grew with the Stack count (bench/job-scale).  A
  * woken Stack holds its place until its pass took the slot or found it gone
  * (then it is woken again next).  A Stack leaves the queue when it gets its
- * slot, is deleted (or leaves this shard's cache), or a pass of it ends
- * without waiting for a slot (suspended, nothing due, another step):
- * stack_job_slot_forget, which hands a wake it held to the next waiter.  One
+ * slot, is deleted (or leaves this shard's cache), or a pass of it decides
+ * without asking for a slot (suspended, nothing due, another step; the take
+ * count, stack_job_slot_mark, tells): stack_job_slot_forget and _pass_done,
+ * which hand a wake it held to the next waiter.  One
  * whose pass never came all the same is passed over after WAKE_HOLD_S.
  * Waiting Stacks also look again on their own (stack_job_slot_poll_ms), a
  * backstop only.
@@ -30,6 +31,7 @@
  * Job), so it is counted outside the slots lock, on a copy of the running
  * set (lock_counted).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +51,7 @@ struct slot_job {
 struct slot_waiter {
 	char *stack;
 	double woken_s;  /* clock_mono_s() of its wake; 0: not woken */
+	unsigned long asked;   /* the take count when it last found no slot */
 };
 
 struct stack_job_slots {
@@ -58,6 +61,7 @@ struct stack_job_slots {
 	unsigned long run_gen;        /* bumped by every change of run[] */
 	struct slot_waiter *wait;     /* oldest first */
 	size_t nwait, capwait;
+	unsigned long takes;          /* slot requests so far (stack_job_slot_mark) */
 };
 
 /* ------------------------------------------------------------ lists */
@@ -134,12 +138,14 @@ static void wait_add(struct stack_job_slots *s, const char *stack)
 
 	if (i >= 0) {
 		s->wait[i].woken_s = 0;
+		s->wait[i].asked = s->takes;
 		return;
 	}
 	if (grow((void **)&s->wait, &s->capwait, s->nwait, sizeof(*s->wait)) < 0)
 		return;
 	if ((s->wait[s->nwait].stack = strdup(stack)) == NULL)
 		return;
+	s->wait[s->nwait].asked = s->takes;
 	s->wait[s->nwait++].woken_s = 0;
 }
 
@@ -351,6 +357,7 @@ int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *s
 	int rc = 0;
 
 	used = lock_counted(sc);   /* takes the lock */
+	s->takes++;
 	if (run_find(s, job_key) < 0) {
 		if (used >= (size_t)sc->o.max_concurrent_jobs) {
 			wait_add(s, stack_key);
@@ -386,27 +393,53 @@ void stack_job_slot_release(struct stack_ctl *sc, const char *job_key)
 	queue_woken(sc, keys, n);
 }
 
-/* The Stack no longer waits: a wake it held goes to the next waiter. */
-void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key)
+unsigned long stack_job_slot_mark(struct stack_ctl *sc)
+{
+	unsigned long n;
+
+	if (sc->slots == NULL)
+		return 0;
+	pthread_mutex_lock(&sc->slots->lock);
+	n = sc->slots->takes;
+	pthread_mutex_unlock(&sc->slots->lock);
+	return n;
+}
+
+/* Removes stack_key from the queue (all of it when since is ULONG_MAX; else
+ * only when it asked for no slot after since); a wake it held goes to the
+ * next waiter. */
+static void forget_unless_asked(struct stack_ctl *sc, const char *stack_key, unsigned long since)
 {
 	struct stack_job_slots *s = sc->slots;
 	char **keys = NULL;
 	size_t n = 0, used;
-	long waits;
+	long i;
+	int asked;
 
 	if (s == NULL)
 		return;
 	/* Most passes concern no waiter: no count for them. */
 	pthread_mutex_lock(&s->lock);
-	waits = wait_find(s, stack_key);
+	i = wait_find(s, stack_key);
+	asked = i >= 0 && since != ULONG_MAX && s->wait[i].asked > since;
 	pthread_mutex_unlock(&s->lock);
-	if (waits < 0)
+	if (i < 0 || asked)
 		return;
 	used = lock_counted(sc);   /* takes the lock */
 	if (wait_remove(s, stack_key))
 		n = pick_woken(sc, used, &keys);
 	pthread_mutex_unlock(&s->lock);
 	queue_woken(sc, keys, n);
+}
+
+void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key)
+{
+	forget_unless_asked(sc, stack_key, ULONG_MAX);
+}
+
+void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsigned long mark)
+{
+	forget_unless_asked(sc, stack_key, mark);
 }
 
 void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active)

@@ -163,6 +163,29 @@ static void test_a_forgotten_waiter_hands_its_wake_to_the_next_at_once(void **st
 	assert_int_equal((int)stack_job_slots_waiting(&sc), 2);
 }
 
+static void test_a_pass_that_asks_for_no_slot_gives_its_place_up(void **state)
+{
+	unsigned long mark;
+
+	(void)state;
+	fill();
+	/* s3's pass asks again and finds none: it keeps its place, whatever
+	 * verdict the pass then gives (a drift check stays Ready). */
+	mark = stack_job_slot_mark(&sc);
+	take("apps/j3", "apps/s3", 1);
+	stack_job_slot_pass_done(&sc, "apps/s3", mark);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 5);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s4"), 2 * STACK_JOB_SLOT_POLL_MS);
+	/* s2's next pass needs no Job (suspended, nothing due): it goes, and
+	 * those behind it move up. */
+	mark = stack_job_slot_mark(&sc);
+	stack_job_slot_pass_done(&sc, "apps/s2", mark);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 4);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s4"), STACK_JOB_SLOT_POLL_MS);
+	stack_job_slot_release(&sc, "apps/j0");
+	next_queued_is("apps/s3");
+}
+
 static void test_forgotten_waiters_no_longer_push_the_others_back(void **state)
 {
 	(void)state;
@@ -201,6 +224,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_release_of_an_unknown_job_wakes_nobody, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_stack_further_back_polls_less_often, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_forgotten_waiter_hands_its_wake_to_the_next_at_once, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_a_pass_that_asks_for_no_slot_gives_its_place_up, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_forgotten_waiters_no_longer_push_the_others_back, setup,
 		    teardown),
