@@ -222,10 +222,23 @@ void flux_notify_get_stats(struct flux_notify *n, struct flux_notify_stats *st)
 
 /* ------------------------------------------------------------ the sender */
 
-/* The CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
-static void realtime_in(int64_t ms, struct timespec *ts)
+/* A condition variable whose timed waits count on CLOCK_MONOTONIC. */
+static void mono_cond_init(pthread_cond_t *c)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* The CLOCK_MONOTONIC time ms from now, for pthread_cond_timedwait on the
+ * condition variables made by mono_cond_init: a wall clock stepped back
+ * (NTP, a VM resumed) must not stretch a backoff or the shutdown drain. */
+static void mono_in(int64_t ms, struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
@@ -250,7 +263,7 @@ static int backoff_wait(struct flux_notify *n, long ms)
 			return 0;
 		if (n->stopping && n->drain_deadline_ms < until)
 			until = n->drain_deadline_ms;
-		realtime_in(until - now, &ts);
+		mono_in(until - now, &ts);
 		pthread_cond_timedwait(&n->wake, &n->lock, &ts);
 	}
 }
@@ -402,8 +415,8 @@ struct flux_notify *flux_notify_start(const struct flux_notify_opts *o, struct e
 	n->ring = xcalloc(n->o.queue_size, sizeof(*n->ring));
 	n->seed = (unsigned int)clock_mono_ms() ^ (unsigned int)getpid();
 	pthread_mutex_init(&n->lock, NULL);
-	pthread_cond_init(&n->wake, NULL);
-	pthread_cond_init(&n->idle, NULL);
+	mono_cond_init(&n->wake);
+	mono_cond_init(&n->idle);
 	/* Every drop reason shows on /metrics from the start, at 0. */
 	for (i = 0; i < sizeof(DROP_REASONS) / sizeof(DROP_REASONS[0]); i++)
 		metric_touch(metric_d(&m_dropped), (const char *[]){ DROP_REASONS[i] });
@@ -486,7 +499,7 @@ void flux_notify_stop(struct flux_notify *n, long drain_ms)
 				pthread_cond_wait(&n->idle, &n->lock);
 			break;
 		}
-		realtime_in(left, &ts);
+		mono_in(left, &ts);
 		pthread_cond_timedwait(&n->idle, &n->lock, &ts);
 	}
 	pthread_mutex_unlock(&n->lock);

@@ -15,6 +15,10 @@
  *     exit, as its work may now be done by another replica).  Every request
  *     of a renewal is bounded by the time left to that deadline, so a slow
  *     server cannot stretch leadership past the Lease;
+ *   - a watchdog thread holds the leader to that deadline on the monotonic
+ *     clock whatever the election thread is doing: a renewal stuck where no
+ *     request bound reaches (an exec credential plugin that hangs, which
+ *     runs up to a minute) ends leadership at the deadline all the same;
  *   - nothing but the election runs on the election thread: on_started and
  *     on_new_leader run on a callback thread of their own, so a callback
  *     that makes API calls (or blocks) never delays a renewal;
@@ -44,10 +48,12 @@ struct kube_leader {
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 
-	pthread_t thread, cb_thread;
+	pthread_t thread, cb_thread, dog_thread;
 	int started;
 	atomic_int stop;
 	atomic_int leader;
+	atomic_llong renew_by_ms;  /* leading: renewed by then or lost (monotonic) */
+	atomic_int lost;           /* on_stopped ran (once) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	/* Callbacks waiting for the callback thread (under lock, cb_cond). */
@@ -320,6 +326,40 @@ static int wait_ms(struct kube_leader *l, long ms)
 	return kube_mono_sleep_unless(&l->lock, &l->cond, &l->stop, ms);
 }
 
+/* Leadership ends, once, from whichever thread saw it first (the election
+ * thread's renewals, or the watchdog): here, not behind a callback that may
+ * still run, since the caller must stop its work now. */
+static void lose(struct kube_leader *l, const char *why)
+{
+	if (atomic_load(&l->stop) || atomic_exchange(&l->lost, 1))
+		return;
+	atomic_store(&l->leader, 0);
+	log_error("leader election: lost the lease", "identity", l->id, "lease", l->name, "reason", why, NULL);
+	if (l->on_stopped)
+		l->on_stopped(l->ud);
+}
+
+/* The watchdog: a leader not renewed by renew_by_ms has lost, even while
+ * the election thread is stuck in a request. */
+static void *watchdog_main(void *arg)
+{
+	struct kube_leader *l = arg;
+
+	while (!atomic_load(&l->stop) && !atomic_load(&l->lost)) {
+		int64_t by = atomic_load(&l->renew_by_ms), now = clock_mono_ms();
+		long nap = l->retry_ms / 4 > 0 ? l->retry_ms / 4 : 1;
+		if (atomic_load(&l->leader) && by > 0 && now >= by) {
+			lose(l, "no renewal within the renew deadline (a request is stuck)");
+			break;
+		}
+		if (atomic_load(&l->leader) && by > 0 && by - now < nap)
+			nap = (long)(by - now);
+		if (wait_ms(l, nap))
+			break;
+	}
+	return NULL;
+}
+
 /* Keeps renewing until stopped (0) or until a renewal could not be had
  * within the renew deadline (-1). */
 static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
@@ -332,11 +372,12 @@ static int renew_loop(struct kube_leader *l, int64_t renewed_ms)
 		while (!atomic_load(&l->stop)) {
 			int64_t start = clock_mono_ms();
 			long pause;
-			if (start >= deadline)
+			if (start >= deadline || atomic_load(&l->lost))
 				break;
 			if (try_acquire_or_renew(l, deadline)) {
-				ok = 1;
+				ok = !atomic_load(&l->lost);   /* too late when the watchdog ended it */
 				renewed_ms = start;
+				atomic_store(&l->renew_by_ms, renewed_ms + l->renew_ms);
 				break;
 			}
 			pause = l->retry_ms / 2 > 0 ? l->retry_ms / 2 : 1;
@@ -372,17 +413,12 @@ static void elect(struct kube_leader *l)
 	}
 	if (atomic_load(&l->stop))
 		return;
+	atomic_store(&l->renew_by_ms, acquired_ms + l->renew_ms);
 	atomic_store(&l->leader, 1);
 	log_info("leader election: became leader", "identity", l->id, "lease", l->name, NULL);
 	post_callback(l, 1, NULL);
-	if (renew_loop(l, acquired_ms) < 0) {
-		atomic_store(&l->leader, 0);
-		log_error("leader election: lost the lease", "identity", l->id, "lease", l->name, NULL);
-		/* Here, not behind a callback that may still run: the caller must
-		 * stop its work now. */
-		if (l->on_stopped)
-			l->on_stopped(l->ud);
-	}
+	if (renew_loop(l, acquired_ms) < 0)
+		lose(l, "could not renew within the renew deadline");
 }
 
 static void *leader_main(void *arg)
@@ -419,8 +455,16 @@ int kube_leader_start(struct kube_leader *l, struct err *e)
 	rc = pthread_create(&l->cb_thread, NULL, callback_main, l);
 	if (rc != 0)
 		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
+	rc = pthread_create(&l->dog_thread, NULL, watchdog_main, l);
+	if (rc != 0) {
+		stop_callbacks(l);
+		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
+	}
 	rc = pthread_create(&l->thread, NULL, leader_main, l);
 	if (rc != 0) {
+		atomic_store(&l->stop, 1);
+		pthread_cond_broadcast(&l->cond);
+		pthread_join(l->dog_thread, NULL);
 		stop_callbacks(l);
 		return err_set(e, ERR_IO, "leader election: cannot start a thread: %s", strerror(rc));
 	}
@@ -466,6 +510,7 @@ void kube_leader_stop(struct kube_leader *l)
 	atomic_store(&l->stop, 1);
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->dog_thread, NULL);
 	pthread_join(l->thread, NULL);
 	l->started = 0;
 	if (atomic_load(&l->leader)) {

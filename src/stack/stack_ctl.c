@@ -199,6 +199,11 @@ static void on_stack(void *ud, struct kube_informer *inf, enum kube_change ch, c
 	char *key;
 
 	log_change(inf, ch, obj);
+	if (ch == KUBE_CHANGE_DELETE && (key = kube_object_key(obj)) != NULL) {
+		/* Gone from this shard's cache: it waits for no Job slot. */
+		stack_job_slot_forget(sc, key);
+		free(key);
+	}
 	/* Its dependents (spec.prerequisites) look again at once. */
 	if (stack_prereq_readiness_changed(old, obj))
 		enqueue_dependents(sc, "prereq", "Stack", obj);
@@ -422,12 +427,26 @@ static void pass_free(struct stack_pass *p)
 	free(p->request);
 }
 
+/* A Stack waits for a Job slot only while its passes keep asking for one.
+ * A pass that decided without asking (suspended, nothing due, gone, another
+ * step) gives its place up; one that failed before it decided (to be
+ * retried) keeps it. */
+static void slot_pass_done(struct stack_ctl *sc, const char *key, const struct stack_pass *p, int rc,
+    unsigned long mark)
+{
+	if (p->gone)
+		stack_job_slot_forget(sc, key);
+	else if (rc >= 0 && !p->retry)
+		stack_job_slot_pass_done(sc, key, mark);
+}
+
 static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct err *e)
 {
 	struct stack_ctl *sc = ud;
 	struct stack_pass p;
 	char ns[254], name[254], id[37];
 	double t0 = clock_mono_s();
+	unsigned long slot_mark = stack_job_slot_mark(sc);
 	cJSON *obj;
 	int rc;
 
@@ -443,6 +462,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 	log_context_set("reconcileID", id);
 	if ((obj = kube_informer_get(sc->stacks.inf, ns, name)) == NULL) {
 		stack_metrics_gone(ns, name, clock_mono_s() - t0);
+		stack_job_slot_forget(sc, key);
 		return 0;   /* deleted; its finalizer was handled before */
 	}
 	for (int attempt = 0;; attempt++) {
@@ -465,6 +485,7 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 		pass_free(&p);
 	}
 	stack_metrics_reconciled(&p, rc, clock_mono_s() - t0);
+	slot_pass_done(sc, key, &p, rc, slot_mark);
 	pass_free(&p);
 	log_info("reconcile", "stack", key, "result", rc < 0 ? "retry" : "done", "error", rc < 0 ? e->msg : "",
 	    NULL);
@@ -525,8 +546,10 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	sc->secrets = secret_kind_init;
 	sc->jobs = job_kind_init;
 	pthread_mutex_init(&sc->lock, NULL);
+	pthread_mutex_init(&sc->oci_lock, NULL);
 	if (stack_job_slots_new(sc) < 0) {
 		pthread_mutex_destroy(&sc->lock);
+		pthread_mutex_destroy(&sc->oci_lock);
 		free(sc);
 		return err_set(e, ERR_NOMEM, "out of memory"), NULL;
 	}
@@ -560,6 +583,7 @@ void stack_ctl_free(struct stack_ctl *sc)
 	stack_source_cleanup(sc);
 	stack_job_slots_free(sc);
 	pthread_mutex_destroy(&sc->lock);
+	pthread_mutex_destroy(&sc->oci_lock);
 	free(sc);
 }
 
@@ -705,9 +729,15 @@ void stack_ctl_unwatch(struct stack_ctl *sc)
 		if (all[i]->inf)
 			kube_informer_request_stop(all[i]->inf);
 	}
+	/* Every informer's thread is joined before any is freed: a Secret's,
+	 * ConfigMap's, source's or Job's handler looks Stacks up in the Stack
+	 * informer's index (enqueue_dependents, stack_ctl_has_stack), so that
+	 * one must outlive every other thread that may still be in a handler. */
+	for (int i = 0; i < n; i++)
+		if (all[i]->inf)
+			kube_informer_stop(all[i]->inf);
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf) {
-			kube_informer_stop(all[i]->inf);
 			kube_informer_free(all[i]->inf);
 			all[i]->inf = NULL;
 		}

@@ -34,6 +34,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/strmap.h"
 #include "kube/kube.h"
 #include "pulumi/pulumi.h"
 #include "stack/stack.h"
@@ -84,7 +85,10 @@ struct stack_ctl {
 	int interrupted;
 	volatile int cancel;              /* set with interrupted: stops downloads too */
 
-	struct stack_oci_poll *oci_polls; /* guarded by lock; stack_source.c */
+	/* The shared OCI resolutions, by poll key (stack_source.c), with their
+	 * own lock: a lookup is one hash probe, never a scan under lock. */
+	pthread_mutex_t oci_lock;
+	struct strmap oci_polls;
 
 	atomic_ullong updates_ok, updates_failed, no_change;
 
@@ -140,6 +144,8 @@ struct stack_prereq {
 	char *namespace;                  /* NULL: the Stack's own */
 	long within_ms;
 };
+/* The shortest succeededWithinDuration (docs/stack-api.md). */
+#define STACK_PREREQ_MIN_WITHIN_MS 60000L
 
 enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_JOB };
 
@@ -224,6 +230,18 @@ int stack_source_resolve(struct stack_pass *p);
 int stack_source_fetch(struct stack_pass *p);
 /* Frees the shared OCI resolutions (at stack_ctl_free). */
 void stack_source_cleanup(struct stack_ctl *sc);
+/* The shared OCI resolutions (exposed for the unit tests).  A lookup of key
+ * younger than max_age_ms copies it into res (caller frees it with
+ * oci_pull_result_free) and returns 1; a store replaces key's, for Stacks
+ * that look again every interval_ms (0: never), and prunes the cache when
+ * it outgrows the Stacks (entries idle past their interval, then the least
+ * recently used). */
+struct oci_pull_result;
+int stack_oci_cache_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
+    struct oci_pull_result *res);
+void stack_oci_cache_store(struct stack_ctl *sc, const char *key, long interval_ms,
+    const struct oci_pull_result *res);
+size_t stack_oci_cache_count(struct stack_ctl *sc);
 /* Store paths. */
 void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
 
@@ -474,6 +492,15 @@ void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stac
 int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
 /* Frees job_key's slot and wakes the waiting Stacks it can serve. */
 void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
+/* stack_key ("ns/name") waits for no slot any more (deleted): it leaves
+ * the queue, and a wake it held goes to the next waiter. */
+void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key);
+/* A pass of stack_key began at mark (stack_job_slot_mark) and decided:
+ * unless it asked for a slot and found none since (whatever verdict the
+ * pass then gave: a drift check keeps the Stack Ready), the Stack leaves
+ * the queue as stack_job_slot_forget says. */
+unsigned long stack_job_slot_mark(struct stack_ctl *sc);
+void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsigned long mark);
 int stack_job_slots_new(struct stack_ctl *sc);
 void stack_job_slots_free(struct stack_ctl *sc);
 /* Jobs counted as running now: those of this controller's Stacks (the

@@ -18,10 +18,20 @@
  * freed slot cost a pass (a Stack GET, its Secret reads) per waiting Stack,
  * so the requests per update grew with the Stack count (bench/job-scale).  A
  * woken Stack holds its place until its pass took the slot or found it gone
- * (then it is woken again next); one whose pass never came (deleted,
- * suspended, no longer due) is passed over after WAKE_HOLD_S.  Waiting Stacks
- * also look again on their own (stack_job_slot_poll_ms), a backstop only.
+ * (then it is woken again next).  A Stack leaves the queue when it gets its
+ * slot, is deleted (or leaves this shard's cache), or a pass of it decides
+ * without asking for a slot (suspended, nothing due, another step; the take
+ * count, stack_job_slot_mark, tells): stack_job_slot_forget and _pass_done,
+ * which hand a wake it held to the next waiter.  One
+ * whose pass never came all the same is passed over after WAKE_HOLD_S.
+ * Waiting Stacks also look again on their own (stack_job_slot_poll_ms), a
+ * backstop only.
+ *
+ * Whose a running Job is reads the Stack cache (a copy of the Stack per
+ * Job), so it is counted outside the slots lock, on a copy of the running
+ * set (lock_counted).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,14 +51,17 @@ struct slot_job {
 struct slot_waiter {
 	char *stack;
 	double woken_s;  /* clock_mono_s() of its wake; 0: not woken */
+	unsigned long asked;   /* the take count when it last found no slot */
 };
 
 struct stack_job_slots {
 	pthread_mutex_t lock;
 	struct slot_job *run;
 	size_t nrun, caprun;
+	unsigned long run_gen;        /* bumped by every change of run[] */
 	struct slot_waiter *wait;     /* oldest first */
 	size_t nwait, capwait;
+	unsigned long takes;          /* slot requests so far (stack_job_slot_mark) */
 };
 
 /* ------------------------------------------------------------ lists */
@@ -93,6 +106,7 @@ static int run_add(struct stack_job_slots *s, const char *job, const char *stack
 		return -1;
 	}
 	s->nrun++;
+	s->run_gen++;
 	return 0;
 }
 
@@ -105,6 +119,7 @@ static int run_remove(struct stack_job_slots *s, const char *job)
 	free(s->run[i].job);
 	free(s->run[i].stack);
 	s->run[i] = s->run[--s->nrun];
+	s->run_gen++;
 	return 1;
 }
 
@@ -123,31 +138,43 @@ static void wait_add(struct stack_job_slots *s, const char *stack)
 
 	if (i >= 0) {
 		s->wait[i].woken_s = 0;
+		s->wait[i].asked = s->takes;
 		return;
 	}
 	if (grow((void **)&s->wait, &s->capwait, s->nwait, sizeof(*s->wait)) < 0)
 		return;
 	if ((s->wait[s->nwait].stack = strdup(stack)) == NULL)
 		return;
+	s->wait[s->nwait].asked = s->takes;
 	s->wait[s->nwait++].woken_s = 0;
 }
 
-/* Removes stack keeping the others' order. */
-static void wait_remove(struct stack_job_slots *s, const char *stack)
+/* Does this waiter hold a wake (a free slot kept for its pass)? */
+static int holds_wake(const struct slot_waiter *w, double now)
+{
+	return w->woken_s > 0 && now - w->woken_s < WAKE_HOLD_S;
+}
+
+/* Removes stack keeping the others' order; 1 when it held a wake. */
+static int wait_remove(struct stack_job_slots *s, const char *stack)
 {
 	long i = wait_find(s, stack);
+	int held;
 
 	if (i < 0)
-		return;
+		return 0;
+	held = holds_wake(&s->wait[i], clock_mono_s());
 	free(s->wait[i].stack);
 	memmove(&s->wait[i], &s->wait[i + 1], (s->nwait - (size_t)i - 1) * sizeof(*s->wait));
 	s->nwait--;
+	return held;
 }
 
 /* ------------------------------------------------------------ counting */
 
-/* The running Jobs of this controller's Stacks (lock held). */
-static size_t ours_running(struct stack_ctl *sc)
+/* The running Jobs of this controller's Stacks, with the lock held for
+ * the whole count (the last resort of lock_counted). */
+static size_t ours_running_locked(struct stack_ctl *sc)
 {
 	size_t n = 0;
 
@@ -156,20 +183,75 @@ static size_t ours_running(struct stack_ctl *sc)
 	return n;
 }
 
+/* The Stacks of the running set, copied (caller frees each and the array);
+ * NULL when out of memory.  Lock held. */
+static char **copy_run_stacks(const struct stack_job_slots *s, size_t *n)
+{
+	char **v = calloc(s->nrun ? s->nrun : 1, sizeof(*v));
+
+	*n = 0;
+	if (v == NULL)
+		return NULL;
+	for (; *n < s->nrun; (*n)++)
+		if ((v[*n] = strdup(s->run[*n].stack)) == NULL) {
+			for (size_t i = 0; i < *n; i++)
+				free(v[i]);
+			free(v);
+			return NULL;
+		}
+	return v;
+}
+
+static size_t count_ours(struct stack_ctl *sc, char **stacks, size_t n)
+{
+	size_t ours = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		ours += (size_t)stack_ctl_has_stack(sc, stacks[i]);
+		free(stacks[i]);
+	}
+	free(stacks);
+	return ours;
+}
+
+/* Takes the slots lock and returns the running Jobs of this controller's
+ * Stacks.  The Stack cache is read without the lock, on a copy of the
+ * running set; a set that changed meanwhile is counted again (after a few
+ * tries, under the lock).  Returns with the lock held. */
+static size_t lock_counted(struct stack_ctl *sc)
+{
+	struct stack_job_slots *s = sc->slots;
+
+	for (int attempt = 0;; attempt++) {
+		unsigned long gen;
+		size_t n, ours;
+		char **stacks;
+		pthread_mutex_lock(&s->lock);
+		if (attempt == 3 || (stacks = copy_run_stacks(s, &n)) == NULL)
+			return ours_running_locked(sc);
+		gen = s->run_gen;
+		pthread_mutex_unlock(&s->lock);
+		ours = count_ours(sc, stacks, n);
+		pthread_mutex_lock(&s->lock);
+		if (s->run_gen == gen)
+			return ours;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 /* Marks the oldest waiters not yet holding a wake as woken, as many as the
- * slots free and not held for an earlier wake; returns their keys (caller
- * frees each and the array) in *out.  Lock held. */
-static size_t pick_woken(struct stack_ctl *sc, char ***out)
+ * slots free (used of them taken) and not held for an earlier wake; returns
+ * their keys (caller frees each and the array) in *out.  Lock held. */
+static size_t pick_woken(struct stack_ctl *sc, size_t used, char ***out)
 {
 	struct stack_job_slots *s = sc->slots;
 	double now = clock_mono_s();
-	size_t used = ours_running(sc), held = 0, n = 0, free_slots;
+	size_t held = 0, n = 0, free_slots;
 	char **keys;
 
 	*out = NULL;
 	for (size_t i = 0; i < s->nwait; i++)
-		if (s->wait[i].woken_s > 0 && now - s->wait[i].woken_s < WAKE_HOLD_S)
-			held++;
+		held += (size_t)holds_wake(&s->wait[i], now);
 	if (used + held >= (size_t)sc->o.max_concurrent_jobs || s->nwait == 0)
 		return 0;
 	free_slots = (size_t)sc->o.max_concurrent_jobs - used - held;
@@ -177,7 +259,7 @@ static size_t pick_woken(struct stack_ctl *sc, char ***out)
 		return 0;
 	for (size_t i = 0; i < s->nwait && n < free_slots; i++) {
 		struct slot_waiter *w = &s->wait[i];
-		if (w->woken_s > 0 && now - w->woken_s < WAKE_HOLD_S)
+		if (holds_wake(w, now))
 			continue;
 		if ((keys[n] = strdup(w->stack)) == NULL)
 			break;
@@ -232,8 +314,7 @@ int stack_job_slots_used(struct stack_ctl *sc)
 
 	if (sc->slots == NULL)
 		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = ours_running(sc);
+	n = lock_counted(sc);   /* takes the lock */
 	pthread_mutex_unlock(&sc->slots->lock);
 	return (int)n;
 }
@@ -272,11 +353,13 @@ long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key)
 int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key)
 {
 	struct stack_job_slots *s = sc->slots;
+	size_t used;
 	int rc = 0;
 
-	pthread_mutex_lock(&s->lock);
+	used = lock_counted(sc);   /* takes the lock */
+	s->takes++;
 	if (run_find(s, job_key) < 0) {
-		if (ours_running(sc) >= (size_t)sc->o.max_concurrent_jobs) {
+		if (used >= (size_t)sc->o.max_concurrent_jobs) {
 			wait_add(s, stack_key);
 			rc = 1;
 		} else if (run_add(s, job_key, stack_key) < 0) {
@@ -296,11 +379,67 @@ void stack_job_slot_release(struct stack_ctl *sc, const char *job_key)
 	char **keys = NULL;
 	size_t n = 0;
 
+	size_t used;
+	int removed;
+
 	pthread_mutex_lock(&s->lock);
-	if (run_remove(s, job_key))
-		n = pick_woken(sc, &keys);
+	removed = run_remove(s, job_key);
+	pthread_mutex_unlock(&s->lock);
+	if (!removed)
+		return;
+	used = lock_counted(sc);   /* takes the lock */
+	n = pick_woken(sc, used, &keys);
 	pthread_mutex_unlock(&s->lock);
 	queue_woken(sc, keys, n);
+}
+
+unsigned long stack_job_slot_mark(struct stack_ctl *sc)
+{
+	unsigned long n;
+
+	if (sc->slots == NULL)
+		return 0;
+	pthread_mutex_lock(&sc->slots->lock);
+	n = sc->slots->takes;
+	pthread_mutex_unlock(&sc->slots->lock);
+	return n;
+}
+
+/* Removes stack_key from the queue (all of it when since is ULONG_MAX; else
+ * only when it asked for no slot after since); a wake it held goes to the
+ * next waiter. */
+static void forget_unless_asked(struct stack_ctl *sc, const char *stack_key, unsigned long since)
+{
+	struct stack_job_slots *s = sc->slots;
+	char **keys = NULL;
+	size_t n = 0, used;
+	long i;
+	int asked;
+
+	if (s == NULL)
+		return;
+	/* Most passes concern no waiter: no count for them. */
+	pthread_mutex_lock(&s->lock);
+	i = wait_find(s, stack_key);
+	asked = i >= 0 && since != ULONG_MAX && s->wait[i].asked > since;
+	pthread_mutex_unlock(&s->lock);
+	if (i < 0 || asked)
+		return;
+	used = lock_counted(sc);   /* takes the lock */
+	if (wait_remove(s, stack_key))
+		n = pick_woken(sc, used, &keys);
+	pthread_mutex_unlock(&s->lock);
+	queue_woken(sc, keys, n);
+}
+
+void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key)
+{
+	forget_unless_asked(sc, stack_key, ULONG_MAX);
+}
+
+void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsigned long mark)
+{
+	forget_unless_asked(sc, stack_key, mark);
 }
 
 void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active)

@@ -14,6 +14,9 @@
  *   spec        the spec cannot be acted on               Stalled SpecInvalid
  *   finalize    the Stack is being deleted                destroy, then release the finalizer
  *               (job mode: the destroy is a Job;          Reconciling JobRunning, WaitingForJobSlot)
+ *               suspended: released without destroy      (Warning DestroySkipped)
+ *               the spec does not parse but asks for      Stalled SpecInvalid (the finalizer stays)
+ *               destroyOnFinalize
  *   finalizer   -                                         (adds/removes the finalizer)
  *   prereqs     a prerequisite is not Ready (recently)    Reconciling PrerequisiteNotReady;
  *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
@@ -184,6 +187,49 @@ static int release(struct stack_pass *p)
 	return 1;
 }
 
+/* Did an `up` (or a destroy) ever run, so resources may exist?  Not only a
+ * success: a first update that failed half-way created some. */
+static int ever_deployed(const struct stack_pass *p)
+{
+	const char *type = stack_status_str(p, "lastUpdate.type");
+	const cJSON *h;
+
+	if (stack_status_str(p, "lastAppliedRevision") || streq(type, "up") || streq(type, "destroy"))
+		return 1;
+	cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(p->status, "history"))
+		if (streq(kube_obj_str(h, "type"), "up"))
+			return 1;
+	return 0;
+}
+
+/* Deleting a suspended Stack: nothing runs, as Flux skips the garbage
+ * collection of a suspended object; its resources stay where they are. */
+static int release_suspended(struct stack_pass *p)
+{
+	log_info("the Stack is suspended: released without destroy; its resources stay", "namespace", p->ns,
+	    "name", p->name, NULL);
+	stack_event(p, "Warning", "DestroySkipped", "the Stack was deleted while suspended: pulumi destroy did "
+	    "not run (destroyOnFinalize) and the resources of stack %s were left in place",
+	    p->spec_ok ? p->spec.stack : str_or(kube_obj_str(p->obj, "spec.stack"), "?"));
+	return release(p);
+}
+
+/* The spec no longer parses, so what destroy would need (backend,
+ * credentials, the program) cannot be trusted; but the spec as written still
+ * asks for destroyOnFinalize: the finalizer stays, and status says the ways
+ * out.  step_spec set the SpecInvalid verdict (and its event). */
+static int hold_unparsable(struct stack_pass *p)
+{
+	char why[sizeof(p->v.message)];
+
+	snprintf(why, sizeof(why), "%s", p->v.message);
+	stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "cannot destroy while the spec is invalid: %s; fix "
+	    "the spec to let destroyOnFinalize run, or remove the finalizer " STACK_FINALIZER " by hand to let "
+	    "the Stack go and leave its resources in place", why);
+	p->v.event = 1;
+	return 1;
+}
+
 static int step_finalize(struct stack_pass *p)
 {
 	struct err e;
@@ -195,6 +241,11 @@ static int step_finalize(struct stack_pass *p)
 		p->gone = 1;
 		return 1;
 	}
+	if (spec_bool(p->obj, "suspend"))
+		return release_suspended(p);
+	if (!p->spec_ok && (spec_bool(p->obj, "destroyOnFinalize") || spec_bool(p->obj, "destroyOnDelete")) &&
+	    !spec_bool(p->obj, "preview"))
+		return hold_unparsable(p);
 	if (!p->spec_ok || !p->spec.destroy_on_finalize || p->spec.preview)
 		return release(p);
 	/* Destroy runs from the current artifact if it can be had, else from
@@ -207,7 +258,7 @@ static int step_finalize(struct stack_pass *p)
 		    stack_workspace_prepare(p) == 0;
 	memset(&p->v, 0, sizeof(p->v));
 	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
-		if (stack_status_str(p, "lastAppliedRevision") == NULL)
+		if (!ever_deployed(p))
 			return release(p);   /* nothing was ever deployed */
 		stack_verdict(p, STACK_WAITING, "DestroyFailed", p->sc->o.requeue_dependency_ms,
 		    "cannot destroy: the program is not available (source and workspace are gone)");

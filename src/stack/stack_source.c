@@ -18,7 +18,11 @@
  * refused one is never fetched, and status.artifact keeps what was offered
  * before.  The signature checks that passed are kept with the resolution
  * (per digest and keys Secret resourceVersion), and fetch_oci pulls only
- * the layer of the resolution this pass verified.
+ * the layer of the resolution this pass verified.  The resolutions are a
+ * hash map under their own lock (not the controller's); when they outgrow
+ * the cached Stacks (OCI_CACHE_SLACK + 2 per Stack) the ones no Stack has
+ * asked for lately go, then the least recently used: Stacks that come and
+ * go leave nothing behind for long.
  *
  * Fetching goes through the store shared by every Stack: one download per
  * digest (fluxsource/ for Flux artifacts, the OCI layer by its digest).
@@ -315,14 +319,33 @@ struct stack_oci_verified {
 	struct stack_oci_verified *next;
 };
 
-/* One resolution of (url, ref, media type), shared by every Stack. */
+/* One resolution of (url, ref, media type), shared by every Stack that
+ * names it; the value of sc->oci_polls under its poll key. */
 struct stack_oci_poll {
-	char *key;
-	int64_t at_ms;
+	int64_t at_ms;                /* when it was resolved */
+	int64_t used_ms;              /* the last lookup or store */
+	uint64_t used_seq;            /* its order (touch_seq): least recent first */
+	long interval_ms;             /* how often its Stacks look (0: never) */
 	struct oci_pull_result res;
 	struct stack_oci_verified *verified;   /* of res.manifest_digest */
-	struct stack_oci_poll *next;
 };
+
+/* The cache holds this many resolutions more than twice the cached Stacks
+ * before it is pruned (Stacks come and go; their resolutions must not
+ * stay). */
+#define OCI_CACHE_SLACK 64
+/* An entry idle this long (and past twice its Stacks' interval) is no
+ * longer used by any Stack that still exists, as far as can be told. */
+#define OCI_CACHE_IDLE_MS (10L * 60 * 1000)
+
+/* Orders the lookups and stores of every cache (ms ties are common). */
+static atomic_ullong touch_seq;
+
+static void touch(struct stack_oci_poll *q, int64_t now)
+{
+	q->used_ms = now;
+	q->used_seq = atomic_fetch_add(&touch_seq, 1) + 1;
+}
 
 static void verified_free(struct stack_oci_verified *v)
 {
@@ -336,22 +359,20 @@ static void verified_free(struct stack_oci_verified *v)
 	}
 }
 
-static void oci_polls_free(struct stack_oci_poll *p)
+static void oci_poll_free(void *v)
 {
-	while (p) {
-		struct stack_oci_poll *n = p->next;
-		free(p->key);
-		oci_pull_result_free(&p->res);
-		verified_free(p->verified);
-		free(p);
-		p = n;
-	}
+	struct stack_oci_poll *q = v;
+
+	if (q == NULL)
+		return;
+	oci_pull_result_free(&q->res);
+	verified_free(q->verified);
+	free(q);
 }
 
 void stack_source_cleanup(struct stack_ctl *sc)
 {
-	oci_polls_free(sc->oci_polls);
-	sc->oci_polls = NULL;
+	strmap_free(&sc->oci_polls, oci_poll_free);
 }
 
 /* Reads a key of a Secret in the Stack's namespace (malloc'd, caller frees
@@ -460,19 +481,20 @@ static int copy_result(const struct oci_pull_result *from, struct oci_pull_resul
 	return 0;
 }
 
-/* A recent resolution from the shared table (copied into res), or 0. */
-static int poll_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
+int stack_oci_cache_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
     struct oci_pull_result *res)
 {
+	struct stack_oci_poll *q;
+	int64_t now = clock_mono_ms();
 	int found = 0;
 
-	pthread_mutex_lock(&sc->lock);
-	for (struct stack_oci_poll *q = sc->oci_polls; q; q = q->next)
-		if (strcmp(q->key, key) == 0 && clock_mono_ms() - q->at_ms < max_age_ms) {
+	pthread_mutex_lock(&sc->oci_lock);
+	if ((q = strmap_get(&sc->oci_polls, key)) != NULL) {
+		touch(q, now);
+		if (now - q->at_ms < max_age_ms)
 			found = copy_result(&q->res, res) == 0;
-			break;
-		}
-	pthread_mutex_unlock(&sc->lock);
+	}
+	pthread_mutex_unlock(&sc->oci_lock);
 	return found;
 }
 
@@ -481,57 +503,147 @@ static int same_str(const char *a, const char *b)
 	return a && b && strcmp(a, b) == 0;
 }
 
+/* ------------------------------------------------------------ OCI cache pruning */
+
+struct prune_ctx {
+	int64_t now;
+	const char *spare;            /* the key just stored: never dropped */
+	const char **keys;            /* the candidates; the victims first */
+	uint64_t *order;              /* 0 for an idle entry, else its used_seq */
+	size_t n, max;
+};
+
+/* No Stack has looked for it in twice its interval (and a while). */
+static int idle(const struct stack_oci_poll *q, int64_t now)
+{
+	int64_t quiet = q->interval_ms > 0 ? 2 * (int64_t)q->interval_ms : 0;
+
+	return now - q->used_ms > (quiet > OCI_CACHE_IDLE_MS ? quiet : OCI_CACHE_IDLE_MS);
+}
+
+static void collect_entry(void *ud, const char *key, void *value)
+{
+	struct prune_ctx *c = ud;
+
+	const struct stack_oci_poll *q = value;
+
+	if (c->n < c->max && strcmp(key, c->spare) != 0) {
+		c->keys[c->n] = key;
+		c->order[c->n++] = idle(q, c->now) ? 0 : q->used_seq;
+	}
+}
+
+/* Moves the least recent of c's candidates from i on to i. */
+static void pick_oldest(struct prune_ctx *c, size_t i)
+{
+	size_t oldest = i;
+	const char *k;
+	uint64_t o;
+
+	for (size_t j = i + 1; j < c->n; j++)
+		if (c->order[j] < c->order[oldest])
+			oldest = j;
+	k = c->keys[oldest];
+	o = c->order[oldest];
+	c->keys[oldest] = c->keys[i];
+	c->order[oldest] = c->order[i];
+	c->keys[i] = k;
+	c->order[i] = o;
+}
+
+/* Drops idle entries, then the least recently used, until at most keep
+ * remain besides spare.  Lock held. */
+static void prune_to(struct stack_ctl *sc, size_t keep, const char *spare)
+{
+	size_t n = sc->oci_polls.count, drop;
+	struct prune_ctx c = { clock_mono_ms(), spare, calloc(n, sizeof(char *)), calloc(n, sizeof(uint64_t)),
+		0, n };
+	char **victims = NULL;
+
+	if (c.keys == NULL || c.order == NULL)
+		goto out;
+	strmap_each(&sc->oci_polls, collect_entry, &c);
+	drop = c.n > keep ? c.n - keep : 0;
+	if ((victims = calloc(drop ? drop : 1, sizeof(*victims))) == NULL)
+		goto out;
+	/* A quarter of the cache goes, at most: picked one by one. */
+	for (size_t v = 0; v < drop; v++) {
+		pick_oldest(&c, v);
+		victims[v] = strdup(c.keys[v]);   /* the key lives in the entry it names */
+	}
+	for (size_t v = 0; v < drop; v++)
+		if (victims[v]) {
+			oci_poll_free(strmap_del(&sc->oci_polls, victims[v]));
+			free(victims[v]);
+		}
+out:
+	free(victims);
+	free(c.keys);
+	free(c.order);
+}
+
+/* When the cache outgrows the Stacks it serves, cut it to three quarters
+ * of its bound (so the next prunes are far apart).  Lock held. */
+static void maybe_prune(struct stack_ctl *sc, const char *spare)
+{
+	size_t bound = OCI_CACHE_SLACK + 2 * stack_ctl_stack_count(sc);
+
+	if (sc->oci_polls.count > bound)
+		prune_to(sc, bound * 3 / 4, spare);
+}
+
+size_t stack_oci_cache_count(struct stack_ctl *sc)
+{
+	size_t n;
+
+	pthread_mutex_lock(&sc->oci_lock);
+	n = sc->oci_polls.count;
+	pthread_mutex_unlock(&sc->oci_lock);
+	return n;
+}
+
 /* A new resolution replaces the old; the verifications of the old one
  * carry over only when the manifest digest is the same. */
-static void poll_store(struct stack_ctl *sc, const char *key, const struct oci_pull_result *res)
+void stack_oci_cache_store(struct stack_ctl *sc, const char *key, long interval_ms,
+    const struct oci_pull_result *res)
 {
-	struct stack_oci_poll *q, **pp;
-	struct stack_oci_verified *kept = NULL;
+	struct stack_oci_poll *q = calloc(1, sizeof(*q)), *old;
 
-	pthread_mutex_lock(&sc->lock);
-	for (pp = &sc->oci_polls; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->key, key) == 0) {
-			q = *pp;
-			*pp = q->next;
-			q->next = NULL;
-			if (same_str(q->res.manifest_digest, res->manifest_digest)) {
-				kept = q->verified;
-				q->verified = NULL;
-			}
-			oci_polls_free(q);
-			break;
-		}
-	if ((q = calloc(1, sizeof(*q))) != NULL && (q->key = strdup(key)) != NULL &&
-	    copy_result(res, &q->res) == 0) {
-		q->at_ms = clock_mono_ms();
-		q->verified = kept;
-		q->next = sc->oci_polls;
-		sc->oci_polls = q;
-	} else {
-		verified_free(kept);
-		if (q)
-			oci_polls_free(q);
+	if (q == NULL || copy_result(res, &q->res) < 0) {
+		oci_poll_free(q);
+		return;
 	}
-	pthread_mutex_unlock(&sc->lock);
+	q->at_ms = clock_mono_ms();
+	touch(q, q->at_ms);
+	q->interval_ms = interval_ms;
+	pthread_mutex_lock(&sc->oci_lock);
+	if ((old = strmap_put(&sc->oci_polls, key, q)) != NULL) {
+		if (same_str(old->res.manifest_digest, res->manifest_digest)) {
+			q->verified = old->verified;
+			old->verified = NULL;
+		}
+		oci_poll_free(old);
+	}
+	maybe_prune(sc, key);
+	pthread_mutex_unlock(&sc->oci_lock);
 }
 
 int stack_source_verified_lookup(struct stack_ctl *sc, const char *key, const char *digest, const char *keys,
     char *key_name, size_t n, char *scheme, size_t sn)
 {
+	struct stack_oci_poll *q;
 	int found = 0;
 
-	pthread_mutex_lock(&sc->lock);
-	for (struct stack_oci_poll *q = sc->oci_polls; q && !found; q = q->next) {
-		if (strcmp(q->key, key) != 0 || !same_str(q->res.manifest_digest, digest))
-			continue;
+	pthread_mutex_lock(&sc->oci_lock);
+	q = strmap_get(&sc->oci_polls, key);
+	if (q != NULL && same_str(q->res.manifest_digest, digest))
 		for (struct stack_oci_verified *v = q->verified; v && !found; v = v->next)
 			if (strcmp(v->keys, keys) == 0) {
 				snprintf(key_name, n, "%s", v->key_name);
 				snprintf(scheme, sn, "%s", v->scheme);
 				found = 1;
 			}
-	}
-	pthread_mutex_unlock(&sc->lock);
+	pthread_mutex_unlock(&sc->oci_lock);
 	return found;
 }
 
@@ -559,23 +671,25 @@ static void forget_secret(struct stack_oci_verified **list, const char *keys)
 void stack_source_verified_store(struct stack_ctl *sc, const char *key, const char *digest, const char *keys,
     const char *key_name, const char *scheme)
 {
-	pthread_mutex_lock(&sc->lock);
-	for (struct stack_oci_poll *q = sc->oci_polls; q; q = q->next) {
-		struct stack_oci_verified *v;
-		if (strcmp(q->key, key) != 0 || !same_str(q->res.manifest_digest, digest))
-			continue;
-		if ((v = calloc(1, sizeof(*v))) == NULL || (v->keys = strdup(keys)) == NULL ||
-		    (v->key_name = strdup(key_name ? key_name : "")) == NULL ||
-		    (v->scheme = strdup(scheme ? scheme : "")) == NULL) {
-			verified_free(v);
-			break;
-		}
+	struct stack_oci_verified *v;
+	struct stack_oci_poll *q;
+
+	if ((v = calloc(1, sizeof(*v))) == NULL || (v->keys = strdup(keys)) == NULL ||
+	    (v->key_name = strdup(key_name ? key_name : "")) == NULL ||
+	    (v->scheme = strdup(scheme ? scheme : "")) == NULL) {
+		verified_free(v);
+		return;
+	}
+	pthread_mutex_lock(&sc->oci_lock);
+	q = strmap_get(&sc->oci_polls, key);
+	if (q != NULL && same_str(q->res.manifest_digest, digest)) {
 		forget_secret(&q->verified, keys);
 		v->next = q->verified;
 		q->verified = v;
-		break;
+		v = NULL;
 	}
-	pthread_mutex_unlock(&sc->lock);
+	pthread_mutex_unlock(&sc->oci_lock);
+	verified_free(v);
 }
 
 static int parse_oci_ref(struct stack_pass *p, struct oci_ref *ref, struct err *e)
@@ -651,7 +765,7 @@ static int resolve_oci(struct stack_pass *p)
 		max_age_ms = INT64_MAX / 2;
 	else
 		max_age_ms = stack_pass_requested(p) ? 0 : p->spec.oci_interval_ms;
-	if (poll_lookup(p->sc, key, max_age_ms, &res)) {
+	if (stack_oci_cache_lookup(p->sc, key, max_age_ms, &res)) {
 		stack_metrics_resolved("cached");
 	} else {
 		if (parse_oci_ref(p, &ref, &e) < 0) {
@@ -673,7 +787,7 @@ static int resolve_oci(struct stack_pass *p)
 		oci_client_free(c);
 		oci_ref_free(&ref);
 		stack_metrics_resolved("resolved");
-		poll_store(p->sc, key, &res);
+		stack_oci_cache_store(p->sc, key, p->spec.oci_digest ? 0 : p->spec.oci_interval_ms, &res);
 	}
 	if (!p->spec.oci_verify)
 		p->verified_none = 1;
@@ -719,7 +833,7 @@ static int fetch_oci(struct stack_pass *p)
 	poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* Only the layer this pass resolved (and verified) is fetched: another
 	 * Stack's pass may have seen the tag move since. */
-	if (!poll_lookup(p->sc, key, INT64_MAX / 2, &res) || !same_str(res.layer_digest, p->art.digest)) {
+	if (!stack_oci_cache_lookup(p->sc, key, INT64_MAX / 2, &res) || !same_str(res.layer_digest, p->art.digest)) {
 		oci_pull_result_free(&res);
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "the resolution of %s changed or expired; "
 		    "resolving again", p->spec.oci_url);

@@ -585,6 +585,11 @@ static int add_prereq(struct stack_spec *s, const cJSON *it, const char *field, 
 	    (!flux && get_obj(it, "requirement", fr, &req, e) < 0) ||
 	    (req && get_duration(req, "succeededWithinDuration", fd, &r->within_ms, e) < 0))
 		return -1;
+	/* A shorter window would have the prerequisite updated again and again:
+	 * its own update takes longer than that. */
+	if (r->within_ms > 0 && r->within_ms < STACK_PREREQ_MIN_WITHIN_MS)
+		return err_set(e, ERR_INVALID, "%s: must be at least 1m (a shorter one would have the prerequisite "
+		    "run again and again)", fd), -1;
 	if (r->name == NULL || !valid_object_name(r->name))
 		return err_set(e, ERR_INVALID, "%s: must be the name of a Stack", fn), -1;
 	if (r->namespace && !valid_object_name(r->namespace))

@@ -604,6 +604,59 @@ def test_leader_that_cannot_renew_stops(any_kubeapi, controllers, tmp_path):
     assert lease(api)["spec"]["holderIdentity"] == me
 
 
+HANGING_PLUGIN = """#!/usr/bin/python3
+# Its first run hands out the test's token for {ttl} s; every later run (the refresh,
+# due 10 s before expiry) writes its pid and hangs, as a plugin waiting on a dead
+# identity provider does, until the controller's plugin timeout (a minute) kills it.
+import datetime, json, os, time
+runs = {runs!r}
+first = not os.path.exists(runs)
+open(runs, "a").write("x")
+if not first:
+    open({hung!r}, "w").write(str(os.getpid()))
+    time.sleep(600)
+exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds={ttl})
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {{"token": {token!r},
+                             "expirationTimestamp": exp.strftime("%Y-%m-%dT%H:%M:%SZ")}}}}))
+"""
+
+
+def running(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_leader_stuck_in_an_exec_credential_refresh_stops_at_its_deadline(any_kubeapi, controllers,
+                                                                          tmp_path):
+    """The renewal waits for a credential the hung plugin never gives: the leader must
+    stop leading at its renew deadline (3 s), not when the plugin's minute is up."""
+    import yaml
+    api = any_kubeapi
+    runs, hung = tmp_path / "plugin-runs", tmp_path / "plugin-hung"
+    plugin = tmp_path / "hanging-plugin.py"
+    plugin.write_text(HANGING_PLUGIN.format(runs=str(runs), hung=str(hung), ttl=13, token=api.token))
+    plugin.chmod(0o755)
+    doc = yaml.safe_load(open(api.write_kubeconfig(tmp_path / "kc-base")))
+    doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                        "command": str(plugin), "interactiveMode": "Never"}}
+    kc = tmp_path / "kc-exec"
+    kc.write_text(yaml.safe_dump(doc))
+    a = controllers(["--kubeconfig", kc, *scope(api), *le_args(api.namespace)], name="a")
+    a.wait_log("workers started")
+    wait_for(hung.exists, 30, what="the refresh to hang")
+    pid = int(wait_for(lambda: hung.read_text().strip(), 10, what="the plugin's pid"))
+    a.wait_log("leader election: lost the lease", timeout=45)
+    # It stopped leading while the plugin still hung (before, only its timeout ended it).
+    assert running(pid), "the leader stopped only when the plugin was killed"
+    os.kill(pid, signal.SIGKILL)
+    assert a.proc.wait(30) == 1
+
+
 def test_namespace_and_label_selector(any_kubeapi, controllers, tmp_path):
     api = any_kubeapi
     # the real server is shared and never finishes deleting a namespace (no

@@ -64,3 +64,80 @@ def test_failing_destroy_keeps_the_finalizer_and_says_why(stack_world):
     w.wait_gone("demo", timeout=300)
     assert name not in w.cloud_files()
     assert w.locks() == []
+
+
+def test_a_suspended_stack_is_released_without_destroy(stack_world):
+    """Flux skips the garbage collection of a suspended object: so does the controller."""
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource=GIT, destroyOnFinalize=True)
+    w.controller()
+    w.wait_ready("demo")
+    name = file_of(w, "demo")
+    w.patch_stack("demo", {"spec": {"suspend": True}})
+    w.settle("demo")
+
+    w.delete_stack("demo")
+    w.wait_gone("demo")
+    assert name in w.cloud_files()                        # left in place
+    assert w.updates(commands=("destroy",)) == []
+    ev = w.wait_event("demo", "DestroySkipped")
+    assert ev[0]["type"] == "Warning" and "left in place" in ev[0]["message"]
+    assert w.locks() == []
+
+
+def test_an_unparsable_spec_keeps_the_finalizer_until_fixed(stack_world):
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.apply_stack("demo", fluxSource=GIT, destroyOnFinalize=True)
+    w.controller()
+    w.wait_ready("demo")
+    name = file_of(w, "demo")
+    # The API server takes this spec; the controller cannot act on it.
+    w.patch_stack("demo", {"spec": {"policyPacks": ["../outside"]}})
+    w.wait_condition("demo", "Stalled", reason="SpecInvalid")
+
+    w.delete_stack("demo")
+    obj = w._wait("demo", lambda: (lambda o: o if o and o["metadata"].get("deletionTimestamp") and
+                                   "cannot destroy" in (w.cond(o, "Stalled") or {}).get("message", "")
+                                   else None)(w.stack_or_none("demo")),
+                  120, "Stalled SpecInvalid, cannot destroy")
+    msg = w.cond(obj, "Stalled")["message"]
+    assert "spec.policyPacks[0]" in msg and "remove the finalizer " + FINALIZER in msg
+    assert FINALIZER in obj["metadata"]["finalizers"]
+    assert name in w.cloud_files()
+    assert w.updates(commands=("destroy",)) == []
+
+    # Fixed, the destroy runs and the Stack goes.
+    w.patch_stack("demo", {"spec": {"policyPacks": None}})
+    w.wait_gone("demo", timeout=240)
+    assert name not in w.cloud_files()
+
+
+def test_a_first_update_that_failed_half_way_is_destroyed(stack_world):
+    """No update ever succeeded, but the first one created a File before it failed: with
+    the program nowhere (the source deleted, the workspace lost with the pod's storage)
+    the finalizer stays until it can be destroyed."""
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-half")))
+    w.apply_stack("demo", fluxSource=GIT, destroyOnFinalize=True)
+    w.controller()
+    w.wait_event("demo", "UpdateFailed")
+    created = set(w.cloud_files())
+    assert len(created) == 1, created
+    assert w.ctl.stop() == 0
+    w.delete_source("GitRepository", "app")
+    # A replaced pod: its storage (and the workspace in it) is new.
+    w.controller(storage_path=str(w.workdir / "storage-new"))
+
+    w.delete_stack("demo")
+    w.wait_condition("demo", "Reconciling", reason="DestroyFailed")
+    obj = w.stack("demo")
+    assert FINALIZER in obj["metadata"]["finalizers"]
+    assert "program is not available" in w.cond(obj, "Ready")["message"]
+    assert set(w.cloud_files()) == created
+
+    # The program is back: destroyed, then the Stack goes.
+    w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-half")))
+    w.wait_gone("demo", timeout=240)
+    assert w.cloud_files() == {}

@@ -103,3 +103,29 @@ def test_a_freed_slot_wakes_one_waiting_stack_not_all(fake_kubelet):
     assert max(passes.values()) <= 2, passes
     assert sum(passes.values()) <= len(names) + 1, passes
 
+
+
+def test_a_deleted_or_suspended_waiter_gives_its_place_up(fake_kubelet):
+    """One slot; s1 and s2 wait ahead of s3.  s1 is deleted and s2 suspended while they
+    wait: the freed slot goes to s3 at once.  (Before, a freed slot woke the head of the
+    queue, deleted or not, and held the slot for it for a minute; s3 looked again only
+    on its own poll, five minutes on.)"""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    controller(w, max_concurrent_jobs="1")
+    held_stack(w, "s0")
+    wait_until(lambda: reason(w, "s0") == "JobRunning", what="s0's Job")
+    for n in ("s1", "s2", "s3"):       # in this order: the queue is in arrival order
+        held_stack(w, n)
+        wait_until(lambda: reason(w, n) == "WaitingForJobSlot", what=f"{n} waiting for a slot")
+    w.delete_stack("s1")
+    w.wait_gone("s1")
+    w.patch_stack("s2", {"spec": {"suspend": True}})
+    w.settle("s2")
+    job = wait_until(lambda: unfinished_jobs(w, ["s0"]), what="s0's Job")[0]
+    wait_until(lambda: w.kubelet.release(job, w.namespace), what=f"{job} released")
+    # Well within the minute a wake was held for a Stack whose pass never came.
+    wait_until(lambda: reason(w, "s3") == "JobRunning", timeout=40, what="s3's Job")
+    assert unfinished_jobs(w, ["s2"]) == []
+    release_one_by_one(w, ["s3"], most=1)
+    w.wait_ready("s3")

@@ -2,7 +2,8 @@
  * test_stack_job_slots.c - --max-concurrent-jobs bookkeeping
  * (stack_job_slots.c): taking and freeing slots, and which waiting Stacks a
  * freed slot wakes (as many as slots are free, oldest first, a woken one
- * holding its place), seen through the work queue.  Without a Stack
+ * holding its place, a forgotten one leaving the queue and handing its wake
+ * on), seen through the work queue.  Without a Stack
  * informer every Stack counts as this controller's; the per-shard count
  * (only Stacks in the shard's cache) is tests/e2e/test_stack_job_shards.py.
  */
@@ -141,6 +142,79 @@ static void test_a_stack_further_back_polls_less_often(void **state)
 	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/t39"), 60L * 60 * 1000);
 }
 
+static void test_a_forgotten_waiter_hands_its_wake_to_the_next_at_once(void **state)
+{
+	(void)state;
+	fill();
+	/* s2 is woken for the freed slot, then is deleted (or suspended) before
+	 * its pass takes it: s3 gets the wake now, not after the hold. */
+	stack_job_slot_release(&sc, "apps/j0");
+	next_queued_is("apps/s2");
+	stack_job_slot_forget(&sc, "apps/s2");
+	assert_int_equal((int)kube_queue_len(sc.queue), 1);
+	next_queued_is("apps/s3");
+	take("apps/j3", "apps/s3", 0);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 3);
+	/* Forgetting a Stack that does not wait, or one that holds no wake,
+	 * wakes nobody. */
+	stack_job_slot_forget(&sc, "apps/nobody");
+	stack_job_slot_forget(&sc, "apps/s5");
+	assert_int_equal((int)kube_queue_len(sc.queue), 0);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 2);
+}
+
+static void test_a_pass_that_asks_for_no_slot_gives_its_place_up(void **state)
+{
+	unsigned long mark;
+
+	(void)state;
+	fill();
+	/* s3's pass asks again and finds none: it keeps its place, whatever
+	 * verdict the pass then gives (a drift check stays Ready). */
+	mark = stack_job_slot_mark(&sc);
+	take("apps/j3", "apps/s3", 1);
+	stack_job_slot_pass_done(&sc, "apps/s3", mark);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 5);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s4"), 2 * STACK_JOB_SLOT_POLL_MS);
+	/* s2's next pass needs no Job (suspended, nothing due): it goes, and
+	 * those behind it move up. */
+	mark = stack_job_slot_mark(&sc);
+	stack_job_slot_pass_done(&sc, "apps/s2", mark);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 4);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/s4"), STACK_JOB_SLOT_POLL_MS);
+	stack_job_slot_release(&sc, "apps/j0");
+	next_queued_is("apps/s3");
+}
+
+static void test_forgotten_waiters_no_longer_push_the_others_back(void **state)
+{
+	(void)state;
+	sc.o.max_concurrent_jobs = 1;
+	take("apps/j", "apps/running", 0);
+	/* Stacks come, wait and go (deleted, suspended, no longer due): the
+	 * queue does not grow with them, and a live waiter behind them is at
+	 * the head again. */
+	for (int i = 0; i < 200; i++) {
+		char stack[32];
+		snprintf(stack, sizeof(stack), "apps/gone%d", i);
+		take("apps/jg", stack, 1);
+	}
+	take("apps/jl", "apps/live", 1);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/live"), 60L * 60 * 1000);
+	for (int i = 0; i < 200; i++) {
+		char stack[32];
+		snprintf(stack, sizeof(stack), "apps/gone%d", i);
+		stack_job_slot_forget(&sc, stack);
+	}
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 1);
+	assert_int_equal(stack_job_slot_poll_ms(&sc, "apps/live"), STACK_JOB_SLOT_POLL_MS);
+	/* The freed slot goes to it at once. */
+	stack_job_slot_release(&sc, "apps/j");
+	next_queued_is("apps/live");
+	take("apps/jl", "apps/live", 0);
+	assert_int_equal((int)stack_job_slots_waiting(&sc), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +223,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_woken_stack_holds_its_slot_until_its_pass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_release_of_an_unknown_job_wakes_nobody, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_stack_further_back_polls_less_often, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_forgotten_waiter_hands_its_wake_to_the_next_at_once, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_a_pass_that_asks_for_no_slot_gives_its_place_up, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_forgotten_waiters_no_longer_push_the_others_back, setup,
+		    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -950,6 +950,16 @@ static void prerequisites_and_depends_on(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'Net'}]}", "spec.prerequisites[0].name");
 	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': "
 	    "{'succeededWithinDuration': 'x'}}]}", "spec.prerequisites[0].requirement.succeededWithinDuration");
+	/* Below a minute the prerequisite would be updated again and again. */
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': "
+	    "{'succeededWithinDuration': '1ms'}}]}", "spec.prerequisites[0].requirement.succeededWithinDuration",
+	    "at least 1m");
+	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': "
+	    "{'succeededWithinDuration': '59s'}}]}", "spec.prerequisites[0].requirement.succeededWithinDuration");
+	accepted("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': "
+	    "{'succeededWithinDuration': '1m'}}]}", &s);
+	assert_int_equal(s.prereqs[0].within_ms, 60000);
+	stack_spec_free(&s);
 	refused("{'stack': 'dev', " FLUX ", 'prerequisites': [{'name': 'a', 'requirement': 3}]}",
 	    "spec.prerequisites[0].requirement");
 	refused("{'stack': 'dev', " FLUX ", 'dependsOn': [{'name': 'a'}, {'name': 'b', 'namespace': '../x'}]}",
