@@ -8,6 +8,8 @@ no update ran twice to completion and no pulumi process is left running.  A lock
 a controller that held another Lease, or when this one holds none, is never broken.
 PULUMI_STANDIN_SLOW_MS slows each resource step (stand-in and the real test provider
 alike).  Both tiers."""
+import json
+
 import pytest
 
 from pulumi_fixtures import processes_of_cloud
@@ -33,10 +35,12 @@ def start_updates(w, names):
     return src1
 
 
-def wait_locked(w, names, src2):
+def wait_locked(w, names, src2, host="ctl-0"):
     wait_until(lambda: len(w.locks()) == len(names), 180, what="every update to take its lock")
     for name in names:
         assert w.stack(name)["status"]["currentUpdate"]["revision"] == src2["revision"]
+    # The CLI (stand-in and real alike) names the host of the UTS namespace it runs in.
+    assert {json.loads(p.read_text())["hostname"] for p in w.locks()} == {host}
 
 
 @pytest.mark.parametrize("second_host", ["ctl-0", "ctl-1"], ids=["restarted", "replaced"])
