@@ -16,7 +16,7 @@ from pulumi_fixtures import processes_of_cloud
 from stack_fixtures import SOURCE_API, wait_until
 
 GIT = {"sourceRef": {"apiVersion": SOURCE_API, "kind": "GitRepository", "name": "app"}}
-SLOW = {"PULUMI_STANDIN_SLOW_MS": {"type": "Literal", "literal": {"value": "3000"}}}
+SLOW = {"PULUMI_STANDIN_SLOW_MS": {"type": "Literal", "literal": {"value": "4000"}}}
 NAMES = ("c0", "c1", "c2", "c3")       # as many as --concurrency: all killed mid-update
 
 
@@ -27,34 +27,40 @@ def lease(w, lease_id="pc-crash"):
             "renew_deadline": "6s", "retry_period": "2s"}
 
 
-def start_updates(w, names):
-    """Stacks Ready at revision 1, then revision 2 and every update holding its lock."""
+def crash_mid_update(w, names, lease_id="pc-crash"):
+    """The Stacks Ready at revision 1 under a controller on host ctl-0; then revision 2,
+    and once every update holds its lock the controller and its CLIs are killed.
+    Returns revision 2's artifact status."""
     src1 = w.flux_source("GitRepository", "app", w.artifact())
     for name in names:
         w.apply_stack(name, stack=name, fluxSource=GIT, envRefs=SLOW)
-    return src1
+    w.controller(host="ctl-0", **lease(w, lease_id))
+    for name in names:
+        w.wait_ready(name, revision=src1["revision"])
 
-
-def wait_locked(w, names, src2, host="ctl-0"):
+    src2 = w.flux_source("GitRepository", "app", w.artifact(w.revision_files(greeting="two")))
     wait_until(lambda: len(w.locks()) == len(names), 180, what="every update to take its lock")
     for name in names:
         assert w.stack(name)["status"]["currentUpdate"]["revision"] == src2["revision"]
     # The CLI (stand-in and real alike) names the host of the UTS namespace it runs in.
-    assert {json.loads(p.read_text())["hostname"] for p in w.locks()} == {host}
+    assert {json.loads(p.read_text())["hostname"] for p in w.locks()} == {"ctl-0"}
+    w.crash_controller()
+    assert len(w.locks()) == len(names), "the killed CLIs' locks are left behind"
+    return src2
+
+
+def nothing_left(w, names):
+    """No lock and no pulumi process left; each Stack's file at revision 2."""
+    assert w.locks() == []
+    assert sorted(w.cloud_files().values()) == ["two"] * len(names)
+    wait_until(lambda: processes_of_cloud(w.cloud_dir) == [], 60,
+               what="no pulumi process left running")
 
 
 @pytest.mark.parametrize("second_host", ["ctl-0", "ctl-1"], ids=["restarted", "replaced"])
 def test_sigkill_mid_update_then_start_again(stack_world, second_host):
     w = stack_world
-    src1 = start_updates(w, NAMES)
-    w.controller(host="ctl-0", **lease(w))
-    for name in NAMES:
-        w.wait_ready(name, revision=src1["revision"])
-
-    src2 = w.flux_source("GitRepository", "app", w.artifact(w.revision_files(greeting="two")))
-    wait_locked(w, NAMES, src2)
-    w.crash_controller()
-    assert len(w.locks()) == len(NAMES), "the killed CLIs' locks are left behind"
+    src2 = crash_mid_update(w, NAMES)
 
     w.controller(host=second_host, **lease(w))
     for name in NAMES:
@@ -65,10 +71,7 @@ def test_sigkill_mid_update_then_start_again(stack_world, second_host):
         done = [h for h in w.history("stackdemo", name)
                 if h["kind"] == "update" and h["result"] == "succeeded"]
         assert len(done) == 2                                 # revision 1, then 2 once
-    assert w.locks() == []
-    assert sorted(w.cloud_files().values()) == ["two"] * len(NAMES)
-    wait_until(lambda: processes_of_cloud(w.cloud_dir) == [], 60,
-               what="no pulumi process left running")
+    nothing_left(w, NAMES)
 
 
 def test_replaced_twice_mid_recovery(stack_world):
@@ -76,13 +79,7 @@ def test_replaced_twice_mid_recovery(stack_world):
     third pod still knows the first's lock, through status.interruptedUpdates."""
     w = stack_world
     names = NAMES[:2]
-    src1 = start_updates(w, names)
-    w.controller(host="ctl-0", **lease(w))
-    for name in names:
-        w.wait_ready(name, revision=src1["revision"])
-    src2 = w.flux_source("GitRepository", "app", w.artifact(w.revision_files(greeting="two")))
-    wait_locked(w, names, src2)
-    w.crash_controller()
+    src2 = crash_mid_update(w, names)
 
     w.controller(host="ctl-1", **lease(w))
     for name in names:       # the second pod took over the update (and cancelled or not yet)
@@ -94,10 +91,7 @@ def test_replaced_twice_mid_recovery(stack_world):
     for name in names:
         obj = w.wait_ready(name, revision=src2["revision"], timeout=300)
         assert "interruptedUpdates" not in obj["status"]
-    assert w.locks() == []
-    assert sorted(w.cloud_files().values()) == ["two"] * len(names)
-    wait_until(lambda: processes_of_cloud(w.cloud_dir) == [], 60,
-               what="no pulumi process left running")
+    nothing_left(w, names)
 
 
 def test_lock_of_another_lease_is_never_broken(stack_world):
@@ -105,13 +99,7 @@ def test_lock_of_another_lease_is_never_broken(stack_world):
     without leader election, is not this controller's to break: UpdateConflict naming
     the holder; started again with the first Lease, it recovers."""
     w = stack_world
-    names = NAMES[:1]
-    src1 = start_updates(w, names)
-    w.controller(host="ctl-0", **lease(w, "pc-shard-a"))
-    w.wait_ready("c0", revision=src1["revision"])
-    src2 = w.flux_source("GitRepository", "app", w.artifact(w.revision_files(greeting="two")))
-    wait_locked(w, names, src2)
-    w.crash_controller()
+    src2 = crash_mid_update(w, NAMES[:1], "pc-shard-a")
 
     for flags in (lease(w, "pc-shard-b"), {}):
         ctl = w.controller(host="ctl-1", **flags)
@@ -124,4 +112,4 @@ def test_lock_of_another_lease_is_never_broken(stack_world):
 
     w.controller(host="ctl-1", **lease(w, "pc-shard-a"))
     w.wait_ready("c0", revision=src2["revision"], timeout=300)
-    assert w.locks() == []
+    nothing_left(w, NAMES[:1])

@@ -535,6 +535,21 @@ static void running_status(void **state)
  * onto it, also when the generation moved on (observedGeneration stays the
  * one updated). */
 #define STACK_PATH "/apis/pulumi.com/v1/namespaces/apps/stacks/web"
+
+/* A pass whose up succeeded, over a Stack that the server now has with
+ * that uid and another resourceVersion; pass_free. */
+static struct stack_pass *conflicting_pass(const char *uid)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char body[256];
+
+	set_outcome(p, "up", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	snprintf(body, sizeof(body), "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': "
+	    "'58', 'uid': '%s'}}", uid);
+	fake_route(STACK_PATH, 200, body);
+	return p;
+}
 static void update_outcome_survives_a_conflict(void **state)
 {
 	struct stack_pass *p = pass_new("{\"currentUpdate\": {\"controller\": \"controller-a\"}}");
@@ -567,11 +582,7 @@ static void update_outcome_survives_a_conflict(void **state)
 	fake_reset();
 
 	/* Conflicts every time: a bounded number of tries, then the worker. */
-	p = pass_new(NULL);
-	set_outcome(p, "up", 0);
-	stack_verdict(p, STACK_WAITING, "UpdateFailed", 0, "failed");
-	fake_route(STACK_PATH, 200, "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': '58', "
-	    "'uid': 'u-1'}}");
+	p = conflicting_pass("u-1");
 	fake_put_answer(409);
 	assert_int_equal(stack_status_write(p, &e), -1);
 	assert_int_equal(e.code, ERR_CONFLICT);
@@ -580,11 +591,7 @@ static void update_outcome_survives_a_conflict(void **state)
 	fake_reset();
 
 	/* Another Stack of the same name now: nothing is written onto it. */
-	p = pass_new(NULL);
-	set_outcome(p, "up", 1);
-	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
-	fake_route(STACK_PATH, 200, "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': '60', "
-	    "'uid': 'u-2'}}");
+	p = conflicting_pass("u-2");
 	fake_put_answer(200);
 	fake_put_conflicts(1);
 	assert_int_equal(stack_status_write(p, &e), -1);
