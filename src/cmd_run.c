@@ -48,6 +48,7 @@ struct run {
 	struct stack_ctl *stacks;
 	struct flux_notify *notify;       /* --events-addr; NULL when off */
 	const char *lease_ns, *lease_name;
+	char lease_ref[512];              /* "namespace/name", for the Stacks' status */
 	/* Read by the metrics thread: set once the workers run, cleared only
 	 * after the probe servers stopped. */
 	_Atomic(struct kube_workers *) workers;
@@ -494,6 +495,13 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 	rt->recorder = kube_recorder_new(rt->client, "pulumi-controller", host);
 	if (f->events_addr != NULL && start_notify(rt, f, host, e) < 0)
 		return -1;
+	if (f->leader_elect) {
+		/* Recorded with each update: a lock left by an earlier holder of
+		 * this Lease is recoverable once this process holds it. */
+		const char *ns = f->le_ns ? f->le_ns : kube_client_config(rt->client)->namespace;
+		snprintf(rt->lease_ref, sizeof(rt->lease_ref), "%s/%s", ns ? ns : "", f->le_id);
+		f->so.lease = rt->lease_ref;
+	}
 	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL)
 		return -1;
 	if (stack_ctl_watch(rt->stacks, e) < 0) {

@@ -45,6 +45,8 @@ struct stack_opts {
 	const char *label_selector;     /* Stacks only (sharding) */
 	const char *configs_selector;   /* ConfigMaps/Secrets watched; NULL: all */
 	const char *identity;           /* who this incarnation is, for locks; NULL: hostname */
+	const char *lease;              /* "namespace/name" of the Lease held while working
+	                                 * (--leader-elect); NULL: none */
 	long update_timeout_ms;         /* one update, unless spec.timeout says otherwise */
 	long long max_artifact_bytes;   /* one artifact download */
 	long requeue_dependency_ms;     /* while a source or reference is missing */

@@ -620,7 +620,9 @@ void stack_metrics_operation_end(const char *op, enum pl_status status, double s
 
 /* Writes status from p (verdict, outcome, artifact, fingerprint) through the
  * status subresource, based on the cached object's resourceVersion.  A
- * conflict is returned as -1 (the worker retries). */
+ * conflict is returned as -1 (the worker retries), unless the pass ran an
+ * update: then the Stack is read again and the same status written onto
+ * it (a few times at most), so the update's outcome is not lost. */
 int stack_status_write(struct stack_pass *p, struct err *e);
 /* The intermediate "an update is running" status, before the CLI starts. */
 int stack_status_write_running(struct stack_pass *p, struct err *e);

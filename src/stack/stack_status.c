@@ -5,11 +5,20 @@
  *
  * Status is rebuilt from the previous one and the pass (its verdict and
  * the outcome of an update, if one ran) and written with PUT on the status
- * subresource against the resourceVersion the pass read: a concurrent
- * writer makes it fail with 409, the worker retries, and the next pass
- * recomputes from fresh state.  Conditions follow kstatus: Ready always;
+ * subresource against the resourceVersion the pass read.  A concurrent
+ * writer (a label, an annotation, a spec change: this controller is the
+ * only status writer) makes it fail with 409.  A pass that ran no update
+ * then fails, the worker retries, and the next pass recomputes from fresh
+ * state; a pass that ran one re-reads the Stack and writes the same status
+ * again, since the update happened whatever changed meanwhile (a new
+ * generation is left to the next pass: observedGeneration says which one
+ * this status is about).  Conditions follow kstatus: Ready always;
  * Reconciling and Stalled only while True and never both; a condition's
  * lastTransitionTime moves only when its status does.
+ *
+ * status.interruptedUpdates keeps who ran an update that never recorded
+ * its outcome (the controller was killed or its pod replaced), so that
+ * its CLI lock can be recovered (stack_update.c).
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -24,6 +33,9 @@
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
+
+#define STACK_INTERRUPTED_MAX 5     /* status.interruptedUpdates entries */
+#define STACK_STATUS_TRIES 5        /* an update's outcome, against conflicts */
 
 void stack_verdict(struct stack_pass *p, enum stack_state st, const char *reason, long requeue_ms,
     const char *fmt, ...)
@@ -305,6 +317,48 @@ static void safety_status(cJSON *st, const struct stack_pass *p)
 		replace(st, "drift", NULL);
 }
 
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The update the pass found running (status.currentUpdate, which a pass
+ * removes when it records the outcome: this one's controller never did)
+ * joins status.interruptedUpdates, newest first, each controller and Lease
+ * once, at most STACK_INTERRUPTED_MAX. */
+static void note_interrupted(cJSON *st, const cJSON *found)
+{
+	const cJSON *cur = cJSON_GetObjectItemCaseSensitive(found, "currentUpdate"), *it;
+	const char *ctl = kube_obj_str(cur, "controller"), *lease = kube_obj_str(cur, "lease");
+	cJSON *list, *entry;
+	int n = 1;
+
+	if (ctl == NULL)
+		return;
+	list = cJSON_CreateArray();
+	entry = cJSON_CreateObject();
+	cJSON_AddStringToObject(entry, "controller", ctl);
+	if (lease)
+		cJSON_AddStringToObject(entry, "lease", lease);
+	if (kube_obj_str(cur, "startTime"))
+		cJSON_AddStringToObject(entry, "startTime", kube_obj_str(cur, "startTime"));
+	cJSON_AddItemToArray(list, entry);
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(found, "interruptedUpdates"))
+		if (n < STACK_INTERRUPTED_MAX && !(same_str(kube_obj_str(it, "controller"), ctl) &&
+		    same_str(kube_obj_str(it, "lease"), lease))) {
+			cJSON_AddItemToArray(list, cJSON_Duplicate(it, 1));
+			n++;
+		}
+	replace(st, "interruptedUpdates", list);
+}
+
+/* An up or destroy that succeeded took the stack's lock: no lock of an
+ * interrupted update is left. */
+static int lock_taken(const struct stack_outcome *o)
+{
+	return o->ran && o->ok && (strcmp(o->type, "up") == 0 || strcmp(o->type, "destroy") == 0);
+}
+
 /* The new status: the old one with what this pass learned. */
 static cJSON *build_status(const struct stack_pass *p, int running)
 {
@@ -312,6 +366,12 @@ static cJSON *build_status(const struct stack_pass *p, int running)
 	cJSON *old_conds = cJSON_GetObjectItemCaseSensitive(p->status, "conditions");
 
 	replace(st, "observedGeneration", cJSON_CreateNumber((double)p->generation));
+	/* currentUpdate is this pass's own once it ran an update; otherwise
+	 * (and before this pass's replaces it) an earlier controller's. */
+	if (running || !p->out.ran)
+		note_interrupted(st, p->status);
+	if (!running && lock_taken(&p->out))
+		replace(st, "interruptedUpdates", NULL);
 	if (!running) {
 		replace(st, "conditions", build_conditions(p, old_conds));
 		if (p->requested)
@@ -381,9 +441,28 @@ static int put_status(struct stack_pass *p, cJSON *st, struct err *e)
 	return 0;
 }
 
+/* The Stack as the server has it now becomes p->obj, for a status write
+ * that met a conflict.  -1 when it is gone or is another Stack of that name
+ * (deleted and created again). */
+static int reread(struct stack_pass *p, struct err *e)
+{
+	cJSON *fresh = kube_get(p->sc->client, p->sc->stacks.served, p->ns, p->name, NULL, e);
+
+	if (fresh == NULL)
+		return -1;
+	if (!same_str(kube_obj_str(fresh, "metadata.uid"), kube_obj_str(p->obj, "metadata.uid"))) {
+		cJSON_Delete(fresh);
+		return err_set(e, ERR_CONFLICT, "Stack %s/%s was deleted and created again during the update",
+		    p->ns, p->name), -1;
+	}
+	adopt(p, fresh);
+	return 0;
+}
+
 int stack_status_write(struct stack_pass *p, struct err *e)
 {
 	cJSON *st = build_status(p, 0);
+	int tries = 0;
 
 	/* A pass that learned nothing new writes nothing: a no-change
 	 * reconcile costs no API write. */
@@ -391,7 +470,17 @@ int stack_status_write(struct stack_pass *p, struct err *e)
 		cJSON_Delete(st);
 		return 0;
 	}
-	return put_status(p, st, e);
+	while (put_status(p, cJSON_Duplicate(st, 1), e) < 0) {
+		if (e->code != ERR_CONFLICT || !p->out.ran || ++tries >= STACK_STATUS_TRIES || reread(p, e) < 0) {
+			cJSON_Delete(st);
+			return -1;
+		}
+		log_info("the Stack changed during the update; writing its outcome again", "namespace", p->ns,
+		    "name", p->name, "reconcileID", p->id, "resourceVersion",
+		    kube_obj_str(p->obj, "metadata.resourceVersion"), NULL);
+	}
+	cJSON_Delete(st);
+	return 0;
 }
 
 int stack_status_write_running(struct stack_pass *p, struct err *e)
@@ -403,6 +492,8 @@ int stack_status_write_running(struct stack_pass *p, struct err *e)
 	now_rfc3339(now, sizeof(now));
 	cJSON_AddStringToObject(cur, "startTime", now);
 	cJSON_AddStringToObject(cur, "controller", p->sc->identity);
+	if (p->sc->o.lease)
+		cJSON_AddStringToObject(cur, "lease", p->sc->o.lease);
 	cJSON_AddStringToObject(cur, "revision", p->art.revision ? p->art.revision : "");
 	replace(st, "currentUpdate", cur);
 	snprintf(msg, sizeof(msg), "%s at revision %s: %s", p->deleting ? "destroying" : "updating",

@@ -7,12 +7,19 @@
  * running operation is registered with the controller so that a lost Lease
  * or the end of the shutdown grace interrupts it the way the CLI expects.
  *
- * Locks: a lock left by a previous incarnation of this controller (the
- * driver reports the holder as user@host (pid N); an earlier pass recorded
- * its own host in status.currentUpdate before starting the CLI) is
- * cancelled and the operation retried once; so is, in a Job's pod, the lock
- * of a pod the controller found gone (stack_job_lock.c).  A lock held by
- * anyone else is reported and never broken.
+ * Locks: the driver reports the holder as user@host (pid N).  A lock left
+ * by a previous incarnation of this controller is cancelled and the
+ * operation retried once:
+ *   - on this host (a restarted container), when that pid is dead;
+ *   - on another host (a replaced pod), when that host ran an update of
+ *     this Stack that never recorded its outcome (status.interruptedUpdates,
+ *     folded in from status.currentUpdate as the pass found it, before its
+ *     own "running" write replaced it) while holding the Lease this process
+ *     holds now: a controller works only while it holds its Lease and exits
+ *     when it loses it, so that one no longer runs.
+ * So is, in a Job's pod, the lock of a pod the controller found gone
+ * (stack_job_lock.c).  A lock held by anyone else (without --leader-elect,
+ * any other host) is reported and never broken.
  */
 #include <errno.h>
 #include <signal.h>
@@ -93,10 +100,26 @@ static int pid_alive(pid_t pid)
 	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
+/* Did host run an interrupted update of this Stack under the Lease this
+ * controller holds now? */
+static int interrupted_here(const struct stack_pass *p, const char *host)
+{
+	const char *lease = p->sc->o.lease;
+	const cJSON *it;
+
+	if (lease == NULL)
+		return 0;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(p->status, "interruptedUpdates")) {
+		const char *c = kube_obj_str(it, "controller"), *l = kube_obj_str(it, "lease");
+		if (c && l && strcmp(c, host) == 0 && strcmp(l, lease) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Left by a previous incarnation of this controller? */
 static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 {
-	const char *prev = stack_status_str(p, "currentUpdate.controller");
 	const char *host = lock_host(l);
 
 	if (!l->present)
@@ -105,7 +128,7 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 		return 1;   /* a Job's pod: the controller found this holder gone */
 	if (strcmp(host, p->sc->identity) == 0)
 		return l->pid > 0 && !pid_alive((pid_t)l->pid);
-	return prev != NULL && strcmp(prev, host) == 0;
+	return interrupted_here(p, host);
 }
 
 /* Policy packs are named by their path inside the artifact; the CLI gets

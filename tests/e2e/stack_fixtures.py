@@ -29,7 +29,7 @@ A StackWorld offers:
                                     Literal, file:// backend by default)
     stack(name) events(name) outputs_secret(name) condition(name, type)
     wait_ready(name, revision=None) wait_condition(name, type, status, reason)
-    controller(**flags)             `pulumi-controller run` as a subprocess (Controller:
+    controller(host=None, **flags)  `pulumi-controller run` as a subprocess (Controller:
                                     .records() .find() .wait_log() .metrics() .stop() .kill());
                                     .ctl the latest; crash_controller() SIGKILLs it and its CLIs
     settle(name)                    a barrier: the controller has seen and reconciled
@@ -601,9 +601,11 @@ class StackWorld(RealFluxSources):
 
     # -- the controller ---------------------------------------------------------------
 
-    def controller(self, **flags):
+    def controller(self, host=None, **flags):
         """Starts `pulumi-controller run` against this world; flags are `--name value`
-        (underscores become dashes, True is a bare flag, None drops a default)."""
+        (underscores become dashes, True is a bare flag, None drops a default).  host:
+        run it under that host name, in a UTS namespace of its own (as a pod is; needs
+        root), which the pulumi processes it starts share."""
         args = {
             "kubeconfig": self.api.kubeconfig,
             "storage_path": str(self.storage),
@@ -620,6 +622,8 @@ class StackWorld(RealFluxSources):
             args["namespace"] = self.namespace     # the session's server is shared
         args.update(flags)
         argv = [self.pc_bin, "run"]
+        if host is not None:
+            argv = ["unshare", "--uts", "/bin/sh", "-c", 'hostname "$0" && exec "$@"', host] + argv
         for k, v in args.items():
             if v is None or v is False:
                 continue

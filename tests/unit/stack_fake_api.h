@@ -7,7 +7,8 @@
  * GET answers from routes the test sets (fake_route: a path and the JSON
  * to answer with), anything else is a NotFound Status.  A write (PUT,
  * POST, PATCH) is kept (method, path, content type, body) and answered,
- * unless fake_put_answer set another status (409: a Conflict), with the
+ * unless fake_put_answer set another status (409: a Conflict) or
+ * fake_put_conflicts the next few, with the
  * body it was sent and a new resourceVersion "next", as the API server
  * does; a PATCH of a routed path answers with the route (status, body).
  * A watch (GET ?watch=1) ends at once with no event, logged as "WATCH
@@ -47,6 +48,7 @@ struct fake {
 	int port;
 	pthread_mutex_t lock;
 	unsigned put_status;
+	int put_conflicts;           /* the next writes answered 409 whatever put_status */
 	struct fake_route routes[FAKE_ROUTES];
 	int nroutes;
 	char log[FAKE_LOG][300];     /* "METHOD path" */
@@ -100,7 +102,7 @@ static char *fake_answer(const char *method, const char *url, const char *ctype,
 		snprintf(F.write_ctype, sizeof(F.write_ctype), "%s", ctype ? ctype : "");
 		free(F.put_body);
 		F.put_body = strdup(body);
-		*status = F.put_status;
+		*status = F.put_conflicts > 0 ? (F.put_conflicts--, 409) : F.put_status;
 		if (*status != 200)
 			return strdup(FAKE_STATUS(409, "Conflict",
 			    "Operation cannot be fulfilled: the object has been modified"));
@@ -246,6 +248,7 @@ FAKE_API void fake_reset(void)
 	F.nroutes = 0;
 	F.nlog = 0;
 	F.put_status = 200;
+	F.put_conflicts = 0;
 	F.write_method[0] = F.write_path[0] = '\0';
 	free(F.put_body);
 	F.put_body = NULL;
@@ -274,6 +277,14 @@ FAKE_API void fake_put_answer(unsigned status)
 	pthread_mutex_lock(&F.lock);
 	F.put_status = status;
 	F.nlog = 0;
+	pthread_mutex_unlock(&F.lock);
+}
+
+/* The next n writes answer 409 (a Conflict), those after put_status. */
+FAKE_API void fake_put_conflicts(int n)
+{
+	pthread_mutex_lock(&F.lock);
+	F.put_conflicts = n;
 	pthread_mutex_unlock(&F.lock);
 }
 

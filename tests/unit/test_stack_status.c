@@ -8,7 +8,9 @@
  *     only while True, never both), transition times that move only with
  *     the status, other owners' conditions kept, lastUpdate, history
  *     (newest first, at most 10), fingerprints, outputs masked, no write
- *     when nothing changed, and a 409 handed back to the worker.
+ *     when nothing changed, a 409 handed back to the worker unless the pass
+ *     ran an update (then written again onto the Stack as it is now), and
+ *     the interrupted updates kept for lock recovery.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -528,6 +530,137 @@ static void running_status(void **state)
 	pass_free(p);
 }
 
+/* Issue 21 item 6: a label (or any change) during an update makes the final
+ * PUT conflict; the Stack is read again and the update's outcome written
+ * onto it, also when the generation moved on (observedGeneration stays the
+ * one updated). */
+#define STACK_PATH "/apis/pulumi.com/v1/namespaces/apps/stacks/web"
+
+/* A pass whose up succeeded, over a Stack that the server now has with
+ * that uid and another resourceVersion; pass_free. */
+static struct stack_pass *conflicting_pass(const char *uid)
+{
+	struct stack_pass *p = pass_new(NULL);
+	char body[256];
+
+	set_outcome(p, "up", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	snprintf(body, sizeof(body), "{'metadata': {'name': 'web', 'namespace': 'apps', 'resourceVersion': "
+	    "'58', 'uid': '%s'}}", uid);
+	fake_route(STACK_PATH, 200, body);
+	return p;
+}
+static void update_outcome_survives_a_conflict(void **state)
+{
+	struct stack_pass *p = pass_new("{\"currentUpdate\": {\"controller\": \"controller-a\"}}");
+	cJSON *body;
+	struct err e;
+	(void)state;
+
+	set_artifact(p, "main@sha1:9999", "sha256:6666");
+	set_outcome(p, "up", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	fake_put_answer(200);
+	fake_route(STACK_PATH, 200, "{'apiVersion': 'pulumi.com/v1', 'kind': 'Stack', 'metadata': {'name': 'web', "
+	    "'namespace': 'apps', 'generation': 4, 'resourceVersion': '57', 'uid': 'u-1', 'labels': {'team': 'a'}}, "
+	    "'spec': {'stack': 'dev', 'suspend': true}, 'status': {'currentUpdate': {'controller': 'controller-a'}}}");
+	fake_put_conflicts(1);
+	assert_int_equal(stack_status_write(p, &e), 0);
+	assert_int_equal(fake_count("PUT", STACK_PATH "/status"), 2);
+	assert_int_equal(fake_count("GET", STACK_PATH), 1);
+	body = fake_put_json();
+	assert_string_equal(kube_obj_str(body, "metadata.resourceVersion"), "57");
+	assert_string_equal(kube_obj_str(body, "metadata.labels.team"), "a");
+	assert_string_equal(kube_obj_str(body, "status.lastUpdate.state"), "succeeded");
+	assert_string_equal(kube_obj_str(body, "status.lastAppliedRevision"), "main@sha1:9999");
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "status"),
+	    "observedGeneration")->valuedouble, 3);
+	assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "status"),
+	    "currentUpdate"));
+	cJSON_Delete(body);
+	pass_free(p);
+	fake_reset();
+
+	/* Conflicts every time: a bounded number of tries, then the worker. */
+	p = conflicting_pass("u-1");
+	fake_put_answer(409);
+	assert_int_equal(stack_status_write(p, &e), -1);
+	assert_int_equal(e.code, ERR_CONFLICT);
+	assert_int_equal(fake_count("PUT", STACK_PATH "/status"), 5);
+	pass_free(p);
+	fake_reset();
+
+	/* Another Stack of the same name now: nothing is written onto it. */
+	p = conflicting_pass("u-2");
+	fake_put_answer(200);
+	fake_put_conflicts(1);
+	assert_int_equal(stack_status_write(p, &e), -1);
+	assert_non_null(strstr(e.msg, "deleted and created again"));
+	assert_int_equal(fake_count("PUT", STACK_PATH "/status"), 1);
+	pass_free(p);
+	fake_reset();
+}
+
+/* Issue 21 item 1: the update a pass finds running was interrupted (its
+ * controller never wrote the outcome); its controller and Lease are kept
+ * in status.interruptedUpdates, before this pass's own currentUpdate
+ * replaces it, until an up succeeds. */
+static void interrupted_updates_are_kept(void **state)
+{
+	struct stack_pass *p = pass_new("{\"currentUpdate\": {\"controller\": \"ctl-1\", \"lease\": \"ops/le\", "
+	    "\"startTime\": \"" OLD_TIME "\"}, \"interruptedUpdates\": [{\"controller\": \"ctl-1\", \"lease\": "
+	    "\"ops/le\"}, {\"controller\": \"ctl-0\", \"lease\": \"ops/le\"}]}");
+	const cJSON *list;
+	cJSON *st;
+	struct err e;
+	(void)state;
+
+	sc.o.lease = "ops/le";
+	set_artifact(p, "main@sha1:9999", "sha256:6666");
+	fake_put_answer(200);
+	assert_int_equal(stack_status_write_running(p, &e), 0);
+	st = written_status();
+	assert_string_equal(kube_obj_str(st, "currentUpdate.controller"), "controller-a");
+	assert_string_equal(kube_obj_str(st, "currentUpdate.lease"), "ops/le");
+	list = cJSON_GetObjectItemCaseSensitive(st, "interruptedUpdates");
+	assert_int_equal(cJSON_GetArraySize(list), 2);      /* ctl-1 once, newest first */
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(list, 0), "controller"), "ctl-1");
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(list, 0), "startTime"), OLD_TIME);
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(list, 1), "controller"), "ctl-0");
+	cJSON_Delete(st);
+
+	/* This pass's own currentUpdate is not an interrupted one; a failed up
+	 * (a lock conflict, say) keeps the list. */
+	set_outcome(p, "up", 0);
+	stack_verdict(p, STACK_WAITING, "UpdateConflict", 0, "locked");
+	set_resource_version(p, "41");
+	st = write_status(p);
+	assert_null(cJSON_GetObjectItemCaseSensitive(st, "currentUpdate"));
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(st, "interruptedUpdates")), 2);
+	cJSON_Delete(st);
+
+	/* An up that succeeded took the lock: nothing interrupted is left. */
+	set_outcome(p, "up", 1);
+	stack_verdict(p, STACK_READY, "Succeeded", 0, "applied");
+	set_resource_version(p, "41");
+	st = write_status(p);
+	assert_null(cJSON_GetObjectItemCaseSensitive(st, "interruptedUpdates"));
+	cJSON_Delete(st);
+	pass_free(p);
+
+	/* A pass that runs no update (the spec no longer parses...) still
+	 * keeps the interrupted one it found. */
+	p = pass_new("{\"currentUpdate\": {\"controller\": \"ctl-2\"}}");
+	stack_verdict(p, STACK_STALLED, "InvalidSpec", 0, "bad");
+	st = write_status(p);
+	assert_null(cJSON_GetObjectItemCaseSensitive(st, "currentUpdate"));
+	assert_string_equal(kube_obj_str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st,
+	    "interruptedUpdates"), 0), "controller"), "ctl-2");
+	cJSON_Delete(st);
+	pass_free(p);
+	sc.o.lease = NULL;
+}
+
 /* ------------------------------------------------------------ approval and drift (issue 14) */
 
 static void set_cond(struct stack_extra_cond *c, int set, const char *reason)
@@ -628,6 +761,8 @@ int main(void)
 		cmocka_unit_test(unchanged_status_is_not_written),
 		cmocka_unit_test(conflict_goes_back_to_the_worker),
 		cmocka_unit_test(running_status),
+		cmocka_unit_test(update_outcome_survives_a_conflict),
+		cmocka_unit_test(interrupted_updates_are_kept),
 		cmocka_unit_test(approval_and_drift_in_status),
 	};
 	return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
