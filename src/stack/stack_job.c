@@ -182,34 +182,31 @@ static void pod_not_started_reason(const cJSON *pod, char *out, size_t n)
 	    "Pending");
 }
 
-/* Replaces every occurrence of each secret input value in text by
- * "[secret]" (the pod must not log them; this makes sure the controller
- * does not repeat one). */
-static void mask_secrets(const struct stack_pass *p, char *text, size_t cap)
+/* text with every secret input of the Stack masked the way the local
+ * runner's driver masks its output (pl_spec_redact: the same secrets, a
+ * new string): the pod must not print one, and the controller does not
+ * repeat one if it did.  Caller frees; NULL (show nothing) when out of
+ * memory. */
+static char *redact(const struct stack_pass *p, const char *text)
 {
-	for (size_t k = 0; k < p->in.n_config + p->in.n_env; k++) {
-		int secret = k < p->in.n_config ? p->in.config[k].secret : p->in.env[k - p->in.n_config].secret;
-		const char *v = k < p->in.n_config ? p->in.config[k].value : p->in.env[k - p->in.n_config].value;
-		char *hit;
-		if (!secret || v == NULL || strlen(v) < 4)
-			continue;
-		while ((hit = strstr(text, v)) != NULL) {
-			size_t vl = strlen(v), rest = strlen(hit + vl);
-			if ((size_t)(hit - text) + 8 + rest + 1 > cap)
-				rest = cap - (size_t)(hit - text) - 9;
-			memmove(hit + 8, hit + vl, rest);
-			memcpy(hit, "[secret]", 8);
-			hit[8 + rest] = '\0';
-		}
-	}
+	struct pl_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.stack = p->spec.stack;
+	s.backend_url = p->spec.backend;
+	s.env = p->in.env;
+	s.n_env = p->in.n_env;
+	s.config = p->in.config;
+	s.n_config = p->in.n_config;
+	return pl_spec_redact(&s, text);
 }
 
-/* The last lines of the pod's log, one line of text, bounded, secrets
- * masked; "" when it cannot be read. */
+/* The last lines of the pod's log, one line of text, at most n - 1 bytes,
+ * secrets masked; "" when it cannot be read. */
 static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n)
 {
 	const char *name = kube_obj_str(pod, "metadata.name");
-	char *path, full[1200], *body = NULL, *start;
+	char *path, full[1200], *body = NULL, *masked, *nl;
 	long status = 0;
 	struct err e;
 	size_t len;
@@ -226,18 +223,28 @@ static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n
 		free(body);
 		return;
 	}
-	for (char *c = body; *c; c++)
-		if (*c == '\n' || *c == '\r' || *c == '\t')
-			*c = ' ';
+	/* limitBytes cut the end, maybe inside a secret, whose start no longer
+	 * matches it: the last (partial) line goes. */
 	len = strlen(body);
-	while (len > 0 && body[len - 1] == ' ')
-		body[--len] = '\0';
-	mask_secrets(p, body, len + 1);
-	len = strlen(body);
-	start = len > n - 1 ? body + len - (n - 1) : body;
-	snprintf(out, n, "%s", start);
+	if (len >= LOG_TAIL_BYTES && (nl = strrchr(body, '\n')) != NULL)
+		*nl = '\0';
+	else if (len >= LOG_TAIL_BYTES)
+		body[0] = '\0';
+	/* Masked before the lines are joined: a multi-line secret is masked
+	 * line by line too. */
+	masked = redact(p, body);
 	secret_wipe(body, len);
 	free(body);
+	if (masked == NULL)
+		return;
+	for (char *c = masked; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	len = strlen(masked);
+	while (len > 0 && masked[len - 1] == ' ')
+		masked[--len] = '\0';
+	snprintf(out, n, "%s", len > n - 1 ? masked + len - (n - 1) : masked);
+	free(masked);
 }
 
 /* ------------------------------------------------------------ result */
@@ -331,7 +338,10 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 		p->out.status = status_named(kube_obj_str(res, "status"));
 		if (streq(kube_obj_str(res, "class"), "timeout"))
 			p->out.status = PL_TIMEOUT;
-		snprintf(why, sizeof(why), "%s", kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
+		/* The pod masked it; the controller does not trust that. */
+		char *masked = redact(p, kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
+		snprintf(why, sizeof(why), "%s", masked ? masked : "");
+		free(masked);
 		if (cJSON_IsObject(at(res, "changes")))
 			p->out.changes = cJSON_Duplicate(at(res, "changes"), 1);
 		lock_from(&p->out.lock, at(res, "lock"));

@@ -9,6 +9,7 @@ is the controller's side: the Job it builds, slots, adoption, the verdicts it re
 The last scenario runs the real `pulumi-controller run-update` (and, on the real tier, the real
 pulumi CLI with the plugins the "image" carries, --job-plugins-dir)."""
 import json
+import re
 import threading
 
 import pytest
@@ -62,6 +63,13 @@ if mode == "fail":
     # A careless program: the controller must not repeat this.
     print("the passphrase is " + os.environ.get("PULUMI_CONFIG_PASSPHRASE", "?"), file=sys.stderr)
     finish("failed", "update failed: 1 resource error", "failed", 1)
+if mode == "fail-secrets":
+    # A program printing every secret config value, one at the very end of its log.
+    values = [os.environ[doc["secretConfig"][k]] for k in sorted(doc["secretConfig"])]
+    for v in values:
+        print("value: " + v, file=sys.stderr)
+    print("error: the last value was " + values[-1], file=sys.stderr)
+    finish("failed", "update failed near " + values[-1], "failed", 1)
 if mode == "sleep":
     time.sleep(3600)
 '''
@@ -214,6 +222,29 @@ def test_a_failed_update_reports_its_message_and_log_tail_without_secrets(fake_k
     for text in [json.dumps(obj)] + [json.dumps(e) for e in w.events("demo")]:
         assert PASSPHRASE not in text
     assert "[secret]" in ready["message"]
+
+
+def test_secret_values_like_the_mask_or_short_ones_at_the_log_end_are_masked(fake_kubelet):
+    """Issue 21 item 2: `[secret]` made the old masker loop forever, `secret` and a short
+    value at the very end of the tail overran its buffer, before the status was written."""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.secret("cfg", {"a": "[secret]", "b": "secret", "c": "k9Zq"})
+    ref = {k: {"type": "Secret", "secret": {"name": "cfg", "key": k}} for k in "abc"}
+    job_stack(w, "demo", mode="fail-secrets", secretsRef=ref)
+    ctl = controller(w)
+
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    ready = w.cond(obj, "Ready")
+    assert ready["reason"] == "UpdateFailed"
+    # (The value `secret` is masked inside the masks too: "[[secret]]".)
+    msg = ready["message"]
+    assert re.search(r"update failed near \[+secret\]+; log tail: ", msg), msg
+    assert re.search(r"error: the last value was \[+secret\]+$", msg), msg
+    assert "k9Zq" not in json.dumps(obj)
+    for e in w.events("demo"):
+        assert "k9Zq" not in json.dumps(e)
+    assert ctl.alive() and ctl.sanitizer_report() is None
 
 
 def test_a_deadline_exceeded_is_a_timeout_failure(fake_kubelet):
