@@ -420,7 +420,9 @@ static cJSON *owned_object(const struct stack_pass *p, const char *api_version, 
 }
 
 /* Creates want unless it exists; an existing one is updated when key
- * (rules, subjects) differs.  Consumes want. */
+ * (rules, subjects) differs.  One that is not the Stack's (someone else's
+ * Secret or binding of that name) is refused (ERR_REFUSED) and left as it
+ * is, as the local runner refuses a foreign outputs Secret.  Consumes want. */
 static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
     struct err *e)
 {
@@ -435,6 +437,9 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 		res = kube_create(p->sc->client, r, p->ns, want, e);
 		if (res == NULL && e->code == ERR_CONFLICT)   /* made meanwhile */
 			err_clear(e), res = cJSON_CreateObject();
+	} else if (!owned_by(have, kube_obj_str(p->obj, "metadata.uid"))) {
+		err_set(e, ERR_REFUSED, "exists and is not owned by this Stack (no ownerReference to its uid), so "
+		    "it is left as it is and the update does not run: delete or rename it");
 	} else if (key == NULL || cJSON_Compare(at(have, key), at(want, key), 1)) {
 		res = cJSON_CreateObject();
 	} else {
@@ -573,7 +578,11 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	    (streq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
 	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
-		return retry_later(p, &e);
+		if (e.code != ERR_REFUSED)
+			return retry_later(p, &e);
+		stack_verdict(p, STACK_STALLED, "ObjectNotOwned", p->sc->o.requeue_dependency_ms, "%s", e.msg);
+		p->v.event = 1;
+		return 1;
 	}
 	res = kube_create(p->sc->client, &jobs_res, p->ns, job, &e);
 	cJSON_Delete(job);
@@ -622,7 +631,12 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 		    op, p->art.revision, name);
 		return 1;
 	}
-	pod = job_pod(p, name, &e);
+	/* "Could not list" is no "no pod": the Job may be mid-update; it is
+	 * looked at again later, never deleted on a failed LIST. */
+	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0) {
+		err_prefix(&e, "the pods of Job %s/%s: ", p->ns, name);
+		return retry_later(p, &e);
+	}
 	if (pod != NULL && pod_started(pod)) {
 		cJSON_Delete(pod);
 		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "the %s of revision %s runs in "

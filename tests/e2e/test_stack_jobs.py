@@ -247,6 +247,43 @@ def test_secret_values_like_the_mask_or_short_ones_at_the_log_end_are_masked(fak
     assert ctl.alive() and ctl.sanitizer_report() is None
 
 
+def foreign_objects_are_refused_and_left_alone(w, plural, api_version, obj):
+    """Issue 21 item 10: the Job runner took over an existing `<name>-outputs` Secret or
+    `<name>-outputs-writer` Role / RoleBinding that was not the Stack's."""
+    name = obj["metadata"]["name"]
+    obj["metadata"]["namespace"] = w.namespace
+    before = w.client.create(obj, plural, w.namespace)
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+
+    st = w.wait_condition("demo", "Stalled", reason="ObjectNotOwned")
+    msg = w.cond(st, "Stalled")["message"]
+    assert f"the {obj['kind']} {w.namespace}/{name}" in msg, msg
+    assert "exists and is not owned by this Stack" in msg and "left as it is" in msg, msg
+    assert w.cond(st, "Ready")["status"] == "False"
+    assert "ObjectNotOwned" in w.event_reasons("demo")
+    after = w.client.get(api_version, plural, name, w.namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in after["metadata"]
+    assert jobs_of(w, "demo") == []
+
+
+def test_a_foreign_outputs_secret_is_refused_and_left_alone(fake_kubelet):
+    foreign_objects_are_refused_and_left_alone(fake_kubelet, "secrets", "v1", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-outputs"},
+        "data": {"mine": "c2VjcmV0"}})
+
+
+def test_a_foreign_outputs_writer_binding_is_refused_and_left_alone(fake_kubelet):
+    foreign_objects_are_refused_and_left_alone(
+        fake_kubelet, "rolebindings", "rbac.authorization.k8s.io/v1", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "demo-outputs-writer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "someone", "namespace": "elsewhere"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "theirs"}})
+
+
 def test_a_deadline_exceeded_is_a_timeout_failure(fake_kubelet):
     w = fake_kubelet
     w.flux_source("GitRepository", "app", w.artifact())
