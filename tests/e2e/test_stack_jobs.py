@@ -407,6 +407,86 @@ def test_an_unschedulable_pod_fails_the_update_after_the_start_timeout(fake_kube
     assert "did not start within 2s: Unschedulable" in msg
 
 
+class PodsListFault:
+    """The controller's pods LIST fails while on: the emulator's injected 500 for LISTs by
+    job name; on the real tier the controller runs as deploy/namespaced's ServiceAccount
+    (test_deploy_rbac.py) and its Role loses `list` of `pods` (a real 403)."""
+
+    def __init__(self, w, tmp_path):
+        self.w = w
+        if w.tier != "real":
+            return
+        import test_deploy_rbac as rbac
+        docs = rbac.td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
+        rbac.apply(w.api, rbac.write_rendering(tmp_path, docs, "namespaced"))
+        self.dep = rbac.td.one(docs, "Deployment")
+        self.role = next(d for d in docs if d["kind"] == "Role" and any(
+            "pods" in r.get("resources", []) for r in d.get("rules", [])))
+        token, self.client = rbac.sa_token(
+            w.api, w.namespace, self.dep["spec"]["template"]["spec"]["serviceAccountName"])
+        self.kubeconfig = w.api.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token,
+                                                 namespace=w.namespace)
+        self.flags = rbac.controller_flags(self.dep, self.kubeconfig, w)
+
+    def controller(self, **flags):
+        if self.w.tier != "real":
+            return controller(self.w, **flags)
+        return self.w.controller(**dict(self.flags, runner="job", job_image=IMAGE, **flags))
+
+    def _pods_list_status(self):
+        return self.client.raw("GET", f"/api/v1/namespaces/{self.w.namespace}/pods")[0]
+
+    def on(self):
+        if self.w.tier != "real":
+            self.w.api.fail_next(count=100000, code=500, method="GET", watch=False,
+                                 path=r"/api/v1/namespaces/[^/]+/pods$",
+                                 selector=r"^batch\.kubernetes\.io/job-name=")
+            return
+        role = self.w.client.get("rbac.authorization.k8s.io/v1", "roles",
+                                 self.role["metadata"]["name"], self.w.namespace)
+        role["rules"] = [r for r in role["rules"] if r.get("resources") != ["pods"]]
+        self.w.client.update(role, "roles")
+        wait_until(lambda: self._pods_list_status() == 403, timeout=30,
+                   what="the pods list refused")
+
+    def off(self):
+        if self.w.tier != "real":
+            self.w.api.clear_faults()
+            return
+        role = self.w.client.get("rbac.authorization.k8s.io/v1", "roles",
+                                 self.role["metadata"]["name"], self.w.namespace)
+        role["rules"] = self.role["rules"]
+        self.w.client.update(role, "roles")
+        wait_until(lambda: self._pods_list_status() == 200, timeout=30,
+                   what="the pods list allowed again")
+
+
+def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_kubelet, tmp_path):
+    """Issue 21 item 5: after --job-start-timeout a failed pods LIST was taken for "no pod"
+    and the running Job deleted mid-update."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    fault = PodsListFault(w, tmp_path)
+    fault.on()
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
+    ctl = fault.controller(job_start_timeout="2s")
+    job = wait_job(w, "demo")
+
+    def list_failed_twice():
+        ctl.alive()
+        return len([r for r in ctl.records() if r.get("msg") == "reconcile" and
+                    f"the pods of Job {w.namespace}/{job['metadata']['name']}" in
+                    (r.get("error") or "")]) >= 2
+    wait_until(list_failed_twice, what="two passes past the start timeout whose pods LIST failed")
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+    assert "did not start" not in json.dumps(w.stack("demo").get("status") or {})
+    fault.off()
+    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+
+
 def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
     w = stack_world
     w.flux_source("GitRepository", "app", w.artifact())
