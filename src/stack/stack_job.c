@@ -318,6 +318,44 @@ static int64_t time_or(const char *rfc3339, int64_t dflt)
 	return t > 0 ? t : dflt;
 }
 
+/* When the Job started and ended (0: not known): its status's times, else
+ * its creation and the time its Complete or Failed condition became True
+ * (a failed Job has no completionTime). */
+static int64_t job_start_us(const cJSON *job)
+{
+	return time_or(kube_obj_str(job, "status.startTime"), stack_parse_time_us(kube_obj_str(job,
+	    "metadata.creationTimestamp")));
+}
+
+static int64_t job_end_us(const cJSON *job)
+{
+	const cJSON *c;
+
+	if (kube_obj_str(job, "status.completionTime"))
+		return stack_parse_time_us(kube_obj_str(job, "status.completionTime"));
+	cJSON_ArrayForEach(c, at(at(job, "status"), "conditions"))
+		if ((streq(kube_obj_str(c, "type"), "Complete") || streq(kube_obj_str(c, "type"), "Failed")) &&
+		    streq(kube_obj_str(c, "status"), "True"))
+			return stack_parse_time_us(kube_obj_str(c, "lastTransitionTime"));
+	return 0;
+}
+
+/* The status holds this finished Job's outcome already: its recorded mark
+ * could not be written after the status was (stack_job_after_status).
+ * status.lastUpdate is of this operation and has the Job's start and end
+ * (to the second, as the status writes them); a later Job of these inputs
+ * is created only after that status was written, so it cannot match. */
+static int recorded_in_status(const struct stack_pass *p, const char *op, const cJSON *job)
+{
+	int64_t start = job_start_us(job), end = job_end_us(job);
+	int64_t st = stack_parse_time_us(stack_status_str(p, "lastUpdate.startTime"));
+	int64_t en = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
+
+	return stack_job_finished(job) && start > 0 && end > 0 && st > 0 && en > 0 &&
+	    streq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
+	    en / 1000000 == end / 1000000;
+}
+
 /* Fills p->out from the finished Job and its pod. */
 static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *job, const cJSON *pod)
 {
@@ -331,9 +369,8 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
 	p->out.type = op;
-	p->out.start_us = time_or(kube_obj_str(job, "status.startTime"),
-	    time_or(kube_obj_str(job, "metadata.creationTimestamp"), kube_now_us()));
-	p->out.end_us = time_or(kube_obj_str(job, "status.completionTime"), kube_now_us());
+	p->out.start_us = job_start_us(job) > 0 ? job_start_us(job) : kube_now_us();
+	p->out.end_us = job_end_us(job) > 0 ? job_end_us(job) : kube_now_us();
 	if (cJSON_IsObject(res)) {
 		p->out.status = status_named(kube_obj_str(res, "status"));
 		if (streq(kube_obj_str(res, "class"), "timeout"))
@@ -674,7 +711,8 @@ int stack_job_step(struct stack_pass *p, const char *op)
 	job = kube_informer_get(p->sc->jobs.inf, p->ns, name);
 	/* A result already recorded (this update is a retry or a resync), or
 	 * a Job left by an earlier Stack of the same name: replaced. */
-	if (job && (recorded(job) || !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
+	if (job && (recorded(job) || recorded_in_status(p, op, job) ||
+	    !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
 	    kube_obj_str(job, "metadata.deletionTimestamp") == NULL) {
 		cJSON_Delete(job);
 		job = NULL;

@@ -407,10 +407,19 @@ def test_an_unschedulable_pod_fails_the_update_after_the_start_timeout(fake_kube
     assert "did not start within 2s: Unschedulable" in msg
 
 
-class PodsListFault:
-    """The controller's pods LIST fails while on: the emulator's injected 500 for LISTs by
-    job name; on the real tier the controller runs as deploy/namespaced's ServiceAccount
-    (test_deploy_rbac.py) and its Role loses `list` of `pods` (a real 403)."""
+class ControllerFault:
+    """One kind of the controller's requests fails while on: the emulator's injected 500;
+    on the real tier the controller runs as deploy/namespaced's ServiceAccount
+    (test_deploy_rbac.py) and its Role loses that verb (a real 403).  Kinds: "pods list"
+    (the LISTs by job name; the test kubelet's own LISTs go through), "jobs patch"."""
+
+    EMULATOR = {
+        ("pods", "list"): dict(method="GET", watch=False, path=r"/api/v1/namespaces/[^/]+/pods$",
+                               selector=r"^batch\.kubernetes\.io/job-name="),
+        ("jobs", "patch"): dict(method="PATCH", path=r"/apis/batch/v1/namespaces/[^/]+/jobs/[^/]+$"),
+    }
+    PROBE = {("pods", "list"): ("GET", "/api/v1/namespaces/{ns}/pods", 200),
+             ("jobs", "patch"): ("PATCH", "/apis/batch/v1/namespaces/{ns}/jobs/no-such-job", 404)}
 
     def __init__(self, w, tmp_path):
         self.w = w
@@ -419,46 +428,55 @@ class PodsListFault:
         import test_deploy_rbac as rbac
         docs = rbac.td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
         rbac.apply(w.api, rbac.write_rendering(tmp_path, docs, "namespaced"))
-        self.dep = rbac.td.one(docs, "Deployment")
+        dep = rbac.td.one(docs, "Deployment")
         self.role = next(d for d in docs if d["kind"] == "Role" and any(
             "pods" in r.get("resources", []) for r in d.get("rules", [])))
         token, self.client = rbac.sa_token(
-            w.api, w.namespace, self.dep["spec"]["template"]["spec"]["serviceAccountName"])
-        self.kubeconfig = w.api.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token,
-                                                 namespace=w.namespace)
-        self.flags = rbac.controller_flags(self.dep, self.kubeconfig, w)
+            w.api, w.namespace, dep["spec"]["template"]["spec"]["serviceAccountName"])
+        kubeconfig = w.api.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token,
+                                            namespace=w.namespace)
+        self.flags = rbac.controller_flags(dep, kubeconfig, w)
 
     def controller(self, **flags):
         if self.w.tier != "real":
             return controller(self.w, **flags)
         return self.w.controller(**dict(self.flags, runner="job", job_image=IMAGE, **flags))
 
-    def _pods_list_status(self):
-        return self.client.raw("GET", f"/api/v1/namespaces/{self.w.namespace}/pods")[0]
+    def _rules(self, without=None):
+        out = []
+        for r in self.role["rules"]:
+            r = dict(r)
+            if without and r.get("resources") == [without[0]]:
+                r["verbs"] = [v for v in r["verbs"] if v != without[1]]
+            if r["verbs"]:
+                out.append(r)
+        return out
 
-    def on(self):
-        if self.w.tier != "real":
-            self.w.api.fail_next(count=100000, code=500, method="GET", watch=False,
-                                 path=r"/api/v1/namespaces/[^/]+/pods$",
-                                 selector=r"^batch\.kubernetes\.io/job-name=")
-            return
+    def _set(self, kind, on):
         role = self.w.client.get("rbac.authorization.k8s.io/v1", "roles",
                                  self.role["metadata"]["name"], self.w.namespace)
-        role["rules"] = [r for r in role["rules"] if r.get("resources") != ["pods"]]
+        role["rules"] = self._rules(kind if on else None)
         self.w.client.update(role, "roles")
-        wait_until(lambda: self._pods_list_status() == 403, timeout=30,
-                   what="the pods list refused")
+        method, path, allowed = self.PROBE[kind]
+        path = path.format(ns=self.w.namespace)
+        body = {} if method == "PATCH" else None
+        want = 403 if on else allowed
+        wait_until(lambda: self.client.raw(method, path, body, "application/merge-patch+json"
+                                           if body is not None else None)[0] == want,
+                   timeout=30, what=f"{kind} {'refused' if on else 'allowed again'}")
+
+    def on(self, kind):
+        if self.w.tier != "real":
+            self.w.api.fail_next(count=100000, code=500, **self.EMULATOR[kind])
+        else:
+            self._set(kind, True)
+        self.kind = kind
 
     def off(self):
         if self.w.tier != "real":
             self.w.api.clear_faults()
-            return
-        role = self.w.client.get("rbac.authorization.k8s.io/v1", "roles",
-                                 self.role["metadata"]["name"], self.w.namespace)
-        role["rules"] = self.role["rules"]
-        self.w.client.update(role, "roles")
-        wait_until(lambda: self._pods_list_status() == 200, timeout=30,
-                   what="the pods list allowed again")
+        else:
+            self._set(self.kind, False)
 
 
 def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_kubelet, tmp_path):
@@ -466,8 +484,8 @@ def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_k
     and the running Job deleted mid-update."""
     w = fake_kubelet
     src = w.flux_source("GitRepository", "app", w.artifact())
-    fault = PodsListFault(w, tmp_path)
-    fault.on()
+    fault = ControllerFault(w, tmp_path)
+    fault.on(("pods", "list"))
     job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
     ctl = fault.controller(job_start_timeout="2s")
     job = wait_job(w, "demo")
@@ -485,6 +503,33 @@ def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_k
     obj = w.wait_ready("demo", revision=src["revision"])
     assert obj["status"]["lastUpdate"]["state"] == "succeeded"
     assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+
+
+def test_an_outcome_whose_recorded_mark_failed_is_not_read_again(fake_kubelet, tmp_path):
+    """Issue 21 (low): the Job's recorded mark could not be written after the status
+    recorded its failure; the retry read the same Job's outcome again as a new failure
+    instead of running a new Job."""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    fault = ControllerFault(w, tmp_path)
+    fault.on(("jobs", "patch"))
+    job_stack(w, "demo", mode="fail")
+    ctl = fault.controller()
+    first = wait_job(w, "demo")
+    ctl.wait_log("cannot mark the Job's result as recorded", job=first["metadata"]["name"])
+    fault.off()
+    one = w.stack("demo")["status"]["lastUpdate"]
+    assert one["failures"] == 1, one
+
+    def second_failure():
+        lu = (w.stack("demo").get("status") or {}).get("lastUpdate") or {}
+        return lu if lu.get("failures", 0) >= 2 else None
+    two = wait_until(second_failure, timeout=120, what="the second failure recorded")
+    # Another Job ran: not the first one's outcome counted twice.
+    assert two["startTime"] != one["startTime"], (one, two)
+    assert two["failures"] == 2
+    job, = jobs_of(w, "demo")
+    assert job["metadata"]["uid"] != first["metadata"]["uid"]
 
 
 def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
