@@ -188,6 +188,7 @@ struct stack_run_opts {
 	const char *plugins_dir;          /* the image's plugin cache, linked as
 	                                   * PULUMI_HOME/plugins; NULL: none */
 	const char *identity;             /* for lock messages; NULL: hostname */
+	long long max_artifact_bytes;     /* one artifact download; 0: the default, -1: none */
 	const volatile int *cancel;       /* set by SIGTERM: stop the CLI gracefully */
 };
 

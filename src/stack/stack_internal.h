@@ -430,6 +430,7 @@ struct stack_job_in {
 	int refresh;                                 /* --refresh besides spec.refresh (drift remediation) */
 	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
 	const char *plan_id;                         /* up: the approved plan (its Secret is mounted) */
+	long long max_artifact_bytes;                /* the controller's --max-artifact-size; 0: not passed */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters

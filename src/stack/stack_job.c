@@ -594,7 +594,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
 		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL,
-		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL };
+		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;

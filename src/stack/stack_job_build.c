@@ -375,6 +375,12 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToArray(args, cJSON_CreateString("--plugins-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(in->plugins_dir));
 	}
+	if (in->max_artifact_bytes != 0) {   /* the pod downloads under the controller's limit */
+		char size[32];
+		snprintf(size, sizeof(size), "%lld", in->max_artifact_bytes);
+		cJSON_AddItemToArray(args, cJSON_CreateString("--max-artifact-size"));
+		cJSON_AddItemToArray(args, cJSON_CreateString(size));
+	}
 	env = cJSON_AddArrayToObject(c, "env");
 	upd = cJSON_CreateObject();
 	cJSON_AddStringToObject(upd, "name", "PULUMI_CONTROLLER_UPDATE");

@@ -200,6 +200,8 @@ static int fetch_flux_artifact(struct runner *u)
 	int cached = 0;
 
 	flux_fetch_opts_default(&fo);
+	if (u->o->max_artifact_bytes != 0)
+		fo.http.max_bytes = u->o->max_artifact_bytes;
 	fo.cancel = &u->sc.cancel;
 	if (flux_store_get(u->o->work_dir, &a, &fo, u->p.tree, sizeof(u->p.tree), &cached, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "artifact: %s", e.msg);
@@ -342,6 +344,8 @@ static int fetch_oci_artifact(struct runner *u)
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	oci_pull_opts_default(&po);
+	if (u->o->max_artifact_bytes != 0)
+		po.max_layer_bytes = u->o->max_artifact_bytes;
 	po.media_type = u->in->media_type;
 	/* The manifest by its digest: what the controller resolved (and, with
 	 * verify, what was signed) is exactly what is pulled. */

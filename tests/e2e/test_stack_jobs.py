@@ -577,3 +577,21 @@ def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, r
     # (Not w.cloud_files(): the stand-in's cloud directory is under /tmp, which the test
     # kubelet rewrites to the pod's own /tmp.)
     assert obj["status"]["lastUpdate"]["type"] == "up"
+
+
+def test_the_pod_downloads_under_the_controllers_max_artifact_size(job_world, request):
+    """Issue 21 (low): --max-artifact-size did not reach the Job's pod, which fetched any
+    size under run-update's own default."""
+    w = job_world
+    art = w.artifact()
+    w.flux_source("GitRepository", "app", art)
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
+    job_controller(w, request, max_artifact_size="64")
+
+    job = wait_job(w, "demo")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--max-artifact-size") + 1] == "64"
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    msg = w.cond(obj, "Ready")["message"]
+    assert "artifact: " in msg and "larger than the limit of 64 bytes" in msg, msg
+    assert "outputs" not in (obj.get("status") or {})

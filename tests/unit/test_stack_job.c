@@ -234,7 +234,7 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins", 0, NULL, NULL };
+		"/opt/plugins", 0, NULL, NULL, 1LL << 20 };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -314,6 +314,9 @@ static void test_the_job_shape_security_and_owner(void **state)
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.command.1"), "run-update");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.6"), "--plugins-dir");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.7"), "/opt/plugins");
+	/* The pod downloads under the controller's --max-artifact-size. */
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.8"), "--max-artifact-size");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.9"), "1048576");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.terminationMessagePath"),
 	    "/tmp/termination-log");
 	cJSON_Delete(job);
@@ -329,7 +332,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
-		600, NULL, 0, NULL, NULL };
+		600, NULL, 0, NULL, NULL, 0 };
 	struct err e;
 	char *doc;
 
@@ -447,7 +450,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	const char *id = "0123456789abcdef0123456789abcdef";
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
-		NULL, 0, NULL, NULL };
+		NULL, 0, NULL, NULL, 0 };
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}");
 	cJSON *job, *doc;
 	struct err e;
