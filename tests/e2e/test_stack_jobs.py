@@ -333,6 +333,35 @@ def test_destroy_on_finalize_runs_in_a_job(fake_kubelet):
     assert not w.cli_invocations(), "no pulumi ran in the controller"
 
 
+def test_a_deletion_whose_source_is_gone_is_stalled_until_the_source_is_back(fake_kubelet):
+    """Issue 21 (low): a job-mode destroy whose Flux source was deleted retried DestroyFailed
+    every --requeue-dependency forever; now it is Stalled (no timer) and the source's watch
+    runs the destroy once the source is back."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", destroyOnFinalize=True)
+    controller(w)
+    w.wait_ready("demo", revision=src["revision"])
+
+    w.delete_source("GitRepository", "app")
+    wait_until(lambda: not [s for s in w.client.list(GIT["apiVersion"], "gitrepositories",
+                                                     w.namespace)["items"]
+                            if s["metadata"]["name"] == "app"], what="the source gone")
+    w.delete_stack("demo")
+    obj = w.wait_condition("demo", "Stalled", reason="DestroyFailed")
+    msg = w.cond(obj, "Stalled")["message"]
+    assert f"cannot destroy: GitRepository {w.namespace}/app not found" in msg, msg
+    assert "remove destroyOnFinalize" in msg and "finalizer stays" in msg, msg
+    assert w.cond(obj, "Reconciling") is None
+    assert w.cond(obj, "Ready")["reason"] == "DestroyFailed"
+    assert obj["metadata"]["finalizers"]
+    assert [j for j in jobs_of(w, "demo") if "-destroy-" in j["metadata"]["name"]] == []
+
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.wait_gone("demo")
+    assert "DestroySucceeded" in w.event_reasons("demo")
+
+
 class JobWatch(threading.Thread):
     """Counts unfinished Jobs from a watch: the most that ever ran at once."""
 
