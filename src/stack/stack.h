@@ -149,6 +149,9 @@ struct stack_run_input {
 	char *manifest_digest, *layer_digest, *media_type;   /* oci (url too) */
 	int insecure, verify;
 	char *dir, *backend, *secrets_provider;   /* NULL when absent */
+	char *backend_env, *secrets_provider_env; /* backendFromEnv, secretsProviderFromEnv: the
+	                                           * variable holding the value (the controller's
+	                                           * Secret, which may carry credentials); NULL */
 	struct stack_run_pair *config;    /* plaintext values */
 	size_t n_config;
 	struct stack_run_pair *secret_config;   /* value: an env name */

@@ -500,6 +500,11 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char
 #define STACK_JOB_PLAN_MOUNT "/var/run/pulumi-controller/plan"
 /* <name>-plan (caller's buffer). */
 void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
+/* <stack>-job-inputs: the Secret with the Stack's backend and
+ * secretsProvider (keys below) that a Job's pod reads them from. */
+void stack_job_inputs_secret_name(const char *stack, char *out, size_t n);
+#define STACK_JOB_INPUT_BACKEND "backend"
+#define STACK_JOB_INPUT_SECRETS_PROVIDER "secretsProvider"
 /* Before a plan Job: <name>-plan and <name>-plan-writer. */
 int stack_job_plan_access(struct stack_pass *p, struct err *e);
 /* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:

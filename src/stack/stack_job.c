@@ -542,6 +542,39 @@ static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 	return stack_job_ensure_writer(p, secret, role, 1, e);
 }
 
+/* The Secret <name>-job-inputs with the backend and secretsProvider a Job's
+ * pod reads (stack_job_build.c: never literal in the Job), owned by the
+ * Stack and updated when they change; none when neither is set. */
+static int ensure_inputs_secret(struct stack_pass *p, struct err *e)
+{
+	const char *vals[] = { p->spec.backend, p->spec.secrets_provider };
+	const char *keys[] = { STACK_JOB_INPUT_BACKEND, STACK_JOB_INPUT_SECRETS_PROVIDER };
+	char name[300];
+	cJSON *s, *data;
+
+	if (p->spec.backend == NULL && p->spec.secrets_provider == NULL)
+		return 0;
+	stack_job_inputs_secret_name(p->name, name, sizeof(name));
+	s = owned_object(p, "v1", "Secret", name);
+	cJSON_AddStringToObject(s, "type", "Opaque");
+	data = cJSON_AddObjectToObject(s, "data");
+	for (size_t i = 0; i < 2; i++) {
+		char *b64 = vals[i] ? base64_encode(vals[i], strlen(vals[i])) : NULL;
+		if (vals[i] && b64 == NULL) {
+			cJSON_Delete(s);
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		}
+		if (b64) {
+			cJSON_AddStringToObject(data, keys[i], b64);
+			secret_wipe(b64, strlen(b64));
+		}
+		free(b64);
+	}
+	if (ensure(p, &secrets_res, s, "data", e) < 0)
+		return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
+	return 0;
+}
+
 /* ------------------------------------------------------------ the step */
 
 static int retry_later(struct stack_pass *p, const struct err *e)
@@ -611,7 +644,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
-	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
+	if (ensure_inputs_secret(p, &e) < 0 || (streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
 	    (streq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
 	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
@@ -671,7 +704,7 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	/* "Could not list" is no "no pod": the Job may be mid-update; it is
 	 * looked at again later, never deleted on a failed LIST. */
 	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0) {
-		err_prefix(&e, "the pods of Job %s/%s: ", p->ns, name);
+		err_prefix(&e, "the pods of Job %s/%s", p->ns, name);
 		return retry_later(p, &e);
 	}
 	if (pod != NULL && pod_started(pod)) {

@@ -8,6 +8,7 @@ the pod's behaviour (succeed, fail with a log, run past the deadline), so what i
 is the controller's side: the Job it builds, slots, adoption, the verdicts it reads back.
 The last scenario runs the real `pulumi-controller run-update` (and, on the real tier, the real
 pulumi CLI with the plugins the "image" carries, --job-plugins-dir)."""
+import base64
 import json
 import re
 import threading
@@ -158,6 +159,19 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     pod = wait_until(lambda: (pods_of(w, md["name"]) or [None])[0], what="the Job's pod")
     for obj in (job, pod, w.stack("demo")):
         assert PASSPHRASE not in json.dumps(obj)
+    # backend and secretsProvider (may carry credentials) from the Stack's own Secret
+    # (issue 21, low): never literal in the Job or its pod.
+    for obj in (job, pod):
+        assert w.backend_url not in json.dumps(obj)
+    assert "backend" not in doc and doc["backendFromEnv"] == "PULUMI_CONTROLLER_BACKEND"
+    assert doc["secretsProviderFromEnv"] == "PULUMI_CONTROLLER_SECRETS_PROVIDER"
+    for var, key in (("PULUMI_CONTROLLER_BACKEND", "backend"),
+                     ("PULUMI_CONTROLLER_SECRETS_PROVIDER", "secretsProvider")):
+        assert env[var]["valueFrom"] == {"secretKeyRef": {"name": "demo-job-inputs", "key": key}}
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert inputs["metadata"]["ownerReferences"][0]["uid"] == stack["metadata"]["uid"]
+    assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
+    assert base64.b64decode(inputs["data"]["secretsProvider"]).decode() == "passphrase"
     assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
 
 
