@@ -42,6 +42,8 @@ static void run_update_usage(FILE *out)
 	    "                             " SA_DIR ")\n"
 	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
 	    "  --plugins-dir DIR          plugins the image carries, linked as PULUMI_HOME/plugins\n"
+	    "  --max-artifact-size BYTES  one artifact download (default 512Mi; -1: none); the\n"
+	    "                             controller passes its own --max-artifact-size\n"
 	    "  --log-level L              debug, info, warn, error (default info)\n"
 	    "  --log-format F             json or text (default json)\n"
 	    "  -h, --help                 show this help\n"
@@ -89,6 +91,7 @@ int cmd_run_update(int argc, char **argv)
 		{ "service-account-dir", required_argument, NULL, 's' },
 		{ "pulumi", required_argument, NULL, 'p' },
 		{ "plugins-dir", required_argument, NULL, 'P' },
+		{ "max-artifact-size", required_argument, NULL, 'z' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -115,6 +118,12 @@ int cmd_run_update(int argc, char **argv)
 		case 's': o.service_account_dir = optarg; break;
 		case 'p': o.pulumi_bin = optarg; break;
 		case 'P': o.plugins_dir = optarg; break;
+		case 'z':
+			if (cmd_parse_bytes(optarg, &o.max_artifact_bytes) < 0) {
+				cmd_errorf("run-update: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case 'L': level = optarg; break;
 		case 'F': format = optarg; break;
 		case 'h': run_update_usage(stdout); return 0;

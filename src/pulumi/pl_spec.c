@@ -338,6 +338,34 @@ void pl_close(struct pl_stack *st)
 	free(st);
 }
 
+/* Copies sp's env and config into st and records every secret of them,
+ * of the passphrase (st->passphrase) and of the backend URL (st->backend). */
+static int record_secrets(struct pl_stack *st, const struct pl_spec *sp, struct err *e)
+{
+	if (copy_env(st, sp, e) < 0 || copy_config(st, sp, e) < 0)
+		return -1;
+	pl_secret_add(st, st->passphrase);
+	add_backend_secrets(st, st->backend);
+	return 0;
+}
+
+char *pl_spec_redact(const struct pl_spec *sp, const char *s)
+{
+	struct pl_stack *st = calloc(1, sizeof(*st));
+	char *out = NULL;
+	struct err e;
+
+	if (st == NULL)
+		return NULL;
+	st->stack = dup_or_null(sp->stack ? sp->stack : "", &st->oom);
+	st->backend = dup_or_null(sp->backend_url, &st->oom);
+	st->passphrase = dup_or_null(sp->passphrase, &st->oom);
+	if (record_secrets(st, sp, &e) == 0 && !st->oom)
+		out = pl_redact(s, (const char *const *)st->secrets.v, st->secrets.n);
+	pl_close(st);
+	return out;
+}
+
 struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 {
 	struct pl_stack *st;
@@ -372,10 +400,8 @@ struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 	st->grace_ms = sp->grace_ms;
 	st->tail_max = sp->tail_max;
 	st->skip_version_check = sp->skip_version_check;
-	if (copy_env(st, sp, e) < 0 || copy_config(st, sp, e) < 0)
+	if (record_secrets(st, sp, e) < 0)
 		goto fail;
-	pl_secret_add(st, st->passphrase);
-	add_backend_secrets(st, st->backend);
 	if (st->oom) {
 		err_set(e, ERR_NOMEM, "out of memory");
 		goto fail;

@@ -327,4 +327,13 @@ char *pl_redact(const char *s, const char *const *secrets, size_t n);
  * the end of a secret, is dropped. */
 char *pl_redact_tail(const char *tail, int truncated, const char *const *secrets, size_t n);
 
+/* pl_redact with the secrets pl_open(sp) would record (the passphrase,
+ * secret config values and their JSON leaves, secret env values, the
+ * backend URL's credentials), for text a stack's operations printed
+ * somewhere else (a Job's pod).  Only the env, config, stack, backend_url
+ * and passphrase of sp are read; nothing is created.  Returns a new string
+ * (caller frees); NULL when out of memory or sp's env or config is invalid
+ * (then nothing of s may be shown). */
+char *pl_spec_redact(const struct pl_spec *sp, const char *s);
+
 #endif

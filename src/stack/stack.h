@@ -151,6 +151,9 @@ struct stack_run_input {
 	char *manifest_digest, *layer_digest, *media_type;   /* oci (url too) */
 	int insecure, verify;
 	char *dir, *backend, *secrets_provider;   /* NULL when absent */
+	char *backend_env, *secrets_provider_env; /* backendFromEnv, secretsProviderFromEnv: the
+	                                           * variable holding the value (the controller's
+	                                           * Secret, which may carry credentials); NULL */
 	struct stack_run_pair *config;    /* plaintext values */
 	size_t n_config;
 	struct stack_run_pair *secret_config;   /* value: an env name */
@@ -190,6 +193,7 @@ struct stack_run_opts {
 	const char *plugins_dir;          /* the image's plugin cache, linked as
 	                                   * PULUMI_HOME/plugins; NULL: none */
 	const char *identity;             /* for lock messages; NULL: hostname */
+	long long max_artifact_bytes;     /* one artifact download; 0: the default, -1: none */
 	const volatile int *cancel;       /* set by SIGTERM: stop the CLI gracefully */
 };
 

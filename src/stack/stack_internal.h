@@ -448,6 +448,7 @@ struct stack_job_in {
 	int refresh;                                 /* --refresh besides spec.refresh (drift remediation) */
 	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
 	const char *plan_id;                         /* up: the approved plan (its Secret is mounted) */
+	long long max_artifact_bytes;                /* the controller's --max-artifact-size; 0: not passed */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
@@ -526,6 +527,11 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char
 #define STACK_JOB_PLAN_MOUNT "/var/run/pulumi-controller/plan"
 /* <name>-plan (caller's buffer). */
 void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
+/* <stack>-job-inputs: the Secret with the Stack's backend and
+ * secretsProvider (keys below) that a Job's pod reads them from. */
+void stack_job_inputs_secret_name(const char *stack, char *out, size_t n);
+#define STACK_JOB_INPUT_BACKEND "backend"
+#define STACK_JOB_INPUT_SECRETS_PROVIDER "secretsProvider"
 /* Before a plan Job: <name>-plan and <name>-plan-writer. */
 int stack_job_plan_access(struct stack_pass *p, struct err *e);
 /* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:

@@ -183,34 +183,31 @@ static void pod_not_started_reason(const cJSON *pod, char *out, size_t n)
 	    "Pending");
 }
 
-/* Replaces every occurrence of each secret input value in text by
- * "[secret]" (the pod must not log them; this makes sure the controller
- * does not repeat one). */
-static void mask_secrets(const struct stack_pass *p, char *text, size_t cap)
+/* text with every secret input of the Stack masked the way the local
+ * runner's driver masks its output (pl_spec_redact: the same secrets, a
+ * new string): the pod must not print one, and the controller does not
+ * repeat one if it did.  Caller frees; NULL (show nothing) when out of
+ * memory. */
+static char *redact(const struct stack_pass *p, const char *text)
 {
-	for (size_t k = 0; k < p->in.n_config + p->in.n_env; k++) {
-		int secret = k < p->in.n_config ? p->in.config[k].secret : p->in.env[k - p->in.n_config].secret;
-		const char *v = k < p->in.n_config ? p->in.config[k].value : p->in.env[k - p->in.n_config].value;
-		char *hit;
-		if (!secret || v == NULL || strlen(v) < 4)
-			continue;
-		while ((hit = strstr(text, v)) != NULL) {
-			size_t vl = strlen(v), rest = strlen(hit + vl);
-			if ((size_t)(hit - text) + 8 + rest + 1 > cap)
-				rest = cap - (size_t)(hit - text) - 9;
-			memmove(hit + 8, hit + vl, rest);
-			memcpy(hit, "[secret]", 8);
-			hit[8 + rest] = '\0';
-		}
-	}
+	struct pl_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.stack = p->spec.stack;
+	s.backend_url = p->spec.backend;
+	s.env = p->in.env;
+	s.n_env = p->in.n_env;
+	s.config = p->in.config;
+	s.n_config = p->in.n_config;
+	return pl_spec_redact(&s, text);
 }
 
-/* The last lines of the pod's log, one line of text, bounded, secrets
- * masked; "" when it cannot be read. */
+/* The last lines of the pod's log, one line of text, at most n - 1 bytes,
+ * secrets masked; "" when it cannot be read. */
 static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n)
 {
 	const char *name = kube_obj_str(pod, "metadata.name");
-	char *path, full[1200], *body = NULL, *start;
+	char *path, full[1200], *body = NULL, *masked, *nl;
 	long status = 0;
 	struct err e;
 	size_t len;
@@ -227,18 +224,28 @@ static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n
 		free(body);
 		return;
 	}
-	for (char *c = body; *c; c++)
-		if (*c == '\n' || *c == '\r' || *c == '\t')
-			*c = ' ';
+	/* limitBytes cut the end, maybe inside a secret, whose start no longer
+	 * matches it: the last (partial) line goes. */
 	len = strlen(body);
-	while (len > 0 && body[len - 1] == ' ')
-		body[--len] = '\0';
-	mask_secrets(p, body, len + 1);
-	len = strlen(body);
-	start = len > n - 1 ? body + len - (n - 1) : body;
-	snprintf(out, n, "%s", start);
+	if (len >= LOG_TAIL_BYTES && (nl = strrchr(body, '\n')) != NULL)
+		*nl = '\0';
+	else if (len >= LOG_TAIL_BYTES)
+		body[0] = '\0';
+	/* Masked before the lines are joined: a multi-line secret is masked
+	 * line by line too. */
+	masked = redact(p, body);
 	secret_wipe(body, len);
 	free(body);
+	if (masked == NULL)
+		return;
+	for (char *c = masked; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	len = strlen(masked);
+	while (len > 0 && masked[len - 1] == ' ')
+		masked[--len] = '\0';
+	snprintf(out, n, "%s", len > n - 1 ? masked + len - (n - 1) : masked);
+	free(masked);
 }
 
 /* ------------------------------------------------------------ result */
@@ -312,6 +319,44 @@ static int64_t time_or(const char *rfc3339, int64_t dflt)
 	return t > 0 ? t : dflt;
 }
 
+/* When the Job started and ended (0: not known): its status's times, else
+ * its creation and the time its Complete or Failed condition became True
+ * (a failed Job has no completionTime). */
+static int64_t job_start_us(const cJSON *job)
+{
+	return time_or(kube_obj_str(job, "status.startTime"), stack_parse_time_us(kube_obj_str(job,
+	    "metadata.creationTimestamp")));
+}
+
+static int64_t job_end_us(const cJSON *job)
+{
+	const cJSON *c;
+
+	if (kube_obj_str(job, "status.completionTime"))
+		return stack_parse_time_us(kube_obj_str(job, "status.completionTime"));
+	cJSON_ArrayForEach(c, at(at(job, "status"), "conditions"))
+		if ((streq(kube_obj_str(c, "type"), "Complete") || streq(kube_obj_str(c, "type"), "Failed")) &&
+		    streq(kube_obj_str(c, "status"), "True"))
+			return stack_parse_time_us(kube_obj_str(c, "lastTransitionTime"));
+	return 0;
+}
+
+/* The status holds this finished Job's outcome already: its recorded mark
+ * could not be written after the status was (stack_job_after_status).
+ * status.lastUpdate is of this operation and has the Job's start and end
+ * (to the second, as the status writes them); a later Job of these inputs
+ * is created only after that status was written, so it cannot match. */
+static int recorded_in_status(const struct stack_pass *p, const char *op, const cJSON *job)
+{
+	int64_t start = job_start_us(job), end = job_end_us(job);
+	int64_t st = stack_parse_time_us(stack_status_str(p, "lastUpdate.startTime"));
+	int64_t en = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
+
+	return stack_job_finished(job) && start > 0 && end > 0 && st > 0 && en > 0 &&
+	    streq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
+	    en / 1000000 == end / 1000000;
+}
+
 /* Fills p->out from the finished Job and its pod. */
 static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *job, const cJSON *pod)
 {
@@ -325,14 +370,16 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	memset(&p->out, 0, sizeof(p->out));
 	p->out.ran = 1;
 	p->out.type = op;
-	p->out.start_us = time_or(kube_obj_str(job, "status.startTime"),
-	    time_or(kube_obj_str(job, "metadata.creationTimestamp"), kube_now_us()));
-	p->out.end_us = time_or(kube_obj_str(job, "status.completionTime"), kube_now_us());
+	p->out.start_us = job_start_us(job) > 0 ? job_start_us(job) : kube_now_us();
+	p->out.end_us = job_end_us(job) > 0 ? job_end_us(job) : kube_now_us();
 	if (cJSON_IsObject(res)) {
 		p->out.status = status_named(kube_obj_str(res, "status"));
 		if (streq(kube_obj_str(res, "class"), "timeout"))
 			p->out.status = PL_TIMEOUT;
-		snprintf(why, sizeof(why), "%s", kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
+		/* The pod masked it; the controller does not trust that. */
+		char *masked = redact(p, kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
+		snprintf(why, sizeof(why), "%s", masked ? masked : "");
+		free(masked);
 		if (cJSON_IsObject(at(res, "changes")))
 			p->out.changes = cJSON_Duplicate(at(res, "changes"), 1);
 		lock_from(&p->out.lock, at(res, "lock"));
@@ -411,7 +458,9 @@ static cJSON *owned_object(const struct stack_pass *p, const char *api_version, 
 }
 
 /* Creates want unless it exists; an existing one is updated when key
- * (rules, subjects) differs.  Consumes want. */
+ * (rules, subjects) differs.  One that is not the Stack's (someone else's
+ * Secret or binding of that name) is refused (ERR_REFUSED) and left as it
+ * is, as the local runner refuses a foreign outputs Secret.  Consumes want. */
 static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
     struct err *e)
 {
@@ -426,6 +475,9 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 		res = kube_create(p->sc->client, r, p->ns, want, e);
 		if (res == NULL && e->code == ERR_CONFLICT)   /* made meanwhile */
 			err_clear(e), res = cJSON_CreateObject();
+	} else if (!owned_by(have, kube_obj_str(p->obj, "metadata.uid"))) {
+		err_set(e, ERR_REFUSED, "exists and is not owned by this Stack (no ownerReference to its uid), so "
+		    "it is left as it is and the update does not run: delete or rename it");
 	} else if (key == NULL || cJSON_Compare(at(have, key), at(want, key), 1)) {
 		res = cJSON_CreateObject();
 	} else {
@@ -491,6 +543,39 @@ static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 	return stack_job_ensure_writer(p, secret, role, 1, e);
 }
 
+/* The Secret <name>-job-inputs with the backend and secretsProvider a Job's
+ * pod reads (stack_job_build.c: never literal in the Job), owned by the
+ * Stack and updated when they change; none when neither is set. */
+static int ensure_inputs_secret(struct stack_pass *p, struct err *e)
+{
+	const char *vals[] = { p->spec.backend, p->spec.secrets_provider };
+	const char *keys[] = { STACK_JOB_INPUT_BACKEND, STACK_JOB_INPUT_SECRETS_PROVIDER };
+	char name[300];
+	cJSON *s, *data;
+
+	if (p->spec.backend == NULL && p->spec.secrets_provider == NULL)
+		return 0;
+	stack_job_inputs_secret_name(p->name, name, sizeof(name));
+	s = owned_object(p, "v1", "Secret", name);
+	cJSON_AddStringToObject(s, "type", "Opaque");
+	data = cJSON_AddObjectToObject(s, "data");
+	for (size_t i = 0; i < 2; i++) {
+		char *b64 = vals[i] ? base64_encode(vals[i], strlen(vals[i])) : NULL;
+		if (vals[i] && b64 == NULL) {
+			cJSON_Delete(s);
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		}
+		if (b64) {
+			cJSON_AddStringToObject(data, keys[i], b64);
+			secret_wipe(b64, strlen(b64));
+		}
+		free(b64);
+	}
+	if (ensure(p, &secrets_res, s, "data", e) < 0)
+		return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
+	return 0;
+}
+
 /* ------------------------------------------------------------ the step */
 
 /* A refusal by RBAC is said in status, not only in a log line: the Job
@@ -554,7 +639,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
 		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL,
-		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL };
+		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;
@@ -571,11 +656,15 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
-	if ((streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
+	if (ensure_inputs_secret(p, &e) < 0 || (streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
 	    (streq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
 	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
-		return retry_later(p, &e);
+		if (e.code != ERR_REFUSED)
+			return retry_later(p, &e);
+		stack_verdict(p, STACK_STALLED, "ObjectNotOwned", p->sc->o.requeue_dependency_ms, "%s", e.msg);
+		p->v.event = 1;
+		return 1;
 	}
 	res = kube_create(p->sc->client, &jobs_res, p->ns, job, &e);
 	cJSON_Delete(job);
@@ -624,7 +713,12 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 		    op, p->art.revision, name);
 		return 1;
 	}
-	pod = job_pod(p, name, &e);
+	/* "Could not list" is no "no pod": the Job may be mid-update; it is
+	 * looked at again later, never deleted on a failed LIST. */
+	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0) {
+		err_prefix(&e, "the pods of Job %s/%s", p->ns, name);
+		return retry_later(p, &e);
+	}
 	if (pod != NULL && pod_started(pod)) {
 		cJSON_Delete(pod);
 		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "the %s of revision %s runs in "
@@ -662,7 +756,8 @@ int stack_job_step(struct stack_pass *p, const char *op)
 	job = kube_informer_get(p->sc->jobs.inf, p->ns, name);
 	/* A result already recorded (this update is a retry or a resync), or
 	 * a Job left by an earlier Stack of the same name: replaced. */
-	if (job && (recorded(job) || !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
+	if (job && (recorded(job) || recorded_in_status(p, op, job) ||
+	    !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
 	    kube_obj_str(job, "metadata.deletionTimestamp") == NULL) {
 		cJSON_Delete(job);
 		job = NULL;

@@ -42,6 +42,11 @@ int stack_job_name(const char *stack, const char *op, const char *fingerprint, c
 	return 0;
 }
 
+void stack_job_inputs_secret_name(const char *stack, char *out, size_t n)
+{
+	snprintf(out, n, "%s-job-inputs", stack);
+}
+
 /* A label value: at most 63 characters, ending in a letter or digit. */
 static void label_value(const char *s, char *out, size_t n)
 {
@@ -166,6 +171,24 @@ static void add_env(cJSON *env, const char *name, const struct stack_value *v)
 	cJSON_AddItemToArray(env, e);
 }
 
+/* backend and secretsProvider may carry credentials (s3://key:secret@...,
+ * a key vault URL): never literal in the Job, which `get jobs` shows, but
+ * a key of the Secret <stack>-job-inputs (stack_job_ensure_inputs) that
+ * the pod's env references, named in the document's <field>FromEnv. */
+static void add_from_inputs_secret(cJSON *doc, cJSON *env, const struct stack_job_in *in, const char *field,
+    const char *var, const char *value)
+{
+	char secret[300], from[64];
+	struct stack_value v = { STACK_VAL_SECRET, NULL, secret, (char *)field, 0 };
+
+	if (value == NULL)
+		return;
+	stack_job_inputs_secret_name(in->name, secret, sizeof(secret));
+	add_env(env, var, &v);
+	snprintf(from, sizeof(from), "%sFromEnv", field);
+	cJSON_AddStringToObject(doc, from, var);
+}
+
 /* Config into the update document and, for referenced or secret values,
  * into the pod's env (env: the container's list). */
 static void add_config(cJSON *doc, cJSON *env, const struct stack_spec *s)
@@ -207,8 +230,9 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	cJSON_AddStringToObject(doc, "fingerprint", in->fingerprint);
 	cJSON_AddItemToObject(doc, "source", source_json(in));
 	add_str_or_null(doc, "dir", s->dir);
-	add_str_or_null(doc, "backend", s->backend);
-	add_str_or_null(doc, "secretsProvider", s->secrets_provider);
+	add_from_inputs_secret(doc, env, in, STACK_JOB_INPUT_BACKEND, "PULUMI_CONTROLLER_BACKEND", s->backend);
+	add_from_inputs_secret(doc, env, in, STACK_JOB_INPUT_SECRETS_PROVIDER, "PULUMI_CONTROLLER_SECRETS_PROVIDER",
+	    s->secrets_provider);
 	add_config(doc, env, s);
 	names = cJSON_AddArrayToObject(doc, "env");
 	for (size_t i = 0; i < s->n_env; i++) {
@@ -374,6 +398,12 @@ static cJSON *container(const struct stack_job_in *in, struct err *e)
 	if (in->plugins_dir) {
 		cJSON_AddItemToArray(args, cJSON_CreateString("--plugins-dir"));
 		cJSON_AddItemToArray(args, cJSON_CreateString(in->plugins_dir));
+	}
+	if (in->max_artifact_bytes != 0) {   /* the pod downloads under the controller's limit */
+		char size[32];
+		snprintf(size, sizeof(size), "%lld", in->max_artifact_bytes);
+		cJSON_AddItemToArray(args, cJSON_CreateString("--max-artifact-size"));
+		cJSON_AddItemToArray(args, cJSON_CreateString(size));
 	}
 	env = cJSON_AddArrayToObject(c, "env");
 	upd = cJSON_CreateObject();

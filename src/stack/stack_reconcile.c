@@ -233,7 +233,8 @@ static int hold_unparsable(struct stack_pass *p)
 static int step_finalize(struct stack_pass *p)
 {
 	struct err e;
-	int have_program;
+	int have_program, source_gone;
+	char gone[sizeof(p->v.message)];
 
 	if (!p->deleting)
 		return 0;
@@ -256,10 +257,20 @@ static int step_finalize(struct stack_pass *p)
 	else
 		have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
 		    stack_workspace_prepare(p) == 0;
+	source_gone = !have_program && streq(p->v.reason, "SourceNotFound");
+	snprintf(gone, sizeof(gone), "%s", p->v.message);
 	memset(&p->v, 0, sizeof(p->v));
 	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
 		if (!ever_deployed(p))
 			return release(p);   /* nothing was ever deployed */
+		if (source_gone) {   /* no timer: the source's watch wakes it when it is back */
+			stack_verdict(p, STACK_STALLED, "DestroyFailed", 0, "cannot destroy: %s, and no copy of "
+			    "the program is left to destroy from; the finalizer stays. Restore the source (the "
+			    "destroy runs when it is back), or remove destroyOnFinalize to let the Stack go and "
+			    "keep its resources", gone);
+			p->v.event = 1;
+			return 1;
+		}
 		stack_verdict(p, STACK_WAITING, "DestroyFailed", p->sc->o.requeue_dependency_ms,
 		    "cannot destroy: the program is not available (source and workspace are gone)");
 		p->v.event = 1;

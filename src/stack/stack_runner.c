@@ -200,6 +200,8 @@ static int fetch_flux_artifact(struct runner *u)
 	int cached = 0;
 
 	flux_fetch_opts_default(&fo);
+	if (u->o->max_artifact_bytes != 0)
+		fo.http.max_bytes = u->o->max_artifact_bytes;
 	fo.cancel = &u->sc.cancel;
 	if (flux_store_get(u->o->work_dir, &a, &fo, u->p.tree, sizeof(u->p.tree), &cached, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "artifact: %s", e.msg);
@@ -342,6 +344,8 @@ static int fetch_oci_artifact(struct runner *u)
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	oci_pull_opts_default(&po);
+	if (u->o->max_artifact_bytes != 0)
+		po.max_layer_bytes = u->o->max_artifact_bytes;
 	po.media_type = u->in->media_type;
 	/* The manifest by its digest: what the controller resolved (and, with
 	 * verify, what was signed) is exactly what is pulled. */
@@ -436,12 +440,36 @@ static void add_config(struct runner *u, const char *key, const char *value, int
 	c->structured = is_structured(u->in, key);
 }
 
+/* *dst = the value of the variable name (backendFromEnv...), when name is
+ * set.  -1 with the usage failure in the result when it is not set. */
+static int value_from_env(struct runner *u, const char *field, const char *name, char **dst)
+{
+	const char *v = name ? getenv(name) : NULL;
+
+	if (name == NULL)
+		return 0;
+	if (v == NULL) {
+		result_fail(u->r, STACK_RUN_INTERNAL, "PULUMI_CONTROLLER_UPDATE: %s: the environment "
+		    "variable %s is not set", field, name);
+		u->r->usage = 1;
+		return -1;
+	}
+	free(*dst);
+	*dst = xstrdup(v);
+	return 0;
+}
+
 /* The config and environment the driver gets: plaintext from the JSON,
  * the rest from the pod's environment under the names the JSON gives. */
 static int resolve_inputs(struct runner *u)
 {
 	const struct stack_run_input *in = u->in;
 	size_t n = in->n_config + in->n_secret_config + in->n_config_from_env;
+
+	if (value_from_env(u, "backendFromEnv", in->backend_env, &u->p.spec.backend) < 0 ||
+	    value_from_env(u, "secretsProviderFromEnv", in->secrets_provider_env,
+	    &u->p.spec.secrets_provider) < 0)
+		return -1;
 
 	u->p.in.config = xcalloc(n + 1, sizeof(*u->p.in.config));
 	u->p.in.env = xcalloc(in->n_env + 1, sizeof(*u->p.in.env));

@@ -58,6 +58,8 @@ void stack_run_input_free(struct stack_run_input *in)
 	free(in->dir);
 	free(in->backend);
 	free(in->secrets_provider);
+	free(in->backend_env);
+	free(in->secrets_provider_env);
 	pairs_free(in->config, in->n_config);
 	pairs_free(in->secret_config, in->n_secret_config);
 	pairs_free(in->config_from_env, in->n_config_from_env);
@@ -281,9 +283,16 @@ static int check_names(const struct stack_run_input *in, struct err *e)
 	return 0;
 }
 
-/* The env names of secretConfig, configFromEnv and env. */
+/* The env names of backendFromEnv, secretsProviderFromEnv, secretConfig,
+ * configFromEnv and env; a value comes either inline or from the env. */
 static int check_env_names(const struct stack_run_input *in, struct err *e)
 {
+	if (in->backend_env && (in->backend || !env_name_ok(in->backend_env)))
+		return err_set(e, ERR_INVALID, INPUT ": backendFromEnv must name an environment variable, "
+		    "and backend must then be absent"), -1;
+	if (in->secrets_provider_env && (in->secrets_provider || !env_name_ok(in->secrets_provider_env)))
+		return err_set(e, ERR_INVALID, INPUT ": secretsProviderFromEnv must name an environment "
+		    "variable, and secretsProvider must then be absent"), -1;
 	for (size_t i = 0; i < in->n_secret_config; i++)
 		if (!env_name_ok(in->secret_config[i].value))
 			return err_set(e, ERR_INVALID, INPUT ": secretConfig.%s must name an environment "
@@ -360,6 +369,8 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 	    get_str(root, "dir", "dir", 0, &in->dir, e) < 0 ||
 	    get_str(root, "backend", "backend", 0, &in->backend, e) < 0 ||
 	    get_str(root, "secretsProvider", "secretsProvider", 0, &in->secrets_provider, e) < 0 ||
+	    get_str(root, "backendFromEnv", "backendFromEnv", 0, &in->backend_env, e) < 0 ||
+	    get_str(root, "secretsProviderFromEnv", "secretsProviderFromEnv", 0, &in->secrets_provider_env, e) < 0 ||
 	    get_pairs(root, "config", &in->config, &in->n_config, e) < 0 ||
 	    get_strings(root, "structuredConfig", &in->structured, &in->n_structured, e) < 0 ||
 	    get_pairs(root, "secretConfig", &in->secret_config, &in->n_secret_config, e) < 0 ||

@@ -215,12 +215,14 @@ class KubeAPI:
         return self.admin("drop-watches", {"mode": mode})["dropped"]
 
     def fail_next(self, count=1, code=500, retry_after=None, method=None, path=None,
-                  watch=None):
+                  watch=None, selector=None):
         """The next `count` API requests (optionally only those whose method matches, whose
-        path matches the regex `path`, and that are (watch=True) or are not (watch=False)
-        watches) fail with `code`: 500, 429 (Retry-After), 503, 504, 410 or 401."""
+        path matches the regex `path`, whose labelSelector matches the regex `selector`, and
+        that are (watch=True) or are not (watch=False) watches) fail with `code`: 500, 429
+        (Retry-After), 503, 504, 410 or 401."""
         return self.admin("fail", {"count": count, "code": code, "retry_after": retry_after,
-                                   "method": method, "path": path, "watch": watch})
+                                   "method": method, "path": path, "watch": watch,
+                                   "selector": selector})
 
     def clear_faults(self):
         return self.admin("clear-faults")

@@ -8,7 +8,9 @@ the pod's behaviour (succeed, fail with a log, run past the deadline), so what i
 is the controller's side: the Job it builds, slots, adoption, the verdicts it reads back.
 The last scenario runs the real `pulumi-controller run-update` (and, on the real tier, the real
 pulumi CLI with the plugins the "image" carries, --job-plugins-dir)."""
+import base64
 import json
+import re
 import threading
 
 import pytest
@@ -62,6 +64,13 @@ if mode == "fail":
     # A careless program: the controller must not repeat this.
     print("the passphrase is " + os.environ.get("PULUMI_CONFIG_PASSPHRASE", "?"), file=sys.stderr)
     finish("failed", "update failed: 1 resource error", "failed", 1)
+if mode == "fail-secrets":
+    # A program printing every secret config value, one at the very end of its log.
+    values = [os.environ[doc["secretConfig"][k]] for k in sorted(doc["secretConfig"])]
+    for v in values:
+        print("value: " + v, file=sys.stderr)
+    print("error: the last value was " + values[-1], file=sys.stderr)
+    finish("failed", "update failed near " + values[-1], "failed", 1)
 if mode == "sleep":
     time.sleep(3600)
 '''
@@ -150,6 +159,19 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     pod = wait_until(lambda: (pods_of(w, md["name"]) or [None])[0], what="the Job's pod")
     for obj in (job, pod, w.stack("demo")):
         assert PASSPHRASE not in json.dumps(obj)
+    # backend and secretsProvider (may carry credentials) from the Stack's own Secret
+    # (issue 21, low): never literal in the Job or its pod.
+    for obj in (job, pod):
+        assert w.backend_url not in json.dumps(obj)
+    assert "backend" not in doc and doc["backendFromEnv"] == "PULUMI_CONTROLLER_BACKEND"
+    assert doc["secretsProviderFromEnv"] == "PULUMI_CONTROLLER_SECRETS_PROVIDER"
+    for var, key in (("PULUMI_CONTROLLER_BACKEND", "backend"),
+                     ("PULUMI_CONTROLLER_SECRETS_PROVIDER", "secretsProvider")):
+        assert env[var]["valueFrom"] == {"secretKeyRef": {"name": "demo-job-inputs", "key": key}}
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert inputs["metadata"]["ownerReferences"][0]["uid"] == stack["metadata"]["uid"]
+    assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
+    assert base64.b64decode(inputs["data"]["secretsProvider"]).decode() == "passphrase"
     assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
 
 
@@ -216,6 +238,66 @@ def test_a_failed_update_reports_its_message_and_log_tail_without_secrets(fake_k
     assert "[secret]" in ready["message"]
 
 
+def test_secret_values_like_the_mask_or_short_ones_at_the_log_end_are_masked(fake_kubelet):
+    """Issue 21 item 2: `[secret]` made the old masker loop forever, `secret` and a short
+    value at the very end of the tail overran its buffer, before the status was written."""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.secret("cfg", {"a": "[secret]", "b": "secret", "c": "k9Zq"})
+    ref = {k: {"type": "Secret", "secret": {"name": "cfg", "key": k}} for k in "abc"}
+    job_stack(w, "demo", mode="fail-secrets", secretsRef=ref)
+    ctl = controller(w)
+
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    ready = w.cond(obj, "Ready")
+    assert ready["reason"] == "UpdateFailed"
+    # (The value `secret` is masked inside the masks too: "[[secret]]".)
+    msg = ready["message"]
+    assert re.search(r"update failed near \[+secret\]+; log tail: ", msg), msg
+    assert re.search(r"error: the last value was \[+secret\]+$", msg), msg
+    assert "k9Zq" not in json.dumps(obj)
+    for e in w.events("demo"):
+        assert "k9Zq" not in json.dumps(e)
+    assert ctl.alive() and ctl.sanitizer_report() is None
+
+
+def foreign_objects_are_refused_and_left_alone(w, plural, api_version, obj):
+    """Issue 21 item 10: the Job runner took over an existing `<name>-outputs` Secret or
+    `<name>-outputs-writer` Role / RoleBinding that was not the Stack's."""
+    name = obj["metadata"]["name"]
+    obj["metadata"]["namespace"] = w.namespace
+    before = w.client.create(obj, plural, w.namespace)
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+
+    st = w.wait_condition("demo", "Stalled", reason="ObjectNotOwned")
+    msg = w.cond(st, "Stalled")["message"]
+    assert f"the {obj['kind']} {w.namespace}/{name}" in msg, msg
+    assert "exists and is not owned by this Stack" in msg and "left as it is" in msg, msg
+    assert w.cond(st, "Ready")["status"] == "False"
+    assert "ObjectNotOwned" in w.event_reasons("demo")
+    after = w.client.get(api_version, plural, name, w.namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in after["metadata"]
+    assert jobs_of(w, "demo") == []
+
+
+def test_a_foreign_outputs_secret_is_refused_and_left_alone(fake_kubelet):
+    foreign_objects_are_refused_and_left_alone(fake_kubelet, "secrets", "v1", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-outputs"},
+        "data": {"mine": "c2VjcmV0"}})
+
+
+def test_a_foreign_outputs_writer_binding_is_refused_and_left_alone(fake_kubelet):
+    foreign_objects_are_refused_and_left_alone(
+        fake_kubelet, "rolebindings", "rbac.authorization.k8s.io/v1", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "demo-outputs-writer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "someone", "namespace": "elsewhere"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "theirs"}})
+
+
 def test_a_deadline_exceeded_is_a_timeout_failure(fake_kubelet):
     w = fake_kubelet
     w.flux_source("GitRepository", "app", w.artifact())
@@ -263,6 +345,35 @@ def test_destroy_on_finalize_runs_in_a_job(fake_kubelet):
     assert started and "in Job demo-destroy-" in started[0]["message"]
     assert "DestroySucceeded" in w.event_reasons("demo")
     assert not w.cli_invocations(), "no pulumi ran in the controller"
+
+
+def test_a_deletion_whose_source_is_gone_is_stalled_until_the_source_is_back(fake_kubelet):
+    """Issue 21 (low): a job-mode destroy whose Flux source was deleted retried DestroyFailed
+    every --requeue-dependency forever; now it is Stalled (no timer) and the source's watch
+    runs the destroy once the source is back."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", destroyOnFinalize=True)
+    controller(w)
+    w.wait_ready("demo", revision=src["revision"])
+
+    w.delete_source("GitRepository", "app")
+    wait_until(lambda: not [s for s in w.client.list(GIT["apiVersion"], "gitrepositories",
+                                                     w.namespace)["items"]
+                            if s["metadata"]["name"] == "app"], what="the source gone")
+    w.delete_stack("demo")
+    obj = w.wait_condition("demo", "Stalled", reason="DestroyFailed")
+    msg = w.cond(obj, "Stalled")["message"]
+    assert f"cannot destroy: GitRepository {w.namespace}/app not found" in msg, msg
+    assert "remove destroyOnFinalize" in msg and "finalizer stays" in msg, msg
+    assert w.cond(obj, "Reconciling") is None
+    assert w.cond(obj, "Ready")["reason"] == "DestroyFailed"
+    assert obj["metadata"]["finalizers"]
+    assert [j for j in jobs_of(w, "demo") if "-destroy-" in j["metadata"]["name"]] == []
+
+    w.flux_source("GitRepository", "app", w.artifact())
+    w.wait_gone("demo")
+    assert "DestroySucceeded" in w.event_reasons("demo")
 
 
 class JobWatch(threading.Thread):
@@ -339,6 +450,131 @@ def test_an_unschedulable_pod_fails_the_update_after_the_start_timeout(fake_kube
     assert "did not start within 2s: Unschedulable" in msg
 
 
+class ControllerFault:
+    """One kind of the controller's requests fails while on: the emulator's injected 500;
+    on the real tier the controller runs as deploy/namespaced's ServiceAccount
+    (test_deploy_rbac.py) and its Role loses that verb (a real 403).  Kinds: "pods list"
+    (the LISTs by job name; the test kubelet's own LISTs go through), "jobs patch"."""
+
+    EMULATOR = {
+        ("pods", "list"): dict(method="GET", watch=False, path=r"/api/v1/namespaces/[^/]+/pods$",
+                               selector=r"^batch\.kubernetes\.io/job-name="),
+        ("jobs", "patch"): dict(method="PATCH", path=r"/apis/batch/v1/namespaces/[^/]+/jobs/[^/]+$"),
+    }
+    PROBE = {("pods", "list"): ("GET", "/api/v1/namespaces/{ns}/pods", 200),
+             ("jobs", "patch"): ("PATCH", "/apis/batch/v1/namespaces/{ns}/jobs/no-such-job", 404)}
+
+    def __init__(self, w, tmp_path):
+        self.w = w
+        if w.tier != "real":
+            return
+        import test_deploy_rbac as rbac
+        docs = rbac.td.overlay(tmp_path / "k", "namespaced", namespace=w.namespace)
+        rbac.apply(w.api, rbac.write_rendering(tmp_path, docs, "namespaced"))
+        dep = rbac.td.one(docs, "Deployment")
+        self.role = next(d for d in docs if d["kind"] == "Role" and any(
+            "pods" in r.get("resources", []) for r in d.get("rules", [])))
+        token, self.client = rbac.sa_token(
+            w.api, w.namespace, dep["spec"]["template"]["spec"]["serviceAccountName"])
+        kubeconfig = w.api.write_kubeconfig(tmp_path / "sa.kubeconfig", token=token,
+                                            namespace=w.namespace)
+        self.flags = rbac.controller_flags(dep, kubeconfig, w)
+
+    def controller(self, **flags):
+        if self.w.tier != "real":
+            return controller(self.w, **flags)
+        return self.w.controller(**dict(self.flags, runner="job", job_image=IMAGE, **flags))
+
+    def _rules(self, without=None):
+        out = []
+        for r in self.role["rules"]:
+            r = dict(r)
+            if without and r.get("resources") == [without[0]]:
+                r["verbs"] = [v for v in r["verbs"] if v != without[1]]
+            if r["verbs"]:
+                out.append(r)
+        return out
+
+    def _set(self, kind, on):
+        role = self.w.client.get("rbac.authorization.k8s.io/v1", "roles",
+                                 self.role["metadata"]["name"], self.w.namespace)
+        role["rules"] = self._rules(kind if on else None)
+        self.w.client.update(role, "roles")
+        method, path, allowed = self.PROBE[kind]
+        path = path.format(ns=self.w.namespace)
+        body = {} if method == "PATCH" else None
+        want = 403 if on else allowed
+        wait_until(lambda: self.client.raw(method, path, body, "application/merge-patch+json"
+                                           if body is not None else None)[0] == want,
+                   timeout=30, what=f"{kind} {'refused' if on else 'allowed again'}")
+
+    def on(self, kind):
+        if self.w.tier != "real":
+            self.w.api.fail_next(count=100000, code=500, **self.EMULATOR[kind])
+        else:
+            self._set(kind, True)
+        self.kind = kind
+
+    def off(self):
+        if self.w.tier != "real":
+            self.w.api.clear_faults()
+        else:
+            self._set(self.kind, False)
+
+
+def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_kubelet, tmp_path):
+    """Issue 21 item 5: after --job-start-timeout a failed pods LIST was taken for "no pod"
+    and the running Job deleted mid-update."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    fault = ControllerFault(w, tmp_path)
+    fault.on(("pods", "list"))
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
+    ctl = fault.controller(job_start_timeout="2s")
+    job = wait_job(w, "demo")
+
+    def list_failed_twice():
+        ctl.alive()
+        return len([r for r in ctl.records() if r.get("msg") == "reconcile" and
+                    f"the pods of Job {w.namespace}/{job['metadata']['name']}" in
+                    (r.get("error") or "")]) >= 2
+    wait_until(list_failed_twice, what="two passes past the start timeout whose pods LIST failed")
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+    assert "did not start" not in json.dumps(w.stack("demo").get("status") or {})
+    fault.off()
+    assert w.kubelet.release(job["metadata"]["name"], w.namespace) == 1
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
+
+
+def test_an_outcome_whose_recorded_mark_failed_is_not_read_again(fake_kubelet, tmp_path):
+    """Issue 21 (low): the Job's recorded mark could not be written after the status
+    recorded its failure; the retry read the same Job's outcome again as a new failure
+    instead of running a new Job."""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    fault = ControllerFault(w, tmp_path)
+    fault.on(("jobs", "patch"))
+    job_stack(w, "demo", mode="fail")
+    ctl = fault.controller()
+    first = wait_job(w, "demo")
+    ctl.wait_log("cannot mark the Job's result as recorded", job=first["metadata"]["name"])
+    fault.off()
+    one = w.stack("demo")["status"]["lastUpdate"]
+    assert one["failures"] == 1, one
+
+    def second_failure():
+        lu = (w.stack("demo").get("status") or {}).get("lastUpdate") or {}
+        return lu if lu.get("failures", 0) >= 2 else None
+    two = wait_until(second_failure, timeout=120, what="the second failure recorded")
+    # Another Job ran: not the first one's outcome counted twice.
+    assert two["startTime"] != one["startTime"], (one, two)
+    assert two["failures"] == 2
+    job, = jobs_of(w, "demo")
+    assert job["metadata"]["uid"] != first["metadata"]["uid"]
+
+
 def test_a_hostile_pod_template_is_refused_naming_the_field(stack_world):
     w = stack_world
     w.flux_source("GitRepository", "app", w.artifact())
@@ -384,3 +620,21 @@ def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, r
     # (Not w.cloud_files(): the stand-in's cloud directory is under /tmp, which the test
     # kubelet rewrites to the pod's own /tmp.)
     assert obj["status"]["lastUpdate"]["type"] == "up"
+
+
+def test_the_pod_downloads_under_the_controllers_max_artifact_size(job_world, request):
+    """Issue 21 (low): --max-artifact-size did not reach the Job's pod, which fetched any
+    size under run-update's own default."""
+    w = job_world
+    art = w.artifact()
+    w.flux_source("GitRepository", "app", art)
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"})
+    job_controller(w, request, max_artifact_size="64")
+
+    job = wait_job(w, "demo")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--max-artifact-size") + 1] == "64"
+    obj = w.wait_condition("demo", "Reconciling", reason="RetryingAfterFailure")
+    msg = w.cond(obj, "Ready")["message"]
+    assert "artifact: " in msg and "larger than the limit of 64 bytes" in msg, msg
+    assert "outputs" not in (obj.get("status") or {})

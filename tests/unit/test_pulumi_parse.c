@@ -302,6 +302,47 @@ static void test_redact_tail_drops_a_cut_first_line(void **state)
 	free(s);
 }
 
+/* The secrets of a spec (what a Job's pod may print, masked by the
+ * controller): values that are, or are inside, the mask itself, a short
+ * value at the very end, the passphrase, JSON leaves, backend credentials. */
+static void test_spec_redact_masks_the_secrets_pl_open_records(void **state)
+{
+	const struct pl_config_item cfg[] = {
+		{ "a", "[secret]", 1, 0 }, { "b", "secret", 1, 0 }, { "c", "k9Zq", 1, 0 },
+		{ "d", "{\"tok\":\"leafvalue\"}", 1, 1 }, { "e", "plain", 0, 0 },
+	};
+	const struct pl_env_var env[] = { { "PULUMI_CONFIG_PASSPHRASE", "pass-phrase", 1 } };
+	struct pl_spec sp;
+	char *s;
+
+	(void)state;
+	memset(&sp, 0, sizeof(sp));
+	sp.stack = "dev";
+	sp.config = cfg;
+	sp.n_config = 5;
+	sp.env = env;
+	sp.n_env = 1;
+	sp.backend_url = "s3://AKID:topsecretpw@minio.example/b";
+	s = pl_spec_redact(&sp, "x [secret] secret plain leafvalue pass-phrase topsecretpw k9Zq");
+	assert_non_null(s);
+	assert_null(strstr(s, "k9Zq"));
+	assert_null(strstr(s, "leafvalue"));
+	assert_null(strstr(s, "pass-phrase"));
+	assert_null(strstr(s, "topsecretpw"));
+	assert_non_null(strstr(s, "plain"));
+	assert_true(strncmp(s, "x [", 3) == 0);
+	free(s);
+	/* Invalid env: nothing may be shown. */
+	sp.n_env = 0;
+	sp.n_config = 0;
+	{
+		const struct pl_env_var bad[] = { { "1BAD", "v", 1 } };
+		sp.env = bad;
+		sp.n_env = 1;
+		assert_null(pl_spec_redact(&sp, "text"));
+	}
+}
+
 static void test_messages_are_masked_before_they_are_cut(void **state)
 {
 	const char *secrets[] = { PEM, KEYFILE };
@@ -590,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_classify_coloured_yaml_error_on_stdout),
 		cmocka_unit_test(test_classify_timeout_missing_policy),
 		cmocka_unit_test(test_message_is_one_bounded_line),
+		cmocka_unit_test(test_spec_redact_masks_the_secrets_pl_open_records),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -234,7 +234,7 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins", 0, NULL, NULL };
+		"/opt/plugins", 0, NULL, NULL, 1LL << 20 };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -314,6 +314,9 @@ static void test_the_job_shape_security_and_owner(void **state)
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.command.1"), "run-update");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.6"), "--plugins-dir");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.7"), "/opt/plugins");
+	/* The pod downloads under the controller's --max-artifact-size. */
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.8"), "--max-artifact-size");
+	assert_string_equal(str_at(job, "spec.template.spec.containers.0.args.9"), "1048576");
 	assert_string_equal(str_at(job, "spec.template.spec.containers.0.terminationMessagePath"),
 	    "/tmp/termination-log");
 	cJSON_Delete(job);
@@ -329,7 +332,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
-		600, NULL, 0, NULL, NULL };
+		600, NULL, 0, NULL, NULL, 0 };
 	struct err e;
 	char *doc;
 
@@ -379,6 +382,45 @@ static void test_values_reach_the_pod_by_reference_only(void **state)
 	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "aws");
 	assert_null(at(e, "value"));
 	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+/* backend and secretsProvider may carry credentials: the Job names the
+ * keys of <stack>-job-inputs, never the values. */
+static void test_backend_and_secrets_provider_come_from_the_inputs_secret(void **state)
+{
+	const char *vars[] = { "PULUMI_CONTROLLER_BACKEND", "PULUMI_CONTROLLER_SECRETS_PROVIDER" };
+	const char *keys[] = { "backend", "secretsProvider" };
+	struct stack_spec s;
+	cJSON *job, *doc;
+	char *text;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}, 'backend': "
+	    "'s3://AKID:s3cr3tkey@minio.example/state', 'secretsProvider': 'azurekeyvault://vault.example/keys/k'}", &s);
+	text = cJSON_PrintUnformatted(job);
+	assert_null(strstr(text, "s3cr3tkey"));
+	assert_null(strstr(text, "vault.example"));
+	free(text);
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_non_null(doc);
+	assert_null(at(doc, "backend"));
+	assert_null(at(doc, "secretsProvider"));
+	assert_string_equal(str_at(doc, "backendFromEnv"), vars[0]);
+	assert_string_equal(str_at(doc, "secretsProviderFromEnv"), vars[1]);
+	for (size_t i = 0; i < 2; i++) {
+		const cJSON *e = env_named(job, vars[i]);
+		assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "web-job-inputs");
+		assert_string_equal(str_at(e, "valueFrom.secretKeyRef.key"), keys[i]);
+		assert_null(at(e, "value"));
+	}
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+	/* Neither set: nothing named. */
+	job = build("web", "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}}", &s);
+	assert_null(env_named(job, vars[0]));
 	cJSON_Delete(job);
 	stack_spec_free(&s);
 }
@@ -447,7 +489,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	const char *id = "0123456789abcdef0123456789abcdef";
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
-		NULL, 0, NULL, NULL };
+		NULL, 0, NULL, NULL, 0 };
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}");
 	cJSON *job, *doc;
 	struct err e;
@@ -499,6 +541,7 @@ int main(void)
 		cmocka_unit_test_setup(test_pod_hosts_of_the_stacks_jobs, setup),
 		cmocka_unit_test_setup(test_drift_checks_and_their_repair_are_jobs, setup),
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
+		cmocka_unit_test_setup(test_backend_and_secrets_provider_come_from_the_inputs_secret, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),
 		cmocka_unit_test_setup(test_a_plan_job_and_the_up_job_of_its_plan, setup),

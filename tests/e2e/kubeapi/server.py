@@ -92,7 +92,7 @@ class Faults:
         with self.lock:
             self.rules = []
 
-    def take(self, method, path, is_watch):
+    def take(self, method, path, is_watch, label_selector=""):
         with self.lock:
             for rule in self.rules:
                 if rule["count"] <= 0:
@@ -100,6 +100,8 @@ class Faults:
                 if rule.get("method") and rule["method"].upper() != method:
                     continue
                 if rule.get("path") and not re.search(rule["path"], path):
+                    continue
+                if rule.get("selector") and not re.search(rule["selector"], label_selector):
                     continue
                 if rule.get("watch") is not None and bool(rule["watch"]) != is_watch:
                     continue
@@ -255,7 +257,8 @@ class Handler(BaseHTTPRequestHandler):
                 except (ValueError, TypeError, AttributeError, KeyError) as exc:
                     raise E.bad_request(f"bad admin request: {exc!r}") from None
             self.entry["user"] = self._authenticate(method, path, params)
-            rule = emu.faults.take(method, path, params.get("watch") in ("1", "true"))
+            rule = emu.faults.take(method, path, params.get("watch") in ("1", "true"),
+                                   params.get("labelSelector", ""))
             if rule is not None:
                 raise _fault_error(rule)
             if emu.settings.latency:
@@ -685,7 +688,8 @@ class Handler(BaseHTTPRequestHandler):
         if op == "fail":
             rule = {"count": int(args.get("count", 1)), "code": int(args.get("code", 500)),
                     "retry_after": args.get("retry_after"), "method": args.get("method"),
-                    "path": args.get("path"), "watch": args.get("watch")}
+                    "path": args.get("path"), "watch": args.get("watch"),
+                    "selector": args.get("selector")}
             emu.faults.add(rule)
             return self._send(200, rule)
         if op == "clear-faults":
