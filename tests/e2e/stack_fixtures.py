@@ -100,19 +100,8 @@ os.close(fd)
 env["PATH"] = {bin_dir!r} + os.pathsep + env.get("PATH", "/usr/bin:/bin")
 for k, v in {extra_env!r}.items():
     env.setdefault(k, v)
-saved = [a[len("--save-plan="):] for a in sys.argv if a.startswith("--save-plan=")]
-if env.get("PCTEST_PLAN_TWIN") and saved:
-    # A program that rewrites its plan (test_stack_approval.py): the real plans under
-    # "ResourcePlans", after an empty "resourcePlans" (Go reads the last, cJSON the first).
-    import subprocess
-    rc = subprocess.call([{binary!r}] + sys.argv[1:])
-    p = saved[0]
-    if rc == 0 and os.path.exists(p):
-        with open(p) as fh:
-            t = fh.read().replace('"resourcePlans"', '"ResourcePlans"', 1).lstrip()
-        with open(p, "w") as fh:
-            fh.write('{{"resourcePlans": {{}}, ' + t[1:])
-    sys.exit(rc)
+if env.get("PCTEST_PLAN_TWIN"):      # a program that rewrites its saved plan
+    os.execv(sys.executable, [sys.executable, {twin!r}, {binary!r}] + sys.argv[1:])
 os.execv({binary!r}, [{binary!r}] + sys.argv[1:])
 '''
 
@@ -742,6 +731,7 @@ class StackWorld(RealFluxSources):
             extra["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
         path = d / "pulumi"
         path.write_text(WRAPPER.format(record=str(self.record), bin_dir=self.cli.bin_dir,
+                                       twin=str(pathlib.Path(__file__).with_name("plan_twin.py")),
                                        digested=DIGESTED_ENV,
                                        binary=self.cli.binary, extra_env=extra))
         path.chmod(0o755)
