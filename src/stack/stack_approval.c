@@ -568,11 +568,14 @@ const char *stack_approval_applied(const struct stack_pass *p)
 /* The plan's failure: p->out says what (where) refused and why. */
 static int plan_refused(struct stack_pass *p, const char *where, const struct err *e)
 {
+	char why[ERR_MSG_MAX];
+
 	p->out.ok = 0;
 	p->out.ran = 1;
 	p->out.status = PL_INTERNAL;
+	/* The key named comes from the program: kept on one line. */
 	snprintf(p->out.message, sizeof(p->out.message), "the plan %s is refused, nothing was applied: %s", where,
-	    e->msg);
+	    log_printable(e->msg, why, sizeof(why)));
 	return -1;
 }
 
