@@ -132,7 +132,8 @@ def test_continue_approves_only_the_plan_in_status_then(stack_world):
     plan = awaiting(w, "demo")["status"]["preview"]["planId"]
     w.patch_stack("demo", {"spec": {"continue": True}})
     obj = w.wait_ready("demo")
-    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan}
+    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan,
+                                         "appliedPlan": plan}
     assert list(w.cloud_files().values()) == ["hello"]
 
     # continue stays true in the spec; a later plan needs it set again.
