@@ -286,14 +286,16 @@ def test_the_runner_cannot_write_the_plan_it_is_judged_by(shared):
     if w.tier == "emulator":
         return
     c = runner_client(w)
-    c.patch("v1", "secrets", "demo-plan-result", {"metadata": {"labels": {"x": "y"}}}, w.namespace,
-            "merge")
-    with pytest.raises(KubeError) as ex:
-        c.patch("v1", "secrets", "demo-plan", {"data": {"plan.json": ""}}, w.namespace, "merge")
-    assert ex.value.code == 403
-    with pytest.raises(KubeError) as ex:
-        c.get("v1", "secrets", "demo-plan", w.namespace)
-    assert ex.value.code == 403
+    mine = c.get("v1", "secrets", "demo-plan-result", w.namespace)   # get + update, as the pod does
+    c.update(mine, "secrets")
+    judged = w.client.get("v1", "secrets", "demo-plan", w.namespace)
+    for call in (lambda: c.get("v1", "secrets", "demo-plan", w.namespace),
+                 lambda: c.update(judged, "secrets"),
+                 lambda: c.patch("v1", "secrets", "demo-plan", {"data": {"plan.json": ""}}, w.namespace,
+                                 "merge")):
+        with pytest.raises(KubeError) as ex:
+            call()
+        assert ex.value.code == 403
 
 
 def test_a_plan_the_cli_would_read_otherwise_is_refused_in_job_mode(shared):
