@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <cjson/cJSON.h>
 
 #include "base/base64.h"
+#include "base/json_strict.h"
 
 int oci_sig_transient(enum err_code code)
 {
@@ -30,29 +30,11 @@ int oci_sig_transient(enum err_code code)
 	    code == ERR_NOMEM || code == ERR_CANCELED || code == ERR_IO;
 }
 
-/* Finds member `name` of obj: 0 found (*out), 1 absent, -1 ambiguous (two
- * members of that name in any spelling; e set). */
+/* A member of obj; json_member refuses two spellings of one name. */
 static int member(const cJSON *obj, const char *name, const char *where, const cJSON **out,
     struct err *e)
 {
-	const cJSON *it, *found = NULL;
-	int same = 0;
-
-	*out = NULL;
-	if (!cJSON_IsObject(obj))
-		return 1;
-	cJSON_ArrayForEach(it, obj) {
-		if (it->string == NULL || strcasecmp(it->string, name) != 0)
-			continue;
-		same++;
-		if (strcmp(it->string, name) == 0 && found == NULL)
-			found = it;
-	}
-	if (same > 1)
-		return err_set(e, ERR_REFUSED, "%s has \"%s\" more than once (in some spelling): ambiguous",
-		    where, name);
-	*out = found;
-	return found ? 0 : 1;
+	return json_member(obj, name, where, out, e);
 }
 
 /* A member that must be a string: its value, or NULL with e set. */

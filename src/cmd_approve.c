@@ -106,6 +106,16 @@ static const cJSON *preview_of(const cJSON *obj)
 	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "status"), "preview");
 }
 
+/* Prints fmt with one string from the server, escaped (a URN holding
+ * terminal escapes must not hide a step from the reviewer); NULL: dflt. */
+static void print_escaped(const char *fmt, const char *s, const char *dflt)
+{
+	char *v = stackctl_escaped(s ? s : dflt);
+
+	printf(fmt, v);
+	free(v);
+}
+
 /* The status.preview as a reviewer reads it. */
 static void print_plan(const char *ref, const cJSON *pv)
 {
@@ -113,25 +123,34 @@ static void print_plan(const char *ref, const cJSON *pv)
 	const char *by = kube_obj_str(pv, "approvedBy");
 	int first = 1;
 
-	printf("Stack %s: plan %s\n", ref, kube_obj_str(pv, "planId"));
-	printf("  revision:  %s\n", kube_obj_str(pv, "revision") ? kube_obj_str(pv, "revision") : "?");
-	printf("  previewed: %s\n", kube_obj_str(pv, "generatedAt") ? kube_obj_str(pv, "generatedAt") : "?");
-	printf("  state:     %s%s\n", by ? "approved by " : "awaiting approval", by ? by : "");
+	printf("Stack %s: plan ", ref);
+	print_escaped("%s\n", kube_obj_str(pv, "planId"), "?");
+	print_escaped("  revision:  %s\n", kube_obj_str(pv, "revision"), "?");
+	print_escaped("  previewed: %s\n", kube_obj_str(pv, "generatedAt"), "?");
+	if (by)
+		print_escaped("  state:     approved by %s\n", by, "?");
+	else
+		printf("  state:     awaiting approval\n");
 	printf("  changes:   ");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pv, "changeSummary"))
 		if (cJSON_IsNumber(c) && strcmp(c->string, "same") != 0) {
-			printf("%s%d to %s", first ? "" : ", ", (int)c->valuedouble, c->string);
+			printf("%s%d to ", first ? "" : ", ", (int)c->valuedouble);
+			print_escaped("%s", c->string, "?");
 			first = 0;
 		}
 	printf("%s\n  steps:\n", first ? "none" : "");
 	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(pv, "steps")) {
 		const cJSON *p;
 		int n = 0;
-		printf("    %-8s %s", kube_obj_str(s, "op") ? kube_obj_str(s, "op") : "?",
-		    kube_obj_str(s, "urn") ? kube_obj_str(s, "urn") : "?");
+		char *op = stackctl_escaped(kube_obj_str(s, "op") ? kube_obj_str(s, "op") : "?");
+		printf("    %-8s ", op);
+		free(op);
+		print_escaped("%s", kube_obj_str(s, "urn"), "?");
 		cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(s, "properties"))
-			if (cJSON_IsString(p))
-				printf("%s%s", n++ ? ", " : "  [", p->valuestring);
+			if (cJSON_IsString(p)) {
+				printf("%s", n++ ? ", " : "  [");
+				print_escaped("%s", p->valuestring, "?");
+			}
 		printf("%s\n", n ? "]" : "");
 	}
 	c = cJSON_GetObjectItemCaseSensitive(pv, "omittedSteps");
@@ -189,7 +208,7 @@ static int confirmed(const char *id)
 		cmd_print_error("approve", "stdin is not a terminal: pass --yes to approve without asking");
 		return 0;
 	}
-	printf("Approve plan %s? [y/N] ", id);
+	print_escaped("Approve plan %s? [y/N] ", id, "?");
 	fflush(stdout);
 	if (fgets(line, sizeof(line), stdin) == NULL)
 		return 0;
@@ -284,8 +303,10 @@ int cmd_approve(int argc, char **argv)
 		/* set_approval owns obj from here (it may replace it). */
 		rc = set_approval(&sc, &ref, shown, obj) < 0 ? 1 : 0;
 		obj = NULL;
-		if (rc == 0)
-			printf("approved plan %s of %s (spec.approvedPlan)\n", shown, where);
+		if (rc == 0) {
+			print_escaped("approved plan %s", shown, "?");
+			printf(" of %s (spec.approvedPlan)\n", where);
+		}
 	}
 	cJSON_Delete(obj);
 	stackctl_close(&sc);

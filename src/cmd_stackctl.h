@@ -157,6 +157,11 @@ void stackctl_table_init(struct stackctl_table *t, const char *const *headers, s
 void stackctl_table_add(struct stackctl_table *t, const char *const *cells);
 void stackctl_table_print(const struct stackctl_table *t, FILE *out);
 void stackctl_table_free(struct stackctl_table *t);
+/* A copy of text from the server with control characters escaped (as
+ * log_escape: a terminal escape cannot hide or rewrite what is shown);
+ * never cut (each byte becomes at most four); NULL or "" is "-".  Caller
+ * frees. */
+char *stackctl_escaped(const char *s);
 /* Display width of UTF-8 text (code points; no wide-character tables). */
 size_t stackctl_text_width(const char *s);
 

@@ -73,9 +73,7 @@ size_t stackctl_text_width(const char *s)
 	return w;
 }
 
-/* A copy with control characters escaped; never cut (each byte becomes
- * at most four). */
-static char *escaped_copy(const char *s)
+char *stackctl_escaped(const char *s)
 {
 	size_t len;
 	char *out;
@@ -102,7 +100,7 @@ void stackctl_table_add(struct stackctl_table *t, const char *const *cells)
 		t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(*t->cells));
 	}
 	for (size_t c = 0; c < t->ncols; c++)
-		t->cells[t->nrows * t->ncols + c] = escaped_copy(cells[c]);
+		t->cells[t->nrows * t->ncols + c] = stackctl_escaped(cells[c]);
 	t->nrows++;
 }
 

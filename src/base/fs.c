@@ -197,3 +197,33 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *outlen, struc
 	close(fd);
 	return rc;
 }
+
+int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct err *e)
+{
+	const char *p = data;
+	int fd;
+
+	if (unlink(path) != 0 && errno != ENOENT)
+		return err_set(e, ERR_IO, "%s: %s", path, strerror(errno));
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)) < 0)
+		return err_set(e, ERR_IO, "%s: %s", path, strerror(errno));
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int saved = n < 0 ? errno : EIO;
+			close(fd);
+			unlink(path);
+			return err_set(e, ERR_IO, "%s: %s", path, strerror(saved));
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (close(fd) != 0) {
+		int saved = errno;
+		unlink(path);
+		return err_set(e, ERR_IO, "%s: %s", path, strerror(saved));
+	}
+	return 0;
+}

@@ -38,4 +38,8 @@ int fs_join(char *out, size_t outlen, const char *a, const char *b, struct err *
  * (a FIFO is refused, not waited on). */
 int fs_read_file(const char *path, size_t max, char **out, size_t *outlen, struct err *e);
 
+/* Writes len bytes as a new file path (mode), replacing what was there
+ * (never through a symlink); a failed write leaves no file. */
+int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct err *e);
+
 #endif

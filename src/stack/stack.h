@@ -170,8 +170,9 @@ struct stack_run_input {
 	char **policy_packs;
 	size_t n_policy_packs;
 	char *outputs_secret;
-	char *plan_secret;                /* plan: the Secret the plan goes to (<name>-plan) */
+	char *plan_secret;                /* plan: the Secret the plan goes to (<name>-plan-result) */
 	char *plan_id;                    /* up: the approved plan, mounted (--plan-dir) */
+	char *plan_after;                 /* up: the plan applied before it (its id includes it); NULL */
 	long timeout_seconds;
 	char *cancel_lock;                /* a lock owner the controller found gone; NULL */
 };

@@ -29,6 +29,7 @@
 #include <openssl/evp.h>
 
 #include "base/fs.h"
+#include "base/json_strict.h"
 #include "base/log.h"
 #include "stack/stack_internal.h"
 
@@ -39,6 +40,7 @@
 
 /* The key of a secret value in Pulumi's serialized state and plans. */
 #define SECRET_SIG "4dabf18193072939515e22adb298388d"
+#define SECRET_SIG_VALUE "1b47061264138c4ac30d75fd1eb44270"
 
 /* ------------------------------------------------------------ plan ids */
 
@@ -47,6 +49,16 @@ static int cmp_children(const void *a, const void *b)
 	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
 
 	return strcmp(x->string ? x->string : "", y->string ? y->string : "");
+}
+
+/* A secret (its ciphertext differs on every preview); an asset, archive or
+ * resource reference, which carry the same key with other values, is hashed
+ * whole. */
+static int secret_value(const cJSON *v)
+{
+	const cJSON *sig = cJSON_GetObjectItemCaseSensitive(v, SECRET_SIG);
+
+	return cJSON_IsString(sig) && strcmp(sig->valuestring, SECRET_SIG_VALUE) == 0;
 }
 
 /* A copy of v with object keys sorted and secret values as "[secret]" (a
@@ -67,7 +79,7 @@ static cJSON *canonical(const cJSON *v, int depth)
 	}
 	if (!cJSON_IsObject(v))
 		return cJSON_Duplicate(v, 0);
-	if (cJSON_GetObjectItemCaseSensitive(v, SECRET_SIG))
+	if (secret_value(v))
 		return cJSON_CreateString("[secret]");
 	for (const cJSON *c = v->child; c; c = c->next)
 		n++;
@@ -93,10 +105,58 @@ static int steps_change(const cJSON *steps)
 	return 0;
 }
 
-int stack_plan_id(const char *text, char out[65], int *changes)
+/* The levels of a plan the pulumi CLI decodes into Go structs (apitype's
+ * DeploymentPlanV1, ResourcePlanV1, GoalV1, PlanDiffV1): there Go matches
+ * names case-insensitively, so two spellings of a name are refused. */
+static int plan_structs_distinct(const cJSON *doc, struct err *e)
 {
-	cJSON *doc = text ? cJSON_Parse(text) : NULL, *canon = NULL;
+	static const char *const goal_structs[] = { "inputDiff", "outputDiff", "customTimeouts" };
 	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(doc, "resourcePlans"), *r;
+	char where[400];
+
+	if (json_keys_distinct(doc, 1, "the plan", e) < 0)
+		return -1;
+	if (!cJSON_IsObject(rp))
+		return err_set(e, ERR_REFUSED, "the plan has no object \"resourcePlans\""), -1;
+	cJSON_ArrayForEach(r, rp) {
+		const cJSON *goal = cJSON_GetObjectItemCaseSensitive(r, "goal");
+		snprintf(where, sizeof(where), "the plan's resource %.300s", r->string);
+		if (!cJSON_IsObject(r))
+			return err_set(e, ERR_REFUSED, "%s is no object", where), -1;
+		if (json_keys_distinct(r, 1, where, e) < 0)
+			return -1;
+		snprintf(where, sizeof(where), "the goal of %.300s", r->string);
+		if (json_keys_distinct(goal, 1, where, e) < 0)
+			return -1;
+		for (size_t i = 0; i < sizeof(goal_structs) / sizeof(goal_structs[0]); i++) {
+			snprintf(where, sizeof(where), "the goal's %s of %.300s", goal_structs[i], r->string);
+			if (json_keys_distinct(cJSON_GetObjectItemCaseSensitive(goal, goal_structs[i]), 1, where, e) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+cJSON *stack_plan_parse(const char *text, size_t len, struct err *e)
+{
+	cJSON *doc;
+
+	if (text == NULL)
+		return err_set(e, ERR_REFUSED, "there is no plan"), NULL;
+	if ((doc = json_parse_exact(text, len, "the plan", e)) == NULL)
+		return NULL;
+	/* Deeper than canonical() reads, a difference would not change the id. */
+	if (json_tree_keys_distinct(doc, CANON_DEPTH_MAX, "the plan", e) < 0 || plan_structs_distinct(doc, e) < 0) {
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+int stack_plan_id(const char *text, size_t len, const char *after, char out[65], int *changes, struct err *e)
+{
+	cJSON *doc, *canon = NULL;
+	const cJSON *rp, *r;
 	EVP_MD_CTX *ctx = NULL;
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -105,20 +165,19 @@ int stack_plan_id(const char *text, char out[65], int *changes)
 
 	out[0] = '\0';
 	*changes = 0;
-	if (!cJSON_IsObject(rp))
-		goto done;
+	if ((doc = stack_plan_parse(text, len, e)) == NULL)
+		return -1;
+	rp = cJSON_GetObjectItemCaseSensitive(doc, "resourcePlans");
 	/* Only what the plan will do: per URN its steps and goal. */
 	canon = cJSON_CreateObject();
 	cJSON_ArrayForEach(r, rp) {
-		cJSON *e = cJSON_CreateObject();
+		cJSON *g = cJSON_CreateObject();
 		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(r, "steps");
-		if (!cJSON_IsObject(r) || e == NULL) {
-			cJSON_Delete(e);
+		if (g == NULL)
 			goto done;
-		}
-		cJSON_AddItemToObject(e, "steps", canonical(steps, 0));
-		cJSON_AddItemToObject(e, "goal", canonical(cJSON_GetObjectItemCaseSensitive(r, "goal"), 0));
-		cJSON_AddItemToObject(canon, r->string, e);
+		cJSON_AddItemToObject(g, "steps", canonical(steps, 0));
+		cJSON_AddItemToObject(g, "goal", canonical(cJSON_GetObjectItemCaseSensitive(r, "goal"), 0));
+		cJSON_AddItemToObject(canon, r->string, g);
 		*changes |= steps_change(steps);
 	}
 	{
@@ -129,13 +188,22 @@ int stack_plan_id(const char *text, char out[65], int *changes)
 	if (canon == NULL || (flat = cJSON_PrintUnformatted(canon)) == NULL)
 		goto done;
 	if ((ctx = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, flat, strlen(flat)) != 1 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
+	    EVP_DigestUpdate(ctx, flat, strlen(flat)) != 1)
+		goto done;
+	/* After an applied plan the same steps are another plan: its approval
+	 * was used up (an empty `after` keeps the ids of before). */
+	if (after && after[0] && (EVP_DigestUpdate(ctx, "\nafter ", 7) != 1 ||
+	    EVP_DigestUpdate(ctx, after, strlen(after)) != 1))
+		goto done;
+	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
 		goto done;
 	/* 128 bits: short enough to type, far beyond any collision. */
 	for (unsigned int i = 0; i < 16 && i < mdlen; i++)
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 	rc = 0;
 done:
+	if (rc < 0)
+		err_set(e, ERR_NOMEM, "out of memory computing the plan id");
 	EVP_MD_CTX_free(ctx);
 	free(flat);
 	cJSON_Delete(canon);
@@ -179,7 +247,8 @@ static void join_steps(const cJSON *steps, char *buf, size_t n)
 
 cJSON *stack_plan_steps(const char *text, int max, int *omitted)
 {
-	cJSON *doc = text ? cJSON_Parse(text) : NULL, *out = cJSON_CreateArray();
+	struct err e;
+	cJSON *doc = text ? stack_plan_parse(text, strlen(text), &e) : NULL, *out = cJSON_CreateArray();
 	const cJSON *r;
 	int n = 0;
 
@@ -486,6 +555,30 @@ int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t
 	return p->out.ok ? 0 : -1;
 }
 
+/* status.approval.appliedPlan as this pass leaves it: the plan applied
+ * last, which every new plan id includes (stack_plan_id). */
+const char *stack_approval_applied(const struct stack_pass *p)
+{
+	const char *v = p->safety.approval ? kube_obj_str(p->safety.approval, "appliedPlan") :
+	    stack_status_str(p, "approval.appliedPlan");
+
+	return v && strlen(v) == 32 && strspn(v, "0123456789abcdef") == 32 ? v : NULL;
+}
+
+/* The plan's failure: p->out says what (where) refused and why. */
+static int plan_refused(struct stack_pass *p, const char *where, const struct err *e)
+{
+	char why[ERR_MSG_MAX];
+
+	p->out.ok = 0;
+	p->out.ran = 1;
+	p->out.status = PL_INTERNAL;
+	/* The key named comes from the program: kept on one line. */
+	snprintf(p->out.message, sizeof(p->out.message), "the plan %s is refused, nothing was applied: %s", where,
+	    log_printable(e->msg, why, sizeof(why)));
+	return -1;
+}
+
 /* Runs the preview locally into a new plan file kept under its id; *text
  * is the plan (caller frees).  0, or -1 (p->out holds the failure). */
 static int local_plan(struct stack_pass *p, char id[65], int *changes, char **text)
@@ -496,14 +589,11 @@ static int local_plan(struct stack_pass *p, char id[65], int *changes, char **te
 
 	if (stack_plan_preview(p, p->scratch, tmp, sizeof(tmp)) < 0)
 		return -1;
-	if (fs_read_file(tmp, PLAN_MAX_BYTES, text, &len, &e) < 0 || stack_plan_id(*text, id, changes) < 0) {
+	if (fs_read_file(tmp, PLAN_MAX_BYTES, text, &len, &e) < 0 ||
+	    stack_plan_id(*text, len, stack_approval_applied(p), id, changes, &e) < 0) {
 		free(*text);
 		*text = NULL;
-		p->out.ok = 0;
-		p->out.status = PL_INTERNAL;
-		snprintf(p->out.message, sizeof(p->out.message), "preview --save-plan wrote no readable plan "
-		    "to %s", tmp);
-		return -1;
+		return plan_refused(p, "preview --save-plan wrote", &e);
 	}
 	plan_path(p, id, final, sizeof(final));
 	{
@@ -515,33 +605,44 @@ static int local_plan(struct stack_pass *p, char id[65], int *changes, char **te
 			unlink(old);
 		}
 	}
-	if (rename(tmp, final) != 0) {
+	/* The bytes just read and judged, not the file the CLI wrote (which
+	 * the program could still change). */
+	if (fs_write_file(final, *text, len, 0600, &e) < 0) {
 		free(*text);
 		*text = NULL;
 		p->out.ok = 0;
 		p->out.status = PL_INTERNAL;
-		snprintf(p->out.message, sizeof(p->out.message), "cannot keep the plan as %s", final);
+		snprintf(p->out.message, sizeof(p->out.message), "cannot keep the plan as %s: %s", final, e.msg);
 		return -1;
 	}
+	unlink(tmp);
 	return 0;
 }
 
-/* The plan Job's plan, read back from <name>-plan (stack_job_plan.c).  1:
- * the Job runs (decided). */
+/* The plan Job's plan, read back from <name>-plan-result, judged, and
+ * copied into <name>-plan for the up Job (stack_job_plan.c).  1: the Job
+ * runs (decided). */
 static int job_plan(struct stack_pass *p, char id[65], int *changes, char **text)
 {
-	int rc = stack_job_plan_fetch(p, text);
+	char where[400];
+	size_t len = 0;
+	struct err e;
+	int rc = stack_job_plan_fetch(p, text, &len);
 
 	if (rc != 0)
 		return rc;
-	if (stack_plan_id(*text, id, changes) < 0) {
+	snprintf(where, sizeof(where), "the Job handed back in the Secret %s/%s-plan-result", p->ns, p->name);
+	if (stack_plan_id(*text, len, stack_approval_applied(p), id, changes, &e) < 0) {
 		free(*text);
 		*text = NULL;
-		p->out.ok = 0;
-		p->out.status = PL_INTERNAL;
-		snprintf(p->out.message, sizeof(p->out.message), "the plan the Job wrote to %s-plan is no plan",
-		    p->name);
-		return -1;
+		return plan_refused(p, where, &e);
+	}
+	if (stack_job_plan_store(p, *text, len, &e) < 0) {
+		free(*text);
+		*text = NULL;
+		p->err = e;
+		p->retry = 1;
+		return 1;
 	}
 	return 0;
 }
@@ -580,6 +681,21 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	memset(&p->out, 0, sizeof(p->out));
 	log_info("plan previewed", "namespace", p->ns, "name", p->name, "planId", id, "reconcileID", p->id, NULL);
 	return 0;
+}
+
+/* The local plan file holds the plan id (else it is made again). */
+static int plan_file_is(const struct stack_pass *p, const char *file, const char *id)
+{
+	char *text = NULL, have[65] = "";
+	size_t len = 0;
+	int changes = 0;
+	struct err e;
+
+	if (fs_read_file(file, PLAN_MAX_BYTES, &text, &len, &e) == 0 &&
+	    stack_plan_id(text, len, stack_approval_applied(p), have, &changes, &e) < 0)
+		have[0] = '\0';
+	free(text);
+	return same(have, id);
 }
 
 /* Sets the update to apply the plan id, approved by how. */
@@ -623,7 +739,7 @@ int stack_approval_plan(struct stack_pass *p)
 	    !plan_void_in_job(p, id)) {
 		plan_path(p, id, file, sizeof(file));
 		/* In job mode the plan is in <name>-plan; its pod checks the id. */
-		if ((how = approved_by(p, id)) && (p->spec.job_mode || fs_exists(file))) {
+		if ((how = approved_by(p, id)) && (p->spec.job_mode || plan_file_is(p, file, id))) {
 			p->safety.preview = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "preview"), 1);
 			apply_plan(p, id, how);
 			return 0;
@@ -657,8 +773,13 @@ void stack_approval_after_update(struct stack_pass *p)
 	if (!p->safety.plan_id[0] || !p->out.ran)
 		return;
 	if (p->out.ok) {
+		cJSON *a = approval_record(p);
 		if (p->safety.plan_file[0])
 			unlink(p->safety.plan_file);
+		/* The approval is used up: the same steps again are a new plan
+		 * (another id) that needs its own. */
+		cJSON_DeleteItemFromObjectCaseSensitive(a, "appliedPlan");
+		cJSON_AddStringToObject(a, "appliedPlan", p->safety.plan_id);
 		p->safety.clear_preview = 1;
 		p->safety.awaiting.set = -1;
 		p->safety.awaiting.reason = "PlanApplied";

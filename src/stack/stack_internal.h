@@ -153,7 +153,7 @@ enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_
  * copies of what the spec said (NULL: not given). */
 struct stack_runner {
 	enum stack_runner_type type;
-	char *service_account;            /* NULL: the namespace's "default" */
+	char *service_account;            /* NULL: <name>-runner, made by the controller */
 	cJSON *labels, *annotations;      /* podTemplate.metadata */
 	cJSON *resources, *node_selector, *tolerations, *affinity;
 	cJSON *env, *volumes, *volume_mounts;
@@ -370,10 +370,21 @@ struct stack_safety {
 	char policy[256];               /* the first mandatory policy message */
 };
 
-/* The hex digest of an update plan (`preview --save-plan`): its steps and
- * their goals per URN, random seeds and secret ciphertexts left out.  0,
- * or -1 when text is no plan.  *changes: some step is not "same". */
-int stack_plan_id(const char *text, char out[65], int *changes);
+/* A plan (`preview --save-plan`, len bytes) parsed as the pulumi CLI will
+ * read it, or refused (NULL, ERR_REFUSED in e naming the key at fault):
+ * not UTF-8 JSON, no resourcePlans, a key twice at any level, or two
+ * spellings of a key where Go decodes a struct (json_strict.h).  Caller
+ * frees. */
+cJSON *stack_plan_parse(const char *text, size_t len, struct err *e);
+/* The hex digest of an update plan: its steps and their goals per URN,
+ * random seeds and secret ciphertexts left out; after (NULL or "": none)
+ * is status.approval.appliedPlan, the plan applied last, so that the same
+ * steps again need a new approval.  0, or -1 when stack_plan_parse refuses
+ * text (e says why).  *changes: some step is not "same". */
+int stack_plan_id(const char *text, size_t len, const char *after, char out[65], int *changes, struct err *e);
+struct stack_pass;
+/* status.approval.appliedPlan as the pass leaves it (32 hex), or NULL. */
+const char *stack_approval_applied(const struct stack_pass *p);
 /* status.preview.steps from a plan: op and URN of every change, at most
  * max; *omitted counts the rest.  Caller frees. */
 cJSON *stack_plan_steps(const char *text, int max, int *omitted);
@@ -449,6 +460,7 @@ struct stack_job_in {
 	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
 	const char *plan_id;                         /* up: the approved plan (its Secret is mounted) */
 	long long max_artifact_bytes;                /* the controller's --max-artifact-size; 0: not passed */
+	const char *plan_after;                      /* up: status.approval.appliedPlan; NULL: none */
 };
 
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
@@ -519,27 +531,42 @@ int stack_job_finished(const cJSON *job);
  * Stack); with_secrets_list: annotated as an empty outputs Secret. */
 int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
     struct err *e);
+/* The runner's ServiceAccount: spec.runner.serviceAccountName, else
+ * <stack>-runner (in buf), which the controller makes. */
+const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, char *buf, size_t n);
+/* Before any Job: <name>-runner, owned by the Stack, when the spec names no
+ * ServiceAccount.  0, -1 (e), 1: one not owned by the Stack has that name
+ * (Stalled ServiceAccountNotOwned in p->v). */
+int stack_job_ensure_runner(struct stack_pass *p, struct err *e);
+/* The empty Secret secret owned by the Stack, unless it exists. */
+int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e);
 
 /* ------------------------------------------------------------ plans in Jobs (stack_job_plan.c) */
 
 #define STACK_JOB_OP_PLAN "plan"
 #define STACK_JOB_PLAN_KEY "plan.json"
 #define STACK_JOB_PLAN_MOUNT "/var/run/pulumi-controller/plan"
-/* <name>-plan (caller's buffer). */
+/* <name>-plan, the plan up Jobs mount, which only the controller writes
+ * (caller's buffer). */
 void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
 /* <stack>-job-inputs: the Secret with the Stack's backend and
  * secretsProvider (keys below) that a Job's pod reads them from. */
 void stack_job_inputs_secret_name(const char *stack, char *out, size_t n);
 #define STACK_JOB_INPUT_BACKEND "backend"
 #define STACK_JOB_INPUT_SECRETS_PROVIDER "secretsProvider"
-/* Before a plan Job: <name>-plan and <name>-plan-writer. */
+/* <name>-plan-result, where a plan Job's pod hands its plan back. */
+void stack_job_plan_result_name(const char *stack, char *out, size_t n);
+/* Before a plan Job: <name>-plan-result with <name>-plan-writer (the
+ * runner may write it), and <name>-plan (it may not). */
 int stack_job_plan_access(struct stack_pass *p, struct err *e);
 /* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:
- * p->v set, or p->retry), -1 failed (p->out), 0 *text is the plan the pod
- * wrote to <name>-plan (caller frees). */
-int stack_job_plan_fetch(struct stack_pass *p, char **text);
-/* The plan now in <name>-plan (caller frees), NULL when there is none. */
-char *stack_job_plan_read(struct stack_pass *p, struct err *e);
+ * p->v set, or p->retry), -1 failed (p->out), 0 *text (*len bytes) is the
+ * plan the pod handed back in <name>-plan-result (caller frees). */
+int stack_job_plan_fetch(struct stack_pass *p, char **text, size_t *len);
+/* The plan now in <name>-plan-result (caller frees), NULL when there is none. */
+char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e);
+/* Writes the plan the controller read and judged into <name>-plan. */
+int stack_job_plan_store(struct stack_pass *p, const char *text, size_t len, struct err *e);
 struct stack_run_input;
 struct stack_run_opts;
 /* In the pod: `preview --save-plan`, then the plan into in->plan_secret

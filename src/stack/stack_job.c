@@ -493,22 +493,85 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 	return 0;
 }
 
-/* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
- * role letting the runner's ServiceAccount get and update exactly that
- * Secret.  with_secrets_list: the outputs Secret's empty list of secret keys. */
-int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
-    struct err *e)
-{
-	const char *sa = p->spec.runner.service_account ? p->spec.runner.service_account : "default";
-	cJSON *s, *r, *rule, *b, *subj, *ref;
+static const struct kube_resource sa_res = { "", "v1", "serviceaccounts", "ServiceAccount", 1 };
 
-	s = owned_object(p, "v1", "Secret", secret);
+const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, char *buf, size_t n)
+{
+	if (s->runner.service_account)
+		return s->runner.service_account;
+	snprintf(buf, n, "%s-runner", stack);
+	return buf;
+}
+
+/* have's ownerReferences name this Stack (by uid) as controller. */
+static int owned_by_stack(const struct stack_pass *p, const cJSON *have)
+{
+	const char *uid = kube_obj_str(p->obj, "metadata.uid");
+	const cJSON *ref;
+
+	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(have, "metadata"),
+	    "ownerReferences"))
+		if (uid && kube_obj_str(ref, "uid") && strcmp(kube_obj_str(ref, "uid"), uid) == 0 &&
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")))
+			return 1;
+	return 0;
+}
+
+int stack_job_ensure_runner(struct stack_pass *p, struct err *e)
+{
+	char name[300];
+	cJSON *have;
+
+	if (p->spec.runner.service_account)
+		return 0;   /* the user's own, dedicated to the runner (docs/job-runner.md) */
+	stack_job_runner_sa(&p->spec, p->name, name, sizeof(name));
+	if ((have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e)) == NULL && e->code != ERR_NOTFOUND)
+		return err_prefix(e, "the ServiceAccount %s/%s: ", p->ns, name), -1;
+	if (have == NULL) {
+		err_clear(e);
+		if (ensure(p, &sa_res, owned_object(p, "v1", "ServiceAccount", name), NULL, e) < 0)
+			return err_prefix(e, "the ServiceAccount %s/%s: ", p->ns, name), -1;
+		return 0;
+	}
+	if (!owned_by_stack(p, have)) {
+		/* Someone else's: granting it the Stack's Secrets would hand them
+		 * to whoever else runs as it. */
+		cJSON_Delete(have);
+		stack_verdict(p, STACK_STALLED, "ServiceAccountNotOwned", 0, "the ServiceAccount %s/%s exists and is "
+		    "not owned by this Stack: the Job runner will not take it over; delete or rename it, or set "
+		    "spec.runner.serviceAccountName to a ServiceAccount dedicated to this Stack's runner", p->ns, name);
+		return 1;
+	}
+	cJSON_Delete(have);
+	return 0;
+}
+
+int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e)
+{
+	cJSON *s = owned_object(p, "v1", "Secret", secret);
+
 	if (with_secrets_list)
 		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"),
 		    "annotations"), STACK_ANN_SECRETS, "[]");
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	if (ensure(p, &secrets_res, s, NULL, e) < 0)
 		return err_prefix(e, "the Secret %s/%s: ", p->ns, secret), -1;
+	return 0;
+}
+
+/* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
+ * role letting the runner's ServiceAccount (stack_job_runner_sa: never one
+ * shared with other pods) get and update exactly that Secret.
+ * with_secrets_list: the outputs Secret's empty list of secret keys. */
+int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
+    struct err *e)
+{
+	char sa_buf[300];
+	const char *sa = stack_job_runner_sa(&p->spec, p->name, sa_buf, sizeof(sa_buf));
+	cJSON *r, *rule, *b, *subj, *ref;
+
+	if (stack_job_ensure_secret(p, secret, with_secrets_list, e) < 0)
+		return -1;
 	r = owned_object(p, "rbac.authorization.k8s.io/v1", "Role", role);
 	rule = cJSON_CreateObject();
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "apiGroups"), cJSON_CreateString(""));
@@ -639,10 +702,12 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
 		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL,
-		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes };
+		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes,
+		stack_approval_applied(p) };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
 	struct err e;
+	int rc;
 
 	snprintf(stack_key, sizeof(stack_key), "%s/%s", p->ns, p->name);
 	if (other_job_running(p, key, other, sizeof(other))) {
@@ -650,6 +715,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		    "inputs) to finish before this update starts", other);
 		return 1;
 	}
+	if ((rc = stack_job_ensure_runner(p, &e)) != 0)
+		return rc < 0 ? retry_later(p, &e) : 1;
 	if (stack_job_slot_take(p->sc, key, stack_key)) {
 		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", stack_job_slot_poll_ms(p->sc, stack_key),
 		    "waiting for a Job slot: %d Jobs run already (--max-concurrent-jobs)", p->sc->o.max_concurrent_jobs);

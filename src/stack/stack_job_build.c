@@ -248,11 +248,13 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	if (in->cancel_lock)
 		cJSON_AddStringToObject(doc, "cancelLock", in->cancel_lock);
 	if (strcmp(in->op, STACK_JOB_OP_PLAN) == 0) {
-		stack_job_plan_secret_name(in->name, secret_name, sizeof(secret_name));
+		stack_job_plan_result_name(in->name, secret_name, sizeof(secret_name));
 		cJSON_AddStringToObject(doc, "planSecret", secret_name);
 	}
 	if (in->plan_id)
 		cJSON_AddStringToObject(doc, "planId", in->plan_id);
+	if (in->plan_id && in->plan_after && in->plan_after[0])
+		cJSON_AddStringToObject(doc, "planAfter", in->plan_after);
 	text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	cJSON_Delete(scratch);
@@ -444,14 +446,14 @@ static cJSON *pod_spec(const struct stack_job_in *in, struct err *e)
 {
 	const struct stack_spec *s = in->spec;
 	cJSON *ps = cJSON_CreateObject(), *vols, *c;
+	char sa[300];
 
 	if ((c = container(in, e)) == NULL) {
 		cJSON_Delete(ps);
 		return NULL;
 	}
 	cJSON_AddStringToObject(ps, "restartPolicy", "Never");
-	cJSON_AddStringToObject(ps, "serviceAccountName", s->runner.service_account ? s->runner.service_account :
-	    "default");
+	cJSON_AddStringToObject(ps, "serviceAccountName", stack_job_runner_sa(s, in->name, sa, sizeof(sa)));
 	/* The pod writes the outputs Secret with its own token. */
 	cJSON_AddBoolToObject(ps, "automountServiceAccountToken", 1);
 	cJSON_AddBoolToObject(ps, "enableServiceLinks", 0);

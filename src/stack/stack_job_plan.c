@@ -4,15 +4,19 @@
  * (docs/job-runner.md, "Approval").
  *
  * The plan (`preview --save-plan`) is made in a Job of its own (op "plan").
- * Its pod writes the plan into the Secret <name>-plan, which the controller
- * created empty, owned by the Stack, with a Role letting the runner's
- * ServiceAccount get and update exactly that Secret.  The controller reads
- * it back and describes it in status.preview (stack_approval.c does the
- * rest, as locally).  The up Job of an approved plan mounts that Secret and
- * carries only the plan's id; its pod computes the id of the plan it was
- * given and refuses (plan-violation) one that is not the approved one, so
- * what is applied is what was reviewed even if the Secret was changed in
- * between.  The plan itself never enters a Job spec.
+ * Its pod hands the plan back in the Secret <name>-plan-result, which the
+ * controller created empty, owned by the Stack, with a Role letting the
+ * runner's ServiceAccount get and update exactly that Secret.  The
+ * controller reads it, parses it strictly (stack_plan_parse: a plan the
+ * pulumi CLI would read otherwise is refused), computes its id, and copies
+ * exactly those bytes into <name>-plan, a Secret only the controller
+ * writes (no Role names it), and describes it in status.preview
+ * (stack_approval.c does the rest, as locally).  The up Job of an approved
+ * plan mounts <name>-plan (a Secret volume needs no RBAC) and carries only
+ * the plan's id; its pod computes the id of the plan it was given, refuses
+ * (plan-violation) one that is not the approved one, and hands the CLI the
+ * very bytes it checked.  The runner's identity can so never write the plan
+ * it is judged by.  The plan itself never enters a Job spec.
  *
  * Both sides are here: the controller's (stack_job_plan_*) and the pod's
  * (stack_run_plan*, called from stack_runner.c).
@@ -37,18 +41,56 @@ void stack_job_plan_secret_name(const char *stack, char *out, size_t n)
 	snprintf(out, n, "%s-plan", stack);
 }
 
+void stack_job_plan_result_name(const char *stack, char *out, size_t n)
+{
+	snprintf(out, n, "%s-plan-result", stack);
+}
+
+/* Replaces the Secret's data with the plan (ud: its base64). */
+static int put_plan(void *ud, cJSON *obj, struct err *e)
+{
+	cJSON *data;
+
+	(void)e;
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, "data");
+	data = cJSON_AddObjectToObject(obj, "data");
+	cJSON_AddStringToObject(data, STACK_JOB_PLAN_KEY, ud);
+	return 1;
+}
+
+/* GET and PUT of the plan into ns/name with client c. */
+static int put_plan_secret(struct kube_client *c, const char *ns, const char *name, const char *text, size_t len,
+    struct err *e)
+{
+	char *b64;
+	cJSON *res;
+
+	if ((b64 = base64_encode(text, len)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	res = kube_modify(c, &plan_secret_res, ns, name, NULL, 3, put_plan, b64, e);
+	free(b64);
+	if (res == NULL)
+		return err_prefix(e, "the Secret %s/%s: ", ns, name), -1;
+	cJSON_Delete(res);
+	return 0;
+}
+
 /* ------------------------------------------------------------ the controller */
 
 int stack_job_plan_access(struct stack_pass *p, struct err *e)
 {
 	char secret[300], role[300];
 
-	stack_job_plan_secret_name(p->name, secret, sizeof(secret));
+	stack_job_plan_result_name(p->name, secret, sizeof(secret));
 	snprintf(role, sizeof(role), "%s-plan-writer", p->name);
-	return stack_job_ensure_writer(p, secret, role, 0, e);
+	if (stack_job_ensure_writer(p, secret, role, 0, e) < 0)
+		return -1;
+	/* The plan up Jobs mount: the controller's alone (no Role). */
+	stack_job_plan_secret_name(p->name, secret, sizeof(secret));
+	return stack_job_ensure_secret(p, secret, 0, e);
 }
 
-char *stack_job_plan_read(struct stack_pass *p, struct err *e)
+char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e)
 {
 	char name[300];
 	cJSON *sec;
@@ -57,7 +99,8 @@ char *stack_job_plan_read(struct stack_pass *p, struct err *e)
 	size_t n = 0;
 	char *text = NULL;
 
-	stack_job_plan_secret_name(p->name, name, sizeof(name));
+	*len = 0;
+	stack_job_plan_result_name(p->name, name, sizeof(name));
 	if ((sec = kube_get(p->sc->client, &plan_secret_res, p->ns, name, NULL, e)) == NULL)
 		return NULL;
 	v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sec, "data"), STACK_JOB_PLAN_KEY);
@@ -68,6 +111,7 @@ char *stack_job_plan_read(struct stack_pass *p, struct err *e)
 		if (text) {
 			memcpy(text, raw, n);
 			text[n] = '\0';
+			*len = n;
 		}
 		free(raw);
 	}
@@ -75,7 +119,7 @@ char *stack_job_plan_read(struct stack_pass *p, struct err *e)
 	return text;
 }
 
-int stack_job_plan_fetch(struct stack_pass *p, char **text)
+int stack_job_plan_fetch(struct stack_pass *p, char **text, size_t *len)
 {
 	struct err e;
 	char name[300];
@@ -87,8 +131,8 @@ int stack_job_plan_fetch(struct stack_pass *p, char **text)
 	p->out.type = "preview";
 	if (!p->out.ok)
 		return -1;
-	if ((*text = stack_job_plan_read(p, &e)) == NULL) {
-		stack_job_plan_secret_name(p->name, name, sizeof(name));
+	if ((*text = stack_job_plan_read(p, len, &e)) == NULL) {
+		stack_job_plan_result_name(p->name, name, sizeof(name));
 		p->out.ok = 0;
 		p->out.status = PL_INTERNAL;
 		snprintf(p->out.message, sizeof(p->out.message), "the plan Job succeeded, but no plan can be read "
@@ -96,6 +140,14 @@ int stack_job_plan_fetch(struct stack_pass *p, char **text)
 		return -1;
 	}
 	return 0;
+}
+
+int stack_job_plan_store(struct stack_pass *p, const char *text, size_t len, struct err *e)
+{
+	char name[300];
+
+	stack_job_plan_secret_name(p->name, name, sizeof(name));
+	return put_plan_secret(p->sc->client, p->ns, name, text, len, e);
 }
 
 /* ------------------------------------------------------------ the pod */
@@ -116,38 +168,18 @@ static void run_fail(struct stack_pass *p, enum pl_status st, const char *type, 
 	va_end(ap);
 }
 
-static int put_plan(void *ud, cJSON *obj, struct err *e)
-{
-	cJSON *data;
-
-	(void)e;
-	cJSON_DeleteItemFromObjectCaseSensitive(obj, "data");
-	data = cJSON_AddObjectToObject(obj, "data");
-	cJSON_AddStringToObject(data, STACK_JOB_PLAN_KEY, ud);
-	return 1;
-}
-
-/* GET and PUT of in->plan_secret with the pod's own token. */
+/* The plan into in->plan_secret with the pod's own token. */
 static int write_plan_secret(const struct stack_run_input *in, const struct stack_run_opts *o, const char *text,
     size_t len, struct err *e)
 {
 	struct kube_client *c;
-	char *b64;
-	cJSON *res;
+	int rc;
 
 	if ((c = stack_run_client(o, e)) == NULL)
 		return -1;
-	if ((b64 = base64_encode(text, len)) == NULL) {
-		kube_client_free(c);
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	}
-	res = kube_modify(c, &plan_secret_res, in->namespace, in->plan_secret, NULL, 3, put_plan, b64, e);
-	free(b64);
+	rc = put_plan_secret(c, in->namespace, in->plan_secret, text, len, e);
 	kube_client_free(c);
-	if (res == NULL)
-		return err_prefix(e, "the Secret %s/%s: ", in->namespace, in->plan_secret), -1;
-	cJSON_Delete(res);
-	return 0;
+	return rc;
 }
 
 void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o)
@@ -173,7 +205,7 @@ void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, cons
 
 int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o)
 {
-	char path[PATH_MAX], id[65] = "";
+	char path[PATH_MAX], pinned[PATH_MAX], id[65] = "";
 	char *text = NULL;
 	size_t len = 0;
 	int changes = 0;
@@ -189,16 +221,26 @@ int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, 
 		run_fail(p, PL_INTERNAL, "up", "the approved plan %s cannot be read: %s", in->plan_id, e.msg);
 		return -1;
 	}
-	if (stack_plan_id(text, id, &changes) < 0 || strcmp(id, in->plan_id) != 0) {
+	if (stack_plan_id(text, len, in->plan_after, id, &changes, &e) < 0 || strcmp(id, in->plan_id) != 0) {
 		/* The Secret was changed after the approval (or by a newer
 		 * preview): this is not what was reviewed. */
 		run_fail(p, PL_PLAN_VIOLATION, "up", "the plan given to this Job is %s, not the approved plan %s; "
-		    "nothing was applied", id[0] ? id : "unreadable", in->plan_id);
+		    "nothing was applied", id[0] ? id : "refused", in->plan_id);
+		if (!id[0])
+			log_warn("the mounted plan is refused", "error", e.msg, NULL);
+		free(text);
+		return -1;
+	}
+	/* The CLI reads the bytes just checked, not the volume (which the
+	 * kubelet may swap at any time). */
+	snprintf(pinned, sizeof(pinned), "%s/plan-approved.json", o->work_dir);
+	if (fs_write_file(pinned, text, len, 0600, &e) < 0) {
+		run_fail(p, PL_INTERNAL, "up", "the approved plan %s cannot be kept: %s", in->plan_id, e.msg);
 		free(text);
 		return -1;
 	}
 	free(text);
 	log_info("applying the approved plan", "planId", id, NULL);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
+	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", pinned);
 	return 0;
 }

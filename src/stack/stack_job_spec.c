@@ -389,6 +389,11 @@ static int parse_runner(const cJSON *rn, struct stack_runner *r, struct err *e)
 		if (sa == NULL || !dns_label(sa, 253))
 			return err_set(e, ERR_INVALID, "spec.runner.serviceAccountName: must be a DNS subdomain "
 			    "of at most 253 characters"), -1;
+		if (strcmp(sa, "default") == 0)
+			return err_set(e, ERR_INVALID, "spec.runner.serviceAccountName: \"default\" is the namespace's "
+			    "shared ServiceAccount, which other pods run as; the runner is granted this Stack's outputs "
+			    "Secret, so it needs a ServiceAccount of its own (leave the field unset and the controller "
+			    "makes <name>-runner)"), -1;
 		if ((r->service_account = strdup(sa)) == NULL)
 			return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	}

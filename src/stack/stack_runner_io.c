@@ -71,6 +71,7 @@ void stack_run_input_free(struct stack_run_input *in)
 	free(in->cancel_lock);
 	free(in->plan_secret);
 	free(in->plan_id);
+	free(in->plan_after);
 	free(in);
 }
 
@@ -339,18 +340,20 @@ static int parse_cancel_lock(const cJSON *root, struct stack_run_input *in, stru
 	return 0;
 }
 
-/* A plan Job writes "<name>-plan" and nothing else; an up Job names the
- * approved plan by its id (hex). */
+/* A plan Job writes "<name>-plan-result" and nothing else; an up Job names
+ * the approved plan and the one applied before it by their ids (hex). */
 static int check_plan(const struct stack_run_input *in, struct err *e)
 {
 	char want[300];
 
-	snprintf(want, sizeof(want), "%s-plan", in->name);
+	snprintf(want, sizeof(want), "%s-plan-result", in->name);   /* stack_job_plan_result_name */
 	if (strcmp(in->operation, "plan") == 0 && (in->plan_secret == NULL || strcmp(in->plan_secret, want) != 0))
-		return err_set(e, ERR_INVALID, INPUT ": planSecret must be \"%s\" (the Stack's plan Secret)",
-		    want), -1;
+		return err_set(e, ERR_INVALID, INPUT ": planSecret must be \"%s\" (the Stack's plan result "
+		    "Secret)", want), -1;
 	if (in->plan_id && (strlen(in->plan_id) != 32 || strspn(in->plan_id, "0123456789abcdef") != 32))
 		return err_set(e, ERR_INVALID, INPUT ": planId must be 32 hex digits"), -1;
+	if (in->plan_after && (strlen(in->plan_after) != 32 || strspn(in->plan_after, "0123456789abcdef") != 32))
+		return err_set(e, ERR_INVALID, INPUT ": planAfter must be 32 hex digits"), -1;
 	return 0;
 }
 
@@ -381,7 +384,8 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 	    get_strings(root, "policyPacks", &in->policy_packs, &in->n_policy_packs, e) < 0 ||
 	    get_str(root, "outputsSecret", "outputsSecret", 0, &in->outputs_secret, e) < 0 ||
 	    get_str(root, "planSecret", "planSecret", 0, &in->plan_secret, e) < 0 ||
-	    get_str(root, "planId", "planId", 0, &in->plan_id, e) < 0)
+	    get_str(root, "planId", "planId", 0, &in->plan_id, e) < 0 ||
+	    get_str(root, "planAfter", "planAfter", 0, &in->plan_after, e) < 0)
 		return -1;
 	t = cJSON_GetObjectItemCaseSensitive(root, "timeoutSeconds");
 	if (t != NULL && !cJSON_IsNull(t)) {

@@ -100,6 +100,8 @@ os.close(fd)
 env["PATH"] = {bin_dir!r} + os.pathsep + env.get("PATH", "/usr/bin:/bin")
 for k, v in {extra_env!r}.items():
     env.setdefault(k, v)
+if env.get("PCTEST_PLAN_TWIN"):      # a program that rewrites its saved plan
+    os.execv(sys.executable, [sys.executable, {twin!r}, {binary!r}] + sys.argv[1:])
 os.execv({binary!r}, [{binary!r}] + sys.argv[1:])
 '''
 
@@ -733,6 +735,7 @@ class StackWorld(RealFluxSources):
             extra["PULUMI_STANDIN_KDF_ITERATIONS"] = "1000"
         path = d / "pulumi"
         path.write_text(WRAPPER.format(record=str(self.record), bin_dir=self.cli.bin_dir,
+                                       twin=str(pathlib.Path(__file__).with_name("plan_twin.py")),
                                        digested=DIGESTED_ENV,
                                        binary=self.cli.binary, extra_env=extra))
         path.chmod(0o755)

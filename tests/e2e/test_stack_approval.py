@@ -132,7 +132,8 @@ def test_continue_approves_only_the_plan_in_status_then(stack_world):
     plan = awaiting(w, "demo")["status"]["preview"]["planId"]
     w.patch_stack("demo", {"spec": {"continue": True}})
     obj = w.wait_ready("demo")
-    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan}
+    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan,
+                                         "appliedPlan": plan}
     assert list(w.cloud_files().values()) == ["hello"]
 
     # continue stays true in the spec; a later plan needs it set again.
@@ -275,3 +276,89 @@ def test_approve_refuses_a_plan_that_changed_while_it_was_shown(stack_world):
     assert "approvedPlan" not in w.stack("demo")["spec"]
     w.settle("demo")
     assert w.cloud_files() == {}
+
+
+TWIN = {"PCTEST_PLAN_TWIN": {"type": "Literal", "literal": {"value": "1"}}}
+
+
+def plan_refused(w, name):
+    """Waits for the update that failed on a refused plan; returns the Stack."""
+    def failed():
+        obj = w.stack(name)
+        last = (obj.get("status") or {}).get("lastUpdate") or {}
+        return obj if last.get("state") == "failed" and "is refused" in last.get("message", "") \
+            else None
+    return w._wait(name, failed, 180, f"the plan of {name} refused")
+
+
+def forget_stack(backend_dir, cloud_dir):
+    """Removes the stack's state from the file:// backend and every file of its cloud: the
+    next preview plans exactly what the first one did."""
+    for p in (backend_dir / ".pulumi" / "stacks").rglob("dev.json*"):
+        p.unlink()
+    for p in (cloud_dir / "files").iterdir() if (cloud_dir / "files").exists() else []:
+        p.unlink()
+
+
+def test_a_plan_the_cli_would_read_otherwise_is_refused_not_applied(stack_world):
+    """The program rewrites its saved plan: an empty "resourcePlans", then the real plans
+    as "ResourcePlans".  cJSON would read the first (no changes: applied unreviewed), the
+    pulumi CLI's Go decoder the last (the real changes).  The plan is refused, naming the
+    key; it is not recorded as noChanges and nothing is applied."""
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual", envRefs=TWIN)
+    w.controller()
+    obj = plan_refused(w, "demo")
+    msg = obj["status"]["lastUpdate"]["message"]
+    assert "the plan preview --save-plan wrote is refused, nothing was applied" in msg, msg
+    assert 'esourcePlans" more than once (in some spelling)' in msg, msg
+    assert "preview" not in obj["status"]
+    assert w.cond(obj, "Ready")["status"] == "False"
+    w.settle("demo")
+    assert w.cloud_files() == {}
+    assert w.updates("dev") == []                     # no up ran at all
+
+
+def test_an_applied_approval_is_used_up(stack_world):
+    """After the approved plan is applied, the same steps again are a new plan with a new
+    id: spec.approvedPlan (still naming the applied one) does not approve it."""
+    w = stack_world
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    w.controller()
+    pv = awaiting(w, "demo")["status"]["preview"]
+    approve(w, "demo", pv["planId"])
+    obj = w.wait_ready("demo")
+    assert list(w.cloud_files().values()) == ["hello"]
+
+    forget_stack(w.backend_dir, w.cloud_dir)
+    w.patch_stack("demo", {"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "again"}}})
+    again = awaiting(w, "demo", plan_not=pv["planId"])["status"]["preview"]
+    assert [(s["op"], s["urn"]) for s in again["steps"]] == [(s["op"], s["urn"]) for s in pv["steps"]]
+    w.settle("demo")
+    assert w.cloud_files() == {}
+    assert w.stack("demo")["status"]["approval"]["appliedPlan"] == pv["planId"]
+    approve(w, "demo", again["planId"])
+    w.wait_ready("demo")
+    assert list(w.cloud_files().values()) == ["hello"]
+
+
+def test_preview_and_approve_print_steps_escaped(stack_world):
+    """A URN holding terminal escapes (a name that would erase its own line and print
+    another step) is shown escaped by `preview` and `approve`."""
+    w = stack_world
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual")
+    hidden = "urn:pulumi:dev::p::standin:index:File::x\x1b[2K\r    create   urn:harmless"
+    w.client.patch("pulumi.com/v1", "stacks", "demo", {"status": {"preview": {
+        "planId": "0123456789abcdef0123456789abcdef", "revision": "main@sha1:\x1b]0;t\x07",
+        "changeSummary": {"delete": 1}, "omittedSteps": 0, "generatedAt": "2026-01-01T00:00:00Z",
+        "steps": [{"op": "delete", "urn": hidden, "properties": ["p\x1b[8m"]}]}}},
+        w.namespace, "merge", "status")
+    for args in (["preview", f"{w.namespace}/demo"],
+                 ["approve", f"{w.namespace}/demo", "--plan", "f" * 32, "--yes"]):
+        res = pc(w, *args)
+        assert "\x1b" not in res.stdout + res.stderr and "\r" not in res.stdout, repr(res.stdout)
+        assert "delete   urn:pulumi:dev::p::standin:index:File::x\\x1b[2K\\r    create" in res.stdout, \
+            repr(res.stdout)
+        assert "[p\\x1b[8m]" in res.stdout and "main@sha1:\\x1b]0;t\\x07" in res.stdout

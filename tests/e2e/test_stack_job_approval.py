@@ -2,11 +2,13 @@
 both tiers (stack_world [emulator] / [real]) with the test kubelet of tests/e2e/kubelet.py
 running the real `pulumi-controller run-update` (and, on the real tier, the real pulumi CLI).
 
-The preview --save-plan runs in a `plan` Job whose pod writes the plan into the Stack's
-Secret <name>-plan (a Role lets the pod's ServiceAccount get and update exactly that
-Secret); the controller describes it in status.preview and waits (AwaitingApproval); the
-approved plan's `up` Job mounts that Secret and carries only the plan id, and its pod
-refuses a plan that is not the approved one.  No Job spec ever holds the plan.
+The preview --save-plan runs in a `plan` Job whose pod hands the plan back in the Secret
+<name>-plan-result (a Role lets the runner's ServiceAccount <name>-runner get and update
+exactly that Secret); the controller parses it strictly, copies the very bytes it judged
+into <name>-plan (which no Role names: the runner cannot write the plan it is judged by),
+describes it in status.preview and waits (AwaitingApproval); the approved plan's `up` Job
+mounts <name>-plan and carries only the plan id, and its pod refuses a plan that is not
+the approved one.  No Job spec ever holds the plan.
 
 The test kubelet gives every pod its own /tmp (where pytest's directories are), so the
 backend and the stand-in's cloud of these Stacks live under /var/tmp: the plan's pod, the
@@ -21,10 +23,12 @@ import tempfile
 
 import pytest
 
-from job_fixtures import FAULT_LABEL
+from job_fixtures import FAULT_LABEL, _connection, _world_env
+from kubeapi.client import KubeClient, KubeError
 from stack_fixtures import wait_until
-from test_stack_approval import approve, awaiting
+from test_stack_approval import approve, awaiting, forget_stack, plan_refused
 
+HERE = pathlib.Path(__file__).resolve().parent
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
 IMAGE = "registry.example.test/pulumi-controller:test"
 MANAGED = "app.kubernetes.io/managed-by=pulumi-controller"
@@ -50,12 +54,14 @@ def revision(w, greeting):
     return w.flux_source("GitRepository", "app", w.artifact(w.revision_files("stack-plan", greeting)))
 
 
-def approval_stack(w, d, labels=None, **spec):
+def approval_stack(w, d, labels=None, env=None, pod_env=None, **spec):
     runner = {"type": "Job", "podTemplate": {"metadata": {"labels": dict(labels or {})}}}
+    if pod_env:
+        runner["podTemplate"]["spec"] = {"env": pod_env}
     return w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual",
                          runner=runner, backend=f"file://{d / 'backend'}",
-                         envRefs={"PULUMI_STANDIN_CLOUD": {"type": "Literal", "literal": {
-                             "value": str(d / "cloud")}}}, **spec)
+                         envRefs=dict({"PULUMI_STANDIN_CLOUD": {"type": "Literal", "literal": {
+                             "value": str(d / "cloud")}}}, **(env or {})), **spec)
 
 
 def controller(w):
@@ -106,19 +112,25 @@ def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     # The plan Job: told its Secret, holding no plan; the plan is in the Secret only.
     pjob, = jobs_of(w, "plan")
     assert pjob["metadata"]["name"].startswith("demo-plan-")
-    assert update_doc(pjob)["planSecret"] == "demo-plan"
+    assert update_doc(pjob)["planSecret"] == "demo-plan-result"
+    assert pjob["spec"]["template"]["spec"]["serviceAccountName"] == "demo-runner"
     assert "resourcePlans" not in json.dumps(pjob)
-    sec = plan_secret(w)
-    owner, = sec["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["controller"]) == ("Stack", "demo", True)
+    for name in ("demo-plan", "demo-plan-result", "demo-runner"):
+        obj = w.client.get("v1", "serviceaccounts" if name == "demo-runner" else "secrets", name,
+                           w.namespace)
+        owner, = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("Stack", "demo", True)
+    # The plan up Jobs mount is the controller's copy of the very bytes the pod handed back.
+    result = w.client.get("v1", "secrets", "demo-plan-result", w.namespace)
+    assert result["data"]["plan.json"] == plan_secret(w)["data"]["plan.json"]
     assert "resourcePlans" in json.loads(plan_text(w))
     role = w.client.get("rbac.authorization.k8s.io/v1", "roles", "demo-plan-writer", w.namespace)
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
-                              "resourceNames": ["demo-plan"], "verbs": ["get", "update"]}]
+                              "resourceNames": ["demo-plan-result"], "verbs": ["get", "update"]}]
     binding = w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "demo-plan-writer",
                            w.namespace)
     assert binding["roleRef"]["name"] == "demo-plan-writer"
-    assert [s["name"] for s in binding["subjects"]] == ["default"]
+    assert [s["name"] for s in binding["subjects"]] == ["demo-runner"]
 
     approve(w, "demo", plan)
     obj = w.wait_ready("demo", revision=src["revision"], timeout=240)
@@ -201,7 +213,8 @@ def test_continue_approves_in_job_mode_and_a_plan_without_changes_needs_no_appro
     plan = awaiting(w, "demo")["status"]["preview"]["planId"]
     w.patch_stack("demo", {"spec": {"continue": True}})
     obj = w.wait_ready("demo", timeout=240)
-    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan}
+    assert obj["status"]["approval"] == {"continueObserved": True, "continuedPlan": plan,
+                                         "appliedPlan": plan}
     assert list(cloud_files(d).values()) == ["hello"]
     assert update_doc(jobs_of(w, "up")[0])["planId"] == plan
 
@@ -248,3 +261,108 @@ def test_a_controller_restarted_while_the_plan_job_runs_adopts_it(shared):
                what="the up Job's held pod")
     w.wait_ready("demo", timeout=240)
     assert list(cloud_files(d).values()) == ["hello"]
+
+
+def runner_client(w, sa="demo-runner"):
+    """A client with a token of ServiceAccount sa (TokenRequest), as the runner's pod has."""
+    answer = w.client.request("POST", f"/api/v1/namespaces/{w.namespace}/serviceaccounts/{sa}/token",
+                              {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                               "spec": {"expirationSeconds": 600}})
+    url, _, ca = _connection(w.api)
+    return KubeClient(url, answer["status"]["token"], ca, user_agent="runner-test/1.0")
+
+
+def test_the_runner_cannot_write_the_plan_it_is_judged_by(shared):
+    """The runner's own ServiceAccount may write <name>-plan-result (its answer) but not
+    <name>-plan (what up Jobs apply) nor read anything else.  RBAC is the real server's:
+    the emulator authorizes everything (FIDELITY.md), so there only the Role is checked."""
+    w, d = shared
+    revision(w, "hello")
+    approval_stack(w, d)
+    controller(w)
+    awaiting(w, "demo")
+    role = w.client.get("rbac.authorization.k8s.io/v1", "roles", "demo-plan-writer", w.namespace)
+    assert [r["resourceNames"] for r in role["rules"]] == [["demo-plan-result"]]
+    if w.tier == "emulator":
+        return
+    c = runner_client(w)
+    mine = c.get("v1", "secrets", "demo-plan-result", w.namespace)   # get + update, as the pod does
+    c.update(mine, "secrets")
+    judged = w.client.get("v1", "secrets", "demo-plan", w.namespace)
+    for call in (lambda: c.get("v1", "secrets", "demo-plan", w.namespace),
+                 lambda: c.update(judged, "secrets"),
+                 lambda: c.patch("v1", "secrets", "demo-plan", {"data": {"plan.json": ""}}, w.namespace,
+                                 "merge")):
+        with pytest.raises(KubeError) as ex:
+            call()
+        assert ex.value.code == 403
+
+
+def test_a_plan_the_cli_would_read_otherwise_is_refused_in_job_mode(shared):
+    """The program in the plan pod rewrites its plan (an empty resourcePlans, the real plans
+    as ResourcePlans): the controller refuses what the pod handed back, naming the Secret
+    and the key; nothing is recorded as noChanges, no up Job runs, the cloud is untouched."""
+    w, d = shared
+    (d / "bin").mkdir()
+    twin = d / "bin" / "pulumi"          # the pods' pulumi: their /tmp is their own
+    twin.write_text(f"#!/bin/sh\nexec python3 {HERE / 'plan_twin.py'} {w.cli.binary} \"$@\"\n")
+    twin.chmod(0o755)
+    revision(w, "hello")
+    approval_stack(w, d, pod_env=[{"name": "PATH", "value": f"{d / 'bin'}:{_world_env(w)['PATH']}"}])
+    controller(w)
+    obj = plan_refused(w, "demo")
+    msg = obj["status"]["lastUpdate"]["message"]
+    assert f"the plan the Job handed back in the Secret {w.namespace}/demo-plan-result is refused, " \
+        "nothing was applied" in msg, msg
+    assert 'esourcePlans" more than once (in some spelling)' in msg, msg
+    assert "preview" not in obj["status"]
+    assert "plan.json" not in (plan_secret(w).get("data") or {})
+    assert jobs_of(w, "up") == []
+    assert cloud_files(d) == {}
+
+
+def test_an_applied_approval_is_used_up_in_job_mode(shared):
+    """The up pod checks the id with the plan applied before (planAfter): after the first
+    approved plan is applied, the same steps again await a new approval."""
+    w, d = shared
+    revision(w, "hello")
+    approval_stack(w, d)
+    controller(w)
+    pv = awaiting(w, "demo")["status"]["preview"]
+    approve(w, "demo", pv["planId"])
+    w.wait_ready("demo", timeout=240)
+    forget_stack(d / "backend", d / "cloud")
+    # New inputs the program does not read: a plan Job whose steps are those of the first.
+    w.patch_stack("demo", {"spec": {"envRefs": {"PCTEST_X": {"type": "Literal", "literal": {"value": "x"}}}}})
+    again = awaiting(w, "demo", plan_not=pv["planId"])["status"]["preview"]
+    assert [(s["op"], s["urn"]) for s in again["steps"]] == [(s["op"], s["urn"]) for s in pv["steps"]]
+    assert cloud_files(d) == {}
+    approve(w, "demo", again["planId"])
+    w.wait_ready("demo", timeout=240)
+    assert list(cloud_files(d).values()) == ["hello"]
+    ups = sorted(jobs_of(w, "up"), key=lambda j: j["metadata"]["creationTimestamp"])
+    assert update_doc(ups[-1])["planAfter"] == pv["planId"]
+
+
+def test_a_shared_service_account_is_refused(shared):
+    """spec.runner.serviceAccountName: default is Stalled (SpecInvalid); a <name>-runner the
+    Stack does not own is never taken over (ServiceAccountNotOwned); no Job is made."""
+    w, d = shared
+    revision(w, "hello")
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={
+        "type": "Job", "serviceAccountName": "default"}, backend=f"file://{d / 'backend'}")
+    w.client.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other-runner"}},
+                    "serviceaccounts", w.namespace)
+    w.apply_stack("other", fluxSource={"sourceRef": GIT}, runner={"type": "Job"},
+                  backend=f"file://{d / 'backend'}")
+    controller(w)
+    c = w.cond(w.wait_condition("demo", "Stalled", reason="SpecInvalid"), "Stalled")
+    assert "needs a ServiceAccount of its own" in c["message"], c
+    c = w.cond(w.wait_condition("other", "Stalled", reason="ServiceAccountNotOwned"), "Stalled")
+    assert f"the ServiceAccount {w.namespace}/other-runner exists and is not owned by this Stack" \
+        in c["message"], c
+    assert jobs_of(w) == []
+    sa = w.client.get("v1", "serviceaccounts", "other-runner", w.namespace)
+    assert "ownerReferences" not in sa["metadata"]
+    with pytest.raises(KubeError):
+        w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "other-outputs-writer", w.namespace)

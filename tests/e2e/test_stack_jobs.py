@@ -135,7 +135,7 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     assert spec["backoffLimit"] == 0
     assert spec["activeDeadlineSeconds"] == 1800 and spec["ttlSecondsAfterFinished"] == 3600
     ps = spec["template"]["spec"]
-    assert ps["restartPolicy"] == "Never" and ps["serviceAccountName"] == "default"
+    assert ps["restartPolicy"] == "Never" and ps["serviceAccountName"] == "demo-runner"
     assert ps["securityContext"]["runAsNonRoot"] is True
     assert ps["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     c, = ps["containers"]
@@ -196,7 +196,7 @@ def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secr
                               "resourceNames": ["demo-outputs"], "verbs": ["get", "update"]}]
     rb = w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "demo-outputs-writer",
                       w.namespace)
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": w.namespace}]
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "demo-runner", "namespace": w.namespace}]
     assert rb["roleRef"]["name"] == "demo-outputs-writer"
     # The result is recorded once: the Job is marked, and nothing runs again.
     wait_until(lambda: "pulumi.com/result-recorded" in

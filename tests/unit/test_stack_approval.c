@@ -5,7 +5,11 @@
  * per-preview seeds, the secret ciphertexts (new on every preview) or the
  * key order; another step or another input gives another id.  Hostile plan
  * files (not JSON, no resourcePlans, wrong types, deep nesting) are refused
- * or bounded, never crash.
+ * or bounded, never crash.  A plan the pulumi CLI (Go's encoding/json: names
+ * of struct fields matched case-insensitively, a later duplicate winning)
+ * would read otherwise than cJSON is refused, naming the key: duplicates at
+ * any level, two spellings where Go decodes a struct, non-ASCII struct
+ * keys, invalid UTF-8, trailing bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,9 +40,17 @@ static char *plan(const char *op, const char *content, const char *seed, const c
 	return t;
 }
 
+/* stack_plan_id of a NUL-terminated text, after no earlier plan. */
+static int plan_id(const char *text, char out[65], int *changes)
+{
+	struct err e;
+
+	return stack_plan_id(text, text ? strlen(text) : 0, NULL, out, changes, &e);
+}
+
 static void id_of(char *text, char out[65], int *changes)
 {
-	assert_int_equal(stack_plan_id(text, out, changes), 0);
+	assert_int_equal(plan_id(text, out, changes), 0);
 	assert_int_equal(strlen(out), 32);
 	free(text);
 }
@@ -106,10 +118,10 @@ static void not_a_plan_is_refused(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(stack_plan_id(bad[i], out, &ch), -1);
+		assert_int_equal(plan_id(bad[i], out, &ch), -1);
 		assert_string_equal(out, "");
 	}
-	assert_int_equal(stack_plan_id(NULL, out, &ch), -1);
+	assert_int_equal(plan_id(NULL, out, &ch), -1);
 }
 
 static void deep_nesting_is_bounded(void **state)
@@ -127,8 +139,8 @@ static void deep_nesting_is_bounded(void **state)
 	for (size_t i = 0; i < depth; i++)
 		t[n++] = '}';
 	strcpy(t + n, "}}}");
-	/* cJSON refuses nesting beyond its limit; either way no crash. */
-	(void)stack_plan_id(t, out, &ch);
+	/* Refused (cJSON's limit, or ours: deeper than the id reads). */
+	assert_int_equal(plan_id(t, out, &ch), -1);
 	free(t);
 }
 
@@ -162,6 +174,81 @@ static void steps_are_bounded_with_a_count_of_the_rest(void **state)
 	free(t);
 }
 
+/* The refusal of text as a plan (its message), or NULL when accepted. */
+static const char *refusal(const char *text, size_t len)
+{
+	static struct err e;
+	char out[65];
+	int ch;
+
+	memset(&e, 0, sizeof(e));
+	if (stack_plan_id(text, len, NULL, out, &ch, &e) == 0)
+		return NULL;
+	assert_int_equal(e.code, ERR_REFUSED);
+	assert_string_equal(out, "");
+	return e.msg;
+}
+
+#define REFUSED_NAMING(text, what) do { \
+		const char *m_ = refusal(text, strlen(text)); \
+		assert_non_null(m_); \
+		if (strstr(m_, what) == NULL) \
+			fail_msg("refusal \"%s\" does not name %s", m_, what); \
+	} while (0)
+
+#define RP(body) "{\"resourcePlans\": {" body "}}"
+#define R1 "\"urn:a\": {\"goal\": {\"type\": \"t\", \"inputDiff\": {\"adds\": {\"k\": 1}}}, \"steps\": [\"create\"]}"
+
+static void a_plan_go_reads_otherwise_is_refused(void **state)
+{
+	(void)state;
+	assert_null(refusal(RP(R1), strlen(RP(R1))));
+	/* The bypass: cJSON reads the first, empty resourcePlans, Go the last. */
+	REFUSED_NAMING("{\"resourcePlans\": {}, \"ResourcePlans\": {" R1 "}}", "esourcePlans\" more than once");
+	REFUSED_NAMING("{\"resourcePlans\": {}, \"resourcePlans\": {" R1 "}}", "\"resourcePlans\" more than once");
+	/* Nested: a resource's struct, its goal, the goal's inputDiff. */
+	REFUSED_NAMING(RP("\"urn:a\": {\"steps\": [\"same\"], \"Steps\": [\"delete\"]}"), "teps\" more than once");
+	REFUSED_NAMING(RP("\"urn:a\": {\"goal\": {\"type\": \"t\", \"TYPE\": \"u\"}, \"steps\": [\"create\"]}"),
+	    "the goal of urn:a");
+	REFUSED_NAMING(RP("\"urn:a\": {\"goal\": {\"inputDiff\": {\"adds\": {}, \"Adds\": {\"x\": 1}}}, "
+	    "\"steps\": [\"update\"]}"), "inputDiff of urn:a");
+	/* Duplicates anywhere: a URN twice, a property twice deep inside. */
+	REFUSED_NAMING(RP(R1 ", " R1), "\"urn:a\" more than once");
+	REFUSED_NAMING(RP("\"urn:a\": {\"goal\": {\"properties\": {\"m\": {\"x\": 1, \"x\": 2}}}, "
+	    "\"steps\": [\"create\"]}"), "\"x\" more than once");
+	/* Kelvin sign: Go folds it onto k. */
+	REFUSED_NAMING("{\"resourcePlans\": {" R1 "}, \"\xe2\x84\xaa" "ey\": 1}", "outside ASCII");
+	REFUSED_NAMING("{\"resourcePlans\": {" R1 "}, \"x\": \"\xff\"}", "not valid UTF-8");
+	REFUSED_NAMING(RP(R1) " {}", "more after");
+	assert_non_null(strstr(refusal(RP(R1) "\0{}", strlen(RP(R1)) + 3), "byte"));
+}
+
+static void maps_keep_keys_that_differ_in_case(void **state)
+{
+	/* Map keys (URNs, property names) are matched exactly by Go too. */
+	static const char t[] = RP("\"urn:a\": {\"goal\": {\"properties\": {\"Name\": 1, \"name\": 2}}, "
+	    "\"steps\": [\"create\"]}, \"urn:A\": {\"steps\": [\"same\"]}");
+
+	(void)state;
+	assert_null(refusal(t, strlen(t)));
+}
+
+static void an_applied_plan_makes_the_same_steps_another_plan(void **state)
+{
+	char a[65], b[65], c[65];
+	int ch;
+	struct err e;
+	char *t = plan("update", "x", "s", NULL);
+
+	(void)state;
+	assert_int_equal(stack_plan_id(t, strlen(t), NULL, a, &ch, &e), 0);
+	assert_int_equal(stack_plan_id(t, strlen(t), "", b, &ch, &e), 0);
+	assert_string_equal(a, b);   /* nothing applied yet: the ids of before */
+	assert_int_equal(stack_plan_id(t, strlen(t), a, c, &ch, &e), 0);
+	assert_string_not_equal(a, c);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -172,6 +259,9 @@ int main(void)
 		cmocka_unit_test(not_a_plan_is_refused),
 		cmocka_unit_test(deep_nesting_is_bounded),
 		cmocka_unit_test(steps_are_bounded_with_a_count_of_the_rest),
+		cmocka_unit_test(a_plan_go_reads_otherwise_is_refused),
+		cmocka_unit_test(maps_keep_keys_that_differ_in_case),
+		cmocka_unit_test(an_applied_plan_makes_the_same_steps_another_plan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

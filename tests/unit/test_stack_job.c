@@ -148,6 +148,9 @@ static void test_hostile_pod_templates_are_refused_naming_the_field(void **state
 	refused(R "{'spec': {'tolerations': [{'key': 'k', 'privileged': true}]}}}}", "tolerations.privileged");
 	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'serviceAccountName': 'Bad_Name'}}",
 	    "spec.runner.serviceAccountName");
+	/* The namespace's shared identity is never granted the Stack's Secrets. */
+	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'serviceAccountName': 'default'}}",
+	    "needs a ServiceAccount of its own");
 	refused("{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job', 'image': 'evil'}}", "spec.runner.image");
 #undef R
 }
@@ -234,7 +237,7 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	cJSON *obj = stack_obj(name, spec), *job;
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
-		"/opt/plugins", 0, NULL, NULL, 1LL << 20 };
+		"/opt/plugins", 0, NULL, NULL, 1LL << 20, NULL };
 	struct err e;
 
 	if (stack_spec_parse(obj, &opts, s, &e) != 0)
@@ -332,7 +335,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
-		600, NULL, 0, NULL, NULL, 0 };
+		600, NULL, 0, NULL, NULL, 0, NULL };
 	struct err e;
 	char *doc;
 
@@ -489,7 +492,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
 	const char *id = "0123456789abcdef0123456789abcdef";
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
-		NULL, 0, NULL, NULL, 0 };
+		NULL, 0, NULL, NULL, 0, NULL };
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'approval': 'Manual', 'runner': {'type': 'Job'}}");
 	cJSON *job, *doc;
 	struct err e;
@@ -502,8 +505,11 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	assert_string_equal(str_at(job, "metadata.name"), "web-plan-0123456789");
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_string_equal(str_at(doc, "operation"), "plan");
-	assert_string_equal(str_at(doc, "planSecret"), "web-plan");
+	/* The pod hands the plan back in a Secret of its own, never in the
+	 * one up Jobs mount. */
+	assert_string_equal(str_at(doc, "planSecret"), "web-plan-result");
 	assert_null(at(doc, "planId"));
+	assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "web-runner");
 	assert_null(arg_after(job, "--plan-dir"));
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
@@ -515,6 +521,7 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_string_equal(str_at(doc, "planId"), id);
 	assert_null(at(doc, "planSecret"));
+	assert_null(at(doc, "planAfter"));
 	assert_string_equal(arg_after(job, "--plan-dir"), "/var/run/pulumi-controller/plan");
 	assert_true(mounts_secret(job, "pulumi-controller-plan", "web-plan", "/var/run/pulumi-controller/plan"));
 	cJSON_Delete(doc);

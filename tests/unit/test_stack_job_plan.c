@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/fs.h"
 #include "stack/stack_internal.h"
 
 #define DIGEST "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -45,9 +46,9 @@ static void test_plan_fields_are_checked(void **state)
 	struct stack_run_input *in;
 
 	(void)state;
-	in = stack_run_input_parse(HEAD "\"operation\": \"plan\", \"planSecret\": \"web-plan\"}", &e);
+	in = stack_run_input_parse(HEAD "\"operation\": \"plan\", \"planSecret\": \"web-plan-result\"}", &e);
 	assert_non_null(in);
-	assert_string_equal(in->plan_secret, "web-plan");
+	assert_string_equal(in->plan_secret, "web-plan-result");
 	stack_run_input_free(in);
 	in = stack_run_input_parse(HEAD "\"operation\": \"up\", \"planId\": \"0123456789abcdef0123456789abcdef\"}", &e);
 	assert_non_null(in);
@@ -55,7 +56,7 @@ static void test_plan_fields_are_checked(void **state)
 	stack_run_input_free(in);
 	/* A plan Job writes the Stack's own plan Secret and no other. */
 	assert_non_null(strstr(refusal(HEAD "\"operation\": \"plan\", \"planSecret\": \"db-credentials\"}"),
-	    "planSecret must be \"web-plan\""));
+	    "planSecret must be \"web-plan-result\""));
 	assert_non_null(strstr(refusal(HEAD "\"operation\": \"plan\"}"), "planSecret"));
 	assert_non_null(strstr(refusal(HEAD "\"operation\": \"up\", \"planId\": \"../x\"}"), "planId must be 32 hex"));
 	assert_non_null(strstr(refusal(HEAD "\"operation\": \"apply\"}"), "or plan"));
@@ -77,11 +78,14 @@ static void test_the_pod_applies_only_the_approved_plan(void **state)
 	struct stack_run_input in = { 0 };
 	struct stack_pass *p = calloc(1, sizeof(*p));
 	int changes = 0;
+	char pinned[600], *got = NULL;
+	size_t got_len = 0;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/plan.json", dir);
-	assert_int_equal(stack_plan_id(PLAN_A, id_a, &changes), 0);
+	struct err e;
+	assert_int_equal(stack_plan_id(PLAN_A, strlen(PLAN_A), NULL, id_a, &changes, &e), 0);
 	in.name = "web";
 	in.namespace = "apps";
 	in.plan_id = id_a;
@@ -90,6 +94,7 @@ static void test_the_pod_applies_only_the_approved_plan(void **state)
 	assert_int_equal(stack_run_plan_load(p, &in, &o), -1);
 	assert_int_equal(p->out.status, PL_INTERNAL);
 	o.plan_dir = dir;
+	o.work_dir = dir;
 	/* Another plan in the Secret: refused as a plan violation. */
 	write_file(path, PLAN_B);
 	memset(&p->out, 0, sizeof(p->out));
@@ -107,7 +112,20 @@ static void test_the_pod_applies_only_the_approved_plan(void **state)
 	write_file(path, PLAN_A);
 	memset(&p->out, 0, sizeof(p->out));
 	assert_int_equal(stack_run_plan_load(p, &in, &o), 0);
-	assert_string_equal(p->safety.plan_file, path);
+	/* The CLI gets a copy of the bytes checked, not the (swappable) volume. */
+	snprintf(pinned, sizeof(pinned), "%s/plan-approved.json", dir);
+	assert_string_equal(p->safety.plan_file, pinned);
+	write_file(path, PLAN_B);
+	assert_int_equal(fs_read_file(pinned, 4096, &got, &got_len, &e), 0);
+	assert_string_equal(got, PLAN_A);
+	free(got);
+	/* Two spellings of resourcePlans: refused, whatever its id. */
+	write_file(path, "{\"resourcePlans\": {}, \"ResourcePlans\": {\"urn:a\": {\"goal\": {\"type\": \"t\"}, "
+	    "\"steps\": [\"create\"]}}}");
+	memset(&p->out, 0, sizeof(p->out));
+	assert_int_equal(stack_run_plan_load(p, &in, &o), -1);
+	assert_int_equal(p->out.status, PL_PLAN_VIOLATION);
+	unlink(pinned);
 	unlink(path);
 	rmdir(dir);
 	free(p);
