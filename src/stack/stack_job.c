@@ -526,11 +526,11 @@ int stack_job_ensure_runner(struct stack_pass *p, struct err *e)
 		return 0;   /* the user's own, dedicated to the runner (docs/job-runner.md) */
 	stack_job_runner_sa(&p->spec, p->name, name, sizeof(name));
 	if ((have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e)) == NULL && e->code != ERR_NOTFOUND)
-		return err_prefix(e, "the ServiceAccount %s/%s: ", p->ns, name), -1;
+		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 	if (have == NULL) {
 		err_clear(e);
 		if (ensure(p, &sa_res, owned_object(p, "v1", "ServiceAccount", name), NULL, e) < 0)
-			return err_prefix(e, "the ServiceAccount %s/%s: ", p->ns, name), -1;
+			return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 		return 0;
 	}
 	if (!owned_by_stack(p, have)) {
@@ -555,7 +555,7 @@ int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_s
 		    "annotations"), STACK_ANN_SECRETS, "[]");
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	if (ensure(p, &secrets_res, s, NULL, e) < 0)
-		return err_prefix(e, "the Secret %s/%s: ", p->ns, secret), -1;
+		return err_prefix(e, "the Secret %s/%s", p->ns, secret), -1;
 	return 0;
 }
 
@@ -580,7 +580,7 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char
 	cJSON_AddItemToObject(rule, "verbs", cJSON_CreateStringArray((const char *[]){ "get", "update" }, 2));
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "rules"), rule);
 	if (ensure(p, &roles_res, r, "rules", e) < 0)
-		return err_prefix(e, "the Role %s/%s: ", p->ns, role), -1;
+		return err_prefix(e, "the Role %s/%s", p->ns, role), -1;
 	b = owned_object(p, "rbac.authorization.k8s.io/v1", "RoleBinding", role);
 	subj = cJSON_CreateObject();
 	cJSON_AddStringToObject(subj, "kind", "ServiceAccount");
@@ -592,7 +592,7 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char
 	cJSON_AddStringToObject(ref, "kind", "Role");
 	cJSON_AddStringToObject(ref, "name", role);
 	if (ensure(p, &bindings_res, b, "subjects", e) < 0)
-		return err_prefix(e, "the RoleBinding %s/%s: ", p->ns, role), -1;
+		return err_prefix(e, "the RoleBinding %s/%s", p->ns, role), -1;
 	return 0;
 }
 

@@ -465,8 +465,9 @@ static void judge_update(struct stack_pass *p)
 	case PL_CONFLICT:
 		if (o->lock.present)
 			stack_verdict(p, STACK_WAITING, "UpdateConflict", p->sc->o.requeue_dependency_ms,
-			    "the stack is locked by %s (pid %ld) since %s; retrying (the lock is never broken: "
-			    "if its holder is gone, run `pulumi cancel`)", o->lock.owner, o->lock.pid, o->lock.created);
+			    "the stack is locked by %s (pid %ld) since %s; retrying (a lock is cancelled only when its "
+			    "holder is this controller's earlier run or pod; otherwise, if its holder is gone, run "
+			    "`pulumi cancel`)", o->lock.owner, o->lock.pid, o->lock.created);
 		else
 			stack_verdict(p, STACK_WAITING, "UpdateConflict", p->sc->o.requeue_dependency_ms,
 			    "another update is in progress; retrying: %s", o->message);
