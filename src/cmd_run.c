@@ -501,6 +501,9 @@ static int start(struct run *rt, struct run_flags *f, struct kube_serve *probes[
 		const char *ns = f->le_ns ? f->le_ns : kube_client_config(rt->client)->namespace;
 		snprintf(rt->lease_ref, sizeof(rt->lease_ref), "%s/%s", ns ? ns : "", f->le_id);
 		f->so.lease = rt->lease_ref;
+		/* The pod that lost this Lease interrupts its updates at its renew
+		 * deadline and gives them STOP_CANCEL_MS to end. */
+		f->so.lock_grace_ms = STOP_CANCEL_MS + 10000;
 	}
 	if ((rt->stacks = stack_ctl_new(rt->client, rt->queue, rt->recorder, &f->so, e)) == NULL)
 		return -1;
@@ -572,7 +575,9 @@ static int main_loop(struct run *rt, struct run_flags *f, const sigset_t *sigs, 
 			return 1;
 		}
 		if (synced_logged && atomic_load(&rt->workers) == NULL && atomic_load(&rt->became_leader)) {
-			struct kube_workers *w = kube_workers_start(rt->queue, f->concurrency,
+			struct kube_workers *w;
+			stack_ctl_leading(rt->stacks);
+			w = kube_workers_start(rt->queue, f->concurrency,
 			    stack_ctl_reconciler(rt->stacks), e);
 			if (w == NULL)
 				return -1;

@@ -47,6 +47,9 @@ struct stack_opts {
 	const char *identity;           /* who this incarnation is, for locks; NULL: hostname */
 	const char *lease;              /* "namespace/name" of the Lease held while working
 	                                 * (--leader-elect); NULL: none */
+	long lock_grace_ms;             /* a lock an interrupted update of this Lease left is
+	                                 * cancelled only after holding the Lease this long:
+	                                 * the pod that lost it may still be ending its CLI */
 	long update_timeout_ms;         /* one update, unless spec.timeout says otherwise */
 	long long max_artifact_bytes;   /* one artifact download */
 	long requeue_dependency_ms;     /* while a source or reference is missing */
@@ -95,6 +98,9 @@ const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc);
  * then SIGTERM and SIGKILL): on a lost Lease, and when the shutdown grace
  * ran out.  New operations return at once as cancelled. */
 void stack_ctl_interrupt(struct stack_ctl *sc);
+/* Called once this process leads (holds the Lease), before its workers
+ * start: the lock grace (stack_opts.lock_grace_ms) counts from here. */
+void stack_ctl_leading(struct stack_ctl *sc);
 
 /* Removes artifact trees no cached Stack uses (older than an hour) and the
  * workspaces of Stacks no longer cached.  The store must be this

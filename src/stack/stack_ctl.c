@@ -53,6 +53,7 @@ void stack_opts_default(struct stack_opts *o)
 	o->update_timeout_ms = 30L * 60 * 1000;
 	o->max_artifact_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES;
 	o->requeue_dependency_ms = 30000;
+	o->lock_grace_ms = 45000;
 	o->max_failures = 5;
 	o->watch_idle_timeout_s = 120;
 	o->max_concurrent_jobs = 10;
@@ -800,6 +801,11 @@ void stack_ctl_untrack(struct stack_ctl *sc, struct stack_running *r)
 			break;
 		}
 	pthread_mutex_unlock(&sc->lock);
+}
+
+void stack_ctl_leading(struct stack_ctl *sc)
+{
+	atomic_store(&sc->leading_since_ms, (long long)clock_mono_ms());
 }
 
 void stack_ctl_interrupt(struct stack_ctl *sc)

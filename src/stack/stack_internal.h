@@ -91,6 +91,7 @@ struct stack_ctl {
 	struct strmap oci_polls;
 
 	atomic_ullong updates_ok, updates_failed, no_change;
+	atomic_llong leading_since_ms;    /* monotonic; 0: not leading (stack_ctl_leading) */
 
 	struct stack_kind jobs;           /* batch/v1 Jobs this controller made (job_image set) */
 	struct stack_job_slots *slots;    /* stack_job.c */
@@ -341,6 +342,11 @@ struct stack_outcome {
 void stack_update_run(struct stack_pass *p);
 /* Runs destroy; fills p->out. */
 void stack_update_destroy(struct stack_pass *p);
+/* 1 when host ran an interrupted update of this Stack (status's
+ * interruptedUpdates) under lease, the Lease this controller has held for
+ * led_ms, and led_ms is at least grace_ms: then host's lock is stale. */
+int stack_lock_interrupted_here(const cJSON *status, const char *lease, const char *host, long long led_ms,
+    long grace_ms);
 
 /* ------------------------------------------------------------ safety */
 

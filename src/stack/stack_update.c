@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "stack/stack_internal.h"
 
@@ -101,15 +102,19 @@ static int pid_alive(pid_t pid)
 }
 
 /* Did host run an interrupted update of this Stack under the Lease this
- * controller holds now? */
-static int interrupted_here(const struct stack_pass *p, const char *host)
+ * controller holds now, long enough ago that it cannot still be running?
+ * A pod that lost the Lease (partitioned, not dead) interrupts its CLI at
+ * its renew deadline and may wait the CLI's cancel window before it is
+ * gone; the Lease can change hands before that window ends, so the lock
+ * waits out lock_grace_ms of this controller's leadership. */
+int stack_lock_interrupted_here(const cJSON *status, const char *lease, const char *host, long long led_ms,
+    long grace_ms)
 {
-	const char *lease = p->sc->o.lease;
 	const cJSON *it;
 
-	if (lease == NULL)
+	if (lease == NULL || led_ms < grace_ms)
 		return 0;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(p->status, "interruptedUpdates")) {
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(status, "interruptedUpdates")) {
 		const char *c = kube_obj_str(it, "controller"), *l = kube_obj_str(it, "lease");
 		if (c && l && strcmp(c, host) == 0 && strcmp(l, lease) == 0)
 			return 1;
@@ -121,6 +126,7 @@ static int interrupted_here(const struct stack_pass *p, const char *host)
 static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 {
 	const char *host = lock_host(l);
+	long long since = atomic_load(&p->sc->leading_since_ms);
 
 	if (!l->present)
 		return 0;
@@ -128,7 +134,8 @@ static int lock_is_stale(const struct stack_pass *p, const struct pl_lock *l)
 		return 1;   /* a Job's pod: the controller found this holder gone */
 	if (strcmp(host, p->sc->identity) == 0)
 		return l->pid > 0 && !pid_alive((pid_t)l->pid);
-	return interrupted_here(p, host);
+	return since > 0 && stack_lock_interrupted_here(p->status, p->sc->o.lease, host, clock_mono_ms() - since,
+	    p->sc->o.lock_grace_ms);
 }
 
 /* Policy packs are named by their path inside the artifact; the CLI gets

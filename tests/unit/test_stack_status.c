@@ -601,6 +601,24 @@ static void update_outcome_survives_a_conflict(void **state)
 	fake_reset();
 }
 
+/* A lock an interrupted update left is stale only when its host ran under
+ * this Lease, and only once this controller has led for the grace: the pod
+ * that lost the Lease may still be ending its CLI until then. */
+static void interrupted_lock_waits_out_the_grace(void **state)
+{
+	cJSON *st = cJSON_Parse("{\"interruptedUpdates\": [{\"controller\": \"ctl-0\", \"lease\": \"ops/le\"}]}");
+	(void)state;
+
+	assert_non_null(st);
+	assert_int_equal(stack_lock_interrupted_here(st, "ops/le", "ctl-0", 45000, 45000), 1);
+	assert_int_equal(stack_lock_interrupted_here(st, "ops/le", "ctl-0", 44999, 45000), 0);
+	assert_int_equal(stack_lock_interrupted_here(st, "ops/le", "ctl-0", 0, 45000), 0);
+	assert_int_equal(stack_lock_interrupted_here(st, "ops/other", "ctl-0", 45000, 45000), 0);
+	assert_int_equal(stack_lock_interrupted_here(st, NULL, "ctl-0", 45000, 45000), 0);
+	assert_int_equal(stack_lock_interrupted_here(st, "ops/le", "laptop", 45000, 45000), 0);
+	cJSON_Delete(st);
+}
+
 /* Issue 21 item 1: the update a pass finds running was interrupted (its
  * controller never wrote the outcome); its controller and Lease are kept
  * in status.interruptedUpdates, before this pass's own currentUpdate
@@ -763,6 +781,7 @@ int main(void)
 		cmocka_unit_test(running_status),
 		cmocka_unit_test(update_outcome_survives_a_conflict),
 		cmocka_unit_test(interrupted_updates_are_kept),
+		cmocka_unit_test(interrupted_lock_waits_out_the_grace),
 		cmocka_unit_test(approval_and_drift_in_status),
 	};
 	return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
