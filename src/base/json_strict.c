@@ -82,6 +82,22 @@ int json_keys_distinct(const cJSON *obj, int fold_case, const char *where, struc
 	return rc;
 }
 
+int json_struct_keys(const cJSON *obj, const char *const *fields, const char *where, struct err *e)
+{
+	const cJSON *it;
+
+	if (json_keys_distinct(obj, 1, where, e) < 0)
+		return -1;
+	if (!cJSON_IsObject(obj))
+		return 0;
+	cJSON_ArrayForEach(it, obj)
+		for (const char *const *f = fields; it->string && *f; f++)
+			if (strcasecmp(it->string, *f) == 0 && strcmp(it->string, *f) != 0)
+				return err_set(e, ERR_REFUSED, "%s has \"%.200s\", which Go reads as its field "
+				    "\"%s\": a wrong spelling, refused", where, it->string, *f);
+	return 0;
+}
+
 static int tree(const cJSON *v, int depth, int depth_max, const char *where, struct err *e)
 {
 	const cJSON *c;

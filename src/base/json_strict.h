@@ -35,6 +35,15 @@ int json_member(const cJSON *obj, const char *name, const char *where, const cJS
  */
 int json_keys_distinct(const cJSON *obj, int fold_case, const char *where, struct err *e);
 
+/*
+ * json_keys_distinct(obj, 1, ) for the level a Go struct is decoded from,
+ * and refuses too a key that is one of fields (the struct's JSON names,
+ * NULL-terminated) only ignoring ASCII case ("Steps" for "steps"): Go
+ * decodes it into that field, a case-sensitive reader would miss it.  Keys
+ * that match no field stay allowed (Go ignores them too).
+ */
+int json_struct_keys(const cJSON *obj, const char *const *fields, const char *where, struct err *e);
+
 /* json_keys_distinct(, 0, ) on every object in the tree under v (v
  * included), at most depth_max levels deep (deeper: refused). */
 int json_tree_keys_distinct(const cJSON *v, int depth_max, const char *where, struct err *e);

@@ -105,16 +105,37 @@ static int steps_change(const cJSON *steps)
 	return 0;
 }
 
-/* The levels of a plan the pulumi CLI decodes into Go structs (apitype's
- * DeploymentPlanV1, ResourcePlanV1, GoalV1, PlanDiffV1): there Go matches
- * names case-insensitively, so two spellings of a name are refused. */
+/* The JSON names of the fields of the plan's Go structs (pulumi's apitype
+ * DeploymentPlanV1, ResourcePlanV1, GoalV1, PlanDiffV1, and resource's
+ * CustomTimeouts), NULL-terminated: Go matches those case-insensitively. */
+static const char *const plan_fields[] = { "manifest", "config", "resourcePlans", NULL };
+static const char *const resource_fields[] = { "goal", "steps", "state", "seed", NULL };
+static const char *const goal_fields[] = {
+	"type", "name", "custom", "inputDiff", "outputDiff", "parent", "protect", "dependencies",
+	"provider", "propertyDependencies", "deleteBeforeReplace", "ignoreChanges",
+	"ignoreRefreshChanges", "additionalSecretOutputs", "aliases", "structuredAliases", "id",
+	"customTimeouts", NULL
+};
+static const char *const diff_fields[] = { "adds", "deletes", "updates", NULL };
+static const char *const timeouts_fields[] = { "create", "update", "delete", NULL };
+
+/* The goal's own structs, each with its fields. */
+static const struct {
+	const char *name;
+	const char *const *fields;
+} goal_structs[] = {
+	{ "inputDiff", diff_fields }, { "outputDiff", diff_fields }, { "customTimeouts", timeouts_fields },
+};
+
+/* The levels of a plan the pulumi CLI decodes into Go structs: there Go
+ * matches names case-insensitively, so two spellings of a name, or one
+ * spelling a case-sensitive read would miss ("Steps"), are refused. */
 static int plan_structs_distinct(const cJSON *doc, struct err *e)
 {
-	static const char *const goal_structs[] = { "inputDiff", "outputDiff", "customTimeouts" };
 	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(doc, "resourcePlans"), *r;
 	char where[400];
 
-	if (json_keys_distinct(doc, 1, "the plan", e) < 0)
+	if (json_struct_keys(doc, plan_fields, "the plan", e) < 0)
 		return -1;
 	if (!cJSON_IsObject(rp))
 		return err_set(e, ERR_REFUSED, "the plan has no object \"resourcePlans\""), -1;
@@ -123,14 +144,15 @@ static int plan_structs_distinct(const cJSON *doc, struct err *e)
 		snprintf(where, sizeof(where), "the plan's resource %.300s", r->string);
 		if (!cJSON_IsObject(r))
 			return err_set(e, ERR_REFUSED, "%s is no object", where), -1;
-		if (json_keys_distinct(r, 1, where, e) < 0)
+		if (json_struct_keys(r, resource_fields, where, e) < 0)
 			return -1;
 		snprintf(where, sizeof(where), "the goal of %.300s", r->string);
-		if (json_keys_distinct(goal, 1, where, e) < 0)
+		if (json_struct_keys(goal, goal_fields, where, e) < 0)
 			return -1;
 		for (size_t i = 0; i < sizeof(goal_structs) / sizeof(goal_structs[0]); i++) {
-			snprintf(where, sizeof(where), "the goal's %s of %.300s", goal_structs[i], r->string);
-			if (json_keys_distinct(cJSON_GetObjectItemCaseSensitive(goal, goal_structs[i]), 1, where, e) < 0)
+			snprintf(where, sizeof(where), "the goal's %s of %.300s", goal_structs[i].name, r->string);
+			if (json_struct_keys(cJSON_GetObjectItemCaseSensitive(goal, goal_structs[i].name),
+			    goal_structs[i].fields, where, e) < 0)
 				return -1;
 		}
 	}

@@ -10,6 +10,8 @@ preview and approval fails the plan clearly and yields a fresh preview."""
 import os
 import subprocess
 
+import pytest
+
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
 
 
@@ -278,7 +280,9 @@ def test_approve_refuses_a_plan_that_changed_while_it_was_shown(stack_world):
     assert w.cloud_files() == {}
 
 
-TWIN = {"PCTEST_PLAN_TWIN": {"type": "Literal", "literal": {"value": "1"}}}
+def twin(rewrite):
+    """The envRefs that make the Stack's `pulumi` plan_twin.py, rewriting as `rewrite` says."""
+    return {"PCTEST_PLAN_TWIN": {"type": "Literal", "literal": {"value": rewrite}}}
 
 
 def plan_refused(w, name):
@@ -300,19 +304,25 @@ def forget_stack(backend_dir, cloud_dir):
         p.unlink()
 
 
-def test_a_plan_the_cli_would_read_otherwise_is_refused_not_applied(stack_world):
+@pytest.mark.parametrize("rewrite, says", [
+    ("1", 'esourcePlans" more than once (in some spelling)'),
+    ("Steps", '"Steps", which Go reads as its field "steps"'),
+])
+def test_a_plan_the_cli_would_read_otherwise_is_refused_not_applied(stack_world, rewrite, says):
     """The program rewrites its saved plan: an empty "resourcePlans", then the real plans
-    as "ResourcePlans".  cJSON would read the first (no changes: applied unreviewed), the
-    pulumi CLI's Go decoder the last (the real changes).  The plan is refused, naming the
-    key; it is not recorded as noChanges and nothing is applied."""
+    as "ResourcePlans" (1), or each changing resource's "steps" as "Steps" alone (Steps).
+    cJSON would read no changes (applied unreviewed), the pulumi CLI's Go decoder the
+    real changes.  The plan is refused, naming the key; it is not recorded as noChanges
+    and nothing is applied."""
     w = stack_world
     revision(w, "hello")
-    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual", envRefs=TWIN)
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, approval="Manual",
+                  envRefs=twin(rewrite))
     w.controller()
     obj = plan_refused(w, "demo")
     msg = obj["status"]["lastUpdate"]["message"]
     assert "the plan preview --save-plan wrote is refused, nothing was applied" in msg, msg
-    assert 'esourcePlans" more than once (in some spelling)' in msg, msg
+    assert says in msg, msg
     assert "preview" not in obj["status"]
     assert w.cond(obj, "Ready")["status"] == "False"
     w.settle("demo")

@@ -223,6 +223,28 @@ static void a_plan_go_reads_otherwise_is_refused(void **state)
 	assert_non_null(strstr(refusal(RP(R1) "\0{}", strlen(RP(R1)) + 3), "byte"));
 }
 
+static void one_wrong_spelling_of_a_field_is_refused(void **state)
+{
+	/* A case-sensitive read misses these (no changes: applied unreviewed);
+	 * Go decodes each into its field, so the delete would run. */
+	(void)state;
+	REFUSED_NAMING(RP("\"urn:a\": {\"Steps\": [\"delete\"], \"goal\": {\"type\": \"t\"}}"),
+	    "the plan's resource urn:a has \"Steps\", which Go reads as its field \"steps\"");
+	REFUSED_NAMING(RP("\"urn:a\": {\"STEPS\": [\"delete\"]}"), "urn:a has \"STEPS\"");
+	REFUSED_NAMING(RP("\"urn:a\": {\"steps\": [\"update\"], \"Goal\": {\"type\": \"t\"}}"),
+	    "urn:a has \"Goal\", which Go reads as its field \"goal\"");
+	REFUSED_NAMING("{\"ResourcePlans\": {" R1 "}}", "the plan has \"ResourcePlans\"");
+	REFUSED_NAMING(RP("\"urn:a\": {\"steps\": [\"update\"], \"goal\": {\"InputDiff\": {}}}"),
+	    "the goal of urn:a has \"InputDiff\"");
+	REFUSED_NAMING(RP("\"urn:a\": {\"steps\": [\"update\"], \"goal\": {\"inputDiff\": {\"Updates\": "
+	    "{\"k\": 1}}}}"), "the goal's inputDiff of urn:a has \"Updates\"");
+	REFUSED_NAMING(RP("\"urn:a\": {\"steps\": [\"update\"], \"goal\": {\"customTimeouts\": "
+	    "{\"Delete\": 1}}}"), "the goal's customTimeouts of urn:a has \"Delete\"");
+	/* A key that is no field stays allowed, in any case. */
+	assert_null(refusal(RP("\"urn:a\": {\"steps\": [\"same\"], \"Extra\": 1}"),
+	    strlen(RP("\"urn:a\": {\"steps\": [\"same\"], \"Extra\": 1}"))));
+}
+
 static void maps_keep_keys_that_differ_in_case(void **state)
 {
 	/* Map keys (URNs, property names) are matched exactly by Go too. */
@@ -260,6 +282,7 @@ int main(void)
 		cmocka_unit_test(deep_nesting_is_bounded),
 		cmocka_unit_test(steps_are_bounded_with_a_count_of_the_rest),
 		cmocka_unit_test(a_plan_go_reads_otherwise_is_refused),
+		cmocka_unit_test(one_wrong_spelling_of_a_field_is_refused),
 		cmocka_unit_test(maps_keep_keys_that_differ_in_case),
 		cmocka_unit_test(an_applied_plan_makes_the_same_steps_another_plan),
 	};
