@@ -155,6 +155,7 @@ struct stack_run_input {
 	int oci;                          /* source.kind: 0 "artifact", 1 "oci" */
 	char *url, *digest, *revision;    /* artifact: the tarball's URL and digest */
 	char *manifest_digest, *layer_digest, *media_type;   /* oci (url too) */
+	char *index_digest;               /* oci: the index the controller resolved; NULL */
 	int insecure, verify;
 	char *dir, *backend, *secrets_provider;   /* NULL when absent */
 	char *backend_env, *secrets_provider_env; /* backendFromEnv, secretsProviderFromEnv: the

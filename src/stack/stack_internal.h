@@ -219,6 +219,8 @@ struct stack_artifact {
 	char *revision;     /* "main@sha1:…", "v1.2.0@sha256:…" */
 	char *digest;       /* of the tarball (Flux) or the manifest (OCI) */
 	char *url;          /* Flux only */
+	char *index_digest; /* OCI: the index the tag named, whose signature may vouch for
+	                     * the manifest (stack_verify.c); NULL when none */
 };
 void stack_artifact_free(struct stack_artifact *a);
 

@@ -117,6 +117,9 @@ static cJSON *source_json(const struct stack_job_in *in)
 		cJSON_AddStringToObject(src, "url", s->oci_url);
 		cJSON_AddStringToObject(src, "manifestDigest", manifest_digest(a->revision) ? manifest_digest(a->revision) : "");
 		cJSON_AddStringToObject(src, "layerDigest", a->digest ? a->digest : "");
+		/* The pod falls back to the index's signature as the controller did. */
+		if (a->index_digest)
+			cJSON_AddStringToObject(src, "indexDigest", a->index_digest);
 		cJSON_AddStringToObject(src, "revision", a->revision ? a->revision : "");
 		if (s->oci_media_type)
 			cJSON_AddStringToObject(src, "mediaType", s->oci_media_type);

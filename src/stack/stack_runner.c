@@ -304,15 +304,63 @@ static struct oci_keyring *keys_from_dir(const char *dir, struct err *e)
 	return k;
 }
 
+/* The index the controller fell back to (stack_verify.c) vouches for the
+ * pulled manifest only if it selects exactly that manifest: resolved here
+ * again, by its digest, with the same options as the pull. */
+static int index_names_manifest(struct runner *u, struct oci_client *c, const struct oci_pull_opts *po,
+    const char *manifest_digest, struct err *e)
+{
+	struct oci_ref ref;
+	struct oci_pull_result res;
+	char text[2048];
+	int rc = -1;
+
+	memset(&ref, 0, sizeof(ref));
+	memset(&res, 0, sizeof(res));
+	snprintf(text, sizeof(text), "%s@%s", u->in->url, u->in->index_digest);
+	if (oci_ref_parse(text, &ref, e) == 0 && oci_resolve(c, &ref, po, &res, e) == 0) {
+		if (res.index_digest == NULL)
+			err_set(e, ERR_REFUSED, "the manifest %s has no signature, and source.indexDigest %s is not "
+			    "an index; nothing was run", manifest_digest, u->in->index_digest);
+		else if (strcmp(res.manifest_digest, manifest_digest) != 0)
+			err_set(e, ERR_REFUSED, "the manifest %s has no signature, and index %s selects manifest %s, "
+			    "not it; nothing was run", manifest_digest, u->in->index_digest, res.manifest_digest);
+		else
+			rc = 0;
+	}
+	oci_ref_free(&ref);
+	oci_pull_result_free(&res);
+	return rc;
+}
+
+/* The manifest's signature; when it has none at all and the controller
+ * resolved the tag to an index, the index's (as stack_verify.c). */
+static int verify_resolution(struct runner *u, struct oci_client *c, const struct oci_ref *ref,
+    const struct oci_pull_opts *po, const char *manifest_digest, const struct oci_keyring *keys,
+    struct oci_verify_result *vr, const char **signed_digest, struct err *e)
+{
+	*signed_digest = manifest_digest;
+	if (oci_verify(c, ref->repository, manifest_digest, keys, vr, e) == 0)
+		return 0;
+	if (e->code != ERR_NOTFOUND || u->in->index_digest == NULL)
+		return -1;
+	oci_verify_result_free(vr);
+	*signed_digest = u->in->index_digest;
+	if (index_names_manifest(u, c, po, manifest_digest, e) < 0)
+		return -1;
+	return oci_verify(c, ref->repository, u->in->index_digest, keys, vr, e);
+}
+
 /* The controller verified this digest before it made the Job; the pod
  * checks it again against the same keys (mounted from the verify Secret),
  * on the digest it then pulls, so a Job spec edited by hand, or a registry
  * that changed its answer, cannot run an unsigned program. */
 static int verify_signature(struct runner *u, struct oci_client *c, const struct oci_ref *ref,
-    const char *manifest_digest, struct err *e)
+    const struct oci_pull_opts *po, const char *manifest_digest, struct err *e)
 {
 	struct oci_verify_result vr;
 	struct oci_keyring *keys;
+	const char *signed_digest;
 	int rc;
 
 	if (!u->in->verify)
@@ -320,10 +368,10 @@ static int verify_signature(struct runner *u, struct oci_client *c, const struct
 	if ((keys = keys_from_dir(u->o->verify_keys_dir, e)) == NULL)
 		return -1;
 	memset(&vr, 0, sizeof(vr));
-	rc = oci_verify(c, ref->repository, manifest_digest, keys, &vr, e);
+	rc = verify_resolution(u, c, ref, po, manifest_digest, keys, &vr, &signed_digest, e);
 	if (rc == 0)
 		log_info("signature verified", "namespace", u->in->namespace, "name", u->in->name, "digest",
-		    manifest_digest, "key", vr.key_name ? vr.key_name : "", "scheme", oci_sig_scheme_name(vr.scheme),
+		    signed_digest, "key", vr.key_name ? vr.key_name : "", "scheme", oci_sig_scheme_name(vr.scheme),
 		    NULL);
 	oci_verify_result_free(&vr);
 	oci_keyring_free(keys);
@@ -352,7 +400,7 @@ static int fetch_oci_artifact(struct runner *u)
 	snprintf(text, sizeof(text), "%s@%s", u->in->url, u->in->manifest_digest);
 	if (oci_ref_parse(text, &ref, &e) < 0 || (c = registry_client(u, &ref, &e)) == NULL ||
 	    oci_resolve(c, &ref, &po, &res, &e) < 0 ||
-	    verify_signature(u, c, &ref, res.manifest_digest, &e) < 0) {
+	    verify_signature(u, c, &ref, &po, res.manifest_digest, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "%s: %s", u->in->url, e.msg);
 		goto out;
 	}

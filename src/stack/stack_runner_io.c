@@ -54,6 +54,7 @@ void stack_run_input_free(struct stack_run_input *in)
 	free(in->revision);
 	free(in->manifest_digest);
 	free(in->layer_digest);
+	free(in->index_digest);
 	free(in->media_type);
 	free(in->dir);
 	free(in->backend);
@@ -247,6 +248,7 @@ static int parse_source(const cJSON *root, struct stack_run_input *in, struct er
 		    "a digest"), -1;
 	if (get_str(src, "source.manifestDigest", "manifestDigest", 1, &in->manifest_digest, e) < 0 ||
 	    get_str(src, "source.layerDigest", "layerDigest", 0, &in->layer_digest, e) < 0 ||
+	    get_str(src, "source.indexDigest", "indexDigest", 0, &in->index_digest, e) < 0 ||
 	    get_str(src, "source.mediaType", "mediaType", 0, &in->media_type, e) < 0 ||
 	    get_bool(src, "source.insecure", "insecure", &in->insecure, e) < 0 ||
 	    get_bool(src, "source.verify", "verify", &in->verify, e) < 0)
@@ -255,6 +257,8 @@ static int parse_source(const cJSON *root, struct stack_run_input *in, struct er
 		return err_set(e, ERR_INVALID, INPUT ": source.manifestDigest must be sha256:<64 hex>"), -1;
 	if (in->layer_digest && !digest_ok(in->layer_digest, 0))
 		return err_set(e, ERR_INVALID, INPUT ": source.layerDigest must be sha256:<hex>"), -1;
+	if (in->index_digest && !digest_ok(in->index_digest, 1))
+		return err_set(e, ERR_INVALID, INPUT ": source.indexDigest must be sha256:<64 hex>"), -1;
 	return 0;
 }
 

@@ -50,6 +50,7 @@ void stack_artifact_free(struct stack_artifact *a)
 	free(a->revision);
 	free(a->digest);
 	free(a->url);
+	free(a->index_digest);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -797,7 +798,8 @@ static int resolve_oci(struct stack_pass *p)
 	}
 	/* The tree is keyed by the layer digest; the manifest digest is the
 	 * revision's, as OCIRepository reports it. */
-	if (set_artifact(&p->art, res.revision, res.layer_digest, NULL) < 0) {
+	if (set_artifact(&p->art, res.revision, res.layer_digest, NULL) < 0 ||
+	    (res.index_digest && (p->art.index_digest = strdup(res.index_digest)) == NULL)) {
 		oci_pull_result_free(&res);
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "out of memory");
 		return 1;

@@ -8,7 +8,8 @@ kube-apiserver with the real pulumi CLI.
 Cases: a Flux artifact whose up succeeds (outputs Secret written in the controller's
 format, termination message ok); a failing program (exit 1, message, class); an OCI source
 pulled by manifest digest (and a layer that is not the one resolved, and verify, both
-refused); inputs that are not valid (exit 2, the field named); a digest mismatch (refused,
+refused; an unsigned manifest accepted on the signature of the index the controller passes,
+only when that index selects it); inputs that are not valid (exit 2, the field named); a digest mismatch (refused,
 no pulumi process started)."""
 import json
 import os
@@ -22,6 +23,7 @@ import urllib.parse
 import pytest
 
 from stack_fixtures import PASSPHRASE, SOURCE_API, wait_until
+from test_oci_sign import OCI_INDEX, OCI_MANIFEST, put_sig_manifest, sign_openssl
 
 pytestmark = pytest.mark.usefixtures("isolated_docker_config")
 
@@ -224,6 +226,24 @@ def keypair(tmp_path):
     return key, keys
 
 
+def signed_index(reg, repo, tag, amd64, arm64, key, tmp_path):
+    """A multi-platform index (linux/amd64 -> amd64, linux/arm64 -> arm64) pushed as
+    repo:tag and signed, as cosign does, on the index's digest only; returns that digest."""
+    entries = []
+    for digest, arch in ((arm64, "arm64"), (amd64, "amd64")):
+        _, _, body = reg.raw("GET", f"/v2/{repo}/manifests/{digest}", headers={"Accept": OCI_MANIFEST})
+        entries.append({"mediaType": OCI_MANIFEST, "digest": digest, "size": len(body),
+                        "platform": {"os": "linux", "architecture": arch}})
+    index = reg.put_manifest(repo, tag, {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                                         "manifests": entries}, OCI_INDEX)
+    payload = json.dumps({"critical": {"identity": {"docker-reference": f"{reg.host}/{repo}"},
+                                       "image": {"docker-manifest-digest": index},
+                                       "type": "cosign container image signature"},
+                          "optional": None}, separators=(",", ":")).encode()
+    put_sig_manifest(reg, repo, index, payload, sign_openssl(key, payload, tmp_path))
+    return index
+
+
 def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
     w = pod.w
     pod.stack()
@@ -256,8 +276,25 @@ def test_oci_source_by_manifest_digest(pod, run_pc, registry_plain, tmp_path):
     _, other = keypair(tmp_path / "other")
     r, msg = pod.run(pod.update(ssrc), extra=["--verify-keys-dir", other])
     assert r.returncode == 1 and msg["class"] == "source", msg
+    assert len(w.updates("dev")) == 1, w.cli_invocations()
+    # the unsigned manifest, named by an index that is signed (the controller accepted
+    # it on the index's signature): verified on the index the controller passes...
+    index = signed_index(registry_plain, repo, "multi", digest, signed, key, tmp_path)
+    isrc = dict(src, verify=True, revision=f"multi@{digest}", indexDigest=index)
+    r, msg = pod.run(pod.update(isrc), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 0, r.stderr
+    assert "signature verified" in r.stderr and index in r.stderr and msg["status"] == "ok", msg
+    assert len(w.updates("dev")) == 2, w.cli_invocations()
+    # ...never without it (the manifest itself is unsigned)...
+    r, msg = pod.run(pod.update(dict(isrc, indexDigest=None)), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 1 and "no signature" in msg["message"], msg
+    # ...nor by a signed index that selects another manifest: both digests named
+    elsewhere = signed_index(registry_plain, repo, "multi-other", signed, digest, key, tmp_path)
+    r, msg = pod.run(pod.update(dict(isrc, indexDigest=elsewhere)), extra=["--verify-keys-dir", keys])
+    assert r.returncode == 1 and msg["class"] == "source", msg
+    assert digest in msg["message"] and elsewhere in msg["message"] and signed in msg["message"], msg
     runs = len(w.updates("dev"))
-    assert runs == 1, w.cli_invocations()
+    assert runs == 2, w.cli_invocations()
     # the manifest by its digest
     r, msg = pod.run(pod.update(src))
     assert r.returncode == 0, r.stderr

@@ -235,7 +235,7 @@ static int mounts_secret(const cJSON *job, const char *vol, const char *secret, 
 static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 {
 	cJSON *obj = stack_obj(name, spec), *job;
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
 		"/opt/plugins", 0, NULL, NULL, 1LL << 20, NULL };
 	struct err e;
@@ -332,7 +332,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 {
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '5m', "
 	    "'remediate': true}, 'runner': {'type': 'Job'}}");
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
 		600, NULL, 0, NULL, NULL, 0, NULL };
@@ -441,8 +441,36 @@ static void test_an_oci_source_mounts_its_credentials(void **state)
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_string_equal(str_at(doc, "source.kind"), "oci");
 	assert_string_equal(str_at(doc, "source.layerDigest"), "sha256:d1");
+	assert_null(at(doc, "source.indexDigest"));   /* the resolution named no index */
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
+/* The index the controller resolved goes to the pod, whose verification
+ * falls back to its signature as the controller's did. */
+static void test_an_oci_update_carries_the_index_digest(void **state)
+{
+	cJSON *obj = stack_obj("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
+	    "'verify': {'provider': 'cosign', 'secretRef': {'name': 'keys'}}}, 'runner': {'type': 'Job'}}");
+	struct stack_artifact art = { "v1@sha256:m1", "sha256:d1", NULL, "sha256:i1" };
+	struct stack_spec s;
+	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "up", FP, &s, &art, opts.job_image,
+		600, NULL, 0, NULL, NULL, 0, NULL };
+	struct err e;
+	char *text;
+	cJSON *doc;
+
+	(void)state;
+	if (stack_spec_parse(obj, &opts, &s, &e) != 0)
+		fail_msg("refused: %s", e.msg);
+	cJSON_Delete(obj);
+	text = stack_job_update_json(&in);
+	doc = cJSON_Parse(text);
+	assert_string_equal(str_at(doc, "source.manifestDigest"), "sha256:m1");
+	assert_string_equal(str_at(doc, "source.indexDigest"), "sha256:i1");
+	cJSON_Delete(doc);
+	free(text);
 	stack_spec_free(&s);
 }
 
@@ -489,7 +517,7 @@ static void test_a_verified_oci_source_mounts_its_keys(void **state)
 static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 {
 	struct stack_spec s;
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz" };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
 	const char *id = "0123456789abcdef0123456789abcdef";
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
 		NULL, 0, NULL, NULL, 0, NULL };
@@ -550,6 +578,7 @@ int main(void)
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_backend_and_secrets_provider_come_from_the_inputs_secret, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
+		cmocka_unit_test_setup(test_an_oci_update_carries_the_index_digest, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),
 		cmocka_unit_test_setup(test_a_plan_job_and_the_up_job_of_its_plan, setup),
 	};
