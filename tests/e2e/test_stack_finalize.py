@@ -131,10 +131,11 @@ def test_a_first_update_that_failed_half_way_is_destroyed(stack_world):
     w.controller(storage_path=str(w.workdir / "storage-new"))
 
     w.delete_stack("demo")
-    w.wait_condition("demo", "Reconciling", reason="DestroyFailed")
+    # Stalled, not retried on a timer: nothing can change until the source is back.
+    w.wait_condition("demo", "Stalled", reason="DestroyFailed")
     obj = w.stack("demo")
     assert FINALIZER in obj["metadata"]["finalizers"]
-    assert "program is not available" in w.cond(obj, "Ready")["message"]
+    assert "no copy of the program is left" in w.cond(obj, "Ready")["message"]
     assert set(w.cloud_files()) == created
 
     # The program is back: destroyed, then the Stack goes.
