@@ -344,6 +344,10 @@ struct stack_outcome {
 void stack_update_run(struct stack_pass *p);
 /* Runs destroy; fills p->out. */
 void stack_update_destroy(struct stack_pass *p);
+/* The Stack's inputs of a pl_spec (stack, backend, secrets provider, env,
+ * config; pointers borrowed from p), the rest zero: what pl_open runs with
+ * and what pl_spec_redact masks by, from one place. */
+void stack_pl_spec_inputs(const struct stack_pass *p, struct pl_spec *s);
 /* 1 when host ran an interrupted update of this Stack (status's
  * interruptedUpdates) under lease, the Lease this controller has held for
  * led_ms, and led_ms is at least grace_ms: then host's lock is stale. */

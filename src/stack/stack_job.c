@@ -192,13 +192,7 @@ static char *redact(const struct stack_pass *p, const char *text)
 {
 	struct pl_spec s;
 
-	memset(&s, 0, sizeof(s));
-	s.stack = p->spec.stack;
-	s.backend_url = p->spec.backend;
-	s.env = p->in.env;
-	s.n_env = p->in.n_env;
-	s.config = p->in.config;
-	s.n_config = p->in.n_config;
+	stack_pl_spec_inputs(p, &s);
 	return pl_spec_redact(&s, text);
 }
 

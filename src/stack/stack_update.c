@@ -54,22 +54,27 @@ static void outcome_from(struct stack_pass *p, const struct pl_result *r)
 	}
 }
 
+void stack_pl_spec_inputs(const struct stack_pass *p, struct pl_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->stack = p->spec.stack;
+	s->backend_url = p->spec.backend;
+	s->secrets_provider = p->spec.secrets_provider;
+	s->env = p->in.env;
+	s->n_env = p->in.n_env;
+	s->config = p->in.config;
+	s->n_config = p->in.n_config;
+}
+
 static struct pl_stack *open_stack(struct stack_pass *p, struct err *e)
 {
 	struct pl_spec s;
 
-	memset(&s, 0, sizeof(s));
+	stack_pl_spec_inputs(p, &s);
 	s.pulumi_bin = p->sc->o.pulumi_bin;
 	s.pulumi_home = p->sc->pulumi_home;
 	s.workdir = p->workdir;
 	s.scratch_dir = p->scratch;
-	s.stack = p->spec.stack;
-	s.backend_url = p->spec.backend;
-	s.secrets_provider = p->spec.secrets_provider;
-	s.env = p->in.env;
-	s.n_env = p->in.n_env;
-	s.config = p->in.config;
-	s.n_config = p->in.n_config;
 	s.timeout_ms = p->spec.timeout_ms;
 	return pl_open(&s, e);
 }
