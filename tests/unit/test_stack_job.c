@@ -539,7 +539,11 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	cJSON_Delete(obj);
 	job = stack_job_build(&in, &e);
 	assert_non_null(job);
-	assert_string_equal(str_at(job, "metadata.name"), "web-plan-0123456789");
+	{
+		char want[64];
+		assert_int_equal(stack_job_name_of("web", "u-1", "plan", FP, want, sizeof(want)), 0);
+		assert_string_equal(str_at(job, "metadata.name"), want);
+	}
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_string_equal(str_at(doc, "operation"), "plan");
 	/* The pod hands the plan back in a Secret of its own, never in the
