@@ -352,7 +352,7 @@ def test_deleting_a_suspended_stack_waits_for_its_running_job(fake_kubelet):
     and garbage collection would kill the pod mid-update."""
     w = fake_kubelet
     w.flux_source("GitRepository", "app", w.artifact())
-    job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"}, destroyOnFinalize=True)   # the finalizer
     controller(w)
     job = wait_job(w, "demo")
     name = job["metadata"]["name"]
