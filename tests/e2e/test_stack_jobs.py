@@ -365,7 +365,7 @@ def test_deleting_a_suspended_stack_waits_for_its_running_job(fake_kubelet):
         c = w.cond(o, "Reconciling") if o else None
         return o if c and c["reason"] == "JobRunning" and "being deleted" in c["message"] else None
     obj = w._wait("demo", held, 120, "the deleted Stack held by its running Job")
-    assert f"once the Job {name} has finished" in w.cond(obj, "Reconciling")["message"]
+    assert f"once the Job {w.namespace}/{name} has finished" in w.cond(obj, "Reconciling")["message"]
     assert obj["metadata"]["finalizers"] == ["finalizer.stack.pulumi.com"]
     job, = jobs_of(w, "demo")
     assert job["metadata"]["name"] == name and not job["metadata"].get("deletionTimestamp")
