@@ -478,6 +478,11 @@ struct stack_job_in {
 /* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
  * (and ends in a letter or digit).  0, or -1 when n is too small. */
 int stack_job_name(const char *stack, const char *op, const char *fingerprint, char *out, size_t n);
+/* The Job name of Stack stack (uid) for op at fingerprint: stack_job_name
+ * with the first 10 hex of sha256(uid, fingerprint), so that no two Stacks
+ * share one.  0, or -1 when n is too small or the fingerprint is short. */
+int stack_job_name_of(const char *stack, const char *uid, const char *op, const char *fingerprint, char *out,
+    size_t n);
 /* The Job object (caller frees), or NULL with e. */
 cJSON *stack_job_build(const struct stack_job_in *in, struct err *e);
 /* The PULUMI_CONTROLLER_UPDATE document (caller frees the string). */
@@ -491,6 +496,11 @@ int stack_job_update(struct stack_pass *p);
 /* The same for any operation op (a literal, "up", "refresh"...: it becomes
  * the Job's name part and p->out.type). */
 int stack_job_step(struct stack_pass *p, const char *op);
+/* A Stack being deleted without destroy: 1 (p->v: Waiting JobRunning,
+ * naming the Job) while a Job of the Stack has not finished, since letting
+ * the finalizer go would have its pod garbage-collected mid-update; the Job
+ * watch wakes the Stack when it finishes.  0: nothing runs. */
+int stack_job_hold_release(struct stack_pass *p);
 /* The same for the destroy of a Stack being deleted (p->fingerprint set). */
 int stack_job_destroy(struct stack_pass *p);
 /* stack_job_lock.c.  1 when host is the hostname of a pod of a Job that

@@ -653,8 +653,11 @@ static int retry_later(struct stack_pass *p, const struct err *e)
 	return 1;
 }
 
+#define OTHER_JOBS_MAX 8   /* Jobs of one Stack looked at; there are rarely more than two */
+
 struct other_jobs {
-	char first[600];
+	char keys[OTHER_JOBS_MAX][600];
+	int n;
 	const char *own;
 };
 
@@ -662,35 +665,87 @@ static void note_other(void *ud, const char *key)
 {
 	struct other_jobs *o = ud;
 
-	if (o->first[0] == '\0' && strcmp(key, o->own) != 0)
-		snprintf(o->first, sizeof(o->first), "%s", key);
+	if (o->n < OTHER_JOBS_MAX && strcmp(key, o->own) != 0)
+		snprintf(o->keys[o->n++], sizeof(o->keys[0]), "%s", key);
+}
+
+/* An unfinished Job of this Stack (its ownerReference has the Stack's uid)
+ * other than own_key ("" for any): its key is written into out. */
+static int unfinished_job(struct stack_pass *p, const char *own_key, char *out, size_t n)
+{
+	char value[600];
+	struct other_jobs o;
+	int running = 0;
+
+	if (p->sc->jobs.inf == NULL)
+		return 0;   /* no Job watch: this controller runs no Jobs */
+	memset(&o, 0, sizeof(o));
+	o.own = own_key;
+	snprintf(value, sizeof(value), "%s/%s", p->ns, p->name);
+	kube_informer_by_index(p->sc->jobs.inf, "stack", value, note_other, &o);
+	for (int i = 0; i < o.n && !running; i++) {
+		const char *slash = strchr(o.keys[i], '/');
+		cJSON *job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o.keys[i]);
+
+		running = job && owned_by(job, kube_obj_str(p->obj, "metadata.uid")) && !stack_job_finished(job) &&
+		    kube_obj_str(job, "metadata.deletionTimestamp") == NULL;
+		cJSON_Delete(job);
+		if (running)
+			snprintf(out, n, "%s", o.keys[i]);
+	}
+	return running;
 }
 
 /* Another unfinished Job of this Stack (earlier inputs): two updates of one
  * stack at once would only fight over its lock. */
 static int other_job_running(struct stack_pass *p, const char *own_key, char *out, size_t n)
 {
-	char value[600];
-	struct other_jobs o = { "", own_key };
-	cJSON *job;
-	int running;
+	return unfinished_job(p, own_key, out, n);
+}
 
-	snprintf(value, sizeof(value), "%s/%s", p->ns, p->name);
-	kube_informer_by_index(p->sc->jobs.inf, "stack", value, note_other, &o);
-	if (o.first[0] == '\0')
+int stack_job_hold_release(struct stack_pass *p)
+{
+	char job[600];
+
+	if (!unfinished_job(p, "", job, sizeof(job)))
 		return 0;
-	{
-		const char *slash = strchr(o.first, '/');
-		job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o.first);
-	}
-	running = job && !stack_job_finished(job) && kube_obj_str(job, "metadata.deletionTimestamp") == NULL;
-	cJSON_Delete(job);
-	if (running)
-		snprintf(out, n, "%s", o.first);
-	return running;
+	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.requeue_dependency_ms, "the Stack is being "
+	    "deleted: it is released once the Job %s has finished (deleting it now would kill its update)", job);
+	return 1;
 }
 
 /* Creates the Job (or adopts the one a create conflicts with).  1 decided. */
+/* A Job of the Stack's Job name that is not the Stack's (a hash collision,
+ * or someone else's made by hand): never deleted nor followed. */
+static int not_own_job(struct stack_pass *p, const char *name)
+{
+	stack_verdict(p, STACK_STALLED, "ObjectNotOwned", p->sc->o.requeue_dependency_ms, "the Job %s/%s: exists "
+	    "and is not owned by this Stack (no ownerReference to its uid), so it is left as it is and the "
+	    "update does not run: delete or rename it", p->ns, name);
+	p->v.event = 1;
+	return 1;
+}
+
+/* After a 409 on create: 1 when the Job of that name is the Stack's own
+ * (or gone meanwhile: looked at again next pass); 0 when it is not, or
+ * with e set when the GET failed. */
+static int job_is_own(struct stack_pass *p, const char *name, struct err *e)
+{
+	cJSON *have = kube_get(p->sc->client, &jobs_res, p->ns, name, NULL, e);
+	int own;
+
+	if (have == NULL) {
+		if (e->code != ERR_NOTFOUND)
+			return 0;
+		err_clear(e);
+		return 1;
+	}
+	own = owned_by(have, kube_obj_str(p->obj, "metadata.uid"));
+	cJSON_Delete(have);
+	err_clear(e);
+	return own;
+}
+
 static int start_job(struct stack_pass *p, const char *op, const char *name, const char *key)
 {
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
@@ -732,6 +787,10 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	if (res == NULL && e.code != ERR_CONFLICT) {
 		stack_job_slot_release(p->sc, key);
 		return retry_later(p, &e);
+	}
+	if (res == NULL && !job_is_own(p, name, &e)) {
+		stack_job_slot_release(p->sc, key);
+		return e.code ? retry_later(p, &e) : not_own_job(p, name);
 	}
 	if (res == NULL) {
 		/* Made before (a restart, a cache behind): that one is ours to follow. */
@@ -809,16 +868,20 @@ int stack_job_step(struct stack_pass *p, const char *op)
 		p->v.event = 1;
 		return 1;
 	}
-	if (stack_job_name(p->name, op, p->fingerprint, name, sizeof(name)) < 0) {
+	if (stack_job_name_of(p->name, kube_obj_str(p->obj, "metadata.uid"), op, p->fingerprint, name,
+	    sizeof(name)) < 0) {
 		err_set(&e, ERR_INVALID, "no Job name for fingerprint \"%s\"", p->fingerprint);
 		return retry_later(p, &e);
 	}
 	job_key(p->ns, name, key, sizeof(key));
 	job = kube_informer_get(p->sc->jobs.inf, p->ns, name);
-	/* A result already recorded (this update is a retry or a resync), or
-	 * a Job left by an earlier Stack of the same name: replaced. */
-	if (job && (recorded(job) || recorded_in_status(p, op, job) ||
-	    !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) &&
+	if (job && !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) {
+		cJSON_Delete(job);
+		return not_own_job(p, name);
+	}
+	/* A result already recorded (this update is a retry or a resync):
+	 * replaced. */
+	if (job && (recorded(job) || recorded_in_status(p, op, job)) &&
 	    kube_obj_str(job, "metadata.deletionTimestamp") == NULL) {
 		cJSON_Delete(job);
 		job = NULL;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
 #include "stack/stack_internal.h"
 
 #define JOB_NAME_MAX 63
@@ -40,6 +41,32 @@ int stack_job_name(const char *stack, const char *op, const char *fingerprint, c
 		keep--;
 	snprintf(out, n, "%.*s-%s-%.*s", (int)keep, stack, op, FP_LEN, fingerprint);
 	return 0;
+}
+
+/* The hex part hashes the Stack's uid with the fingerprint: two Stacks
+ * whose names share the kept part, at the same inputs, still get different
+ * Jobs (the fingerprint alone names no Stack), and one Stack at the same
+ * inputs always gets the same one (a restarted controller finds it). */
+int stack_job_name_of(const char *stack, const char *uid, const char *op, const char *fingerprint, char *out,
+    size_t n)
+{
+	struct digest_ctx *c;
+	struct digest d;
+	char hex[DIGEST_STR_MAX], head[64];
+
+	if (strlen(fingerprint) < FP_LEN || (c = digest_ctx_new(DIGEST_SHA256)) == NULL)
+		return -1;
+	uid = uid ? uid : "";
+	snprintf(head, sizeof(head), "uid %zu:", strlen(uid));
+	digest_ctx_update(c, head, strlen(head));
+	digest_ctx_update(c, uid, strlen(uid));
+	snprintf(head, sizeof(head), "fingerprint %zu:", strlen(fingerprint));
+	digest_ctx_update(c, head, strlen(head));
+	digest_ctx_update(c, fingerprint, strlen(fingerprint));
+	digest_ctx_final(c, &d);
+	digest_ctx_free(c);
+	digest_hex(&d, hex, sizeof(hex));
+	return stack_job_name(stack, op, hex, out, n);
 }
 
 void stack_job_inputs_secret_name(const char *stack, char *out, size_t n)
@@ -486,7 +513,7 @@ cJSON *stack_job_build(const struct stack_job_in *in, struct err *e)
 	cJSON *job = cJSON_CreateObject(), *md, *spec, *tmpl, *tmd, *ps;
 	char name[JOB_NAME_MAX + 1];
 
-	if (stack_job_name(in->name, in->op, in->fingerprint, name, sizeof(name)) < 0) {
+	if (stack_job_name_of(in->name, in->uid, in->op, in->fingerprint, name, sizeof(name)) < 0) {
 		cJSON_Delete(job);
 		return err_set(e, ERR_INVALID, "Stack %s/%s: no Job name can be made from fingerprint \"%s\"",
 		    in->ns, in->name, in->fingerprint), NULL;

@@ -243,12 +243,12 @@ static int step_finalize(struct stack_pass *p)
 		return 1;
 	}
 	if (spec_bool(p->obj, "suspend"))
-		return release_suspended(p);
+		return stack_job_hold_release(p) || release_suspended(p);
 	if (!p->spec_ok && (spec_bool(p->obj, "destroyOnFinalize") || spec_bool(p->obj, "destroyOnDelete")) &&
 	    !spec_bool(p->obj, "preview"))
 		return hold_unparsable(p);
 	if (!p->spec_ok || !p->spec.destroy_on_finalize || p->spec.preview)
-		return release(p);
+		return stack_job_hold_release(p) || release(p);
 	/* Destroy runs from the current artifact if it can be had, else from
 	 * what the last update left in the workspace. */
 	memset(&p->v, 0, sizeof(p->v));

@@ -25,6 +25,7 @@ the tier of the test, for the Job runner's scenarios (issue 16).
 A stopped kubelet has killed (and reaped) every process it started: teardown also
 fails the test if any is left.
 """
+import hashlib
 import os
 import pathlib
 import shutil
@@ -122,3 +123,11 @@ def any_kubelet(any_kubeapi, kubelet_for):
 
 
 __all__ = ["FAULT_LABEL", "JOB_IMAGE", "TestKubelet", "job_controller"]
+
+
+def job_name(obj, op, fingerprint):
+    """The Job name the controller gives the Stack obj's op at fingerprint (short names):
+    its 10 hex are sha256 of its uid and the fingerprint (docs/job-runner.md)."""
+    uid, fp = obj["metadata"]["uid"], fingerprint
+    h = hashlib.sha256(f"uid {len(uid)}:{uid}fingerprint {len(fp)}:{fp}".encode()).hexdigest()
+    return f"{obj['metadata']['name']}-{op}-{h[:10]}"

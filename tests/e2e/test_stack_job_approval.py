@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from job_fixtures import FAULT_LABEL, _connection, _world_env
+from job_fixtures import FAULT_LABEL, _connection, _world_env, job_name
 from kubeapi.client import KubeClient, KubeError
 from stack_fixtures import wait_until
 from test_stack_approval import approve, awaiting, forget_stack, plan_refused
@@ -233,7 +233,8 @@ def test_continue_approves_in_job_mode_and_a_plan_without_changes_needs_no_appro
     fp = wait_until(ready_again, timeout=240, what="Ready at the new generation")
     assert "preview" not in w.stack("demo")["status"]
     names = {j["metadata"]["name"] for j in jobs_of(w)}
-    assert {f"demo-plan-{fp[:10]}", f"demo-up-{fp[:10]}"} <= names, names
+    obj = w.stack("demo")
+    assert {job_name(obj, "plan", fp), job_name(obj, "up", fp)} <= names, names
     assert list(cloud_files(d).values()) == ["hello"]
 
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from job_fixtures import FAULT_LABEL, JOB_IMAGE, job_controller
+from job_fixtures import FAULT_LABEL, JOB_IMAGE, job_controller, job_name
 from stack_fixtures import PASSPHRASE, STACK_API, wait_until
 
 GIT = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository", "name": "app"}
@@ -187,7 +187,7 @@ def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secr
     assert st["lastUpdate"]["resourceChanges"] == {"create": 1}
     assert st["fingerprint"] == st["lastAttemptedFingerprint"]
     job, = jobs_of(w, "demo")
-    assert job["metadata"]["name"] == "demo-up-" + st["fingerprint"][:10]
+    assert job["metadata"]["name"] == job_name(obj, "up", st["fingerprint"])
     assert "UpdateStarted" in w.event_reasons("demo")
     sec = w.outputs_secret("demo")
     assert sec["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
@@ -345,6 +345,41 @@ def test_destroy_on_finalize_runs_in_a_job(fake_kubelet):
     assert started and "in Job demo-destroy-" in started[0]["message"]
     assert "DestroySucceeded" in w.event_reasons("demo")
     assert not w.cli_invocations(), "no pulumi ran in the controller"
+
+
+def test_deleting_a_suspended_stack_waits_for_its_running_job(fake_kubelet):
+    """Released without destroy, but not while its update Job runs: the finalizer would go
+    and garbage collection would kill the pod mid-update."""
+    w = fake_kubelet
+    w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"}, destroyOnFinalize=True)   # the finalizer
+    controller(w)
+    job = wait_job(w, "demo")
+    name = job["metadata"]["name"]
+    w.wait_condition("demo", "Reconciling", reason="JobRunning")
+    w.patch_stack("demo", {"spec": {"suspend": True}})
+    w.delete_stack("demo")
+
+    def held():
+        o = w.stack_or_none("demo")
+        c = w.cond(o, "Reconciling") if o else None
+        return o if c and c["reason"] == "JobRunning" and "being deleted" in c["message"] else None
+    obj = w._wait("demo", held, 120, "the deleted Stack held by its running Job")
+    assert f"once the Job {w.namespace}/{name} has finished" in w.cond(obj, "Reconciling")["message"]
+    assert obj["metadata"]["finalizers"] == ["finalizer.stack.pulumi.com"]
+    job, = jobs_of(w, "demo")
+    assert job["metadata"]["name"] == name and not job["metadata"].get("deletionTimestamp")
+
+    assert w.kubelet.release(name, w.namespace) == 1
+    w.wait_gone("demo")
+    assert "DestroySkipped" in w.event_reasons("demo")
+    done = [c["type"] for c in (job_now(w, name) or {}).get("status", {}).get("conditions", [])
+            if c["status"] == "True"]
+    assert job_now(w, name) is None or "Complete" in done, done
+
+
+def job_now(w, name):
+    return next((j for j in jobs_of(w) if j["metadata"]["name"] == name), None)
 
 
 def test_a_deletion_whose_source_is_gone_is_stalled_until_the_source_is_back(fake_kubelet):

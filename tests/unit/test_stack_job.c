@@ -248,6 +248,38 @@ static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 	return job;
 }
 
+/* Two Stacks whose names share the part a Job's name keeps, at the same
+ * inputs, never share a Job (each would delete or adopt the other's); one
+ * Stack at the same inputs keeps its name (a restart adopts its Job). */
+static void test_job_names_differ_per_stack_and_stay_per_inputs(void **state)
+{
+	char a[80], b[80], j1[64], j2[64], again[64];
+
+	(void)state;
+	memset(a, 'w', 60);
+	a[60] = '\0';
+	memcpy(b, a, sizeof(a));
+	b[55] = 'x';   /* the first 49 characters are a's */
+	assert_int_equal(stack_job_name_of(a, "uid-a", "up", FP, j1, sizeof(j1)), 0);
+	assert_int_equal(stack_job_name_of(b, "uid-b", "up", FP, j2, sizeof(j2)), 0);
+	assert_int_equal(strlen(j1), 63);
+	assert_memory_equal(j1, j2, 49);
+	assert_string_not_equal(j1, j2);
+	assert_int_equal(stack_job_name_of(a, "uid-a", "up", FP, again, sizeof(again)), 0);
+	assert_string_equal(j1, again);
+	/* The same Stack name with another uid (deleted and made again). */
+	assert_int_equal(stack_job_name_of(a, "uid-a2", "up", FP, again, sizeof(again)), 0);
+	assert_string_not_equal(j1, again);
+	/* Other inputs, another Job. */
+	assert_int_equal(stack_job_name_of(a, "uid-a", "up", "abcdef0123456789", again, sizeof(again)), 0);
+	assert_string_not_equal(j1, again);
+	assert_int_equal(stack_job_name_of(a, "uid-a", "up", "abc", again, sizeof(again)), -1);
+	/* A pod of it is still recognised as this Stack's (stack_job_lock.c). */
+	assert_int_equal(stack_job_name_of("demo", "uid-a", "up", FP, j1, sizeof(j1)), 0);
+	snprintf(again, sizeof(again), "%s-x7k2p", j1);
+	assert_true(stack_job_pod_host("demo", again));
+}
+
 /* The hostnames of this Stack's Job pods, and only those, are recognised
  * (a lock they left may be cancelled once the pod is gone). */
 static void test_pod_hosts_of_the_stacks_jobs(void **state)
@@ -290,7 +322,12 @@ static void test_the_job_shape_security_and_owner(void **state)
 	    "'annotations': {'note': 'n'}}, 'spec': {'nodeSelector': {'pool': 'infra'}, "
 	    "'resources': {'limits': {'memory': '1Gi'}}, 'volumes': [{'name': 'ca', 'configMap': "
 	    "{'name': 'ca'}}], 'volumeMounts': [{'name': 'ca', 'mountPath': '/etc-ca'}]}}}}", &s);
-	assert_string_equal(str_at(job, "metadata.name"), "web-up-0123456789");
+	{
+		char want[64];
+		assert_int_equal(stack_job_name_of("web", "u-1", "up", FP, want, sizeof(want)), 0);
+		assert_string_equal(str_at(job, "metadata.name"), want);
+		assert_int_equal(strncmp(want, "web-up-", 7), 0);
+	}
 	assert_string_equal(label(job, "metadata.labels", "app.kubernetes.io/managed-by"), "pulumi-controller");
 	assert_string_equal(str_at(job, "metadata.labels.team"), "a");
 	assert_string_equal(label(job, "spec.template.metadata.labels", "pulumi.com/fingerprint"), "0123456789");
@@ -530,7 +567,11 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	cJSON_Delete(obj);
 	job = stack_job_build(&in, &e);
 	assert_non_null(job);
-	assert_string_equal(str_at(job, "metadata.name"), "web-plan-0123456789");
+	{
+		char want[64];
+		assert_int_equal(stack_job_name_of("web", "u-1", "plan", FP, want, sizeof(want)), 0);
+		assert_string_equal(str_at(job, "metadata.name"), want);
+	}
 	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
 	assert_string_equal(str_at(doc, "operation"), "plan");
 	/* The pod hands the plan back in a Secret of its own, never in the
@@ -569,6 +610,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_name_is_stack_op_and_ten_hex, setup),
 		cmocka_unit_test_setup(test_long_names_are_cut_in_the_stack_part, setup),
+		cmocka_unit_test_setup(test_job_names_differ_per_stack_and_stay_per_inputs, setup),
 		cmocka_unit_test_setup(test_runner_types_and_the_default, setup),
 		cmocka_unit_test_setup(test_hostile_pod_templates_are_refused_naming_the_field, setup),
 		cmocka_unit_test_setup(test_sizes_are_bounded, setup),
