@@ -154,7 +154,7 @@ enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_
  * copies of what the spec said (NULL: not given). */
 struct stack_runner {
 	enum stack_runner_type type;
-	char *service_account;            /* NULL: <name>-runner, made by the controller */
+	char *service_account;            /* NULL: <name>-runner (plan Jobs: <name>-planner), made by the controller */
 	cJSON *labels, *annotations;      /* podTemplate.metadata */
 	cJSON *resources, *node_selector, *tolerations, *affinity;
 	cJSON *env, *volumes, *volume_mounts;
@@ -549,17 +549,19 @@ size_t stack_job_slots_waiting(struct stack_ctl *sc);
 /* 1 when the Job has a terminal condition (Complete or Failed True). */
 int stack_job_finished(const cJSON *job);
 /* Makes sure of the Secret secret and the Role + RoleBinding role that let
- * the runner's ServiceAccount get and update exactly it (all owned by the
- * Stack); with_secrets_list: annotated as an empty outputs Secret. */
-int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
-    struct err *e);
-/* The runner's ServiceAccount: spec.runner.serviceAccountName, else
- * <stack>-runner (in buf), which the controller makes. */
-const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, char *buf, size_t n);
-/* Before any Job: <name>-runner, owned by the Stack, when the spec names no
- * ServiceAccount.  0, -1 (e), 1: one not owned by the Stack has that name
- * (Stalled ServiceAccountNotOwned in p->v). */
-int stack_job_ensure_runner(struct stack_pass *p, struct err *e);
+ * the ServiceAccount op's Jobs run as get and update exactly it (all owned
+ * by the Stack); with_secrets_list: annotated as an empty outputs Secret. */
+int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *secret, const char *role,
+    int with_secrets_list, struct err *e);
+/* The ServiceAccount op's Jobs run as: spec.runner.serviceAccountName, else
+ * <stack>-planner for plan Jobs and <stack>-runner for the others (in buf),
+ * which the controller makes. */
+const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, const char *op, char *buf, size_t n);
+/* Before a Job of op: its ServiceAccount (stack_job_runner_sa), made and
+ * owned by the Stack when the spec names none; a named one must not be
+ * another Stack's.  0, -1 (e), 1: refused (Stalled ServiceAccountNotOwned
+ * in p->v). */
+int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e);
 /* The empty Secret secret owned by the Stack, unless it exists. */
 int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e);
 

@@ -489,36 +489,61 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 
 static const struct kube_resource sa_res = { "", "v1", "serviceaccounts", "ServiceAccount", 1 };
 
-const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, char *buf, size_t n)
+const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, const char *op, char *buf, size_t n)
 {
 	if (s->runner.service_account)
 		return s->runner.service_account;
-	snprintf(buf, n, "%s-runner", stack);
+	/* Plan Jobs run the program under review: never as the up Job's
+	 * ServiceAccount, which may write <name>-outputs. */
+	snprintf(buf, n, "%s-%s", stack, streq(op, STACK_JOB_OP_PLAN) ? "planner" : "runner");
 	return buf;
 }
 
-/* have's ownerReferences name this Stack (by uid) as controller. */
-static int owned_by_stack(const struct stack_pass *p, const cJSON *have)
+/* The uid of have's controller ownerReference to a Stack, or NULL. */
+static const char *owner_stack_uid(const cJSON *have)
 {
-	const char *uid = kube_obj_str(p->obj, "metadata.uid");
 	const cJSON *ref;
 
-	cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(have, "metadata"),
-	    "ownerReferences"))
-		if (uid && kube_obj_str(ref, "uid") && strcmp(kube_obj_str(ref, "uid"), uid) == 0 &&
-		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller")))
-			return 1;
-	return 0;
+	cJSON_ArrayForEach(ref, at(at(have, "metadata"), "ownerReferences"))
+		if (streq(kube_obj_str(ref, "kind"), "Stack") && cJSON_IsTrue(at(ref, "controller")))
+			return kube_obj_str(ref, "uid");
+	return NULL;
 }
 
-int stack_job_ensure_runner(struct stack_pass *p, struct err *e)
+/* A spec.runner.serviceAccountName that another Stack's controller made
+ * (its <other>-runner or -planner) would run this Stack's program with the
+ * other's rights: 1 (Stalled) for one owned by a different Stack.  One that
+ * is missing is left to the kubelet's error, as one owned by no Stack is the
+ * user's. */
+static int named_sa_refused(struct stack_pass *p, const char *name, struct err *e)
+{
+	cJSON *have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e);
+	const char *owner;
+	int refused;
+
+	if (have == NULL && e->code != ERR_NOTFOUND)
+		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
+	err_clear(e);
+	owner = owner_stack_uid(have);
+	refused = owner != NULL && !streq(owner, kube_obj_str(p->obj, "metadata.uid"));
+	cJSON_Delete(have);
+	if (refused)
+		stack_verdict(p, STACK_STALLED, "ServiceAccountNotOwned", 0, "spec.runner.serviceAccountName: the "
+		    "ServiceAccount %s/%s is owned by another Stack (the controller made it for that Stack's Jobs, "
+		    "with that Stack's rights): name a ServiceAccount dedicated to this Stack's runner, or leave "
+		    "the field unset", p->ns, name);
+	return refused;
+}
+
+int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e)
 {
 	char name[300];
+	const char *owner;
 	cJSON *have;
 
+	stack_job_runner_sa(&p->spec, p->name, op, name, sizeof(name));
 	if (p->spec.runner.service_account)
-		return 0;   /* the user's own, dedicated to the runner (docs/job-runner.md) */
-	stack_job_runner_sa(&p->spec, p->name, name, sizeof(name));
+		return named_sa_refused(p, p->spec.runner.service_account, e);
 	if ((have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e)) == NULL && e->code != ERR_NOTFOUND)
 		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 	if (have == NULL) {
@@ -527,7 +552,8 @@ int stack_job_ensure_runner(struct stack_pass *p, struct err *e)
 			return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 		return 0;
 	}
-	if (!owned_by_stack(p, have)) {
+	owner = owner_stack_uid(have);
+	if (owner == NULL || !streq(owner, kube_obj_str(p->obj, "metadata.uid"))) {
 		/* Someone else's: granting it the Stack's Secrets would hand them
 		 * to whoever else runs as it. */
 		cJSON_Delete(have);
@@ -554,14 +580,14 @@ int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_s
 }
 
 /* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
- * role letting the runner's ServiceAccount (stack_job_runner_sa: never one
- * shared with other pods) get and update exactly that Secret.
+ * role letting the ServiceAccount op's Jobs run as (stack_job_runner_sa:
+ * never one shared with other pods) get and update exactly that Secret.
  * with_secrets_list: the outputs Secret's empty list of secret keys. */
-int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char *role, int with_secrets_list,
-    struct err *e)
+int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *secret, const char *role,
+    int with_secrets_list, struct err *e)
 {
 	char sa_buf[300];
-	const char *sa = stack_job_runner_sa(&p->spec, p->name, sa_buf, sizeof(sa_buf));
+	const char *sa = stack_job_runner_sa(&p->spec, p->name, op, sa_buf, sizeof(sa_buf));
 	cJSON *r, *rule, *b, *subj, *ref;
 
 	if (stack_job_ensure_secret(p, secret, with_secrets_list, e) < 0)
@@ -590,14 +616,15 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *secret, const char
 	return 0;
 }
 
-/* <name>-outputs and <name>-outputs-writer. */
+/* <name>-outputs and <name>-outputs-writer (for <name>-runner, never the
+ * planner). */
 static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 {
 	char secret[300], role[300];
 
 	snprintf(secret, sizeof(secret), "%s-outputs", p->name);
 	snprintf(role, sizeof(role), "%s-outputs-writer", p->name);
-	return stack_job_ensure_writer(p, secret, role, 1, e);
+	return stack_job_ensure_writer(p, "up", secret, role, 1, e);
 }
 
 /* The Secret <name>-job-inputs with the backend and secretsProvider a Job's
@@ -764,7 +791,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		    "inputs) to finish before this update starts", other);
 		return 1;
 	}
-	if ((rc = stack_job_ensure_runner(p, &e)) != 0)
+	if ((rc = stack_job_ensure_runner(p, op, &e)) != 0)
 		return rc < 0 ? retry_later(p, &e) : 1;
 	if (stack_job_slot_take(p->sc, key, stack_key)) {
 		stack_verdict(p, STACK_WAITING, "WaitingForJobSlot", stack_job_slot_poll_ms(p->sc, stack_key),

@@ -483,7 +483,7 @@ static cJSON *pod_spec(const struct stack_job_in *in, struct err *e)
 		return NULL;
 	}
 	cJSON_AddStringToObject(ps, "restartPolicy", "Never");
-	cJSON_AddStringToObject(ps, "serviceAccountName", stack_job_runner_sa(s, in->name, sa, sizeof(sa)));
+	cJSON_AddStringToObject(ps, "serviceAccountName", stack_job_runner_sa(s, in->name, in->op, sa, sizeof(sa)));
 	/* The pod writes the outputs Secret with its own token. */
 	cJSON_AddBoolToObject(ps, "automountServiceAccountToken", 1);
 	cJSON_AddBoolToObject(ps, "enableServiceLinks", 0);

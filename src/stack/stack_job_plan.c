@@ -83,7 +83,7 @@ int stack_job_plan_access(struct stack_pass *p, struct err *e)
 
 	stack_job_plan_result_name(p->name, secret, sizeof(secret));
 	snprintf(role, sizeof(role), "%s-plan-writer", p->name);
-	if (stack_job_ensure_writer(p, secret, role, 0, e) < 0)
+	if (stack_job_ensure_writer(p, STACK_JOB_OP_PLAN, secret, role, 0, e) < 0)
 		return -1;
 	/* The plan up Jobs mount: the controller's alone (no Role). */
 	stack_job_plan_secret_name(p->name, secret, sizeof(secret));

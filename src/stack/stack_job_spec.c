@@ -393,7 +393,7 @@ static int parse_runner(const cJSON *rn, struct stack_runner *r, struct err *e)
 			return err_set(e, ERR_INVALID, "spec.runner.serviceAccountName: \"default\" is the namespace's "
 			    "shared ServiceAccount, which other pods run as; the runner is granted this Stack's outputs "
 			    "Secret, so it needs a ServiceAccount of its own (leave the field unset and the controller "
-			    "makes <name>-runner)"), -1;
+			    "makes <name>-runner and <name>-planner)"), -1;
 		if ((r->service_account = strdup(sa)) == NULL)
 			return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	}

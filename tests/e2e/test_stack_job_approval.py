@@ -3,8 +3,8 @@ both tiers (stack_world [emulator] / [real]) with the test kubelet of tests/e2e/
 running the real `pulumi-controller run-update` (and, on the real tier, the real pulumi CLI).
 
 The preview --save-plan runs in a `plan` Job whose pod hands the plan back in the Secret
-<name>-plan-result (a Role lets the runner's ServiceAccount <name>-runner get and update
-exactly that Secret); the controller parses it strictly, copies the very bytes it judged
+<name>-plan-result (a Role lets the plan Job's ServiceAccount <name>-planner get and update
+exactly that Secret; it cannot touch <name>-outputs, which only the up Job's <name>-runner may); the controller parses it strictly, copies the very bytes it judged
 into <name>-plan (which no Role names: the runner cannot write the plan it is judged by),
 describes it in status.preview and waits (AwaitingApproval); the approved plan's `up` Job
 mounts <name>-plan and carries only the plan id, and its pod refuses a plan that is not
@@ -113,10 +113,11 @@ def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     pjob, = jobs_of(w, "plan")
     assert pjob["metadata"]["name"].startswith("demo-plan-")
     assert update_doc(pjob)["planSecret"] == "demo-plan-result"
-    assert pjob["spec"]["template"]["spec"]["serviceAccountName"] == "demo-runner"
+    # The program under review runs as <name>-planner, never as the up Job's <name>-runner.
+    assert pjob["spec"]["template"]["spec"]["serviceAccountName"] == "demo-planner"
     assert "resourcePlans" not in json.dumps(pjob)
-    for name in ("demo-plan", "demo-plan-result", "demo-runner"):
-        obj = w.client.get("v1", "serviceaccounts" if name == "demo-runner" else "secrets", name,
+    for name in ("demo-plan", "demo-plan-result", "demo-planner"):
+        obj = w.client.get("v1", "serviceaccounts" if name == "demo-planner" else "secrets", name,
                            w.namespace)
         owner, = obj["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["controller"]) == ("Stack", "demo", True)
@@ -130,7 +131,7 @@ def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     binding = w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "demo-plan-writer",
                            w.namespace)
     assert binding["roleRef"]["name"] == "demo-plan-writer"
-    assert [s["name"] for s in binding["subjects"]] == ["demo-runner"]
+    assert [s["name"] for s in binding["subjects"]] == ["demo-planner"]
 
     approve(w, "demo", plan)
     obj = w.wait_ready("demo", revision=src["revision"], timeout=240)
@@ -148,6 +149,22 @@ def test_the_plan_job_awaits_approval_and_the_up_job_applies_exactly_it(shared):
     args = pod["containers"][0]["args"]
     assert args[args.index("--plan-dir") + 1] == "/var/run/pulumi-controller/plan"
     assert "resourcePlans" not in json.dumps(ujob)
+    assert pod["serviceAccountName"] == "demo-runner"
+    binding = w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "demo-outputs-writer",
+                           w.namespace)
+    assert [s["name"] for s in binding["subjects"]] == ["demo-runner"]
+    if w.tier == "real":
+        # What the plan Job's pod runs as cannot rewrite the outputs the up Job wrote
+        # (unapproved code would otherwise set what other Stacks read); the up Job's can.
+        outputs = w.client.get("v1", "secrets", "demo-outputs", w.namespace)
+        planner = runner_client(w, pjob["spec"]["template"]["spec"]["serviceAccountName"])
+        for call in (lambda: planner.get("v1", "secrets", "demo-outputs", w.namespace),
+                     lambda: planner.update(outputs, "secrets")):
+            with pytest.raises(KubeError) as ex:
+                call()
+            assert ex.value.code == 403
+        runner_client(w, pod["serviceAccountName"]).update(
+            w.client.get("v1", "secrets", "demo-outputs", w.namespace), "secrets")
 
 
 def test_the_up_pod_refuses_a_plan_that_is_not_the_approved_one(shared):
@@ -264,7 +281,7 @@ def test_a_controller_restarted_while_the_plan_job_runs_adopts_it(shared):
     assert list(cloud_files(d).values()) == ["hello"]
 
 
-def runner_client(w, sa="demo-runner"):
+def runner_client(w, sa="demo-planner"):
     """A client with a token of ServiceAccount sa (TokenRequest), as the runner's pod has."""
     answer = w.client.request("POST", f"/api/v1/namespaces/{w.namespace}/serviceaccounts/{sa}/token",
                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -274,7 +291,7 @@ def runner_client(w, sa="demo-runner"):
 
 
 def test_the_runner_cannot_write_the_plan_it_is_judged_by(shared):
-    """The runner's own ServiceAccount may write <name>-plan-result (its answer) but not
+    """The plan Job's ServiceAccount may write <name>-plan-result (its answer) but not
     <name>-plan (what up Jobs apply) nor read anything else.  RBAC is the real server's:
     the emulator authorizes everything (FIDELITY.md), so there only the Role is checked."""
     w, d = shared
@@ -347,9 +364,20 @@ def test_an_applied_approval_is_used_up_in_job_mode(shared):
 
 def test_a_shared_service_account_is_refused(shared):
     """spec.runner.serviceAccountName: default is Stalled (SpecInvalid); a <name>-runner the
-    Stack does not own is never taken over (ServiceAccountNotOwned); no Job is made."""
+    Stack does not own is never taken over (ServiceAccountNotOwned); another Stack's runner
+    ServiceAccount named in spec.runner.serviceAccountName (it would run the program with
+    that Stack's rights) is refused (ServiceAccountNotOwned); no Job is made."""
     w, d = shared
     revision(w, "hello")
+    # Stack b's b-runner as the controller made it (b suspended: it runs nothing here).
+    b = w.apply_stack("b", fluxSource={"sourceRef": GIT}, runner={"type": "Job"}, suspend=True,
+                      backend=f"file://{d / 'backend'}")
+    w.client.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+        "name": "b-runner", "ownerReferences": [{
+            "apiVersion": b["apiVersion"], "kind": "Stack", "name": "b", "uid": b["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}]}}, "serviceaccounts", w.namespace)
+    w.apply_stack("a", fluxSource={"sourceRef": GIT}, runner={
+        "type": "Job", "serviceAccountName": "b-runner"}, backend=f"file://{d / 'backend'}")
     w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={
         "type": "Job", "serviceAccountName": "default"}, backend=f"file://{d / 'backend'}")
     w.client.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other-runner"}},
@@ -362,7 +390,10 @@ def test_a_shared_service_account_is_refused(shared):
     c = w.cond(w.wait_condition("other", "Stalled", reason="ServiceAccountNotOwned"), "Stalled")
     assert f"the ServiceAccount {w.namespace}/other-runner exists and is not owned by this Stack" \
         in c["message"], c
-    assert jobs_of(w) == []
+    c = w.cond(w.wait_condition("a", "Stalled", reason="ServiceAccountNotOwned"), "Stalled")
+    assert f"spec.runner.serviceAccountName: the ServiceAccount {w.namespace}/b-runner is owned by " \
+        "another Stack" in c["message"], c
+    assert w.client.list("batch/v1", "jobs", w.namespace, labelSelector=MANAGED)["items"] == []
     sa = w.client.get("v1", "serviceaccounts", "other-runner", w.namespace)
     assert "ownerReferences" not in sa["metadata"]
     with pytest.raises(KubeError):

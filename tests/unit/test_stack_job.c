@@ -578,7 +578,9 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	 * one up Jobs mount. */
 	assert_string_equal(str_at(doc, "planSecret"), "web-plan-result");
 	assert_null(at(doc, "planId"));
-	assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "web-runner");
+	/* The program under review runs as a ServiceAccount that no Role lets
+	 * write <name>-outputs. */
+	assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "web-planner");
 	assert_null(arg_after(job, "--plan-dir"));
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
@@ -593,8 +595,14 @@ static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 	assert_null(at(doc, "planAfter"));
 	assert_string_equal(arg_after(job, "--plan-dir"), "/var/run/pulumi-controller/plan");
 	assert_true(mounts_secret(job, "pulumi-controller-plan", "web-plan", "/var/run/pulumi-controller/plan"));
+	assert_string_equal(str_at(job, "spec.template.spec.serviceAccountName"), "web-runner");
 	cJSON_Delete(doc);
 	cJSON_Delete(job);
+	/* One the user names: both ops run as it (docs/job-runner.md). */
+	s.runner.service_account = "mine";
+	assert_string_equal(stack_job_runner_sa(&s, "web", "plan", NULL, 0), "mine");
+	assert_string_equal(stack_job_runner_sa(&s, "web", "up", NULL, 0), "mine");
+	s.runner.service_account = NULL;
 	stack_spec_free(&s);
 }
 
