@@ -127,8 +127,12 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
         assert labels["app.kubernetes.io/managed-by"] == "pulumi-controller"
         assert labels["pulumi.com/stack-name"] == "demo"
         assert labels["pulumi.com/operation"] == "up"
-        assert labels["pulumi.com/fingerprint"] == md["name"][-10:]
         assert labels["team"] == "infra"
+    # The label is the fingerprint's head; the name hashes the Stack's uid with it.
+    ctr, = spec["template"]["spec"]["containers"]
+    fp = json.loads({e["name"]: e for e in ctr["env"]}["PULUMI_CONTROLLER_UPDATE"]["value"])["fingerprint"]
+    assert md["labels"]["pulumi.com/fingerprint"] == fp[:10]
+    assert md["name"] == job_name(stack, "up", fp)
     owner, = md["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Stack", "demo", stack["metadata"]["uid"])
     assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
@@ -565,24 +569,30 @@ def test_a_failed_pods_list_past_the_start_timeout_leaves_the_running_job(fake_k
     """Issue 21 item 5: after --job-start-timeout a failed pods LIST was taken for "no pod"
     and the running Job deleted mid-update."""
     w = fake_kubelet
-    if w.tier == "real":
-        # On the real tier the failed LIST is a 403 from the Role, which the controller
-        # now reports as JobForbidden (retried each minute) rather than as a pass error;
-        # this scenario's wait does not yet follow that (issue 21 is open on it).
-        pytest.skip("a 403 pods LIST is JobForbidden on the real tier; the wait is not adapted yet")
     src = w.flux_source("GitRepository", "app", w.artifact())
     fault = ControllerFault(w, tmp_path)
     fault.on(("pods", "list"))
     job_stack(w, "demo", labels={FAULT_LABEL: "hold"})
     ctl = fault.controller(job_start_timeout="2s")
     job = wait_job(w, "demo")
+    what = f"the pods of Job {w.namespace}/{job['metadata']['name']}"
 
-    def list_failed_twice():
-        ctl.alive()
-        return len([r for r in ctl.records() if r.get("msg") == "reconcile" and
-                    f"the pods of Job {w.namespace}/{job['metadata']['name']}" in
-                    (r.get("error") or "")]) >= 2
-    wait_until(list_failed_twice, what="two passes past the start timeout whose pods LIST failed")
+    if w.tier == "real":
+        # The real server's refusal is a 403 from the Role: the controller says so in
+        # status (JobForbidden, looked at again each minute), naming the LIST. The pods
+        # are listed only past the start timeout, so this is such a pass.
+        def forbidden():
+            ctl.alive()
+            cond = w.cond(w.stack("demo"), "Reconciling") or {}
+            return cond if cond.get("reason") == "JobForbidden" and what in cond.get("message", "") \
+                else None
+        wait_until(forbidden, what="Reconciling JobForbidden naming the pods LIST")
+    else:
+        def list_failed_twice():
+            ctl.alive()
+            return len([r for r in ctl.records() if r.get("msg") == "reconcile" and
+                        what in (r.get("error") or "")]) >= 2
+        wait_until(list_failed_twice, what="two passes past the start timeout whose pods LIST failed")
     assert [j["metadata"]["uid"] for j in jobs_of(w, "demo")] == [job["metadata"]["uid"]]
     assert "did not start" not in json.dumps(w.stack("demo").get("status") or {})
     fault.off()
