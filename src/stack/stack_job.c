@@ -627,19 +627,45 @@ static int ensure_outputs_access(struct stack_pass *p, struct err *e)
 	return stack_job_ensure_writer(p, "up", secret, role, 1, e);
 }
 
+/* 1 when the Stack's own Secret name still holds values (a backend or
+ * secretsProvider since removed from the spec), 0 when it is absent, empty
+ * or not the Stack's (then no Job reads it, and it is not ours to touch). */
+static int inputs_secret_left_over(struct stack_pass *p, const char *name, struct err *e)
+{
+	cJSON *have = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, e);
+	int left;
+
+	if (have == NULL) {
+		if (e->code != ERR_NOTFOUND)
+			return -1;
+		err_clear(e);
+		return 0;
+	}
+	left = owned_by(have, kube_obj_str(p->obj, "metadata.uid")) && cJSON_GetArraySize(at(have, "data")) > 0;
+	cJSON_Delete(have);
+	return left;
+}
+
 /* The Secret <name>-job-inputs with the backend and secretsProvider a Job's
  * pod reads (stack_job_build.c: never literal in the Job), owned by the
- * Stack and updated when they change; none when neither is set. */
+ * Stack and updated when they change.  None is made when neither is set;
+ * one left from when they were is emptied (the base role has no delete), so
+ * a credential taken out of the spec does not stay in the namespace. */
 static int ensure_inputs_secret(struct stack_pass *p, struct err *e)
 {
 	const char *vals[] = { p->spec.backend, p->spec.secrets_provider };
 	const char *keys[] = { STACK_JOB_INPUT_BACKEND, STACK_JOB_INPUT_SECRETS_PROVIDER };
 	char name[300];
 	cJSON *s, *data;
+	int left;
 
-	if (p->spec.backend == NULL && p->spec.secrets_provider == NULL)
-		return 0;
 	stack_job_inputs_secret_name(p->name, name, sizeof(name));
+	if (p->spec.backend == NULL && p->spec.secrets_provider == NULL) {
+		if ((left = inputs_secret_left_over(p, name, e)) < 0)
+			return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
+		if (left == 0)
+			return 0;
+	}
 	s = owned_object(p, "v1", "Secret", name);
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	data = cJSON_AddObjectToObject(s, "data");

@@ -179,6 +179,26 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
 
 
+def test_a_backend_taken_out_of_the_spec_is_taken_out_of_the_job_inputs_secret(fake_kubelet):
+    """Issue 21 (review): <name>-job-inputs kept the backend and secretsProvider (which
+    may carry credentials) after both were removed from the spec."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+    w.wait_ready("demo", revision=src["revision"])
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert set(inputs["data"]) == {"backend", "secretsProvider"}
+    # The same backend, now from the environment: the spec names neither.
+    w.patch_stack("demo", {"spec": {"backend": None, "secretsProvider": None, "envRefs": {
+        "PULUMI_BACKEND_URL": {"type": "Literal", "literal": {"value": w.backend_url}}}}})
+    obj = w.wait_ready("demo", revision=src["revision"])
+    assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert not inputs.get("data"), inputs.get("data")
+    assert inputs["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+
+
 def test_an_update_that_succeeds_is_ready_and_its_pod_may_write_the_outputs_secret(fake_kubelet):
     w = fake_kubelet
     src = w.flux_source("GitRepository", "app", w.artifact())
