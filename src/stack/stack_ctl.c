@@ -733,7 +733,8 @@ void stack_ctl_unwatch(struct stack_ctl *sc)
 	/* Every informer's thread is joined before any is freed: a Secret's,
 	 * ConfigMap's, source's or Job's handler looks Stacks up in the Stack
 	 * informer's index (enqueue_dependents, stack_ctl_has_stack), so that
-	 * one must outlive every other thread that may still be in a handler. */
+	 * one must outlive every other thread that may still be in a handler
+	 * (tests/unit/test_stack_shutdown.c holds one there). */
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf)
 			kube_informer_stop(all[i]->inf);

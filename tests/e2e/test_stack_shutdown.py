@@ -6,6 +6,9 @@ once the Stack informer is freed (stack_ctl_unwatch).  A burst of Secret events 
 the Secret informer's handler busy (each event walks the Stacks that read the Secret)
 while Stack events keep the Stack watch moving, so both informers stop at about the
 same moment; the controller must exit 0 with no sanitizer report, round after round.
+The window is a few instructions wide, so this rarely catches the old order; the
+deterministic check (a Secret handler held in its Stack lookup while unwatch runs) is
+tests/unit/test_stack_shutdown.c.
 """
 import threading
 
