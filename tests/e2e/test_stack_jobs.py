@@ -116,7 +116,9 @@ def controller(w, **flags):
 def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     w = fake_kubelet
     src = w.flux_source("GitRepository", "app", w.artifact())
-    stack = job_stack(w, "demo", labels={FAULT_LABEL: "hold", "team": "infra"})
+    stack = job_stack(w, "demo", labels={FAULT_LABEL: "hold", "team": "infra"},
+                      secretsRef={"dbPassword": literal(LITERAL_SECRET),
+                                  "decoy": literal("backend")})
     controller(w)
 
     job = wait_job(w, "demo")
@@ -176,7 +178,36 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     assert inputs["metadata"]["ownerReferences"][0]["uid"] == stack["metadata"]["uid"]
     assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
     assert base64.b64decode(inputs["data"]["secretsProvider"]).decode() == "passphrase"
+    # A secret config value written in the Stack (issue 21): from the same Secret, by the
+    # config's index; a value that reads like a key name overwrites no key.
+    assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs,
+                                        {"dbPassword": LITERAL_SECRET, "decoy": "backend"})
     assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
+
+
+LITERAL_SECRET = "lit-s3cret-4f1e"
+
+
+def literal(value):
+    return {"type": "Literal", "literal": {"value": value}}
+
+
+def assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs, values):
+    """values (config key -> secretsRef Literal value) reach the pod only from
+    <name>-job-inputs: in neither the Job nor its pod, each a secretKeyRef named by
+    doc's secretConfig."""
+    for obj in (job, pod):
+        assert LITERAL_SECRET not in json.dumps(obj)
+    keys = set()
+    for key, value in values.items():
+        var = doc["secretConfig"][key]
+        assert "value" not in env[var]
+        ref = env[var]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == "demo-job-inputs" and ref["key"].startswith("config.")
+        assert base64.b64decode(inputs["data"][ref["key"]]).decode() == value
+        keys.add(ref["key"])
+    assert len(keys) == len(values)
+    assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
 
 
 def test_a_backend_taken_out_of_the_spec_is_taken_out_of_the_job_inputs_secret(fake_kubelet):
@@ -694,6 +725,30 @@ def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, r
     # (Not w.cloud_files(): the stand-in's cloud directory is under /tmp, which the test
     # kubelet rewrites to the pod's own /tmp.)
     assert obj["status"]["lastUpdate"]["type"] == "up"
+
+
+def test_the_real_run_update_reads_a_literal_secret_config_from_the_job_inputs_secret(
+        job_world, request):
+    """Issue 21: a secretsRef Literal value was literal in the Job's env (and its pod's,
+    which more people read than Stacks). It comes from <name>-job-inputs, and the program
+    still gets it."""
+    w = job_world
+    w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-secrets")))
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"},
+                  config={"region": "eu-lit"}, secretsRef={"dbPassword": literal(LITERAL_SECRET)})
+    job_controller(w, request)
+
+    job = wait_job(w, "demo")
+    obj = w.wait_ready("demo")
+    assert obj["status"]["outputs"] == {"region": "eu-lit", "secretOut": "[secret]"}
+    assert w.outputs_secret("demo")["decoded"]["secretOut"] == LITERAL_SECRET
+    pod, = pods_of(w, job["metadata"]["name"])
+    ctr, = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in ctr["env"]}
+    doc = json.loads(env["PULUMI_CONTROLLER_UPDATE"]["value"])
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs, {"dbPassword": LITERAL_SECRET})
+    assert LITERAL_SECRET not in json.dumps(obj["status"])
 
 
 def test_the_pod_downloads_under_the_controllers_max_artifact_size(job_world, request):
