@@ -6,7 +6,9 @@
  * Pure: nothing here talks to the API server, so tests/unit/test_stack_job.c
  * checks the JSON exactly.  What the Job never holds is a value read from a
  * Secret or ConfigMap: those reach the pod as secretKeyRef / configMapKeyRef
- * env and secret volumes, resolved by the kubelet.  The pod's security is
+ * env and secret volumes, resolved by the kubelet; nor a secret value written
+ * in the Stack (backend, secretsProvider, secretsRef Literal), which goes
+ * through the Stack's Secret <stack>-job-inputs (stack_job_inputs_data).  The pod's security is
  * fixed here (restricted Pod Security Standard) and spec.runner can add only
  * what stack_job_spec.c allowed.
  */
