@@ -433,6 +433,44 @@ def test_deleting_a_suspended_stack_waits_for_its_running_job(fake_kubelet):
     assert job_now(w, name) is None or "Complete" in done, done
 
 
+def test_a_reconcile_request_is_handled_once_its_job_has_run(fake_kubelet):
+    """Issue 21: in job mode the pass that created a `requestedAt` request's Job copied the
+    token to status.lastHandledReconcileAt, so `flux reconcile` (which waits for it) read
+    the Ready of a Job still running; and the next pass, seeing no request and nothing
+    else changed, said Ready without reading that Job's outcome."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+    obj = w.wait_ready("demo", revision=src["revision"])
+    first, = jobs_of(w, "demo")
+    history = len(obj["status"]["history"])
+    w.kubelet.set_fault("pulumi.com/stack-name=demo", "hold")
+    token = f"2026-12-02T07:00:00.{w.id}Z"
+    w.kubectl("annotate", "--overwrite", "stack/demo", f"reconcile.fluxcd.io/requestedAt={token}")
+
+    def running():
+        o = w.stack("demo")
+        c = w.cond(o, "Reconciling")
+        new = [j for j in jobs_of(w, "demo") if j["metadata"]["uid"] != first["metadata"]["uid"]]
+        return (new[0], o) if new and c and c["status"] == "True" and c["reason"] == "JobRunning" else None
+    job, obj = wait_until(running, what="the request's Job running")
+    name = job["metadata"]["name"]
+    assert name == first["metadata"]["name"]     # the same inputs: the same name, a new Job
+    assert obj["status"].get("lastHandledReconcileAt") != token
+    wait_until(lambda: w.kubelet.release(name, w.namespace), what="the request's pod held")
+
+    w._wait("demo", lambda: (w.stack("demo").get("status") or {}).get("lastHandledReconcileAt") == token,
+            120, "status.lastHandledReconcileAt to be the token")
+    obj = w.stack("demo")
+    assert w.cond(obj, "Ready")["status"] == "True"
+    assert len(obj["status"]["history"]) == history + 1
+    assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    done = job_now(w, name)
+    assert done["metadata"]["uid"] == job["metadata"]["uid"]
+    assert done["metadata"]["annotations"]["pulumi.com/result-recorded"] == "true"
+
+
 def job_now(w, name):
     return next((j for j in jobs_of(w) if j["metadata"]["name"] == name), None)
 
