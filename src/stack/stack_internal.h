@@ -647,6 +647,7 @@ struct stack_pass {
 	struct stack_extra_cond verified;
 	int verified_none;
 	char job_recorded[64];          /* the Job whose outcome this pass records (stack_job.c) */
+	int job_waits_other;            /* its Job waits for one of earlier inputs (stack_job.c) */
 };
 
 /* The state machine; returns the requeue delay (0: none). */

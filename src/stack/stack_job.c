@@ -802,6 +802,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 
 	snprintf(stack_key, sizeof(stack_key), "%s/%s", p->ns, p->name);
 	if (other_job_running(p, key, other, sizeof(other))) {
+		p->job_waits_other = 1;
 		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "waiting for the Job %s (earlier "
 		    "inputs) to finish before this update starts", other);
 		return 1;

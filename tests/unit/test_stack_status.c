@@ -326,6 +326,15 @@ static void note_and_reconcile_requests(void **state)
 		cJSON_Delete(st);
 		pass_free(p);
 	}
+	/* Waiting for a Job of earlier inputs, which is not the request's. */
+	p = pass_new(NULL);
+	p->requested = "2024-05-01T10:00:00Z";
+	p->job_waits_other = 1;
+	stack_verdict(p, STACK_WAITING, "JobRunning", 0, "waiting for the Job x (earlier inputs) to finish");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "lastHandledReconcileAt"), "2024-05-01T10:00:00Z");
+	cJSON_Delete(st);
+	pass_free(p);
 }
 
 /* ------------------------------------------------------------ updates */
