@@ -573,11 +573,17 @@ int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_s
 /* <name>-plan, the plan up Jobs mount, which only the controller writes
  * (caller's buffer). */
 void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
-/* <stack>-job-inputs: the Secret with the Stack's backend and
- * secretsProvider (keys below) that a Job's pod reads them from. */
+/* <stack>-job-inputs: the Secret with the Stack's backend,
+ * secretsProvider and literal secret config (keys below) that a Job's pod
+ * reads them from. */
 void stack_job_inputs_secret_name(const char *stack, char *out, size_t n);
 #define STACK_JOB_INPUT_BACKEND "backend"
 #define STACK_JOB_INPUT_SECRETS_PROVIDER "secretsProvider"
+/* + the config's index: a secretsRef Literal value (docs/job-runner.md). */
+#define STACK_JOB_INPUT_CONFIG_PREFIX "config."
+/* The data of <stack>-job-inputs for spec s (base64 values; empty when
+ * nothing is secret); NULL out of memory.  The caller frees it. */
+cJSON *stack_job_inputs_data(const struct stack_spec *s);
 /* <name>-plan-result, where a plan Job's pod hands its plan back. */
 void stack_job_plan_result_name(const char *stack, char *out, size_t n);
 /* Before a plan Job: <name>-plan-result with <name>-plan-writer (the
@@ -641,6 +647,7 @@ struct stack_pass {
 	struct stack_extra_cond verified;
 	int verified_none;
 	char job_recorded[64];          /* the Job whose outcome this pass records (stack_job.c) */
+	int job_waits_other;            /* its Job waits for one of earlier inputs (stack_job.c) */
 };
 
 /* The state machine; returns the requeue delay (0: none). */

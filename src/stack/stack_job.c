@@ -646,41 +646,30 @@ static int inputs_secret_left_over(struct stack_pass *p, const char *name, struc
 	return left;
 }
 
-/* The Secret <name>-job-inputs with the backend and secretsProvider a Job's
- * pod reads (stack_job_build.c: never literal in the Job), owned by the
- * Stack and updated when they change.  None is made when neither is set;
- * one left from when they were is emptied (the base role has no delete), so
- * a credential taken out of the spec does not stay in the namespace. */
+/* The Secret <name>-job-inputs with the backend, secretsProvider and
+ * literal secret config a Job's pod reads (stack_job_inputs_data; never
+ * literal in the Job), owned by the Stack and updated when they change.
+ * None is made when there is none; one left from when there were is
+ * emptied (the base role has no delete), so a credential taken out of the
+ * spec does not stay in the namespace. */
 static int ensure_inputs_secret(struct stack_pass *p, struct err *e)
 {
-	const char *vals[] = { p->spec.backend, p->spec.secrets_provider };
-	const char *keys[] = { STACK_JOB_INPUT_BACKEND, STACK_JOB_INPUT_SECRETS_PROVIDER };
 	char name[300];
-	cJSON *s, *data;
+	cJSON *s, *data = stack_job_inputs_data(&p->spec);
 	int left;
 
+	if (data == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	stack_job_inputs_secret_name(p->name, name, sizeof(name));
-	if (p->spec.backend == NULL && p->spec.secrets_provider == NULL) {
-		if ((left = inputs_secret_left_over(p, name, e)) < 0)
+	if (cJSON_GetArraySize(data) == 0 && (left = inputs_secret_left_over(p, name, e)) != 1) {
+		cJSON_Delete(data);
+		if (left < 0)
 			return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
-		if (left == 0)
-			return 0;
+		return 0;
 	}
 	s = owned_object(p, "v1", "Secret", name);
 	cJSON_AddStringToObject(s, "type", "Opaque");
-	data = cJSON_AddObjectToObject(s, "data");
-	for (size_t i = 0; i < 2; i++) {
-		char *b64 = vals[i] ? base64_encode(vals[i], strlen(vals[i])) : NULL;
-		if (vals[i] && b64 == NULL) {
-			cJSON_Delete(s);
-			return err_set(e, ERR_NOMEM, "out of memory"), -1;
-		}
-		if (b64) {
-			cJSON_AddStringToObject(data, keys[i], b64);
-			secret_wipe(b64, strlen(b64));
-		}
-		free(b64);
-	}
+	cJSON_AddItemToObject(s, "data", data);
 	if (ensure(p, &secrets_res, s, "data", e) < 0)
 		return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
 	return 0;
@@ -813,6 +802,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 
 	snprintf(stack_key, sizeof(stack_key), "%s/%s", p->ns, p->name);
 	if (other_job_running(p, key, other, sizeof(other))) {
+		p->job_waits_other = 1;
 		stack_verdict(p, STACK_WAITING, "JobRunning", p->spec.timeout_ms, "waiting for the Job %s (earlier "
 		    "inputs) to finish before this update starts", other);
 		return 1;

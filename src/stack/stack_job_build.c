@@ -6,14 +6,18 @@
  * Pure: nothing here talks to the API server, so tests/unit/test_stack_job.c
  * checks the JSON exactly.  What the Job never holds is a value read from a
  * Secret or ConfigMap: those reach the pod as secretKeyRef / configMapKeyRef
- * env and secret volumes, resolved by the kubelet.  The pod's security is
+ * env and secret volumes, resolved by the kubelet; nor a secret value written
+ * in the Stack (backend, secretsProvider, secretsRef Literal), which goes
+ * through the Stack's Secret <stack>-job-inputs (stack_job_inputs_data).  The pod's security is
  * fixed here (restricted Pod Security Standard) and spec.runner can add only
  * what stack_job_spec.c allowed.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base64.h"
 #include "base/digest.h"
+#include "base/secret.h"
 #include "stack/stack_internal.h"
 
 #define JOB_NAME_MAX 63
@@ -219,10 +223,67 @@ static void add_from_inputs_secret(cJSON *doc, cJSON *env, const struct stack_jo
 	cJSON_AddStringToObject(doc, from, var);
 }
 
+/* A secret config value written in the Stack itself (secretsRef of type
+ * Literal): like backend, never literal in the Job, but a key of
+ * <stack>-job-inputs.  Values of other Secrets stay references to them. */
+static int config_in_inputs(const struct stack_config *c)
+{
+	return c->secret && c->v.kind == STACK_VAL_LITERAL;
+}
+
+/* Its key there: from the config's index, never from its key or value, so
+ * no value can name (or overwrite) another key, and "backend" and
+ * "secretsProvider" have no dot. */
+static void config_input_key(size_t i, char *out, size_t n)
+{
+	snprintf(out, n, "%s%zu", STACK_JOB_INPUT_CONFIG_PREFIX, i);
+}
+
+/* Base64 of value as data[key]; -1 out of memory.  The plain copy made by
+ * base64 is wiped (cJSON keeps its own). */
+static int add_b64(cJSON *data, const char *key, const char *value)
+{
+	char *b64 = base64_encode(value, strlen(value));
+
+	if (b64 == NULL)
+		return -1;
+	cJSON_AddStringToObject(data, key, b64);
+	secret_wipe(b64, strlen(b64));
+	free(b64);
+	return 0;
+}
+
+cJSON *stack_job_inputs_data(const struct stack_spec *s)
+{
+	cJSON *data = cJSON_CreateObject();
+	char key[64];
+	int rc = data ? 0 : -1;
+
+	if (rc == 0 && s->backend)
+		rc = add_b64(data, STACK_JOB_INPUT_BACKEND, s->backend);
+	if (rc == 0 && s->secrets_provider)
+		rc = add_b64(data, STACK_JOB_INPUT_SECRETS_PROVIDER, s->secrets_provider);
+	for (size_t i = 0; rc == 0 && i < s->n_config; i++) {
+		if (!config_in_inputs(&s->config[i]))
+			continue;
+		config_input_key(i, key, sizeof(key));
+		rc = add_b64(data, key, s->config[i].v.literal);
+	}
+	if (rc < 0) {
+		cJSON_Delete(data);
+		return NULL;
+	}
+	return data;
+}
+
 /* Config into the update document and, for referenced or secret values,
  * into the pod's env (env: the container's list). */
-static void add_config(cJSON *doc, cJSON *env, const struct stack_spec *s)
+static void add_config(cJSON *doc, cJSON *env, const struct stack_job_in *in)
 {
+	const struct stack_spec *s = in->spec;
+	char inputs[300], key[64];
+	struct stack_value from_inputs = { STACK_VAL_SECRET, NULL, inputs, key, 0 };
+
 	cJSON *config = cJSON_AddObjectToObject(doc, "config");
 	cJSON *structured = cJSON_AddArrayToObject(doc, "structuredConfig");
 	cJSON *secret = cJSON_AddObjectToObject(doc, "secretConfig");
@@ -238,7 +299,11 @@ static void add_config(cJSON *doc, cJSON *env, const struct stack_spec *s)
 			continue;
 		}
 		config_env_name(i, name, sizeof(name));
-		add_env(env, name, &c->v);
+		if (config_in_inputs(c)) {
+			stack_job_inputs_secret_name(in->name, inputs, sizeof(inputs));
+			config_input_key(i, key, sizeof(key));
+		}
+		add_env(env, name, config_in_inputs(c) ? &from_inputs : &c->v);
 		cJSON_AddStringToObject(c->secret || c->v.kind == STACK_VAL_SECRET ? secret : from_env, c->key, name);
 	}
 }
@@ -263,7 +328,7 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	add_from_inputs_secret(doc, env, in, STACK_JOB_INPUT_BACKEND, "PULUMI_CONTROLLER_BACKEND", s->backend);
 	add_from_inputs_secret(doc, env, in, STACK_JOB_INPUT_SECRETS_PROVIDER, "PULUMI_CONTROLLER_SECRETS_PROVIDER",
 	    s->secrets_provider);
-	add_config(doc, env, s);
+	add_config(doc, env, in);
 	names = cJSON_AddArrayToObject(doc, "env");
 	for (size_t i = 0; i < s->n_env; i++) {
 		add_env(env, s->env[i].name, &s->env[i].v);

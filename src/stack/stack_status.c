@@ -359,6 +359,22 @@ static int lock_taken(const struct stack_outcome *o)
 	return o->ran && o->ok && (strcmp(o->type, "up") == 0 || strcmp(o->type, "destroy") == 0);
 }
 
+/* The pass handed its update to a Job that has not finished (or waits for
+ * a slot, or for the old Job of its name to go): a reconcile request is
+ * handled by the pass that reads that Job's outcome, not this one, so that
+ * whoever waits for lastHandledReconcileAt (flux reconcile,
+ * pulumi-controller reconcile) then reads the request's outcome in Ready,
+ * as in local mode.  The request also keeps the update due until then: a
+ * pass that saw it handled would find nothing due and never read the Job's
+ * result.  A Job waiting for one of earlier inputs is not the request's:
+ * handled as before, since a pending request would keep asking for a fresh
+ * plan (approval: Manual) instead of reading that earlier Job's outcome. */
+static int job_in_flight(const struct stack_pass *p)
+{
+	return p->v.set && p->v.state == STACK_WAITING && !p->job_waits_other &&
+	    (same_str(p->v.reason, "JobRunning") || same_str(p->v.reason, "WaitingForJobSlot"));
+}
+
 /* The new status: the old one with what this pass learned. */
 static cJSON *build_status(const struct stack_pass *p, int running)
 {
@@ -374,9 +390,9 @@ static cJSON *build_status(const struct stack_pass *p, int running)
 		replace(st, "interruptedUpdates", NULL);
 	if (!running) {
 		replace(st, "conditions", build_conditions(p, old_conds));
-		if (p->requested)
+		if (p->requested && !job_in_flight(p))
 			set_str(st, "lastHandledReconcileAt", p->requested);
-		if (p->request)
+		if (p->request && !job_in_flight(p))
 			set_str(st, "observedReconcileRequest", p->request);
 		replace(st, "currentUpdate", NULL);
 	}

@@ -116,7 +116,9 @@ def controller(w, **flags):
 def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     w = fake_kubelet
     src = w.flux_source("GitRepository", "app", w.artifact())
-    stack = job_stack(w, "demo", labels={FAULT_LABEL: "hold", "team": "infra"})
+    stack = job_stack(w, "demo", labels={FAULT_LABEL: "hold", "team": "infra"},
+                      secretsRef={"dbPassword": literal(LITERAL_SECRET),
+                                  "decoy": literal("backend")})
     controller(w)
 
     job = wait_job(w, "demo")
@@ -176,7 +178,36 @@ def test_the_job_its_pod_security_and_owner_and_no_secret_value(fake_kubelet):
     assert inputs["metadata"]["ownerReferences"][0]["uid"] == stack["metadata"]["uid"]
     assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
     assert base64.b64decode(inputs["data"]["secretsProvider"]).decode() == "passphrase"
+    # A secret config value written in the Stack (issue 21): from the same Secret, by the
+    # config's index; a value that reads like a key name overwrites no key.
+    assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs,
+                                        {"dbPassword": LITERAL_SECRET, "decoy": "backend"})
     assert "in Job " + md["name"] in w.condition("demo", "Ready")["message"]
+
+
+LITERAL_SECRET = "lit-s3cret-4f1e"
+
+
+def literal(value):
+    return {"type": "Literal", "literal": {"value": value}}
+
+
+def assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs, values):
+    """values (config key -> secretsRef Literal value) reach the pod only from
+    <name>-job-inputs: in neither the Job nor its pod, each a secretKeyRef named by
+    doc's secretConfig."""
+    for obj in (job, pod):
+        assert LITERAL_SECRET not in json.dumps(obj)
+    keys = set()
+    for key, value in values.items():
+        var = doc["secretConfig"][key]
+        assert "value" not in env[var]
+        ref = env[var]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == "demo-job-inputs" and ref["key"].startswith("config.")
+        assert base64.b64decode(inputs["data"][ref["key"]]).decode() == value
+        keys.add(ref["key"])
+    assert len(keys) == len(values)
+    assert base64.b64decode(inputs["data"]["backend"]).decode() == w.backend_url
 
 
 def test_a_backend_taken_out_of_the_spec_is_taken_out_of_the_job_inputs_secret(fake_kubelet):
@@ -400,6 +431,46 @@ def test_deleting_a_suspended_stack_waits_for_its_running_job(fake_kubelet):
     done = [c["type"] for c in (job_now(w, name) or {}).get("status", {}).get("conditions", [])
             if c["status"] == "True"]
     assert job_now(w, name) is None or "Complete" in done, done
+
+
+def test_a_reconcile_request_is_handled_once_its_job_has_run(fake_kubelet):
+    """Issue 21: in job mode the pass that created a `requestedAt` request's Job copied the
+    token to status.lastHandledReconcileAt, so `flux reconcile` (which waits for it) read
+    the Ready of a Job still running; and the next pass, seeing no request and nothing
+    else changed, said Ready without reading that Job's outcome."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo")
+    controller(w)
+    obj = w.wait_ready("demo", revision=src["revision"])
+    first, = jobs_of(w, "demo")
+    history = len(obj["status"]["history"])
+    w.kubelet.set_fault("pulumi.com/stack-name=demo", "hold")
+    token = f"2026-12-02T07:00:00.{w.id}Z"
+    w.kubectl("annotate", "--overwrite", "stack/demo", f"reconcile.fluxcd.io/requestedAt={token}")
+
+    def running():
+        o = w.stack("demo")
+        c = w.cond(o, "Reconciling")
+        new = [j for j in jobs_of(w, "demo") if j["metadata"]["uid"] != first["metadata"]["uid"]]
+        return (new[0], o) if new and c and c["status"] == "True" and c["reason"] == "JobRunning" else None
+    job, obj = wait_until(running, what="the request's Job running")
+    name = job["metadata"]["name"]
+    assert name == first["metadata"]["name"]     # the same inputs: the same name, a new Job
+    assert obj["status"].get("lastHandledReconcileAt") != token
+    wait_until(lambda: w.kubelet.release(name, w.namespace), what="the request's pod held")
+
+    w._wait("demo", lambda: (w.stack("demo").get("status") or {}).get("lastHandledReconcileAt") == token,
+            120, "status.lastHandledReconcileAt to be the token")
+    obj = w.stack("demo")
+    assert w.cond(obj, "Ready")["status"] == "True"
+    assert len(obj["status"]["history"]) == history + 1
+    assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    # The outcome read is this Job's: its recorded mark (patched after the status write).
+    def marked():
+        j = job_now(w, name)
+        return j if j and (j["metadata"].get("annotations") or {}).get("pulumi.com/result-recorded") else None
+    assert wait_until(marked, what="the recorded mark")["metadata"]["uid"] == job["metadata"]["uid"]
 
 
 def job_now(w, name):
@@ -694,6 +765,30 @@ def test_the_real_run_update_makes_the_stack_ready_with_its_outputs(job_world, r
     # (Not w.cloud_files(): the stand-in's cloud directory is under /tmp, which the test
     # kubelet rewrites to the pod's own /tmp.)
     assert obj["status"]["lastUpdate"]["type"] == "up"
+
+
+def test_the_real_run_update_reads_a_literal_secret_config_from_the_job_inputs_secret(
+        job_world, request):
+    """Issue 21: a secretsRef Literal value was literal in the Job's env (and its pod's,
+    which more people read than Stacks). It comes from <name>-job-inputs, and the program
+    still gets it."""
+    w = job_world
+    w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-secrets")))
+    w.apply_stack("demo", fluxSource={"sourceRef": GIT}, runner={"type": "Job"},
+                  config={"region": "eu-lit"}, secretsRef={"dbPassword": literal(LITERAL_SECRET)})
+    job_controller(w, request)
+
+    job = wait_job(w, "demo")
+    obj = w.wait_ready("demo")
+    assert obj["status"]["outputs"] == {"region": "eu-lit", "secretOut": "[secret]"}
+    assert w.outputs_secret("demo")["decoded"]["secretOut"] == LITERAL_SECRET
+    pod, = pods_of(w, job["metadata"]["name"])
+    ctr, = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in ctr["env"]}
+    doc = json.loads(env["PULUMI_CONTROLLER_UPDATE"]["value"])
+    inputs = w.client.get("v1", "secrets", "demo-job-inputs", w.namespace)
+    assert_literal_secrets_by_reference(w, job, pod, doc, env, inputs, {"dbPassword": LITERAL_SECRET})
+    assert LITERAL_SECRET not in json.dumps(obj["status"])
 
 
 def test_the_pod_downloads_under_the_controllers_max_artifact_size(job_world, request):

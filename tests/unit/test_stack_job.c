@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/base64.h"
 #include "stack/stack_internal.h"
 
 #define FLUX "'fluxSource': {'sourceRef': {'apiVersion': 'source.toolkit.fluxcd.io/v1', " \
@@ -465,6 +466,76 @@ static void test_backend_and_secrets_provider_come_from_the_inputs_secret(void *
 	stack_spec_free(&s);
 }
 
+/* data[key] of <stack>-job-inputs, decoded (the caller frees). */
+static char *inputs_value(const cJSON *data, const char *key)
+{
+	const char *b64 = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(data, key));
+	unsigned char *v = NULL;
+	size_t n;
+	struct err e;
+
+	if (b64 == NULL || base64_decode(b64, strlen(b64), &v, &n, &e) < 0)
+		return NULL;
+	return (char *)v;
+}
+
+/* Issue 21: a secretsRef Literal value was the literal value of its
+ * PULUMI_CONTROLLER_CONFIG_<n>, in the Job and its pod.  It is a key of
+ * <stack>-job-inputs by the config's index, so a value that reads like a
+ * key ("backend", "config.0") names and overwrites nothing. */
+static void test_literal_secret_config_comes_from_the_inputs_secret(void **state)
+{
+	struct stack_spec s;
+	const char *want[][2] = { { "backend", "s3://b" }, { "config.1", "hunter2-lit" }, { "config.2", "backend" },
+		{ "config.3", "config.0" } };
+	cJSON *job, *doc, *data;
+	const cJSON *e;
+	char *text, *v;
+
+	(void)state;
+	job = build("web", "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}, 'backend': 's3://b', "
+	    "'config': {'region': 'eu-1'}, 'secretsRef': {'pw': {'type': 'Literal', 'literal': {'value': "
+	    "'hunter2-lit'}}, 'odd': {'type': 'Literal', 'literal': {'value': 'backend'}}, 'odd2': {'type': "
+	    "'Literal', 'literal': {'value': 'config.0'}}, 'tok': {'type': 'Secret', 'secret': {'name': 'creds', "
+	    "'key': 'tok'}}}}", &s);
+	text = cJSON_PrintUnformatted(job);
+	assert_null(strstr(text, "hunter2-lit"));
+	free(text);
+	doc = cJSON_Parse(str_at(env_named(job, "PULUMI_CONTROLLER_UPDATE"), "value"));
+	assert_non_null(doc);
+	assert_null(at(doc, "config.pw"));
+	/* config is index 0: pw 1, odd 2, odd2 3; tok (another Secret) stays its reference. */
+	assert_string_equal(str_at(doc, "secretConfig.pw"), "PULUMI_CONTROLLER_CONFIG_1");
+	e = env_named(job, "PULUMI_CONTROLLER_CONFIG_1");
+	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "web-job-inputs");
+	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.key"), "config.1");
+	assert_null(at(e, "value"));
+	assert_string_equal(str_at(env_named(job, "PULUMI_CONTROLLER_CONFIG_3"), "valueFrom.secretKeyRef.key"),
+	    "config.3");
+	e = env_named(job, str_at(doc, "secretConfig.tok"));
+	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.name"), "creds");
+	assert_string_equal(str_at(e, "valueFrom.secretKeyRef.key"), "tok");
+	/* The Secret's data: exactly the backend and the three literals. */
+	data = stack_job_inputs_data(&s);
+	assert_int_equal(cJSON_GetArraySize(data), 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_non_null(v = inputs_value(data, want[i][0]));
+		assert_string_equal(v, want[i][1]);
+		free(v);
+	}
+	cJSON_Delete(data);
+	cJSON_Delete(doc);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+	/* Nothing secret: empty data (the Secret, if any, is emptied). */
+	job = build("web", "{'stack': 'dev', " FLUX ", 'runner': {'type': 'Job'}, 'config': {'a': 'b'}}", &s);
+	data = stack_job_inputs_data(&s);
+	assert_int_equal(cJSON_GetArraySize(data), 0);
+	cJSON_Delete(data);
+	cJSON_Delete(job);
+	stack_spec_free(&s);
+}
+
 static void test_an_oci_source_mounts_its_credentials(void **state)
 {
 	struct stack_spec s;
@@ -627,6 +698,7 @@ int main(void)
 		cmocka_unit_test_setup(test_drift_checks_and_their_repair_are_jobs, setup),
 		cmocka_unit_test_setup(test_values_reach_the_pod_by_reference_only, setup),
 		cmocka_unit_test_setup(test_backend_and_secrets_provider_come_from_the_inputs_secret, setup),
+		cmocka_unit_test_setup(test_literal_secret_config_comes_from_the_inputs_secret, setup),
 		cmocka_unit_test_setup(test_an_oci_source_mounts_its_credentials, setup),
 		cmocka_unit_test_setup(test_an_oci_update_carries_the_index_digest, setup),
 		cmocka_unit_test_setup(test_a_verified_oci_source_mounts_its_keys, setup),

@@ -312,6 +312,29 @@ static void note_and_reconcile_requests(void **state)
 	assert_string_equal(kube_obj_str(st, "observedReconcileRequest"), "req-7");
 	cJSON_Delete(st);
 	pass_free(p);
+
+	/* Issue 21: the request's update is in a Job that has not run yet: the
+	 * pass that reads its outcome marks the request handled, not this one. */
+	for (int i = 0; i < 2; i++) {
+		p = pass_new(NULL);
+		p->requested = "2024-05-01T10:00:00Z";
+		p->request = "req-7";
+		stack_verdict(p, STACK_WAITING, i ? "WaitingForJobSlot" : "JobRunning", 0, "the up runs in Job x");
+		st = write_status(p);
+		assert_null(kube_obj_str(st, "lastHandledReconcileAt"));
+		assert_null(kube_obj_str(st, "observedReconcileRequest"));
+		cJSON_Delete(st);
+		pass_free(p);
+	}
+	/* Waiting for a Job of earlier inputs, which is not the request's. */
+	p = pass_new(NULL);
+	p->requested = "2024-05-01T10:00:00Z";
+	p->job_waits_other = 1;
+	stack_verdict(p, STACK_WAITING, "JobRunning", 0, "waiting for the Job x (earlier inputs) to finish");
+	st = write_status(p);
+	assert_string_equal(kube_obj_str(st, "lastHandledReconcileAt"), "2024-05-01T10:00:00Z");
+	cJSON_Delete(st);
+	pass_free(p);
 }
 
 /* ------------------------------------------------------------ updates */
