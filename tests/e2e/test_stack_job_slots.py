@@ -98,7 +98,8 @@ def test_a_pod_labelled_with_a_jobs_name_does_not_decide_its_outcome(fake_kubele
     made_at = real["metadata"]["creationTimestamp"]
     wait_until(lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > made_at,
                what="a second after the Job's pod was made")
-    forged_pod(w, name)
+    forged = forged_pod(w, name)
+    assert forged["metadata"]["creationTimestamp"] > made_at
     wait_until(lambda: w.kubelet.release(name, w.namespace), what="the Job's pod released")
     w.wait_ready("demo", revision=src["revision"])
     assert "forged" not in json.dumps(w.stack("demo")["status"])
