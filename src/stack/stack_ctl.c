@@ -271,16 +271,26 @@ static void on_reference(void *ud, struct kube_informer *inf, enum kube_change c
 	enqueue_dependents(ud, "ref", kube_informer_resource(inf)->kind, obj);
 }
 
-/* The Stack a Job belongs to: its controller ownerReference (the label
- * is cut to 63 characters, the reference is not). */
-static const char *job_stack(const cJSON *job)
+/* The Job's controller ownerReference of kind Stack, or NULL. */
+static const cJSON *job_owner(const cJSON *job)
 {
 	const cJSON *o;
 
 	cJSON_ArrayForEach(o, at(at(job, "metadata"), "ownerReferences"))
 		if (cJSON_IsTrue(at(o, "controller")) && kube_obj_str(o, "kind") &&
 		    strcmp(kube_obj_str(o, "kind"), "Stack") == 0)
-			return kube_obj_str(o, "name");
+			return o;
+	return NULL;
+}
+
+/* The Stack a Job belongs to: its controller ownerReference (the label
+ * is cut to 63 characters, the reference is not). */
+static const char *job_stack(const cJSON *job)
+{
+	const cJSON *o = job_owner(job);
+
+	if (o != NULL)
+		return kube_obj_str(o, "name");
 	o = at(at(at(job, "metadata"), "labels"), STACK_LABEL_NAME);
 	return cJSON_IsString(o) ? o->valuestring : NULL;
 }
@@ -299,11 +309,12 @@ static int job_index(const cJSON *obj, char **out, int max)
 	return 1;
 }
 
-int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
+int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *uid)
 {
 	const char *slash = strchr(key, '/');
 	char ns[254];
 	cJSON *obj;
+	int has;
 
 	if (sc->stacks.inf == NULL)
 		return 1;
@@ -311,8 +322,15 @@ int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
 		return 0;
 	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
 	obj = kube_informer_get(sc->stacks.inf, ns, slash + 1);
+	has = obj != NULL && (uid == NULL || (kube_obj_str(obj, "metadata.uid") &&
+	    strcmp(kube_obj_str(obj, "metadata.uid"), uid) == 0));
 	cJSON_Delete(obj);
-	return obj != NULL;
+	return has;
+}
+
+int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
+{
+	return stack_ctl_has_stack_uid(sc, key, NULL);
 }
 
 enum job_phase { JOB_UNFINISHED, JOB_DELETING, JOB_FINISHED };
@@ -347,14 +365,18 @@ static void on_job(void *ud, struct kube_informer *inf, enum kube_change ch, con
     const cJSON *obj)
 {
 	struct stack_ctl *sc = ud;
-	char *key = kube_object_key(obj), stack_key[600] = "";
+	char *key = kube_object_key(obj), stack_key[600] = "", owner_key[600] = "";
 	const char *ns = kube_obj_str(obj, "metadata.namespace"), *stack = job_stack(obj);
+	const cJSON *owner = job_owner(obj);
 
 	(void)inf;
 	if (ns != NULL && stack != NULL)
 		snprintf(stack_key, sizeof(stack_key), "%s/%s", ns, stack);
+	/* The slot is the owner's by uid, never by a label anyone can set. */
+	if (ns != NULL && kube_obj_str(owner, "name") != NULL)
+		snprintf(owner_key, sizeof(owner_key), "%s/%s", ns, kube_obj_str(owner, "name"));
 	if (key != NULL)
-		stack_job_slot_seen(sc, key, stack_key, ch != KUBE_CHANGE_DELETE &&
+		stack_job_slot_seen_job(sc, key, owner_key, kube_obj_str(owner, "uid"), ch != KUBE_CHANGE_DELETE &&
 		    job_phase(obj) == JOB_UNFINISHED);
 	free(key);
 	if (stack_key[0] == '\0' || !job_change_matters(ch, old, obj) || !stack_ctl_has_stack(sc, stack_key))

@@ -506,6 +506,13 @@ int stack_job_destroy(struct stack_pass *p);
 /* stack_job_lock.c.  1 when host is the hostname of a pod of a Job that
  * stack_job_name(stack, ...) names (any op and fingerprint). */
 int stack_job_pod_host(const char *stack, const char *host);
+/* 1 when job is a name stack_job_name(stack, op, fp) gives (an op of
+ * lower-case letters, fp 10 hex): the shape of the Stack's own Jobs. */
+int stack_job_is_named(const char *stack, const char *job);
+/* stack_job.c: the label selector of the pods of the Job job (uid), as
+ * the Job controller labels them (job-name and controller-uid); 0, or -1
+ * without a uid. */
+int stack_job_pod_selector(const char *job, const char *uid, char *out, size_t n);
 /* The owner ("user@host") of the lock status.lastUpdate.lockHolder names,
  * written into out, when that host is a pod of this Stack's Jobs that is no
  * longer running (one LIST of pods); NULL otherwise. */
@@ -518,10 +525,19 @@ void stack_job_after_status(struct stack_pass *p);
 #define STACK_JOB_SLOT_POLL_MS 300000L
 /* When the waiting stack_key looks again on its own (ms). */
 long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key);
-/* The Job informer's view: key ("ns/name"), of the Stack stack_key
- * ("ns/name"), is running (1) or not (0); a slot freed wakes as many
- * waiting Stacks as slots are free. */
+/* The pass's view of the Job key ("ns/name") it made or follows for the
+ * Stack stack_key ("ns/name"; its own, the ownerReference checked): running
+ * (1) or not (0); a slot freed wakes as many waiting Stacks as slots are
+ * free. */
 void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active);
+/* The Job informer's view of key, whose controller ownerReference is the
+ * Stack stack_key with uid stack_uid (NULL or "": none, never counted): it
+ * counts only while that Stack is cached with that uid and key has the
+ * name the controller gives its Jobs (stack_job_is_named), and at most one
+ * Job per Stack counts; anyone may make a Job that looks like the
+ * controller's. */
+void stack_job_slot_seen_job(struct stack_ctl *sc, const char *key, const char *stack_key, const char *stack_uid,
+    int active);
 /* 0: the slot is job_key's; 1: all of this controller's are taken
  * (stack_key waits for one, in arrival order). */
 int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
@@ -544,6 +560,8 @@ int stack_job_slots_used(struct stack_ctl *sc);
 /* 1 when the Stack key ("ns/name") is in this controller's Stack cache
  * (its --watch-label-selector's), or there is no Stack informer (tests). */
 int stack_ctl_has_stack(struct stack_ctl *sc, const char *key);
+/* The same, and the cached Stack's metadata.uid is uid (NULL: any). */
+int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *uid);
 /* Stacks waiting for a slot now. */
 size_t stack_job_slots_waiting(struct stack_ctl *sc);
 /* 1 when the Job has a terminal condition (Complete or Failed True). */

@@ -112,10 +112,21 @@ static int delete_job(struct stack_pass *p, const char *name, struct err *e)
 
 /* ------------------------------------------------------------ the pod */
 
-/* The newest pod of the Job (caller frees), or NULL. */
-static cJSON *job_pod(struct stack_pass *p, const char *job, struct err *e)
+/* The selector of the pods the Job controller made for this Job: its
+ * controller-uid label, which only it sets to the Job's uid; the job-name
+ * label alone is anyone's to give a pod.  -1 without a uid. */
+int stack_job_pod_selector(const char *job, const char *uid, char *out, size_t n)
 {
-	char sel[128];
+	if (job == NULL || uid == NULL || uid[0] == '\0')
+		return -1;
+	snprintf(out, n, "batch.kubernetes.io/job-name=%s,batch.kubernetes.io/controller-uid=%s", job, uid);
+	return 0;
+}
+
+/* The newest pod of the Job (caller frees), or NULL. */
+static cJSON *job_pod(struct stack_pass *p, const cJSON *job, struct err *e)
+{
+	char sel[256];
 	struct kube_list_opts lo;
 	cJSON *list, *best = NULL;
 	const cJSON *it;
@@ -123,7 +134,9 @@ static cJSON *job_pod(struct stack_pass *p, const char *job, struct err *e)
 
 	err_clear(e);
 	memset(&lo, 0, sizeof(lo));
-	snprintf(sel, sizeof(sel), "batch.kubernetes.io/job-name=%s", job);
+	if (stack_job_pod_selector(kube_obj_str(job, "metadata.name"), kube_obj_str(job, "metadata.uid"), sel,
+	    sizeof(sel)) < 0)
+		return err_set(e, ERR_INVALID, "the Job has no metadata.uid"), NULL;
 	lo.label_selector = sel;
 	if ((list = kube_list(p->sc->client, &pods_res, p->ns, &lo, e)) == NULL)
 		return NULL;
@@ -878,7 +891,7 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	}
 	/* "Could not list" is no "no pod": the Job may be mid-update; it is
 	 * looked at again later, never deleted on a failed LIST. */
-	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0) {
+	if ((pod = job_pod(p, job, &e)) == NULL && e.code != 0) {
 		err_prefix(&e, "the pods of Job %s/%s", p->ns, name);
 		return retry_later(p, &e);
 	}
@@ -945,7 +958,7 @@ int stack_job_step(struct stack_pass *p, const char *op)
 		cJSON_Delete(job);
 		return rc;
 	}
-	if ((pod = job_pod(p, name, &e)) == NULL && e.code != 0 && e.code != ERR_NOTFOUND) {
+	if ((pod = job_pod(p, job, &e)) == NULL && e.code != 0 && e.code != ERR_NOTFOUND) {
 		cJSON_Delete(job);
 		return retry_later(p, &e);
 	}

@@ -17,6 +17,10 @@
  *   3. the new Job gets that holder as "cancelLock", and run-update cancels
  *      a lock held by exactly that owner, once (stack_update.c).
  * A holder that is anyone else, or a pod still running, is never broken.
+ *
+ * The parser of a Stack's Job names that step 2 needs also tells the Job
+ * slots (stack_job_slots.c) whether a Job has the name the controller gives
+ * that Stack's Jobs (stack_job_is_named).
  */
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +73,10 @@ static int pod_host_of_job(const char *job, const char *host)
 	return all(host + jl + 1, hl - jl - 1, is_lower_alnum);
 }
 
-int stack_job_pod_host(const char *stack, const char *host)
+/* Is s, or what fits says of it, the name stack_job_name(stack, op, fp)
+ * gives for some op (lower-case letters) and fp (10 hex)?  fits(job, s)
+ * compares one such name with s. */
+static int named_like(const char *stack, const char *s, int (*fits)(const char *job, const char *s))
 {
 	char op[24], fp[FP_CHARS + 1], job[80];
 
@@ -87,17 +94,32 @@ int stack_job_pod_host(const char *stack, const char *host)
 			break;
 		/* job is <kept stack>-<op>-<fp>: the kept part ends ol + 12 before. */
 		i = strlen(job) - ol - FP_CHARS - 2;
-		if (strncmp(host, job, i + 1) != 0 || strlen(host) < i + 1 + ol + 1 + FP_CHARS)
+		if (strncmp(s, job, i + 1) != 0 || strlen(s) < i + 1 + ol + 1 + FP_CHARS)
 			continue;
-		rest = host + i + 1;
+		rest = s + i + 1;
 		if (!all(rest, ol, is_lower) || rest[ol] != '-' || !all(rest + ol + 1, FP_CHARS, is_hex))
 			continue;
 		memcpy(op, rest, ol);
 		memcpy(fp, rest + ol + 1, FP_CHARS);
-		if (stack_job_name(stack, op, fp, job, sizeof(job)) == 0 && pod_host_of_job(job, host))
+		if (stack_job_name(stack, op, fp, job, sizeof(job)) == 0 && fits(job, s))
 			return 1;
 	}
 	return 0;
+}
+
+int stack_job_pod_host(const char *stack, const char *host)
+{
+	return named_like(stack, host, pod_host_of_job);
+}
+
+static int same_name(const char *job, const char *name)
+{
+	return strcmp(job, name) == 0;
+}
+
+int stack_job_is_named(const char *stack, const char *job)
+{
+	return named_like(stack, job, same_name);
 }
 
 static int pod_finished(const cJSON *pod)

@@ -5,7 +5,13 @@
  *
  * The running set is what this process created plus every unfinished Job
  * the Job informer (stack_ctl.c) sees, each with the Stack it belongs to, so
- * a restarted controller counts the Jobs already running.  Only the Jobs of
+ * a restarted controller counts the Jobs already running.  Anyone who may
+ * create Jobs can give one the controller's labels and ownerReference, so a
+ * Job the informer saw counts only when its controller ownerReference has
+ * the uid of the cached Stack and its name is one the controller gives that
+ * Stack's Jobs; and at most one Job per Stack counts (a Stack runs one at a
+ * time), so a tenant takes at most as many slots as it has Stacks, as it
+ * could by updating them.  Only the Jobs of
  * Stacks in this controller's Stack cache count: the Job informer sees every
  * shard's Jobs (the shards share namespaces and the managed-by label), but
  * each shard's --max-concurrent-jobs is its own.  Whose a Job is is decided
@@ -46,6 +52,8 @@
 struct slot_job {
 	char *job;       /* ns/name of the Job */
 	char *stack;     /* ns/name of its Stack */
+	char *uid;       /* its Stack's uid as the Job says; NULL: this process's own */
+	long next;       /* scratch of count_ours: the Job counted before, or -1 */
 };
 
 struct slot_waiter {
@@ -89,22 +97,35 @@ static long run_find(const struct stack_job_slots *s, const char *job)
 	return -1;
 }
 
-static int run_add(struct stack_job_slots *s, const char *job, const char *stack)
+static void slot_job_free(struct slot_job *j)
 {
-	struct slot_job *j;
+	free(j->job);
+	free(j->stack);
+	free(j->uid);
+}
 
-	if (run_find(s, job) >= 0)
-		return 0;
-	if (grow((void **)&s->run, &s->caprun, s->nrun, sizeof(*s->run)) < 0)
-		return -1;
-	j = &s->run[s->nrun];
+/* Fills *j with copies of job, stack and uid (NULL stays NULL); -1 when
+ * out of memory (nothing left allocated). */
+static int slot_job_set(struct slot_job *j, const char *job, const char *stack, const char *uid)
+{
 	j->job = strdup(job);
 	j->stack = strdup(stack ? stack : "");
-	if (j->job == NULL || j->stack == NULL) {
-		free(j->job);
-		free(j->stack);
+	j->uid = uid ? strdup(uid) : NULL;
+	j->next = -1;
+	if (j->job == NULL || j->stack == NULL || (uid && j->uid == NULL)) {
+		slot_job_free(j);
 		return -1;
 	}
+	return 0;
+}
+
+static int run_add(struct stack_job_slots *s, const char *job, const char *stack, const char *uid)
+{
+	if (run_find(s, job) >= 0)
+		return 0;
+	if (grow((void **)&s->run, &s->caprun, s->nrun, sizeof(*s->run)) < 0 ||
+	    slot_job_set(&s->run[s->nrun], job, stack, uid) < 0)
+		return -1;
 	s->nrun++;
 	s->run_gen++;
 	return 0;
@@ -116,8 +137,7 @@ static int run_remove(struct stack_job_slots *s, const char *job)
 
 	if (i < 0)
 		return 0;
-	free(s->run[i].job);
-	free(s->run[i].stack);
+	slot_job_free(&s->run[i]);
 	s->run[i] = s->run[--s->nrun];
 	s->run_gen++;
 	return 1;
@@ -172,46 +192,64 @@ static int wait_remove(struct stack_job_slots *s, const char *stack)
 
 /* ------------------------------------------------------------ counting */
 
-/* The running Jobs of this controller's Stacks, with the lock held for
- * the whole count (the last resort of lock_counted). */
-static size_t ours_running_locked(struct stack_ctl *sc)
+static const char *name_of(const char *key)
 {
-	size_t n = 0;
+	const char *slash = strchr(key, '/');
 
-	for (size_t i = 0; i < sc->slots->nrun; i++)
-		n += (size_t)stack_ctl_has_stack(sc, sc->slots->run[i].stack);
-	return n;
+	return slash ? slash + 1 : key;
 }
 
-/* The Stacks of the running set, copied (caller frees each and the array);
- * NULL when out of memory.  Lock held. */
-static char **copy_run_stacks(const struct stack_job_slots *s, size_t *n)
+/* Is j a Job of a Stack in this controller's cache, the Stack's own?  One
+ * this process made or follows is; one the informer saw (its name shape
+ * checked when seen) must point at the cached Stack's uid. */
+static int job_is_ours(struct stack_ctl *sc, const struct slot_job *j)
 {
-	char **v = calloc(s->nrun ? s->nrun : 1, sizeof(*v));
+	return stack_ctl_has_stack_uid(sc, j->stack, j->uid);
+}
+
+/* Of v[0..n), the Jobs that count: ours, and one per Stack.  The counted
+ * ones are chained through v[].next, so a Stack with many Jobs costs one
+ * comparison per counted Job, not per Job. */
+static size_t count_ours(struct stack_ctl *sc, struct slot_job *v, size_t n)
+{
+	size_t ours = 0;
+	long last = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		long k = last;
+		while (k >= 0 && strcmp(v[k].stack, v[i].stack) != 0)
+			k = v[k].next;
+		if (k >= 0 || !job_is_ours(sc, &v[i]))
+			continue;
+		v[i].next = last;
+		last = (long)i;
+		ours++;
+	}
+	return ours;
+}
+
+static void free_run_copy(struct slot_job *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		slot_job_free(&v[i]);
+	free(v);
+}
+
+/* The running set, copied (caller frees it with free_run_copy); NULL when
+ * out of memory.  Lock held. */
+static struct slot_job *copy_run(const struct stack_job_slots *s, size_t *n)
+{
+	struct slot_job *v = calloc(s->nrun ? s->nrun : 1, sizeof(*v));
 
 	*n = 0;
 	if (v == NULL)
 		return NULL;
 	for (; *n < s->nrun; (*n)++)
-		if ((v[*n] = strdup(s->run[*n].stack)) == NULL) {
-			for (size_t i = 0; i < *n; i++)
-				free(v[i]);
-			free(v);
+		if (slot_job_set(&v[*n], s->run[*n].job, s->run[*n].stack, s->run[*n].uid) < 0) {
+			free_run_copy(v, *n);
 			return NULL;
 		}
 	return v;
-}
-
-static size_t count_ours(struct stack_ctl *sc, char **stacks, size_t n)
-{
-	size_t ours = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		ours += (size_t)stack_ctl_has_stack(sc, stacks[i]);
-		free(stacks[i]);
-	}
-	free(stacks);
-	return ours;
 }
 
 /* Takes the slots lock and returns the running Jobs of this controller's
@@ -225,13 +263,14 @@ static size_t lock_counted(struct stack_ctl *sc)
 	for (int attempt = 0;; attempt++) {
 		unsigned long gen;
 		size_t n, ours;
-		char **stacks;
+		struct slot_job *copy;
 		pthread_mutex_lock(&s->lock);
-		if (attempt == 3 || (stacks = copy_run_stacks(s, &n)) == NULL)
-			return ours_running_locked(sc);
+		if (attempt == 3 || (copy = copy_run(s, &n)) == NULL)
+			return count_ours(sc, s->run, s->nrun);   /* the last resort */
 		gen = s->run_gen;
 		pthread_mutex_unlock(&s->lock);
-		ours = count_ours(sc, stacks, n);
+		ours = count_ours(sc, copy, n);
+		free_run_copy(copy, n);
 		pthread_mutex_lock(&s->lock);
 		if (s->run_gen == gen)
 			return ours;
@@ -295,10 +334,8 @@ void stack_job_slots_free(struct stack_ctl *sc)
 
 	if (s == NULL)
 		return;
-	for (size_t i = 0; i < s->nrun; i++) {
-		free(s->run[i].job);
-		free(s->run[i].stack);
-	}
+	for (size_t i = 0; i < s->nrun; i++)
+		slot_job_free(&s->run[i]);
 	for (size_t i = 0; i < s->nwait; i++)
 		free(s->wait[i].stack);
 	free(s->run);
@@ -362,7 +399,7 @@ int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *s
 		if (used >= (size_t)sc->o.max_concurrent_jobs) {
 			wait_add(s, stack_key);
 			rc = 1;
-		} else if (run_add(s, job_key, stack_key) < 0) {
+		} else if (run_add(s, job_key, stack_key, NULL) < 0) {
 			rc = 1;
 		}
 	}
@@ -442,7 +479,8 @@ void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsig
 	forget_unless_asked(sc, stack_key, mark);
 }
 
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active)
+/* uid NULL: the Job is this process's own for stack_key. */
+static void seen(struct stack_ctl *sc, const char *key, const char *stack_key, const char *uid, int active)
 {
 	if (sc->slots == NULL)
 		return;
@@ -451,6 +489,22 @@ void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stac
 		return;
 	}
 	pthread_mutex_lock(&sc->slots->lock);
-	run_add(sc->slots, key, stack_key);
+	run_add(sc->slots, key, stack_key, uid);
 	pthread_mutex_unlock(&sc->slots->lock);
+}
+
+void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active)
+{
+	seen(sc, key, stack_key, NULL, active);
+}
+
+void stack_job_slot_seen_job(struct stack_ctl *sc, const char *key, const char *stack_key, const char *stack_uid,
+    int active)
+{
+	/* A Job with no Stack owner, or not named as that Stack's Jobs are,
+	 * never counts: it is not even kept. */
+	int may_count = stack_key && stack_key[0] && stack_uid && stack_uid[0] &&
+	    stack_job_is_named(name_of(stack_key), name_of(key));
+
+	seen(sc, key, stack_key, stack_uid, active && may_count);
 }

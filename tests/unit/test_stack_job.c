@@ -281,6 +281,45 @@ static void test_job_names_differ_per_stack_and_stay_per_inputs(void **state)
 	assert_true(stack_job_pod_host("demo", again));
 }
 
+/* The names the controller gives a Stack's Jobs, and only those, have
+ * their shape (the Job slots count no other: stack_job_slots.c). */
+static void test_the_shape_of_a_stacks_job_names(void **state)
+{
+	char job[80], stack[80];
+
+	(void)state;
+	assert_int_equal(stack_job_name_of("demo", "uid-a", "up", FP, job, sizeof(job)), 0);
+	assert_true(stack_job_is_named("demo", job));
+	assert_true(stack_job_is_named("demo", "demo-destroy-abcdef0123"));
+	assert_false(stack_job_is_named("demo", "hog"));
+	assert_false(stack_job_is_named("demo", "demo-up-0123456789-x"));   /* a pod of it */
+	assert_false(stack_job_is_named("demo", "demo-up-012345678"));      /* 9 hex */
+	assert_false(stack_job_is_named("demo", "demo-up-012345678G"));
+	assert_false(stack_job_is_named("demo", "demo2-up-0123456789"));    /* another Stack */
+	assert_false(stack_job_is_named("demo", "demo-Up-0123456789"));
+	/* A long name is cut as stack_job_name cuts it, not otherwise. */
+	memset(stack, 'w', 60);
+	stack[60] = '\0';
+	assert_int_equal(stack_job_name_of(stack, "uid-a", "destroy", FP, job, sizeof(job)), 0);
+	assert_true(stack_job_is_named(stack, job));
+	job[0] = 'v';
+	assert_false(stack_job_is_named(stack, job));
+}
+
+/* A Job's pods are those its controller-uid label names, not any pod with
+ * its job-name label (anyone may give a pod that label). */
+static void test_a_jobs_pods_are_selected_by_its_uid(void **state)
+{
+	char sel[256];
+
+	(void)state;
+	assert_int_equal(stack_job_pod_selector("demo-up-0123456789", "5f1c", sel, sizeof(sel)), 0);
+	assert_string_equal(sel, "batch.kubernetes.io/job-name=demo-up-0123456789,"
+	    "batch.kubernetes.io/controller-uid=5f1c");
+	assert_int_equal(stack_job_pod_selector("demo-up-0123456789", NULL, sel, sizeof(sel)), -1);
+	assert_int_equal(stack_job_pod_selector("demo-up-0123456789", "", sel, sizeof(sel)), -1);
+}
+
 /* The hostnames of this Stack's Job pods, and only those, are recognised
  * (a lock they left may be cancelled once the pod is gone). */
 static void test_pod_hosts_of_the_stacks_jobs(void **state)
@@ -690,6 +729,8 @@ int main(void)
 		cmocka_unit_test_setup(test_name_is_stack_op_and_ten_hex, setup),
 		cmocka_unit_test_setup(test_long_names_are_cut_in_the_stack_part, setup),
 		cmocka_unit_test_setup(test_job_names_differ_per_stack_and_stay_per_inputs, setup),
+		cmocka_unit_test_setup(test_the_shape_of_a_stacks_job_names, setup),
+		cmocka_unit_test_setup(test_a_jobs_pods_are_selected_by_its_uid, setup),
 		cmocka_unit_test_setup(test_runner_types_and_the_default, setup),
 		cmocka_unit_test_setup(test_hostile_pod_templates_are_refused_naming_the_field, setup),
 		cmocka_unit_test_setup(test_sizes_are_bounded, setup),

@@ -3,8 +3,9 @@
  * (stack_job_slots.c): taking and freeing slots, and which waiting Stacks a
  * freed slot wakes (as many as slots are free, oldest first, a woken one
  * holding its place, a forgotten one leaving the queue and handing its wake
- * on), seen through the work queue.  Without a Stack
- * informer every Stack counts as this controller's; the per-shard count
+ * on; which Jobs the informer saw count), seen through the work queue.
+ * Without a Stack informer every Stack counts as this controller's (and
+ * no uid is compared); the per-shard count
  * (only Stacks in the shard's cache) is tests/e2e/test_stack_job_shards.py.
  */
 #include <setjmp.h>
@@ -215,6 +216,31 @@ static void test_forgotten_waiters_no_longer_push_the_others_back(void **state)
 	assert_int_equal((int)stack_job_slots_waiting(&sc), 0);
 }
 
+/* A Job the informer sees counts only when it is named as its owner
+ * Stack's Jobs are and has the owner's uid, and one per Stack: anyone may
+ * make Jobs that look like the controller's.  (The uid is compared with the
+ * cached Stack's: tests/e2e/test_stack_job_slots.py.) */
+static void test_a_stack_takes_at_most_one_slot_whatever_jobs_claim_it(void **state)
+{
+	(void)state;
+	stack_job_slot_seen_job(&sc, "apps/hog", "apps/tenant", "uid-t", 1);
+	stack_job_slot_seen_job(&sc, "apps/tenant-up-0123456789", "apps/tenant", NULL, 1);
+	stack_job_slot_seen_job(&sc, "apps/tenant-up-0123456789", "", "uid-t", 1);
+	assert_int_equal(stack_job_slots_used(&sc), 0);
+	stack_job_slot_seen_job(&sc, "apps/tenant-up-0123456789", "apps/tenant", "uid-t", 1);
+	stack_job_slot_seen_job(&sc, "apps/tenant-destroy-abcdef0123", "apps/tenant", "uid-t", 1);
+	assert_int_equal(stack_job_slots_used(&sc), 1);
+	/* The controller's own Jobs of other Stacks still get the other slot. */
+	take("apps/j0", "apps/s0", 0);
+	take("apps/j1", "apps/s1", 1);
+	/* One of the tenant's two finishing frees nothing: the other counts. */
+	stack_job_slot_seen_job(&sc, "apps/tenant-up-0123456789", "apps/tenant", "uid-t", 0);
+	assert_int_equal(stack_job_slots_used(&sc), 2);
+	stack_job_slot_seen_job(&sc, "apps/tenant-destroy-abcdef0123", "apps/tenant", "uid-t", 0);
+	assert_int_equal(stack_job_slots_used(&sc), 1);
+	next_queued_is("apps/s1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -228,6 +254,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_pass_that_asks_for_no_slot_gives_its_place_up, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_forgotten_waiters_no_longer_push_the_others_back, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_a_stack_takes_at_most_one_slot_whatever_jobs_claim_it, setup,
 		    teardown),
 	};
 
