@@ -43,6 +43,12 @@
 #define STACK_ANN_REQUESTED "reconcile.fluxcd.io/requestedAt"
 #define STACK_ANN_REQUEST "pulumi.com/reconciliation-request"
 #define STACK_ANN_SECRETS "pulumi.com/secrets"
+/* The outputs as status.outputs shows them (secrets masked, nested ones
+ * too), JSON, on the outputs Secret: what a Job's status is read from.
+ * Left out above STACK_MASKED_OUTPUTS_MAX bytes (annotations of an
+ * object are 256 KiB together). */
+#define STACK_ANN_MASKED_OUTPUTS "pulumi.com/masked-outputs"
+#define STACK_MASKED_OUTPUTS_MAX (64 * 1024)
 #define STACK_LABEL_NAME "pulumi.com/stack-name"
 #define STACK_HISTORY_MAX 10
 
@@ -716,6 +722,11 @@ void stack_event(struct stack_pass *p, const char *type, const char *reason, con
 int stack_finalizer_set(struct stack_pass *p, int present, struct err *e);
 /* Creates or updates the outputs Secret <name>-outputs. */
 int stack_outputs_write(struct stack_pass *p, struct err *e);
+/* status.outputs from an outputs Secret stack_outputs_write wrote (a Job's
+ * pod): its STACK_ANN_MASKED_OUTPUTS copy; without a readable one (too
+ * large, an older writer) every data key as "[secret]".  Never decodes
+ * data.  Caller frees. */
+cJSON *stack_outputs_from_secret(const cJSON *secret);
 
 /* Does the Stack carry a reconcile request not yet handled (Flux's
  * requestedAt, or the operator's reconciliation-request)? */

@@ -275,46 +275,19 @@ static void lock_from(struct pl_lock *l, const cJSON *j)
 	snprintf(l->created, sizeof(l->created), "%s", kube_obj_str(j, "created") ? kube_obj_str(j, "created") : "");
 }
 
-/* status.outputs (masked) from the Secret the pod wrote. */
+/* status.outputs from the Secret the pod wrote: its masked copy, as local
+ * mode's status has them (stack_outputs_from_secret); the data, the
+ * plain values, is not decoded here. */
 static cJSON *outputs_read_back(struct stack_pass *p)
 {
 	char name[300];
 	struct err e;
-	cJSON *sec, *out = NULL, *secrets = NULL;
-	const cJSON *it, *ann;
-	const char *list;
+	cJSON *sec, *out;
 
 	snprintf(name, sizeof(name), "%s-outputs", p->name);
 	if ((sec = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, &e)) == NULL)
 		return NULL;
-	/* (A key with dots: not a kube_obj_str path.) */
-	ann = at(at(at(sec, "metadata"), "annotations"), STACK_ANN_SECRETS);
-	list = cJSON_IsString(ann) ? ann->valuestring : NULL;
-	secrets = list ? cJSON_Parse(list) : NULL;
-	out = cJSON_CreateObject();
-	cJSON_ArrayForEach(it, at(sec, "data")) {
-		unsigned char *v = NULL;
-		size_t n = 0;
-		const cJSON *s;
-		/* Without a readable list of the secret keys every value is one. */
-		int secret = !cJSON_IsArray(secrets);
-		cJSON_ArrayForEach(s, secrets)
-			secret |= cJSON_IsString(s) && strcmp(s->valuestring, it->string) == 0;
-		if (secret) {
-			cJSON_AddStringToObject(out, it->string, "[secret]");
-			continue;
-		}
-		if (!cJSON_IsString(it) || base64_decode(it->valuestring, strlen(it->valuestring), &v, &n, &e) < 0)
-			continue;
-		{
-			cJSON *j = cJSON_ParseWithLength((const char *)v, n);
-			char *text = j ? NULL : strndup((const char *)v, n);
-			cJSON_AddItemToObject(out, it->string, j ? j : cJSON_CreateString(text ? text : ""));
-			free(text);
-		}
-		free(v);
-	}
-	cJSON_Delete(secrets);
+	out = stack_outputs_from_secret(sec);
 	cJSON_Delete(sec);   /* Secret data: cJSON frees without wiping; short-lived */
 	return out;
 }

@@ -631,10 +631,42 @@ static int owned_by_stack(const cJSON *secret, const char *uid)
 	return 0;
 }
 
+/* The masked outputs (p->out.outputs: the CLI's "[secret]" in place, at
+ * any depth) as STACK_ANN_MASKED_OUTPUTS, when they fit; a Job's status
+ * is read from it (stack_outputs_from_secret), since the secret list
+ * names only outputs that are secret as a whole. */
+static void add_masked_outputs(cJSON *annotations, const cJSON *masked)
+{
+	char *text = masked ? cJSON_PrintUnformatted(masked) : NULL;
+
+	if (text && strlen(text) <= STACK_MASKED_OUTPUTS_MAX)
+		cJSON_AddStringToObject(annotations, STACK_ANN_MASKED_OUTPUTS, text);
+	free(text);
+}
+
+cJSON *stack_outputs_from_secret(const cJSON *secret)
+{
+	const cJSON *md = cJSON_GetObjectItemCaseSensitive(secret, "metadata"), *it;
+	const cJSON *ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(md, "annotations"),
+	    STACK_ANN_MASKED_OUTPUTS);
+	cJSON *out = NULL;
+
+	if (cJSON_IsString(ann) && strlen(ann->valuestring) <= STACK_MASKED_OUTPUTS_MAX)
+		out = cJSON_Parse(ann->valuestring);
+	if (cJSON_IsObject(out))
+		return out;
+	cJSON_Delete(out);
+	/* Which values hold a secret is not known: none is shown. */
+	out = cJSON_CreateObject();
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(secret, "data"))
+		cJSON_AddStringToObject(out, it->string, "[secret]");
+	return out;
+}
+
 static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 {
 	const cJSON *plain = p->out.outputs_plain ? p->out.outputs_plain : p->out.outputs, *it;
-	cJSON *s = cJSON_CreateObject(), *md, *data, *secrets = cJSON_CreateArray(), *owner, *owners;
+	cJSON *s = cJSON_CreateObject(), *md, *data, *secrets = cJSON_CreateArray(), *owner, *owners, *ann;
 	char *list;
 	const char *uid = kube_obj_str(p->obj, "metadata.uid");
 
@@ -668,8 +700,10 @@ static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 	sort_strings(secrets);
 	list = cJSON_PrintUnformatted(secrets);
 	cJSON_Delete(secrets);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "annotations"), STACK_ANN_SECRETS, list ? list : "[]");
+	ann = cJSON_AddObjectToObject(md, "annotations");
+	cJSON_AddStringToObject(ann, STACK_ANN_SECRETS, list ? list : "[]");
 	free(list);
+	add_masked_outputs(ann, p->out.outputs);
 	return s;
 }
 

@@ -51,7 +51,9 @@ def write_outputs():
     sec = call("GET")
     sec["data"] = {"message": base64.b64encode(b"hello").decode(),
                    "token": base64.b64encode(b"s3cr3t-output").decode()}
-    sec["metadata"].setdefault("annotations", {})["pulumi.com/secrets"] = '["token"]'
+    ann = sec["metadata"].setdefault("annotations", {})
+    ann["pulumi.com/secrets"] = '["token"]'
+    ann["pulumi.com/masked-outputs"] = '{"message":"hello","token":"[secret]"}'
     call("PUT", sec)
 print("fetching", doc["source"]["url"], file=sys.stderr)
 if mode == "ok":

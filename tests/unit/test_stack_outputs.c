@@ -7,7 +7,9 @@
  *     (with its resourceVersion) when it is the Stack's, refused when
  *     someone else's; Opaque, every output base64 (strings raw, anything
  *     else JSON), the pulumi.com/secrets annotation, the watch and
- *     stack-name labels, a controller ownerReference;
+ *     stack-name labels, a controller ownerReference; the masked copy
+ *     (pulumi.com/masked-outputs) a Job's status.outputs is read from
+ *     (stack_outputs_from_secret);
  *   - the finalizer: a merge patch conditional on the resourceVersion that
  *     adds or removes only finalizer.stack.pulumi.com.
  */
@@ -238,6 +240,97 @@ static void outputs_write_failures(void **state)
 	pass_free(p);
 }
 
+/* Review 21: a Job's status.outputs is read back from the Secret its pod
+ * wrote.  A secret nested in an object output is masked in place by the
+ * CLI, so it is not in pulumi.com/secrets; a string "42" is "42" in data.
+ * The masked copy on the Secret gives back exactly the masked outputs
+ * (local mode's status.outputs), and no plain value. */
+#define NESTED_MASKED "{\"conn\": {\"user\": \"admin\", \"password\": \"[secret]\"}, \"answer\": \"42\", " \
+	"\"count\": 42, \"token\": \"[secret]\"}"
+#define NESTED_PLAIN "{\"conn\": {\"user\": \"admin\", \"password\": \"n3sted\"}, \"answer\": \"42\", " \
+	"\"count\": 42, \"token\": \"t0p\"}"
+
+static void job_status_outputs_come_from_the_masked_copy(void **state)
+{
+	struct stack_pass *p = pass_new(NULL, NESTED_MASKED, NESTED_PLAIN);
+	cJSON *secret, *back;
+	char *text;
+	struct err e;
+	(void)state;
+
+	fake_reset();
+	assert_int_equal(stack_outputs_write(p, &e), 0);
+	secret = fake_put_json();
+	assert_secret_value(secret, "conn", "{\"user\":\"admin\",\"password\":\"n3sted\"}");
+	assert_meta(secret, "annotations", "pulumi.com/secrets", "[\"token\"]");
+	back = stack_outputs_from_secret(secret);
+	assert_true(cJSON_Compare(back, p->out.outputs, 1));
+	text = cJSON_PrintUnformatted(back);
+	assert_null(strstr(text, "n3sted"));
+	assert_null(strstr(text, "t0p"));
+	free(text);
+	cJSON_Delete(back);
+	cJSON_Delete(secret);
+	pass_free(p);
+}
+
+/* Without a readable masked copy (an older pod, outputs too large for an
+ * annotation, a non-object) nothing says which values hold a secret: every
+ * output reads "[secret]", and data is not decoded. */
+static void without_the_masked_copy_every_output_is_masked(void **state)
+{
+	static const char *anns[] = { NULL, "[1]", "{\"a\":" };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(anns) / sizeof(anns[0]); i++) {
+		cJSON *secret, *back;
+		/* data: conn {"password":"n3sted"}, answer "42" */
+		secret = cJSON_Parse("{\"metadata\": {\"name\": \"web-outputs\", \"annotations\": {}}, "
+		    "\"data\": {\"conn\": \"eyJwYXNzd29yZCI6Im4zc3RlZCJ9\", \"answer\": \"NDI=\"}}");
+		assert_non_null(secret);
+		if (anns[i])
+			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+			    secret, "metadata"), "annotations"), STACK_ANN_MASKED_OUTPUTS, anns[i]);
+		back = stack_outputs_from_secret(secret);
+		assert_int_equal(cJSON_GetArraySize(back), 2);
+		assert_string_equal(kube_obj_str(back, "conn"), "[secret]");
+		assert_string_equal(kube_obj_str(back, "answer"), "[secret]");
+		cJSON_Delete(back);
+		cJSON_Delete(secret);
+	}
+}
+
+/* Masked outputs past STACK_MASKED_OUTPUTS_MAX stay off the Secret (its
+ * annotations are 256 KiB together); read back, every output is masked. */
+static void masked_outputs_too_large_for_the_annotation(void **state)
+{
+	size_t n = STACK_MASKED_OUTPUTS_MAX + 1;
+	char *big = malloc(n + 1), *json = malloc(n + 32);
+	struct stack_pass *p;
+	cJSON *secret, *back;
+	struct err e;
+	(void)state;
+
+	assert_non_null(big);
+	assert_non_null(json);
+	memset(big, 'x', n);
+	big[n] = '\0';
+	snprintf(json, n + 32, "{\"big\": \"%s\"}", big);
+	p = pass_new(NULL, json, NULL);
+	fake_reset();
+	assert_int_equal(stack_outputs_write(p, &e), 0);
+	secret = fake_put_json();
+	assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(secret, "metadata"), "annotations"), STACK_ANN_MASKED_OUTPUTS));
+	back = stack_outputs_from_secret(secret);
+	assert_string_equal(kube_obj_str(back, "big"), "[secret]");
+	cJSON_Delete(back);
+	cJSON_Delete(secret);
+	pass_free(p);
+	free(big);
+	free(json);
+}
+
 /* ------------------------------------------------------------ finalizer */
 
 static const cJSON *finalizers_of(const cJSON *obj)
@@ -314,6 +407,9 @@ int main(void)
 		cmocka_unit_test(outputs_secret_updated_when_ours),
 		cmocka_unit_test(someone_elses_secret_is_left_alone),
 		cmocka_unit_test(outputs_write_failures),
+		cmocka_unit_test(job_status_outputs_come_from_the_masked_copy),
+		cmocka_unit_test(without_the_masked_copy_every_output_is_masked),
+		cmocka_unit_test(masked_outputs_too_large_for_the_annotation),
 		cmocka_unit_test(finalizer_added_and_removed),
 		cmocka_unit_test(finalizer_conflict),
 	};
