@@ -52,6 +52,17 @@
 #define STACK_LABEL_NAME "pulumi.com/stack-name"
 #define STACK_HISTORY_MAX 10
 
+/* The STACK_LABEL_NAME value for Stack name: a label value holds at most 63
+ * characters, a Stack name up to 253, so longer names are cut (at a letter or
+ * digit, as a label must end).  Labels only help people select; every lookup
+ * goes by ownerReference, which carries the whole name. */
+#define STACK_LABEL_VALUE_MAX 64
+void stack_label_value(const char *name, char out[STACK_LABEL_VALUE_MAX]);
+/* 1 for an environment variable a Stack may not set (envRefs, envs, the
+ * pod template's env): PULUMI_CONTROLLER_*, HOME, KUBERNETES_*, which the
+ * controller sets for the CLI and the Job's pod. */
+int stack_env_reserved(const char *name);
+
 /* ------------------------------------------------------------ controller */
 
 /* A kind the controller caches; res[] lists the versions it accepts, in
@@ -239,6 +250,10 @@ int stack_source_resolve(struct stack_pass *p);
 int stack_source_fetch(struct stack_pass *p);
 /* Frees the shared OCI resolutions (at stack_ctl_free). */
 void stack_source_cleanup(struct stack_ctl *sc);
+/* The cache key of s's ociSource lookups in namespace ns, into out (at
+ * least 65 bytes): Stacks share a resolution only when it is the same
+ * lookup (reference, credentials, CA, transport). */
+void stack_oci_poll_key(const struct stack_spec *s, const char *ns, char *out, size_t n);
 /* The shared OCI resolutions (exposed for the unit tests).  A lookup of key
  * younger than max_age_ms copies it into res (caller frees it with
  * oci_pull_result_free) and returns 1; a store replaces key's, for Stacks

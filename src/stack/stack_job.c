@@ -419,13 +419,15 @@ static cJSON *owned_object(const struct stack_pass *p, const char *api_version, 
     const char *name)
 {
 	cJSON *o = cJSON_CreateObject(), *md, *ref;
+	char label[STACK_LABEL_VALUE_MAX];
 
+	stack_label_value(p->name, label);
 	cJSON_AddStringToObject(o, "apiVersion", api_version);
 	cJSON_AddStringToObject(o, "kind", kind);
 	md = cJSON_AddObjectToObject(o, "metadata");
 	cJSON_AddStringToObject(md, "name", name);
 	cJSON_AddStringToObject(md, "namespace", p->ns);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, p->name);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, label);
 	ref = cJSON_CreateObject();
 	cJSON_AddStringToObject(ref, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
 	cJSON_AddStringToObject(ref, "kind", "Stack");

@@ -78,18 +78,6 @@ void stack_job_inputs_secret_name(const char *stack, char *out, size_t n)
 	snprintf(out, n, "%s-job-inputs", stack);
 }
 
-/* A label value: at most 63 characters, ending in a letter or digit. */
-static void label_value(const char *s, char *out, size_t n)
-{
-	size_t len = strlen(s);
-
-	if (len > 63)
-		len = 63;
-	while (len > 0 && !alnum(s[len - 1]))
-		len--;
-	snprintf(out, n, "%.*s", (int)len, s);
-}
-
 static cJSON *labels(const struct stack_job_in *in)
 {
 	cJSON *l = cJSON_CreateObject(), *it;
@@ -98,7 +86,7 @@ static cJSON *labels(const struct stack_job_in *in)
 	cJSON_ArrayForEach(it, in->spec->runner.labels)
 		cJSON_AddStringToObject(l, it->string, it->valuestring);
 	cJSON_AddStringToObject(l, STACK_JOB_LABEL_MANAGED, STACK_JOB_MANAGER);
-	label_value(in->name, v, sizeof(v));
+	stack_label_value(in->name, v);
 	cJSON_AddStringToObject(l, STACK_LABEL_NAME, v);
 	cJSON_AddStringToObject(l, "pulumi.com/operation", in->op);
 	snprintf(v, sizeof(v), "%.*s", FP_LEN, in->fingerprint);

@@ -193,8 +193,7 @@ static int check_env(const cJSON *v, struct err *e)
 			return err_set(e, ERR_INVALID, "%s[%d].name: is required", field, i), -1;
 		if (only_keys(it, field, keys, e) < 0)
 			return -1;
-		if (strncmp(name, "PULUMI_CONTROLLER_", 18) == 0 || strcmp(name, "HOME") == 0 ||
-		    strncmp(name, "KUBERNETES_", 11) == 0)
+		if (stack_env_reserved(name))
 			return err_set(e, ERR_INVALID, "%s[%d].name \"%s\": reserved (the controller sets it)",
 			    field, i, name), -1;
 		if (present(val) && (!cJSON_IsString(val) || strlen(val->valuestring) > MAX_VALUE_BYTES))

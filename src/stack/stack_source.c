@@ -34,10 +34,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/digest.h"
 #include "base/fs.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "base/strbuf.h"
 #include "fluxsource/fluxsource.h"
 #include "base/base64.h"
 #include "oci/oci.h"
@@ -135,7 +137,7 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 {
 	cJSON *doc = cJSON_CreateObject(), *md, *labels, *spec, *ref, *owners, *owner;
 	const cJSON *shard;
-	char api[128], interval[32];
+	char api[128], interval[32], label[STACK_LABEL_VALUE_MAX];
 	char *text, *url = program_git_url(p->spec.prog_repo);
 	cJSON *res;
 
@@ -151,7 +153,8 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	cJSON_AddStringToObject(md, "name", p->spec.src_name);
 	cJSON_AddStringToObject(md, "namespace", p->ns);
 	labels = cJSON_AddObjectToObject(md, "labels");
-	cJSON_AddStringToObject(labels, STACK_LABEL_NAME, p->name);
+	stack_label_value(p->name, label);
+	cJSON_AddStringToObject(labels, STACK_LABEL_NAME, label);
 	/* A sharded source-controller only serves what carries its key. */
 	shard = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(p->obj, "metadata"), "labels"), FLUX_SHARD_LABEL);
@@ -463,12 +466,26 @@ static struct oci_client *oci_client_for(struct stack_pass *p, const struct oci_
 	return c;
 }
 
-static void poll_key(const struct stack_spec *s, const char *ns, char *out, size_t n)
+/* The OCI resolution cache's key (hex SHA-256, at least 65 bytes of out):
+ * polls are shared only by Stacks that would make the same lookup: same
+ * namespace, reference, credentials and CA Secrets, same transport.  A
+ * Stack without a registry's credentials must not learn what another's
+ * found, nor one that asks for TLS take what was read over plain HTTP.
+ * Each field goes in with its length, so no two specs share a key. */
+void stack_oci_poll_key(const struct stack_spec *s, const char *ns, char *out, size_t n)
 {
-	/* Credentials are per namespace, so polls are shared within one. */
-	snprintf(out, n, "%s|%s|%s|%s|%s|%s", ns, s->oci_url, s->oci_tag ? s->oci_tag : "",
-	    s->oci_digest ? s->oci_digest : "", s->oci_semver ? s->oci_semver : "",
-	    s->oci_media_type ? s->oci_media_type : "");
+	const char *fields[] = { ns, s->oci_url, s->oci_tag, s->oci_digest, s->oci_semver, s->oci_media_type,
+	    s->oci_secret, s->oci_cert_secret, s->oci_insecure ? "insecure" : "tls" };
+	struct strbuf b;
+	struct digest d;
+
+	strbuf_init(&b);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (fields[i])
+			strbuf_printf(&b, "%zu:%zu:%s;", i, strlen(fields[i]), fields[i]);
+	digest_bytes(DIGEST_SHA256, b.buf ? b.buf : "", b.len, &d);
+	strbuf_free(&b);
+	digest_hex(&d, out, n);
 }
 
 static int copy_result(const struct oci_pull_result *from, struct oci_pull_result *to)
@@ -758,7 +775,7 @@ static int resolve_oci(struct stack_pass *p)
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	note_plain_http_credentials(p);
-	poll_key(&p->spec, p->ns, key, sizeof(key));
+	stack_oci_poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* A digest never moves; a tag or range is looked up once per interval,
 	 * or at once when someone asks for a reconcile (as `flux reconcile`
 	 * makes an OCIRepository look now). */
@@ -832,7 +849,7 @@ static int fetch_oci(struct stack_pass *p)
 	memset(&ref, 0, sizeof(ref));
 	memset(&res, 0, sizeof(res));
 	note_plain_http_credentials(p);
-	poll_key(&p->spec, p->ns, key, sizeof(key));
+	stack_oci_poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* Only the layer this pass resolved (and verified) is fetched: another
 	 * Stack's pass may have seen the tag move since. */
 	if (!stack_oci_cache_lookup(p->sc, key, INT64_MAX / 2, &res) || !same_str(res.layer_digest, p->art.digest)) {

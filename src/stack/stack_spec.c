@@ -209,11 +209,22 @@ static int add_config(struct stack_spec *s, const char *field, const char *key, 
 	return 0;
 }
 
+int stack_env_reserved(const char *name)
+{
+	return strncmp(name, "PULUMI_CONTROLLER_", 18) == 0 || strcmp(name, "HOME") == 0 ||
+	    strncmp(name, "KUBERNETES_", 11) == 0;
+}
+
 static int add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
 {
 	if (name[0] == '\0' || strchr(name, '=') != NULL)
 		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
 		    name), -1;
+	/* In a Job's pod these come after the controller's own, and the last of
+	 * a name wins: PULUMI_CONTROLLER_UPDATE would replace the update the
+	 * controller decided (its plan, source, verification). */
+	if (stack_env_reserved(name))
+		return err_set(e, ERR_INVALID, "%s.%s: reserved (the controller sets it)", field, name), -1;
 	for (size_t i = 0; i < s->n_env; i++)
 		if (strcmp(s->env[i].name, name) == 0)
 			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;

@@ -559,6 +559,18 @@ int stack_finalizer_set(struct stack_pass *p, int present, struct err *e)
 
 /* ------------------------------------------------------------ outputs */
 
+void stack_label_value(const char *name, char out[STACK_LABEL_VALUE_MAX])
+{
+	size_t len = strlen(name);
+
+	if (len > STACK_LABEL_VALUE_MAX - 1)
+		len = STACK_LABEL_VALUE_MAX - 1;
+	while (len > 0 && !isalnum((unsigned char)name[len - 1]))
+		len--;
+	memcpy(out, name, len);
+	out[len] = '\0';
+}
+
 /* A Secret data key for an output name ([-._a-zA-Z0-9], as the operator). */
 static void secret_key(const char *name, char *out, size_t n)
 {
@@ -677,8 +689,11 @@ static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 	cJSON_AddStringToObject(md, "namespace", p->ns);
 	{
 		cJSON *labels = cJSON_AddObjectToObject(md, "labels");
+		char v[STACK_LABEL_VALUE_MAX];
+
+		stack_label_value(p->name, v);
 		cJSON_AddStringToObject(labels, "reconcile.fluxcd.io/watch", "Enabled");
-		cJSON_AddStringToObject(labels, STACK_LABEL_NAME, p->name);
+		cJSON_AddStringToObject(labels, STACK_LABEL_NAME, v);
 	}
 	owners = cJSON_AddArrayToObject(md, "ownerReferences");
 	owner = cJSON_CreateObject();

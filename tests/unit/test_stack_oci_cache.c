@@ -86,10 +86,55 @@ static void test_the_cache_stays_bounded_as_stacks_come_and_go(void **state)
 	assert_false(cached("ns0|oci://r/app|v1", "sha256:01"));
 }
 
+/* Issue 21 review: the key left out the credentials, CA and transport, so a
+ * Stack without a registry's credentials reused another's lookup, and one
+ * asking for TLS one made over plain HTTP. */
+static void key_of(struct stack_spec *spec, char out[65])
+{
+	stack_oci_poll_key(spec, "apps", out, 65);
+}
+
+static void test_only_the_same_lookup_shares_a_key(void **state)
+{
+	struct stack_spec a, b;
+	char ka[65], kb[65];
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	a.oci_url = "oci://registry.example/app";
+	a.oci_tag = "stable";
+	b = a;
+	key_of(&a, ka);
+	key_of(&b, kb);
+	assert_string_equal(ka, kb);
+	assert_int_equal(strlen(ka), 64);
+
+	b.oci_secret = "regcred";
+	key_of(&b, kb);
+	assert_string_not_equal(ka, kb);
+	b = a;
+	b.oci_cert_secret = "ca";
+	key_of(&b, kb);
+	assert_string_not_equal(ka, kb);
+	b = a;
+	b.oci_insecure = 1;
+	key_of(&b, kb);
+	assert_string_not_equal(ka, kb);
+	/* No field's text can stand for two: a tag holding what a separator
+	 * and a secret name would look like is another key. */
+	b = a;
+	b.oci_tag = "stable|||||regcred";
+	a.oci_secret = "regcred";
+	key_of(&a, ka);
+	key_of(&b, kb);
+	assert_string_not_equal(ka, kb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_a_new_resolution_replaces_the_old, setup, teardown),
+		cmocka_unit_test(test_only_the_same_lookup_shares_a_key),
 		cmocka_unit_test_setup_teardown(test_the_cache_stays_bounded_as_stacks_come_and_go, setup, teardown),
 	};
 

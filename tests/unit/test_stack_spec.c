@@ -505,6 +505,18 @@ static void env_and_fs_refs_refused(void **state)
 	    "spec.envRefs.KEY.type", "FS");
 }
 
+/* Issue 21 review: in a Job's pod a Stack's variables come after the
+ * controller's, and the last of a name wins. */
+static void reserved_env_names_refused(void **state)
+{
+	(void)state;
+	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'PULUMI_CONTROLLER_UPDATE': {'type': 'Literal', "
+	    "'literal': {'value': '{}'}}}}", "spec.envRefs.PULUMI_CONTROLLER_UPDATE", "reserved");
+	refused("{'stack': 'dev', " FLUX ", 'envs': {'KUBERNETES_SERVICE_HOST': {'value': 'evil'}}}",
+	    "spec.envs.KUBERNETES_SERVICE_HOST", "reserved");
+	refused("{'stack': 'dev', " FLUX ", 'envs': {'HOME': {'value': '/'}}}", "spec.envs.HOME", "reserved");
+}
+
 static void env_refs_and_classic_envs(void **state)
 {
 	struct stack_spec s;
@@ -984,6 +996,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(flux_source_of_every_kind),
+		cmocka_unit_test(reserved_env_names_refused),
 		cmocka_unit_test(flux_source_refusals),
 		cmocka_unit_test(oci_source_refs),
 		cmocka_unit_test(oci_source_options),
