@@ -522,8 +522,13 @@ int stack_job_step(struct stack_pass *p, const char *op);
  * the finalizer go would have its pod garbage-collected mid-update; the Job
  * watch wakes the Stack when it finishes.  0: nothing runs. */
 int stack_job_hold_release(struct stack_pass *p);
+/* 1 while a Job of the Stack (any op) has not finished: its key in out. */
+int stack_job_unfinished(struct stack_pass *p, char *out, size_t n);
 /* The same for the destroy of a Stack being deleted (p->fingerprint set). */
 int stack_job_destroy(struct stack_pass *p);
+/* A finished destroy Job of the Stack (any inputs) succeeded: 1, p->out
+ * holds its outcome; 0 none; -1 its pod could not be listed (e set). */
+int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e);
 /* stack_job_lock.c.  1 when host is the hostname of a pod of a Job that
  * stack_job_name(stack, ...) names (any op and fingerprint). */
 int stack_job_pod_host(const char *stack, const char *host);

@@ -699,26 +699,48 @@ static void note_other(void *ud, const char *key)
 		snprintf(o->keys[o->n++], sizeof(o->keys[0]), "%s", key);
 }
 
-/* An unfinished Job of this Stack (its ownerReference has the Stack's uid)
- * other than own_key ("" for any): its key is written into out. */
-static int unfinished_job(struct stack_pass *p, const char *own_key, char *out, size_t n)
+/* The keys of the cached Jobs of this Stack, but own_key ("" for none).
+ * 0: no Job watch (this controller runs no Jobs). */
+static int stack_jobs(struct stack_pass *p, const char *own_key, struct other_jobs *o)
 {
 	char value[600];
+
+	memset(o, 0, sizeof(*o));
+	if (p->sc->jobs.inf == NULL)
+		return 0;
+	o->own = own_key;
+	snprintf(value, sizeof(value), "%s/%s", p->ns, p->name);
+	kube_informer_by_index(p->sc->jobs.inf, "stack", value, note_other, o);
+	return 1;
+}
+
+/* The i-th Job of o if it is this Stack's own (its ownerReference has the
+ * Stack's uid), else NULL; the caller frees. */
+static cJSON *own_job_at(struct stack_pass *p, const struct other_jobs *o, int i)
+{
+	const char *slash = strchr(o->keys[i], '/');
+	cJSON *job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o->keys[i]);
+
+	if (job && !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) {
+		cJSON_Delete(job);
+		job = NULL;
+	}
+	return job;
+}
+
+/* An unfinished Job of this Stack other than own_key ("" for any): its key
+ * is written into out. */
+static int unfinished_job(struct stack_pass *p, const char *own_key, char *out, size_t n)
+{
 	struct other_jobs o;
 	int running = 0;
 
-	if (p->sc->jobs.inf == NULL)
-		return 0;   /* no Job watch: this controller runs no Jobs */
-	memset(&o, 0, sizeof(o));
-	o.own = own_key;
-	snprintf(value, sizeof(value), "%s/%s", p->ns, p->name);
-	kube_informer_by_index(p->sc->jobs.inf, "stack", value, note_other, &o);
+	if (!stack_jobs(p, own_key, &o))
+		return 0;
 	for (int i = 0; i < o.n && !running; i++) {
-		const char *slash = strchr(o.keys[i], '/');
-		cJSON *job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o.keys[i]);
+		cJSON *job = own_job_at(p, &o, i);
 
-		running = job && owned_by(job, kube_obj_str(p->obj, "metadata.uid")) && !stack_job_finished(job) &&
-		    kube_obj_str(job, "metadata.deletionTimestamp") == NULL;
+		running = job && !stack_job_finished(job) && kube_obj_str(job, "metadata.deletionTimestamp") == NULL;
 		cJSON_Delete(job);
 		if (running)
 			snprintf(out, n, "%s", o.keys[i]);
@@ -731,6 +753,11 @@ static int unfinished_job(struct stack_pass *p, const char *own_key, char *out, 
 static int other_job_running(struct stack_pass *p, const char *own_key, char *out, size_t n)
 {
 	return unfinished_job(p, own_key, out, n);
+}
+
+int stack_job_unfinished(struct stack_pass *p, char *out, size_t n)
+{
+	return unfinished_job(p, "", out, n);
 }
 
 int stack_job_hold_release(struct stack_pass *p)
@@ -943,6 +970,52 @@ int stack_job_step(struct stack_pass *p, const char *op)
 	stack_job_slot_release(p->sc, key);
 	snprintf(p->job_recorded, sizeof(p->job_recorded), "%s", name);
 	return 0;
+}
+
+/* A destroy Job of the Stack that finished and succeeded, whatever
+ * inputs it ran with (its name has the fingerprint of the source it had,
+ * which may be gone now).  Only the deletion runs destroy Jobs, and it is
+ * never undone, so such a Job settles the deletion.  1: p->out holds its
+ * outcome (ok); 0: none (p->out untouched); -1: its pod could not be listed
+ * (e set). */
+int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e)
+{
+	struct other_jobs o;
+	int found = 0;
+
+	err_clear(e);
+	if (!stack_jobs(p, "", &o))
+		return 0;
+	for (int i = 0; i < o.n && !found; i++) {
+		cJSON *job = own_job_at(p, &o, i), *pod;
+		const char *slash = strchr(o.keys[i], '/');
+		char key[400];
+
+		if (job == NULL || !streq(cJSON_GetStringValue(at(at(at(job, "metadata"), "labels"),
+		    "pulumi.com/operation")), "destroy") ||
+		    condition_true(job, "Complete", NULL) == NULL) {
+			cJSON_Delete(job);
+			continue;
+		}
+		if ((pod = job_pod(p, slash ? slash + 1 : o.keys[i], e)) == NULL && e->code != 0 &&
+		    e->code != ERR_NOTFOUND) {
+			cJSON_Delete(job);
+			return -1;
+		}
+		err_clear(e);
+		outcome_from_job(p, "destroy", job, pod);
+		found = p->out.ok;
+		if (found) {
+			job_key(p->ns, slash ? slash + 1 : o.keys[i], key, sizeof(key));
+			stack_job_slot_release(p->sc, key);
+		} else {   /* complete, but its pod said it failed: the usual path reads it */
+			cJSON_Delete(p->out.changes);
+			memset(&p->out, 0, sizeof(p->out));
+		}
+		cJSON_Delete(pod);
+		cJSON_Delete(job);
+	}
+	return found;
 }
 
 int stack_job_update(struct stack_pass *p)

@@ -17,6 +17,15 @@
  *               suspended: released without destroy      (Warning DestroySkipped)
  *               the spec does not parse but asks for      Stalled SpecInvalid (the finalizer stays)
  *               destroyOnFinalize
+ *               a destroy succeeded already (status       released, whatever the source (the
+ *               lastUpdate destroy/succeeded, or a        succeeded destroy is recorded in
+ *               finished destroy Job of the Stack)        status before the release)
+ *               no program (source gone and job mode      Stalled DestroyFailed (no timer: the
+ *               or no workspace), something deployed      source's watch wakes it); else
+ *                                                         Reconciling DestroyFailed
+ *               ... but a Job of the Stack still runs     Reconciling JobRunning (its outcome
+ *                                                         decides, the Job's watch wakes it)
+ *               the destroy failed                        Reconciling DestroyFailed (backoff)
  *   finalizer   -                                         (adds/removes the finalizer)
  *   prereqs     a prerequisite is not Ready (recently)    Reconciling PrerequisiteNotReady;
  *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
@@ -187,13 +196,23 @@ static int release(struct stack_pass *p)
 	return 1;
 }
 
-/* Did an `up` (or a destroy) ever run, so resources may exist?  Not only a
- * success: a first update that failed half-way created some. */
+/* The last operation was a destroy that succeeded: nothing is deployed.
+ * Only a deletion runs destroy, and no update runs after it. */
+static int destroyed(const struct stack_pass *p)
+{
+	return streq(stack_status_str(p, "lastUpdate.type"), "destroy") &&
+	    streq(stack_status_str(p, "lastUpdate.state"), "succeeded");
+}
+
+/* Did an `up` (or a destroy that failed) ever run, so resources may exist?
+ * Not only a success: a first update that failed half-way created some. */
 static int ever_deployed(const struct stack_pass *p)
 {
 	const char *type = stack_status_str(p, "lastUpdate.type");
 	const cJSON *h;
 
+	if (destroyed(p))
+		return 0;
 	if (stack_status_str(p, "lastAppliedRevision") || streq(type, "up") || streq(type, "destroy"))
 		return 1;
 	cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(p->status, "history"))
@@ -230,11 +249,42 @@ static int hold_unparsable(struct stack_pass *p)
 	return 1;
 }
 
+/* The destroy succeeded (p->out): recorded in status first, so a pass
+ * after a controller killed before the release below finds it (destroyed)
+ * and lets the Stack go without the program, which may be gone by then. */
+static int release_destroyed(struct stack_pass *p)
+{
+	struct err e;
+
+	stack_event(p, "Normal", "DestroySucceeded", "destroyed stack %s", p->spec.stack);
+	stack_verdict(p, STACK_WAITING, "Progressing", 0, "destroyed stack %s; the finalizer is being "
+	    "released", p->spec.stack);
+	if (stack_status_write(p, &e) < 0)   /* released all the same: the record is a backstop */
+		log_warn("cannot record the destroy in status", "namespace", p->ns, "name", p->name, "error",
+		    e.msg, NULL);
+	return release(p);
+}
+
+/* A destroy that succeeded is looked for before the source is: a source
+ * pruned with the Stack, or gone while the destroy ran (its Job fetched it
+ * already), must not hold a Stack whose resources are destroyed. */
+static int destroy_done(struct stack_pass *p)
+{
+	struct err e;
+	int rc;
+
+	if (destroyed(p))
+		return release(p);
+	if ((rc = stack_job_destroy_succeeded(p, &e)) < 0)
+		return retry_later(p, &e);
+	return rc ? release_destroyed(p) : 0;
+}
+
 static int step_finalize(struct stack_pass *p)
 {
 	struct err e;
 	int have_program, source_gone;
-	char gone[sizeof(p->v.message)];
+	char gone[sizeof(p->v.message)], job[600];
 
 	if (!p->deleting)
 		return 0;
@@ -249,6 +299,8 @@ static int step_finalize(struct stack_pass *p)
 		return hold_unparsable(p);
 	if (!p->spec_ok || !p->spec.destroy_on_finalize || p->spec.preview)
 		return stack_job_hold_release(p) || release(p);
+	if (destroy_done(p))
+		return 1;
 	/* Destroy runs from the current artifact if it can be had, else from
 	 * what the last update left in the workspace. */
 	memset(&p->v, 0, sizeof(p->v));
@@ -263,6 +315,13 @@ static int step_finalize(struct stack_pass *p)
 	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
 		if (!ever_deployed(p))
 			return release(p);   /* nothing was ever deployed */
+		if (source_gone && stack_job_unfinished(p, job, sizeof(job))) {
+			/* its pod fetched the program already; the Job watch wakes the Stack */
+			stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.requeue_dependency_ms, "the Stack "
+			    "is being deleted and its source is gone (%s); the Job %s still runs and its outcome "
+			    "decides", gone, job);
+			return 1;
+		}
 		if (source_gone) {   /* no timer: the source's watch wakes it when it is back */
 			stack_verdict(p, STACK_STALLED, "DestroyFailed", 0, "cannot destroy: %s, and no copy of "
 			    "the program is left to destroy from; the finalizer stays. Restore the source (the "
@@ -288,10 +347,8 @@ static int step_finalize(struct stack_pass *p)
 		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s", p->spec.stack);
 		stack_update_destroy(p);
 	}
-	if (p->out.ok) {
-		stack_event(p, "Normal", "DestroySucceeded", "destroyed stack %s", p->spec.stack);
-		return release(p);
-	}
+	if (p->out.ok)
+		return release_destroyed(p);
 	p->failures = (int)stack_status_int(p, "lastUpdate.failures", 0) + 1;
 	stack_verdict(p, STACK_WAITING, "DestroyFailed", failure_backoff_ms(p->failures, p->spec.retry_max_ms),
 	    "destroy failed (%d time%s), retrying; the finalizer stays until it succeeds: %s",

@@ -1,8 +1,11 @@
 """Stack scenario 7 (issue 11): deleting a Stack with destroyOnFinalize destroys its
 resources in the simulated cloud, then the object goes; without it the finalizer is not
 there and the resources stay; a failing destroy keeps the finalizer and says why, and
-the destroy is retried until it succeeds.  Both tiers."""
-from stack_fixtures import SOURCE_API
+the destroy is retried until it succeeds; a destroy that succeeded lets the Stack go
+although its source went meanwhile (review 21).  Both tiers."""
+from job_fixtures import FAULT_LABEL
+from stack_fixtures import SOURCE_API, wait_until
+from test_stack_jobs import controller as jobs_controller, fake_kubelet, job_stack, jobs_of, wait_job  # noqa: F401
 
 FINALIZER = "finalizer.stack.pulumi.com"
 GIT = {"sourceRef": {"apiVersion": SOURCE_API, "kind": "GitRepository", "name": "app"}}
@@ -142,3 +145,84 @@ def test_a_first_update_that_failed_half_way_is_destroyed(stack_world):
     w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-half")))
     w.wait_gone("demo", timeout=240)
     assert w.cloud_files() == {}
+
+
+def source_gone(w):
+    wait_until(lambda: not [s for s in w.client.list(SOURCE_API, "gitrepositories", w.namespace)["items"]
+                            if s["metadata"]["name"] == "app"], what="the source gone")
+
+
+def test_a_destroy_job_that_succeeded_after_its_source_went_releases_the_stack(fake_kubelet):
+    """Review 21: Flux prunes the Stack and its GitRepository together; the destroy Job has
+    fetched the program already.  While it runs the Stack waits for it (not Stalled
+    "cannot destroy"); the controller is killed meanwhile; its successor finds the Job
+    Complete and lets the Stack go, with no source to resolve."""
+    w = fake_kubelet
+    src = w.flux_source("GitRepository", "app", w.artifact())
+    job_stack(w, "demo", labels={FAULT_LABEL: "hold"}, destroyOnFinalize=True)
+    jobs_controller(w)
+    up = wait_job(w, "demo")["metadata"]["name"]
+    wait_until(lambda: w.kubelet.release(up, w.namespace), what="the up Job released")
+    w.wait_ready("demo", revision=src["revision"])
+
+    w.delete_stack("demo")
+    destroy = wait_until(lambda: next((j["metadata"]["name"] for j in jobs_of(w, "demo")
+                                       if "-destroy-" in j["metadata"]["name"]), None),
+                         what="the destroy Job")
+    w.delete_source("GitRepository", "app")
+    source_gone(w)
+
+    def waiting():
+        o = w.stack_or_none("demo")
+        c = w.cond(o, "Reconciling") if o else None
+        return o if c and c["reason"] == "JobRunning" and "source is gone" in c["message"] else None
+    obj = w._wait("demo", waiting, 120, "Reconciling JobRunning, the source gone")
+    assert f"the Job {w.namespace}/{destroy} still runs" in w.cond(obj, "Reconciling")["message"]
+    assert w.cond(obj, "Stalled") is None
+
+    assert w.ctl.stop() == 0
+    wait_until(lambda: w.kubelet.release(destroy, w.namespace), what="the destroy Job released")
+    jobs_controller(w)
+    w.wait_gone("demo", timeout=120)
+    assert "DestroySucceeded" in w.event_reasons("demo")
+
+
+def test_a_destroy_recorded_before_the_release_lets_the_stack_go_without_its_program(stack_world):
+    """Review 21, local runner: a destroy that succeeded is written to status before the
+    finalizer goes ("keep" shows it: a finalizer of someone else's holds that Stack).  A
+    controller killed between the two leaves "killed" as below: destroyed, its finalizer
+    still there; the source pruned and the pod replaced (new storage, no workspace), its
+    successor lets the Stack go on that record instead of Stalled "cannot destroy"."""
+    w = stack_world
+    w.flux_source("GitRepository", "app", w.artifact())
+    keep = w.stack_object("keep", stack="keep", fluxSource=GIT, destroyOnFinalize=True)
+    keep["metadata"]["finalizers"] = ["e2e.test/keep"]
+    w._call(lambda c: c.create(keep, "stacks", w.namespace))
+    w.apply_stack("killed", stack="killed", fluxSource=GIT, destroyOnFinalize=True)
+    w.controller()
+    w.wait_ready("keep")
+    w.wait_ready("killed")
+    kept, killed = file_of(w, "keep"), file_of(w, "killed")
+
+    w.delete_stack("keep")
+    obj = w._wait("keep", lambda: (lambda o: o if o and FINALIZER not in o["metadata"]["finalizers"]
+                                   else None)(w.stack_or_none("keep")), 240, "keep destroyed")
+    last = obj["status"]["lastUpdate"]
+    assert (last["type"], last["state"]) == ("destroy", "succeeded"), last
+    assert kept not in w.cloud_files()
+    w.patch_stack("keep", {"metadata": {"finalizers": None}})
+    w.wait_gone("keep")
+
+    assert w.ctl.stop() == 0
+    w.delete_source("GitRepository", "app")
+    source_gone(w)
+    w.delete_stack("killed")
+    obj = w.stack("killed")
+    assert FINALIZER in obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp")
+    # What the killed controller wrote (as "keep" shows) before it could release.
+    obj["status"]["lastUpdate"].update({"type": "destroy", "state": "succeeded"})
+    w._call(lambda c: c.update(obj, "stacks", "status"))
+    w.controller(storage_path=str(w.workdir / "storage-new"))
+    w.wait_gone("killed", timeout=120)
+    assert killed in w.cloud_files()              # the record was trusted: no destroy ran
+    assert [u["stack"] for u in w.updates(commands=("destroy",))] == ["keep"]

@@ -14,7 +14,9 @@
  *   - deletion: without our finalizer nothing happens; with it and nothing
  *     to destroy (invalid spec, no destroyOnFinalize, never deployed) the
  *     finalizer is released and the workspace removed; with something
- *     deployed and no program, DestroyFailed keeps the finalizer.
+ *     deployed and no program, DestroyFailed keeps the finalizer; with a
+ *     destroy that succeeded in status (a controller killed before its
+ *     release), released without the program.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -268,6 +270,25 @@ static void deployed_without_a_program_keeps_the_finalizer(void **state)
 	fake_pass_free(p);
 }
 
+/* The last pass destroyed the stack and recorded it, then died before the
+ * release: the next one lets the Stack go, though no program is left. */
+static void a_recorded_destroy_releases_without_a_program(void **state)
+{
+	char root[PATH_MAX];
+	struct stack_pass *p = fake_pass_new("{'stack': 'dev', 'destroyOnFinalize': true, " FLUX "}", OURS,
+	    "{'lastAppliedRevision': 'main@sha1:aaaa', 'lastUpdate': {'type': 'destroy', 'state': 'succeeded'}}");
+	(void)state;
+
+	stack_workspace_paths(&sc, "apps", "web", root, sizeof(root));
+	assert_int_equal(fs_mkdir_p(root, 0700, &(struct err){0}), 0);
+	fake_reset();
+	fake_route(STACK_PATH, 200, RELEASED);
+	assert_int_equal(run(p), 0);
+	assert_released(p, root);
+	assert_int_equal(fake_count("POST", EVENTS_PATH), 0);
+	fake_pass_free(p);
+}
+
 /* ------------------------------------------------------------ programRef */
 
 #define GITREPO_PATH "/apis/source.toolkit.fluxcd.io/v1/namespaces/apps/gitrepositories/web-program"
@@ -381,6 +402,7 @@ int main(void)
 		cmocka_unit_test(deleting_without_our_finalizer_is_left_alone),
 		cmocka_unit_test(deleting_with_nothing_to_destroy_releases),
 		cmocka_unit_test(deployed_without_a_program_keeps_the_finalizer),
+		cmocka_unit_test(a_recorded_destroy_releases_without_a_program),
 		cmocka_unit_test(program_ref_applies_its_git_repository),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
