@@ -997,7 +997,7 @@ int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e)
 			cJSON_Delete(job);
 			continue;
 		}
-		if ((pod = job_pod(p, slash ? slash + 1 : o.keys[i], e)) == NULL && e->code != 0 &&
+		if ((pod = job_pod(p, job, e)) == NULL && e->code != 0 &&
 		    e->code != ERR_NOTFOUND) {
 			cJSON_Delete(job);
 			return -1;
