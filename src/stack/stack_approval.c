@@ -695,6 +695,10 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	cJSON_AddItemToObject(pv, "steps", stack_plan_steps(text, PREVIEW_STEPS_MAX, &omitted));
 	cJSON_AddNumberToObject(pv, "omittedSteps", omitted);
 	cJSON_AddStringToObject(pv, "generatedAt", now);
+	/* Which plan Job this is: a lost "recorded" mark must not let a later
+	 * pass take the same Job's plan for a fresh one (stack_job.c). */
+	if (p->spec.job_mode && p->job_recorded_uid[0])
+		cJSON_AddStringToObject(pv, "jobUid", p->job_recorded_uid);
 	free(text);
 	cJSON_Delete(p->safety.preview);
 	p->safety.preview = pv;

@@ -691,6 +691,7 @@ struct stack_pass {
 	struct stack_extra_cond verified;
 	int verified_none;
 	char job_recorded[64];          /* the Job whose outcome this pass records (stack_job.c) */
+	char job_recorded_uid[64];      /* and its uid: a plan records it in status.preview.jobUid */
 	int job_waits_other;            /* its Job waits for one of earlier inputs (stack_job.c) */
 };
 

@@ -332,6 +332,10 @@ static int recorded_in_status(const struct stack_pass *p, const char *op, const 
 	int64_t st = stack_parse_time_us(stack_status_str(p, "lastUpdate.startTime"));
 	int64_t en = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
 
+	/* A plan is no update (lastUpdate stays): its record names the Job. */
+	if (streq(op, STACK_JOB_OP_PLAN))
+		return stack_job_finished(job) && kube_obj_str(job, "metadata.uid") &&
+		    streq(stack_status_str(p, "preview.jobUid"), kube_obj_str(job, "metadata.uid"));
 	return stack_job_finished(job) && start > 0 && end > 0 && st > 0 && en > 0 &&
 	    streq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
 	    en / 1000000 == end / 1000000;
@@ -965,6 +969,8 @@ int stack_job_step(struct stack_pass *p, const char *op)
 		return retry_later(p, &e);
 	}
 	outcome_from_job(p, op, job, pod);
+	snprintf(p->job_recorded_uid, sizeof(p->job_recorded_uid), "%s",
+	    kube_obj_str(job, "metadata.uid") ? kube_obj_str(job, "metadata.uid") : "");
 	cJSON_Delete(pod);
 	cJSON_Delete(job);
 	stack_job_slot_release(p->sc, key);

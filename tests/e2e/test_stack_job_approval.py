@@ -398,3 +398,31 @@ def test_a_shared_service_account_is_refused(shared):
     assert "ownerReferences" not in sa["metadata"]
     with pytest.raises(KubeError):
         w.client.get("rbac.authorization.k8s.io/v1", "rolebindings", "other-outputs-writer", w.namespace)
+
+
+def test_a_plan_job_whose_recorded_mark_was_lost_is_not_read_again(shared):
+    """Issue 21 review: a plan Job's outcome is a preview, which writes no lastUpdate, so
+    only its pulumi.com/result-recorded mark told a read plan from a new one.  With the mark
+    lost (the controller killed between its status write and the mark), a requested fresh
+    preview (same generation, so the same Job name) took the old Job's plan again.
+    status.preview.jobUid now names the Job a plan came from."""
+    w, d = shared
+    revision(w, "hello")
+    approval_stack(w, d)
+    controller(w)
+    awaiting(w, "demo")
+    recorded = "pulumi.com/result-recorded"
+    pjob = wait_until(lambda: next((j for j in jobs_of(w, "plan")
+                                    if (j["metadata"].get("annotations") or {}).get(recorded)), None),
+                      what="the plan Job marked recorded")
+    uid = pjob["metadata"]["uid"]
+    assert w.stack("demo")["status"]["preview"].get("jobUid") == uid
+    w.client.patch("batch/v1", "jobs", pjob["metadata"]["name"],
+                   {"metadata": {"annotations": {recorded: None}}}, w.namespace)
+    w.patch_stack("demo", {"metadata": {"annotations": {
+        "reconcile.fluxcd.io/requestedAt": "fresh-preview-1"}}})
+    wait_until(lambda: (w.stack("demo").get("status") or {}).get("lastHandledReconcileAt") ==
+               "fresh-preview-1", timeout=120, what="the request handled")
+    uids = [j["metadata"]["uid"] for j in jobs_of(w, "plan")]
+    assert uids and uid not in uids, "the request was answered with the old plan Job's result"
+    assert w.stack("demo")["status"]["preview"]["jobUid"] in uids
