@@ -8,6 +8,7 @@
  */
 #include "pulumi/pl_internal.h"
 #include "base/secret.h"
+#include "base/strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,42 +389,44 @@ static char *json_escaped(const char *s)
 }
 
 /* Replaces every occurrence of needle in *s (reallocating). */
-static int replace_all(char **s, const char *needle)
+/* Marks in hit every byte of s that is inside an occurrence of needle
+ * (occurrences may overlap). */
+static void mark_all(const char *s, size_t len, const char *needle, unsigned char *hit)
 {
-	static const char mask[] = "[secret]";
-	size_t nl = strlen(needle), count = 0, ml = sizeof(mask) - 1;
-	char *p, *out, *w;
-	const char *r;
+	size_t nl = strlen(needle);
+	const char *p = s, *end = s + len;
 
 	if (nl == 0)
-		return 0;
-	for (p = strstr(*s, needle); p; p = strstr(p + nl, needle))
-		count++;
-	if (count == 0)
-		return 0;
-	out = malloc(strlen(*s) - count * nl + count * ml + 1);
-	if (out == NULL)
-		return -1;
-	w = out;
-	r = *s;
-	for (p = strstr(r, needle); p; p = strstr(r, needle)) {
-		memcpy(w, r, (size_t)(p - r));
-		w += p - r;
-		memcpy(w, mask, ml);
-		w += ml;
-		r = p + nl;
+		return;
+	while ((size_t)(end - p) >= nl && (p = memmem(p, (size_t)(end - p), needle, nl)) != NULL) {
+		memset(hit + (p - s), 1, nl);
+		p++;
 	}
-	strcpy(w, r);
-	free(*s);
-	*s = out;
-	return 0;
 }
 
-static int longer_first(const void *a, const void *b)
+/* s with each run of marked bytes as one "[secret]" (caller frees; NULL
+ * when out of memory). */
+static char *mask_marked(const char *s, size_t len, const unsigned char *hit)
 {
-	size_t la = strlen(*(const char *const *)a), lb = strlen(*(const char *const *)b);
+	static const char mask[] = "[secret]";
+	struct strbuf b;
 
-	return la < lb ? 1 : la > lb ? -1 : 0;
+	strbuf_init(&b);
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+
+		if (hit[i]) {
+			while (j < len && hit[j])
+				j++;
+			strbuf_addn(&b, mask, sizeof(mask) - 1);
+		} else {
+			while (j < len && !hit[j])
+				j++;
+			strbuf_addn(&b, s + i, j - i);
+		}
+		i = j;
+	}
+	return b.buf ? strbuf_take(&b) : strdup("");
 }
 
 /* The texts masked for one set of secrets, each once (an owned vector). */
@@ -508,30 +511,35 @@ static void frag_free(struct pl_strv *f)
 
 char *pl_redact(const char *s, const char *const *secrets, size_t n)
 {
-	char *out = strdup(s ? s : "");
+	size_t len = strlen(s ? s : "");
 	struct pl_strv f = { 0 };
+	unsigned char *hit;
+	char *out;
 
-	if (out == NULL || n == 0)
-		return out;
+	if (n == 0 || len == 0)
+		return strdup(s ? s : "");
 	for (size_t i = 0; i < n; i++)
 		if (secrets[i] && secrets[i][0])
 			frag_add_secret(&f, secrets[i]);
-	/* Longest first, so a secret that contains another is masked whole. */
-	if (f.n > 0)
-		qsort(f.v, f.n, sizeof(*f.v), longer_first);
-	for (size_t i = 0; i < f.n && out && !f.oom; i++) {
+	/* Every occurrence of every fragment is found in the text as it was,
+	 * and their union masked: masking one after another would let a longer
+	 * secret's mask swallow part of a shorter, overlapping one, whose rest
+	 * then shows. */
+	if ((hit = calloc(len, 1)) == NULL || f.oom) {
+		free(hit);
+		frag_free(&f);
+		return NULL;
+	}
+	for (size_t i = 0; i < f.n; i++) {
 		char *esc = json_escaped(f.v[i]);
 
-		if (replace_all(&out, f.v[i]) < 0 || (esc && replace_all(&out, esc) < 0)) {
-			free(out);
-			out = NULL;
-		}
+		mark_all(s, len, f.v[i], hit);
+		if (esc)
+			mark_all(s, len, esc, hit);
 		free(esc);
 	}
-	if (f.oom) {
-		free(out);
-		out = NULL;
-	}
+	out = mask_marked(s, len, hit);
+	free(hit);
 	frag_free(&f);
 	return out;
 }

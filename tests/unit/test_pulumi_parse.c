@@ -216,6 +216,28 @@ static void test_redact(void **state)
 	free(s);
 }
 
+/* Issue 21 review: masked one after another, the longer secret's mask took
+ * part of a shorter one it overlaps, and the rest of that one showed
+ * ("hunter2-[secret]").  Overlapping and adjacent occurrences are one mask. */
+static void test_redact_overlapping_secrets(void **state)
+{
+	const char *secrets[] = { "hunter2-topsecret", "topsecret-and-then-some" };
+	const char *marker[] = { "[secret]", "secret" };
+	char *s;
+
+	(void)state;
+	s = pl_redact("token=hunter2-topsecret-and-then-some end", secrets, 2);
+	assert_string_equal(s, "token=[secret] end");
+	free(s);
+	s = pl_redact("a hunter2-topsecrethunter2-topsecret b", secrets, 1);
+	assert_string_equal(s, "a [secret] b");
+	free(s);
+	/* A secret that is the mask, or inside it: masked once, no loop. */
+	s = pl_redact("x [secret] y secret", marker, 2);
+	assert_string_equal(s, "x [secret] y [secret]");
+	free(s);
+}
+
 /* A PEM-like key and a JSON key file (holding a PEM key, escaped). */
 static const char PEM[] =
 	"-----BEGIN PRIVATE KEY-----\n"
@@ -621,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_events_overlong_line_is_skipped),
 		cmocka_unit_test(test_outputs_history_config),
 		cmocka_unit_test(test_redact),
+		cmocka_unit_test(test_redact_overlapping_secrets),
 		cmocka_unit_test(test_events_carry_the_root_stack_outputs),
 		cmocka_unit_test(test_redact_multiline_secrets_line_by_line),
 		cmocka_unit_test(test_redact_tail_drops_a_cut_first_line),
