@@ -47,3 +47,12 @@ int clock_sleep_cancelable_ms(long ms, const volatile int *cancel)
 	}
 	return cancel != NULL && *cancel != 0 ? -1 : 0;
 }
+
+void clock_format_rfc3339(char *buf, size_t n, time_t t)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	if (strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 && n > 0)
+		buf[0] = '\0';
+}

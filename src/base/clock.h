@@ -5,11 +5,15 @@
  *
  * The one copy of these helpers in the program: http, the artifact store,
  * the OCI client, proc, the kube client and the pulumi driver use them.
+ * Wall-clock timestamps (what status fields, Events and manifests carry)
+ * are formatted here too, once: clock_format_rfc3339.
  */
 #ifndef PC_CLOCK_H
 #define PC_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Milliseconds on CLOCK_MONOTONIC (an arbitrary origin; only differences
  * mean anything). */
@@ -27,5 +31,11 @@ void clock_sleep_ms(long ms);
  * sleep.  For waits another thread or a signal handler must be able to cut.
  */
 int clock_sleep_cancelable_ms(long ms, const volatile int *cancel);
+
+/* Formats the wall-clock time t (seconds since the epoch) in UTC as RFC 3339
+ * with whole seconds, "2026-11-30T10:00:00Z", into buf; n of at least
+ * CLOCK_RFC3339_LEN holds it.  What metav1.Time and OCI annotations carry. */
+#define CLOCK_RFC3339_LEN 21
+void clock_format_rfc3339(char *buf, size_t n, time_t t);
 
 #endif

@@ -546,4 +546,12 @@ void kube_format_microtime(char *buf, size_t n, int64_t unix_us);
 int kube_parse_time_us(const char *s, int64_t *out);
 int64_t kube_now_us(void);
 
+/* The entry of obj's status.conditions whose type is type (borrowed from
+ * obj); NULL when obj has none.  Any kind: a Stack, a Flux source, a Job,
+ * a pod. */
+const cJSON *kube_condition(const cJSON *obj, const char *type);
+/* 1 when one of obj's metadata.ownerReferences names an object of kind with
+ * this uid (the uid is what makes it that object and not a namesake). */
+int kube_owned_by(const cJSON *obj, const char *kind, const char *uid);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/fs.h"
+#include "base/str.h"
 #include "kube/kube_priv.h"
 
 /* ------------------------------------------------------------ time */
@@ -207,4 +208,31 @@ void kube_strip_object(cJSON *obj)
 		if (ann->child == NULL)
 			cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
 	}
+}
+
+/* ------------------------------------------------------------ objects */
+
+static const cJSON *field(const cJSON *obj, const char *name)
+{
+	return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+}
+
+const cJSON *kube_condition(const cJSON *obj, const char *type)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, field(field(obj, "status"), "conditions"))
+		if (str_eq(kube_obj_str(c, "type"), type))
+			return c;
+	return NULL;
+}
+
+int kube_owned_by(const cJSON *obj, const char *kind, const char *uid)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach(o, field(field(obj, "metadata"), "ownerReferences"))
+		if (str_eq(kube_obj_str(o, "kind"), kind) && str_eq(kube_obj_str(o, "uid"), uid))
+			return 1;
+	return 0;
 }
