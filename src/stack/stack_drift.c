@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 static int enabled(const struct stack_pass *p)
@@ -31,19 +32,14 @@ static int enabled(const struct stack_pass *p)
 	return p->spec_ok && !p->deleting && !p->spec.preview && p->spec.drift_interval_ms > 0;
 }
 
-static int eq(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
-}
-
 /* The last update at these inputs succeeded: the state says what the
  * cloud should be. */
 static int applied_now(struct stack_pass *p)
 {
 	stack_fingerprint(p, p->fingerprint);
-	return eq(stack_status_str(p, "fingerprint"), p->fingerprint) &&
-	    eq(stack_status_str(p, "lastUpdate.state"), "succeeded") &&
-	    eq(stack_status_str(p, "lastUpdate.type"), "up");
+	return str_eq(stack_status_str(p, "fingerprint"), p->fingerprint) &&
+	    str_eq(stack_status_str(p, "lastUpdate.state"), "succeeded") &&
+	    str_eq(stack_status_str(p, "lastUpdate.type"), "up");
 }
 
 static int64_t last_check_us(const struct stack_pass *p)

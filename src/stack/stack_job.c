@@ -24,6 +24,7 @@
 #include "base/base64.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 #define GONE_RETRY_MS 2000L
@@ -44,11 +45,6 @@ static const cJSON *at(const cJSON *o, const char *k)
 	return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
-static int streq(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
-}
-
 /* ------------------------------------------------------------ Job state */
 
 static const char *condition_true(const cJSON *job, const char *type, const char **reason)
@@ -56,7 +52,7 @@ static const char *condition_true(const cJSON *job, const char *type, const char
 	const cJSON *c;
 
 	cJSON_ArrayForEach(c, at(at(job, "status"), "conditions"))
-		if (streq(kube_obj_str(c, "type"), type) && streq(kube_obj_str(c, "status"), "True")) {
+		if (str_eq(kube_obj_str(c, "type"), type) && str_eq(kube_obj_str(c, "status"), "True")) {
 			if (reason)
 				*reason = kube_obj_str(c, "reason");
 			return type;
@@ -80,7 +76,7 @@ static int owned_by(const cJSON *job, const char *uid)
 	const cJSON *o;
 
 	cJSON_ArrayForEach(o, at(at(job, "metadata"), "ownerReferences"))
-		if (streq(kube_obj_str(o, "kind"), "Stack") && streq(kube_obj_str(o, "uid"), uid))
+		if (str_eq(kube_obj_str(o, "kind"), "Stack") && str_eq(kube_obj_str(o, "uid"), uid))
 			return 1;
 	return 0;
 }
@@ -157,7 +153,7 @@ static const cJSON *update_container_status(const cJSON *pod)
 	const cJSON *cs;
 
 	cJSON_ArrayForEach(cs, at(at(pod, "status"), "containerStatuses"))
-		if (streq(kube_obj_str(cs, "name"), "update"))
+		if (str_eq(kube_obj_str(cs, "name"), "update"))
 			return cs;
 	return NULL;
 }
@@ -167,7 +163,7 @@ static int pod_started(const cJSON *pod)
 	const char *phase = kube_obj_str(pod, "status.phase");
 	const cJSON *cs = update_container_status(pod);
 
-	return streq(phase, "Running") || streq(phase, "Succeeded") || streq(phase, "Failed") ||
+	return str_eq(phase, "Running") || str_eq(phase, "Succeeded") || str_eq(phase, "Failed") ||
 	    at(at(cs, "state"), "running") || at(at(cs, "state"), "terminated");
 }
 
@@ -187,7 +183,7 @@ static void pod_not_started_reason(const cJSON *pod, char *out, size_t n)
 		return;
 	}
 	cJSON_ArrayForEach(c, at(at(pod, "status"), "conditions"))
-		if (streq(kube_obj_str(c, "type"), "PodScheduled") && streq(kube_obj_str(c, "status"), "False")) {
+		if (str_eq(kube_obj_str(c, "type"), "PodScheduled") && str_eq(kube_obj_str(c, "status"), "False")) {
 			snprintf(out, n, "%s: %s", kube_obj_str(c, "reason") ? kube_obj_str(c, "reason") : "Unschedulable",
 			    kube_obj_str(c, "message") ? kube_obj_str(c, "message") : "the pod cannot be scheduled");
 			return;
@@ -260,7 +256,7 @@ static void log_tail(struct stack_pass *p, const cJSON *pod, char *out, size_t n
 static enum pl_status status_named(const char *name)
 {
 	for (int s = PL_OK; s <= PL_INTERNAL; s++)
-		if (streq(pl_status_name((enum pl_status)s), name))
+		if (str_eq(pl_status_name((enum pl_status)s), name))
 			return (enum pl_status)s;
 	return PL_FAILED;
 }
@@ -315,8 +311,8 @@ static int64_t job_end_us(const cJSON *job)
 	if (kube_obj_str(job, "status.completionTime"))
 		return stack_parse_time_us(kube_obj_str(job, "status.completionTime"));
 	cJSON_ArrayForEach(c, at(at(job, "status"), "conditions"))
-		if ((streq(kube_obj_str(c, "type"), "Complete") || streq(kube_obj_str(c, "type"), "Failed")) &&
-		    streq(kube_obj_str(c, "status"), "True"))
+		if ((str_eq(kube_obj_str(c, "type"), "Complete") || str_eq(kube_obj_str(c, "type"), "Failed")) &&
+		    str_eq(kube_obj_str(c, "status"), "True"))
 			return stack_parse_time_us(kube_obj_str(c, "lastTransitionTime"));
 	return 0;
 }
@@ -333,11 +329,11 @@ static int recorded_in_status(const struct stack_pass *p, const char *op, const 
 	int64_t en = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
 
 	/* A plan is no update (lastUpdate stays): its record names the Job. */
-	if (streq(op, STACK_JOB_OP_PLAN))
+	if (str_eq(op, STACK_JOB_OP_PLAN))
 		return stack_job_finished(job) && kube_obj_str(job, "metadata.uid") &&
-		    streq(stack_status_str(p, "preview.jobUid"), kube_obj_str(job, "metadata.uid"));
+		    str_eq(stack_status_str(p, "preview.jobUid"), kube_obj_str(job, "metadata.uid"));
 	return stack_job_finished(job) && start > 0 && end > 0 && st > 0 && en > 0 &&
-	    streq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
+	    str_eq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
 	    en / 1000000 == end / 1000000;
 }
 
@@ -358,7 +354,7 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	p->out.end_us = job_end_us(job) > 0 ? job_end_us(job) : kube_now_us();
 	if (cJSON_IsObject(res)) {
 		p->out.status = status_named(kube_obj_str(res, "status"));
-		if (streq(kube_obj_str(res, "class"), "timeout"))
+		if (str_eq(kube_obj_str(res, "class"), "timeout"))
 			p->out.status = PL_TIMEOUT;
 		/* The pod masked it; the controller does not trust that. */
 		char *masked = redact(p, kube_obj_str(res, "message") ? kube_obj_str(res, "message") : "");
@@ -374,7 +370,7 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 		snprintf(why, sizeof(why), "the Job's pod ended without a result (exit code %ld%s%s)", code,
 		    kube_obj_str(term, "reason") ? ", " : "", kube_obj_str(term, "reason") ? kube_obj_str(term, "reason") : "");
 	}
-	if (streq(reason, "DeadlineExceeded")) {
+	if (str_eq(reason, "DeadlineExceeded")) {
 		p->out.status = PL_TIMEOUT;
 		snprintf(why, sizeof(why), "the update did not finish within its timeout (%lds, the Job's "
 		    "activeDeadlineSeconds); the Job was stopped", (p->spec.timeout_ms + 999) / 1000);
@@ -384,9 +380,9 @@ static void outcome_from_job(struct stack_pass *p, const char *op, const cJSON *
 	p->out.ok = p->out.status == PL_OK;
 	if (p->out.ok) {
 		snprintf(p->out.message, sizeof(p->out.message), "%s", why[0] ? why : "succeeded");
-		if (streq(kube_obj_str(res, "outputs"), "written") && streq(op, "up"))
+		if (str_eq(kube_obj_str(res, "outputs"), "written") && str_eq(op, "up"))
 			p->out.outputs = outputs_read_back(p);
-		else if (streq(kube_obj_str(res, "outputs"), "failed"))
+		else if (str_eq(kube_obj_str(res, "outputs"), "failed"))
 			snprintf(p->note + strlen(p->note), sizeof(p->note) - strlen(p->note),
 			    "%sthe Job's pod could not write the outputs Secret", p->note[0] ? "; " : "");
 	} else if (p->out.status == PL_CHANGES_NOT_EXPECTED) {
@@ -487,7 +483,7 @@ const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, c
 		return s->runner.service_account;
 	/* Plan Jobs run the program under review: never as the up Job's
 	 * ServiceAccount, which may write <name>-outputs. */
-	snprintf(buf, n, "%s-%s", stack, streq(op, STACK_JOB_OP_PLAN) ? "planner" : "runner");
+	snprintf(buf, n, "%s-%s", stack, str_eq(op, STACK_JOB_OP_PLAN) ? "planner" : "runner");
 	return buf;
 }
 
@@ -497,7 +493,7 @@ static const char *owner_stack_uid(const cJSON *have)
 	const cJSON *ref;
 
 	cJSON_ArrayForEach(ref, at(at(have, "metadata"), "ownerReferences"))
-		if (streq(kube_obj_str(ref, "kind"), "Stack") && cJSON_IsTrue(at(ref, "controller")))
+		if (str_eq(kube_obj_str(ref, "kind"), "Stack") && cJSON_IsTrue(at(ref, "controller")))
 			return kube_obj_str(ref, "uid");
 	return NULL;
 }
@@ -517,7 +513,7 @@ static int named_sa_refused(struct stack_pass *p, const char *name, struct err *
 		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 	err_clear(e);
 	owner = owner_stack_uid(have);
-	refused = owner != NULL && !streq(owner, kube_obj_str(p->obj, "metadata.uid"));
+	refused = owner != NULL && !str_eq(owner, kube_obj_str(p->obj, "metadata.uid"));
 	cJSON_Delete(have);
 	if (refused)
 		stack_verdict(p, STACK_STALLED, "ServiceAccountNotOwned", 0, "spec.runner.serviceAccountName: the "
@@ -545,7 +541,7 @@ int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e)
 		return 0;
 	}
 	owner = owner_stack_uid(have);
-	if (owner == NULL || !streq(owner, kube_obj_str(p->obj, "metadata.uid"))) {
+	if (owner == NULL || !str_eq(owner, kube_obj_str(p->obj, "metadata.uid"))) {
 		/* Someone else's: granting it the Stack's Secrets would hand them
 		 * to whoever else runs as it. */
 		cJSON_Delete(have);
@@ -812,7 +808,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	struct stack_job_in in = { p->ns, p->name, kube_obj_str(p->obj, "metadata.uid"),
 		kube_obj_str(p->obj, "apiVersion"), op, p->fingerprint, &p->spec, &p->art, p->sc->o.job_image,
 		p->sc->o.job_ttl_s, p->sc->o.job_plugins_dir, p->safety.remediate, NULL,
-		streq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes,
+		str_eq(op, "up") && p->safety.plan_id[0] ? p->safety.plan_id : NULL, p->sc->o.max_artifact_bytes,
 		stack_approval_applied(p) };
 	char stack_key[600], other[600], stale[128];
 	cJSON *job, *res;
@@ -834,8 +830,8 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
-	if (ensure_inputs_secret(p, &e) < 0 || (streq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
-	    (streq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
+	if (ensure_inputs_secret(p, &e) < 0 || (str_eq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
+	    (str_eq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
 	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
 		if (e.code != ERR_REFUSED)
@@ -867,10 +863,10 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 	/* Not "update started": that line pairs with an end in the same pass. */
 	log_info("update Job created", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
 	    "reconcileID", p->id, "reason", p->why, "job", name, NULL);
-	if (streq(op, "destroy"))
+	if (str_eq(op, "destroy"))
 		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s in Job %s", p->spec.stack, name);
-	else if (!streq(op, "refresh"))   /* a drift check is no update (no event locally either) */
-		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview || streq(op, STACK_JOB_OP_PLAN) ?
+	else if (!str_eq(op, "refresh"))   /* a drift check is no update (no event locally either) */
+		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s in Job %s: %s", p->spec.preview || str_eq(op, STACK_JOB_OP_PLAN) ?
 		    "preview" : "update", p->art.revision, name, p->why);
 	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.job_start_timeout_ms, "the %s of revision %s runs "
 	    "in Job %s", op, p->art.revision, name);
@@ -997,7 +993,7 @@ int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e)
 		const char *slash = strchr(o.keys[i], '/');
 		char key[400];
 
-		if (job == NULL || !streq(cJSON_GetStringValue(at(at(at(job, "metadata"), "labels"),
+		if (job == NULL || !str_eq(cJSON_GetStringValue(at(at(at(job, "metadata"), "labels"),
 		    "pulumi.com/operation")), "destroy") ||
 		    condition_true(job, "Complete", NULL) == NULL) {
 			cJSON_Delete(job);

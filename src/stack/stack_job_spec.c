@@ -429,3 +429,9 @@ void stack_runner_free(struct stack_runner *r)
 	cJSON_Delete(r->volume_mounts);
 	memset(r, 0, sizeof(*r));
 }
+
+int stack_env_reserved(const char *name)
+{
+	return strncmp(name, "PULUMI_CONTROLLER_", 18) == 0 || strcmp(name, "HOME") == 0 ||
+	    strncmp(name, "KUBERNETES_", 11) == 0;
+}

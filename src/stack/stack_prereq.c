@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 #define PREREQ_DEPTH_MAX 64
@@ -25,11 +26,6 @@
 static const cJSON *at(const cJSON *o, const char *k)
 {
 	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static int eq(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
 }
 
 /* Calls fn for each prerequisite named by obj's raw spec (both lists),
@@ -86,7 +82,7 @@ static const cJSON *ready_condition(const cJSON *obj)
 	const cJSON *c;
 
 	cJSON_ArrayForEach(c, at(at(obj, "status"), "conditions"))
-		if (eq(kube_obj_str(c, "type"), "Ready"))
+		if (str_eq(kube_obj_str(c, "type"), "Ready"))
 			return c;
 	return NULL;
 }
@@ -98,9 +94,9 @@ int stack_prereq_readiness_changed(const cJSON *old, const cJSON *obj)
 
 	if (old == NULL)
 		return 1;
-	return !eq(sa, sb) || (sa == NULL) != (sb == NULL) ||
+	return !str_eq(sa, sb) || (sa == NULL) != (sb == NULL) ||
 	    !cJSON_Compare(at(at(old, "status"), "observedGeneration"), at(at(obj, "status"), "observedGeneration"), 1) ||
-	    !eq(kube_obj_str(old, "status.lastUpdate.endTime"), kube_obj_str(obj, "status.lastUpdate.endTime"));
+	    !str_eq(kube_obj_str(old, "status.lastUpdate.endTime"), kube_obj_str(obj, "status.lastUpdate.endTime"));
 }
 
 /* Ready=True at its current generation. */
@@ -109,7 +105,7 @@ static int is_ready(const cJSON *obj)
 	const cJSON *c = ready_condition(obj), *gen = at(at(obj, "metadata"), "generation");
 	const cJSON *seen = at(at(obj, "status"), "observedGeneration");
 
-	return c && eq(kube_obj_str(c, "status"), "True") && cJSON_IsNumber(gen) && cJSON_IsNumber(seen) &&
+	return c && str_eq(kube_obj_str(c, "status"), "True") && cJSON_IsNumber(gen) && cJSON_IsNumber(seen) &&
 	    gen->valuedouble == seen->valuedouble;
 }
 
@@ -139,7 +135,7 @@ static int visit(void *ud, const char *ns, const char *name)
 	int rc;
 
 	snprintf(w->path + len, sizeof(w->path) - len, " -> %s/%s", ns, name);
-	if (eq(ns, w->home_ns) && eq(name, w->home_name))
+	if (str_eq(ns, w->home_ns) && str_eq(name, w->home_name))
 		return 1;
 	/* Bounded: a deep or wide graph is not walked forever. */
 	if (w->depth >= PREREQ_DEPTH_MAX || ++w->visits > 4096 ||
@@ -170,7 +166,7 @@ static void request_rerun(struct stack_pass *p, const cJSON *obj, const char *ns
 	time_t t = time(NULL);
 	struct tm tm;
 
-	if (cJSON_IsString(req) && !eq(req->valuestring, kube_obj_str(obj, "status.observedReconcileRequest")))
+	if (cJSON_IsString(req) && !str_eq(req->valuestring, kube_obj_str(obj, "status.observedReconcileRequest")))
 		return;   /* asked already, not handled yet */
 	gmtime_r(&t, &tm);
 	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);

@@ -72,6 +72,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/url.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 #define BACKOFF_FIRST_MS 10000L
@@ -106,11 +107,6 @@ static const char *str_or(const char *s, const char *dflt)
 	return s ? s : dflt;
 }
 
-static int streq(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
-}
-
 /* The pass cannot be decided now (an API write conflicted...): the worker
  * retries it with backoff and nothing more is written. */
 static int retry_later(struct stack_pass *p, const struct err *e)
@@ -136,7 +132,7 @@ static int ready_message_has(const struct stack_pass *p, const char *text)
 	const cJSON *c;
 
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
-		if (streq(kube_obj_str(c, "type"), "Ready")) {
+		if (str_eq(kube_obj_str(c, "type"), "Ready")) {
 			const char *m = kube_obj_str(c, "message");
 			return m && strstr(m, text) != NULL;
 		}
@@ -200,8 +196,8 @@ static int release(struct stack_pass *p)
  * Only a deletion runs destroy, and no update runs after it. */
 static int destroyed(const struct stack_pass *p)
 {
-	return streq(stack_status_str(p, "lastUpdate.type"), "destroy") &&
-	    streq(stack_status_str(p, "lastUpdate.state"), "succeeded");
+	return str_eq(stack_status_str(p, "lastUpdate.type"), "destroy") &&
+	    str_eq(stack_status_str(p, "lastUpdate.state"), "succeeded");
 }
 
 /* Did an `up` (or a destroy that failed) ever run, so resources may exist?
@@ -213,10 +209,10 @@ static int ever_deployed(const struct stack_pass *p)
 
 	if (destroyed(p))
 		return 0;
-	if (stack_status_str(p, "lastAppliedRevision") || streq(type, "up") || streq(type, "destroy"))
+	if (stack_status_str(p, "lastAppliedRevision") || str_eq(type, "up") || str_eq(type, "destroy"))
 		return 1;
 	cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(p->status, "history"))
-		if (streq(kube_obj_str(h, "type"), "up"))
+		if (str_eq(kube_obj_str(h, "type"), "up"))
 			return 1;
 	return 0;
 }
@@ -309,7 +305,7 @@ static int step_finalize(struct stack_pass *p)
 	else
 		have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
 		    stack_workspace_prepare(p) == 0;
-	source_gone = !have_program && streq(p->v.reason, "SourceNotFound");
+	source_gone = !have_program && str_eq(p->v.reason, "SourceNotFound");
 	snprintf(gone, sizeof(gone), "%s", p->v.message);
 	memset(&p->v, 0, sizeof(p->v));
 	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
@@ -409,12 +405,6 @@ static long next_look_ms(const struct stack_pass *p, int64_t due_us, int64_t now
 	return next > 0 ? jittered(next) : 0;
 }
 
-int stack_pass_requested(const struct stack_pass *p)
-{
-	return (p->requested && !streq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
-	    (p->request && !streq(p->request, stack_status_str(p, "observedReconcileRequest")));
-}
-
 /* Is an update due?  Sets p->why when it is. */
 static int step_decide(struct stack_pass *p)
 {
@@ -434,7 +424,7 @@ static int step_decide(struct stack_pass *p)
 		p->why = "a reconcile was requested";
 		return 0;
 	}
-	if (streq(applied, p->fingerprint) && streq(state, "succeeded") && !streq(type, "destroy")) {
+	if (str_eq(applied, p->fingerprint) && str_eq(state, "succeeded") && !str_eq(type, "destroy")) {
 		int64_t due_us = last_us + (int64_t)p->spec.resync_ms * 1000;
 		if (p->spec.continue_resync && now_us >= due_us) {
 			p->why = "the resync interval elapsed";
@@ -449,7 +439,7 @@ static int step_decide(struct stack_pass *p)
 		atomic_fetch_add(&p->sc->no_change, 1);
 		return 1;
 	}
-	if (streq(attempted, p->fingerprint) && streq(state, "failed") && failures > 0) {
+	if (str_eq(attempted, p->fingerprint) && str_eq(state, "failed") && failures > 0) {
 		long wait = failure_backoff_ms(failures, p->spec.retry_max_ms);
 		int64_t left_ms = (last_us + (int64_t)wait * 1000 - now_us) / 1000;
 		const char *msg = str_or(stack_status_str(p, "lastUpdate.message"), "");
@@ -506,7 +496,7 @@ static void judge_update(struct stack_pass *p)
 {
 	const struct stack_outcome *o = &p->out;
 	const char *attempted = stack_status_str(p, "lastAttemptedFingerprint");
-	int before = streq(attempted, p->fingerprint) ? (int)stack_status_int(p, "lastUpdate.failures", 0) : 0;
+	int before = str_eq(attempted, p->fingerprint) ? (int)stack_status_int(p, "lastUpdate.failures", 0) : 0;
 
 	if (o->ok) {
 		int64_t now_us = kube_now_us();
@@ -677,9 +667,9 @@ static int finish(struct stack_pass *p, long *requeue_ms, struct err *e)
 		return -1;
 	}
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
-		if (streq(kube_obj_str(c, "type"), "Ready"))
+		if (str_eq(kube_obj_str(c, "type"), "Ready"))
 			old_reason = kube_obj_str(c, "reason");
-	if (p->v.event && (p->out.ran || !streq(old_reason, p->v.reason)))
+	if (p->v.event && (p->out.ran || !str_eq(old_reason, p->v.reason)))
 		stack_event(p, is_warning(p->v.reason) ? "Warning" : "Normal",
 		    p->v.event_reason ? p->v.event_reason : p->v.reason, "%s", p->v.message);
 	if (stack_status_write(p, e) < 0)

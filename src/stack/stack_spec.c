@@ -209,12 +209,6 @@ static int add_config(struct stack_spec *s, const char *field, const char *key, 
 	return 0;
 }
 
-int stack_env_reserved(const char *name)
-{
-	return strncmp(name, "PULUMI_CONTROLLER_", 18) == 0 || strcmp(name, "HOME") == 0 ||
-	    strncmp(name, "KUBERNETES_", 11) == 0;
-}
-
 static int add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
 {
 	if (name[0] == '\0' || strchr(name, '=') != NULL)

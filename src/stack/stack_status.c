@@ -30,6 +30,7 @@
 #include "base/log.h"
 #include "base/secret.h"
 #include "fluxsource/fluxsource.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
@@ -753,4 +754,47 @@ int stack_outputs_write(struct stack_pass *p, struct err *e)
 		return -1;
 	cJSON_Delete(res);
 	return 0;
+}
+
+static void extra_condition(const struct stack_pass *p, cJSON *out, const cJSON *old, const char *type,
+    const struct stack_extra_cond *c, int keep,
+    void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
+        const char *reason, const char *message, long long generation))
+{
+	const cJSON *prev;
+
+	if (c->set) {
+		add(out, old, type, c->set > 0 ? "True" : "False", c->reason, c->message, p->generation);
+		return;
+	}
+	cJSON_ArrayForEach(prev, old)
+		if (str_eq(kube_obj_str(prev, "type"), type) && keep)
+			cJSON_AddItemToArray(out, cJSON_Duplicate(prev, 1));
+}
+
+void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON *old,
+    void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
+        const char *reason, const char *message, long long generation))
+{
+	/* Kept while the feature is on (a pass that ended early decided
+	 * nothing about it); dropped once the spec turns it off. */
+	extra_condition(p, out, old, "AwaitingApproval", &p->safety.awaiting,
+	    !p->spec_ok || p->spec.approval_manual, add);
+	extra_condition(p, out, old, "Drifted", &p->safety.drifted, !p->spec_ok || p->spec.drift_interval_ms > 0 ||
+	    p->spec.refresh, add);
+}
+
+void stack_safety_free(struct stack_safety *s)
+{
+	cJSON_Delete(s->preview);
+	cJSON_Delete(s->approval);
+	cJSON_Delete(s->drift);
+	cJSON_Delete(s->drift_steps);
+	memset(s, 0, sizeof(*s));
+}
+
+int stack_pass_requested(const struct stack_pass *p)
+{
+	return (p->requested && !str_eq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
+	    (p->request && !str_eq(p->request, stack_status_str(p, "observedReconcileRequest")));
 }
