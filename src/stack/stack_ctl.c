@@ -46,21 +46,6 @@ static const struct stack_kind job_kind_init = {
 	.res = { { "batch", "v1", "jobs", "Job", 1 } }, .nres = 1,
 };
 
-void stack_opts_default(struct stack_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->storage_path = "/var/lib/pulumi-controller";
-	o->update_timeout_ms = 30L * 60 * 1000;
-	o->max_artifact_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES;
-	o->requeue_dependency_ms = 30000;
-	o->lock_grace_ms = 45000;
-	o->max_failures = 5;
-	o->watch_idle_timeout_s = 120;
-	o->max_concurrent_jobs = 10;
-	o->job_ttl_s = 3600;
-	o->job_start_timeout_ms = 5L * 60 * 1000;
-}
-
 /* ------------------------------------------------------------ indexes */
 
 static const cJSON *at(const cJSON *o, const char *k)
@@ -309,30 +294,6 @@ static int job_index(const cJSON *obj, char **out, int max)
 	return 1;
 }
 
-int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *uid)
-{
-	const char *slash = strchr(key, '/');
-	char ns[254];
-	cJSON *obj;
-	int has;
-
-	if (sc->stacks.inf == NULL)
-		return 1;
-	if (slash == NULL || (size_t)(slash - key) >= sizeof(ns))
-		return 0;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	obj = kube_informer_get(sc->stacks.inf, ns, slash + 1);
-	has = obj != NULL && (uid == NULL || (kube_obj_str(obj, "metadata.uid") &&
-	    strcmp(kube_obj_str(obj, "metadata.uid"), uid) == 0));
-	cJSON_Delete(obj);
-	return has;
-}
-
-int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
-{
-	return stack_ctl_has_stack_uid(sc, key, NULL);
-}
-
 enum job_phase { JOB_UNFINISHED, JOB_DELETING, JOB_FINISHED };
 
 static enum job_phase job_phase(const cJSON *job)
@@ -518,32 +479,6 @@ static int reconcile(void *ud, const char *key, long *requeue_after_ms, struct e
 	return 0;
 }
 
-/* Before anything expensive: is the cached object the server's latest? */
-int stack_ctl_refresh(struct stack_pass *p)
-{
-	struct err e;
-	cJSON *fresh = kube_get(p->sc->client, p->sc->stacks.served, p->ns, p->name, NULL, &e);
-
-	if (fresh == NULL) {
-		if (e.code == ERR_NOTFOUND) {
-			p->gone = 1;
-			return 1;
-		}
-		p->retry = 1;
-		p->err = e;
-		return 1;
-	}
-	kube_strip_object(fresh);
-	if (!str_changed(fresh, p->obj, "metadata.resourceVersion")) {
-		cJSON_Delete(fresh);
-		return 0;
-	}
-	cJSON_Delete(p->obj);
-	p->obj = fresh;
-	p->stale = 1;
-	return 1;
-}
-
 /* The workers call this when the shutdown grace ran out. */
 static void interrupt(void *ud)
 {
@@ -611,18 +546,6 @@ void stack_ctl_free(struct stack_ctl *sc)
 }
 
 /* All informers, for loops that treat them alike. */
-/* The kinds being watched (a Flux kind not served is left out). */
-static int all_kinds(struct stack_ctl *sc, struct stack_kind **out)
-{
-	struct stack_kind *every[7] = { &sc->stacks, &sc->sources[0], &sc->sources[1], &sc->sources[2],
-	    &sc->configmaps, &sc->secrets, &sc->jobs };
-	int n = 0;
-
-	for (int i = 0; i < 7; i++)
-		if (atomic_load(&every[i]->live))
-			out[n++] = every[i];
-	return n;
-}
 
 /* Picks the first served version; 0 served, 1 not, -1 error. */
 static int discover(struct kube_client *c, struct stack_kind *k, struct err *e)
@@ -695,7 +618,7 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 	if (sc->o.job_image && (make_informer(sc, &sc->jobs, STACK_JOB_LABEL_MANAGED "=" STACK_JOB_MANAGER, 0,
 	    on_job, e) < 0 || kube_informer_add_index(sc->jobs.inf, "stack", job_index) < 0))
 		return err_set(e, ERR_INVALID, "cannot watch Jobs"), -1;
-	n = all_kinds(sc, all);
+	n = stack_ctl_kinds(sc, all);
 	for (int i = 0; i < n; i++)
 		if (all[i]->inf && kube_informer_start(all[i]->inf, e) < 0)
 			return -1;
@@ -745,7 +668,7 @@ int stack_ctl_rediscover(struct stack_ctl *sc)
 void stack_ctl_unwatch(struct stack_ctl *sc)
 {
 	struct stack_kind *all[7];
-	int n = all_kinds(sc, all);
+	int n = stack_ctl_kinds(sc, all);
 
 	for (int i = 0; i < n; i++) {
 		atomic_store(&all[i]->live, 0);
@@ -767,32 +690,6 @@ void stack_ctl_unwatch(struct stack_ctl *sc)
 		}
 }
 
-int stack_ctl_synced(struct stack_ctl *sc)
-{
-	struct stack_kind *all[7];
-	int n = all_kinds(sc, all);
-
-	if (sc->stacks.inf == NULL)
-		return 0;
-	for (int i = 0; i < n; i++)
-		if (all[i]->inf && !kube_informer_synced(all[i]->inf))
-			return 0;
-	return 1;
-}
-
-size_t stack_ctl_stack_count(struct stack_ctl *sc)
-{
-	return sc->stacks.inf ? kube_informer_count(sc->stacks.inf) : 0;
-}
-
-struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind)
-{
-	for (int i = 0; i < 3; i++)
-		if (atomic_load(&sc->sources[i].live) && strcmp(sc->sources[i].res[0].kind, kind) == 0)
-			return &sc->sources[i];
-	return NULL;
-}
-
 const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc)
 {
 	return &sc->rec;
@@ -800,52 +697,9 @@ const struct kube_reconciler *stack_ctl_reconciler(struct stack_ctl *sc)
 
 /* ------------------------------------------------------------ running ops */
 
-int stack_ctl_track(struct stack_ctl *sc, struct stack_running *r, struct pl_stack *pl)
-{
-	int ok;
-
-	pthread_mutex_lock(&sc->lock);
-	ok = !sc->interrupted;
-	if (ok) {
-		r->pl = pl;
-		r->next = sc->running;
-		sc->running = r;
-	}
-	pthread_mutex_unlock(&sc->lock);
-	return ok ? 0 : -1;
-}
-
-void stack_ctl_untrack(struct stack_ctl *sc, struct stack_running *r)
-{
-	pthread_mutex_lock(&sc->lock);
-	for (struct stack_running **pp = &sc->running; *pp; pp = &(*pp)->next)
-		if (*pp == r) {
-			*pp = r->next;
-			break;
-		}
-	pthread_mutex_unlock(&sc->lock);
-}
-
 void stack_ctl_leading(struct stack_ctl *sc)
 {
 	atomic_store(&sc->leading_since_ms, (long long)clock_mono_ms());
-}
-
-void stack_ctl_interrupt(struct stack_ctl *sc)
-{
-	int n = 0;
-
-	pthread_mutex_lock(&sc->lock);
-	sc->interrupted = 1;
-	sc->cancel = 1;
-	for (struct stack_running *r = sc->running; r; r = r->next, n++)
-		pl_interrupt(r->pl);
-	pthread_mutex_unlock(&sc->lock);
-	if (n > 0) {
-		char count[16];
-		snprintf(count, sizeof(count), "%d", n);
-		log_warn("interrupting running pulumi operations", "count", count, NULL);
-	}
 }
 
 /* ------------------------------------------------------------ metrics, dump */
@@ -853,7 +707,7 @@ void stack_ctl_interrupt(struct stack_ctl *sc)
 void stack_ctl_metrics(struct stack_ctl *sc, FILE *out)
 {
 	struct stack_kind *all[7];
-	int n = all_kinds(sc, all);
+	int n = stack_ctl_kinds(sc, all);
 	static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
 	static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
 		"Failed lists and watches." };
@@ -904,7 +758,7 @@ static void dump_one(void *ud, const char *key, const char *rv)
 int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path)
 {
 	struct stack_kind *all[7];
-	int n = all_kinds(sc, all);
+	int n = stack_ctl_kinds(sc, all);
 	cJSON *doc = cJSON_CreateObject();
 	char tmp[4096], *text;
 	FILE *f;

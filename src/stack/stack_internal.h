@@ -120,6 +120,8 @@ struct stack_ctl {
 /* The informer of a served source kind ("GitRepository"...), or NULL when
  * the server does not serve it. */
 struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind);
+/* The kinds being watched (a Flux kind not served is left out) into out[7]; their count. */
+int stack_ctl_kinds(struct stack_ctl *sc, struct stack_kind **out);
 /* GETs the Stack; 1 (p->stale, p->obj replaced) when the cache was behind,
  * 1 with p->gone or p->retry on errors, 0 when the cache was current. */
 struct stack_pass;
