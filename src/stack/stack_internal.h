@@ -277,6 +277,13 @@ void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
  * while it still names digest.  keys: "<secret>@<resourceVersion>". */
 struct oci_client;
 struct oci_client *stack_source_oci_client(struct stack_pass *p, char **repo, struct err *e);
+struct oci_ref;
+/* The spec's ociSource as a reference (url, and the digest or tag the spec
+ * pins); 0, or -1 with e set.  oci_ref_free frees it. */
+int stack_oci_ref_parse(struct stack_pass *p, struct oci_ref *ref, struct err *e);
+/* A registry client for ref with the spec's credentials, CA and transport;
+ * NULL with e set.  The caller frees it (oci_client_free). */
+struct oci_client *stack_oci_client_for(struct stack_pass *p, const struct oci_ref *ref, struct err *e);
 int stack_source_verified_lookup(struct stack_ctl *sc, const char *poll_key, const char *digest,
     const char *keys, char *key_name, size_t n, char *scheme, size_t sn);
 void stack_source_verified_store(struct stack_ctl *sc, const char *poll_key, const char *digest,
