@@ -32,7 +32,6 @@
 #include "base/str.h"
 #include "stack/stack_internal.h"
 
-#define PLAN_MAX_BYTES (64L * 1024 * 1024)
 #define PREVIEW_STEPS_MAX 50
 
 
@@ -96,11 +95,6 @@ static const char *approved_by(struct stack_pass *p, const char *id)
 	if (no_changes_in_status(p, id))
 		return "noChanges";
 	return NULL;
-}
-
-static void plan_path(const struct stack_pass *p, const char *id, char *out, size_t n)
-{
-	snprintf(out, n, "%s/plan-%s.json", p->scratch, id);
 }
 
 static void summary_text(const cJSON *changes, char *buf, size_t n)
@@ -174,7 +168,7 @@ static void set_failed_plan(struct stack_pass *p, const char *id)
  * a Job, which locally is done in the failing pass itself). */
 static int plan_void_in_job(const struct stack_pass *p, const char *id)
 {
-	return p->spec.job_mode && str_eq(stack_status_str(p, "approval.failedPlan"), id) &&
+	return p->exec->async && str_eq(stack_status_str(p, "approval.failedPlan"), id) &&
 	    str_eq(stack_status_str(p, "lastUpdate.state"), "failed");
 }
 
@@ -262,16 +256,6 @@ int stack_approval_gate(struct stack_pass *p)
 	return 1;
 }
 
-int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n)
-{
-	snprintf(path, n, "%s/plan-new.json", dir);
-	unlink(path);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
-	stack_update_plan(p);
-	p->safety.plan_file[0] = '\0';
-	return p->out.ok ? 0 : -1;
-}
-
 /* The plan's failure: p->out says what (where) refused and why. */
 static int plan_refused(struct stack_pass *p, const char *where, const struct err *e)
 {
@@ -286,76 +270,38 @@ static int plan_refused(struct stack_pass *p, const char *where, const struct er
 	return -1;
 }
 
-/* Runs the preview locally into a new plan file kept under its id; *text
- * is the plan (caller frees).  0, or -1 (p->out holds the failure). */
-static int local_plan(struct stack_pass *p, char id[65], int *changes, char **text)
-{
-	char tmp[PATH_MAX], final[PATH_MAX];
-	size_t len = 0;
-	struct err e;
-
-	if (stack_plan_preview(p, p->scratch, tmp, sizeof(tmp)) < 0)
-		return -1;
-	if (fs_read_file(tmp, PLAN_MAX_BYTES, text, &len, &e) < 0 ||
-	    stack_plan_id(*text, len, stack_approval_applied(p), id, changes, &e) < 0) {
-		free(*text);
-		*text = NULL;
-		return plan_refused(p, "preview --save-plan wrote", &e);
-	}
-	plan_path(p, id, final, sizeof(final));
-	{
-		/* The plan this one replaces can never be applied any more. */
-		const char *prev = stack_status_str(p, "preview.planId");
-		char old[PATH_MAX];
-		if (prev && strcmp(prev, id) != 0 && strspn(prev, "0123456789abcdef") == strlen(prev)) {
-			plan_path(p, prev, old, sizeof(old));
-			unlink(old);
-		}
-	}
-	/* The bytes just read and judged, not the file the CLI wrote (which
-	 * the program could still change). */
-	if (fs_write_file(final, *text, len, 0600, &e) < 0) {
-		free(*text);
-		*text = NULL;
-		p->out.ok = 0;
-		p->out.status = PL_INTERNAL;
-		snprintf(p->out.message, sizeof(p->out.message), "cannot keep the plan as %s: %s", final, e.msg);
-		return -1;
-	}
-	unlink(tmp);
-	return 0;
-}
-
-/* The plan Job's plan, read back from <name>-plan-result, judged, and
- * copied into <name>-plan for the up Job (stack_job_plan.c).  1: the Job
- * runs (decided). */
-static int job_plan(struct stack_pass *p, char id[65], int *changes, char **text)
+/* Runs the preview for a plan (p->exec: locally or in a plan Job), reads
+ * the plan it made, judges it and has it kept under its id for the update
+ * that applies it; *text is the plan (caller frees).  0, -1 (p->out holds
+ * the failure), or 1: the preview runs (the pass is decided). */
+static int fetch_plan(struct stack_pass *p, char id[65], int *changes, char **text)
 {
 	char where[400];
 	size_t len = 0;
 	struct err e;
-	int rc = stack_job_plan_fetch(p, text, &len);
+	int rc;
 
-	if (rc != 0)
-		return rc;
-	snprintf(where, sizeof(where), "the Job handed back in the Secret %s/%s-plan-result", p->ns, p->name);
+	*text = NULL;
+	if (p->exec->run(p, STACK_OP_PLAN) != STACK_EXEC_DONE)
+		return 1;
+	if (!p->out.ok)
+		return -1;
+	if ((*text = p->exec->plan_read(p, &len, where, sizeof(where))) == NULL)
+		return -1;
 	if (stack_plan_id(*text, len, stack_approval_applied(p), id, changes, &e) < 0) {
 		free(*text);
 		*text = NULL;
 		return plan_refused(p, where, &e);
 	}
-	if (stack_job_plan_store(p, *text, len, &e) < 0) {
+	if ((rc = p->exec->plan_keep(p, id, *text, len)) != 0) {
 		free(*text);
 		*text = NULL;
-		p->err = e;
-		p->retry = 1;
-		return 1;
 	}
-	return 0;
+	return rc;
 }
 
-/* Makes a plan (locally, or in a Job) and describes it in p->safety.preview;
- * 0, -1 (p->out holds the failure), or 1: its Job runs (the pass is decided). */
+/* Makes a plan and describes it in p->safety.preview; 0, -1 (p->out holds
+ * the failure), or 1: its preview runs (the pass is decided). */
 static int make_plan(struct stack_pass *p, char id[65], int *changes)
 {
 	char now[32], digest[65];
@@ -365,7 +311,7 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	time_t t = time(NULL);
 	struct tm tm;
 
-	rc = p->spec.job_mode ? job_plan(p, id, changes, &text) : local_plan(p, id, changes, &text);
+	rc = fetch_plan(p, id, changes, &text);
 	if (rc != 0)
 		return rc;
 	gmtime_r(&t, &tm);
@@ -382,7 +328,7 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	cJSON_AddStringToObject(pv, "generatedAt", now);
 	/* Which plan Job this is: a lost "recorded" mark must not let a later
 	 * pass take the same Job's plan for a fresh one (stack_job.c). */
-	if (p->spec.job_mode && p->job_recorded_uid[0])
+	if (p->exec->async && p->job_recorded_uid[0])
 		cJSON_AddStringToObject(pv, "jobUid", p->job_recorded_uid);
 	free(text);
 	cJSON_Delete(p->safety.preview);
@@ -394,27 +340,10 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	return 0;
 }
 
-/* The local plan file holds the plan id (else it is made again). */
-static int plan_file_is(const struct stack_pass *p, const char *file, const char *id)
-{
-	char *text = NULL, have[65] = "";
-	size_t len = 0;
-	int changes = 0;
-	struct err e;
-
-	if (fs_read_file(file, PLAN_MAX_BYTES, &text, &len, &e) == 0 &&
-	    stack_plan_id(text, len, stack_approval_applied(p), have, &changes, &e) < 0)
-		have[0] = '\0';
-	free(text);
-	return str_eq(have, id);
-}
-
 /* Sets the update to apply the plan id, approved by how. */
 static void apply_plan(struct stack_pass *p, const char *id, const char *how)
 {
-	/* In job mode the up Job mounts the plan Secret and gets only the id. */
-	if (!p->spec.job_mode)
-		plan_path(p, id, p->safety.plan_file, sizeof(p->safety.plan_file));
+	p->exec->plan_use(p, id);
 	snprintf(p->safety.plan_id, sizeof(p->safety.plan_id), "%s", id);
 	if (p->safety.preview && how) {
 		cJSON_DeleteItemFromObjectCaseSensitive(p->safety.preview, "approvedBy");
@@ -440,7 +369,7 @@ static void announce(struct stack_pass *p, const char *id)
 int stack_approval_plan(struct stack_pass *p)
 {
 	const char *id = stack_status_str(p, "preview.planId"), *how;
-	char digest[65], file[PATH_MAX], fresh[65];
+	char digest[65], fresh[65];
 	int changes = 0, rc;
 
 	if (!manual(p))
@@ -448,9 +377,7 @@ int stack_approval_plan(struct stack_pass *p)
 	stack_plan_inputs_digest(p, digest);
 	if (id && str_eq(digest, stack_status_str(p, "preview.inputsDigest")) && !stack_pass_requested(p) &&
 	    !plan_void_in_job(p, id)) {
-		plan_path(p, id, file, sizeof(file));
-		/* In job mode the plan is in <name>-plan; its pod checks the id. */
-		if ((how = approved_by(p, id)) && (p->spec.job_mode || plan_file_is(p, file, id))) {
+		if ((how = approved_by(p, id)) && p->exec->plan_kept(p, id)) {
 			p->safety.preview = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(p->status, "preview"), 1);
 			apply_plan(p, id, how);
 			return 0;

@@ -199,25 +199,23 @@ static void while_check_runs(struct stack_pass *p, int drifted)
 	    p->art.revision, job);
 }
 
-/* The check, local or as a Job (op "refresh"): 1 decided (the Job runs,
- * or waits; p->v set, or p->retry), else 0 with *rc the check's result. */
+/* The check (p->exec: locally, or in a Job of op "refresh"): 1 decided
+ * (it runs or waits, p->v set; or it cannot run now), else 0 with *rc the
+ * check's result. */
 static int run_check(struct stack_pass *p, int drifted, int *rc)
 {
-	if (!p->spec.job_mode) {
-		/* The program of the last update, as the update would build it. */
-		if (stack_source_fetch(p) || stack_workspace_prepare(p))
-			return 1;
-		stack_update_drift_check(p);
-	} else {
-		p->why = "the drift check is due";
-		if (stack_job_step(p, "refresh")) {
-			if (!p->retry && p->v.state == STACK_WAITING)
-				while_check_runs(p, drifted);
-			return 1;
-		}
+	p->why = "the drift check is due";
+	switch (p->exec->run(p, STACK_OP_CHECK)) {
+	case STACK_EXEC_DONE:
+		*rc = judge_check(p);
+		return 0;
+	case STACK_EXEC_PENDING:
+		if (!p->retry && p->v.state == STACK_WAITING)
+			while_check_runs(p, drifted);
+		return 1;
+	default:
+		return 1;
 	}
-	*rc = judge_check(p);
-	return 0;
 }
 
 int stack_drift_gate(struct stack_pass *p)

@@ -417,6 +417,8 @@ struct stack_safety {
  * not UTF-8 JSON, no resourcePlans, a key twice at any level, or two
  * spellings of a key where Go decodes a struct (json_strict.h).  Caller
  * frees. */
+/* The largest plan file read. */
+#define STACK_PLAN_MAX_BYTES (64L * 1024 * 1024)
 cJSON *stack_plan_parse(const char *text, size_t len, struct err *e);
 /* The hex digest of an update plan: its steps and their goals per URN,
  * random seeds and secret ciphertexts left out; after (NULL or "": none)
@@ -434,7 +436,7 @@ cJSON *stack_plan_steps(const char *text, int max, int *omitted);
 struct stack_pass;
 /* Runs `preview --save-plan` into dir/plan-new.json (its path into path);
  * 0, or -1 (p->out holds the failure). */
-int stack_plan_preview(struct stack_pass *p, const char *dir, char *path, size_t n);
+int stack_update_plan_into(struct stack_pass *p, const char *dir, char *path, size_t n);
 /* Before decide: a plan for these inputs awaits approval (1, verdict set). */
 int stack_approval_gate(struct stack_pass *p);
 /* After workspace: makes (or reuses) the plan and lets the update apply it
@@ -522,7 +524,6 @@ char *stack_job_update_json(const struct stack_job_in *in);
  * created or is running, no slot is free: p->v set; or p->retry), 0 when
  * the Job finished (or never started) and p->out holds its outcome. */
 struct stack_pass;
-int stack_job_update(struct stack_pass *p);
 /* The same for any operation op (a literal, "up", "refresh"...: it becomes
  * the Job's name part and p->out.type). */
 int stack_job_step(struct stack_pass *p, const char *op);
@@ -530,11 +531,9 @@ int stack_job_step(struct stack_pass *p, const char *op);
  * naming the Job) while a Job of the Stack has not finished, since letting
  * the finalizer go would have its pod garbage-collected mid-update; the Job
  * watch wakes the Stack when it finishes.  0: nothing runs. */
-int stack_job_hold_release(struct stack_pass *p);
 /* 1 while a Job of the Stack (any op) has not finished: its key in out. */
 int stack_job_unfinished(struct stack_pass *p, char *out, size_t n);
 /* The same for the destroy of a Stack being deleted (p->fingerprint set). */
-int stack_job_destroy(struct stack_pass *p);
 /* A finished destroy Job of the Stack (any inputs) succeeded: 1, p->out
  * holds its outcome; 0 none; -1 its pod could not be listed (e set). */
 int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e);
@@ -616,6 +615,11 @@ const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, c
  * in p->v). */
 int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e);
 /* The empty Secret secret owned by the Stack, unless it exists. */
+/* <name>-outputs and the Role and RoleBinding letting <name>-runner write it. */
+int stack_job_ensure_outputs_access(struct stack_pass *p, struct err *e);
+/* <name>-job-inputs: the backend, secretsProvider and literal secret config
+ * the pod reads (emptied when none is left).  0, or -1 with e set. */
+int stack_job_ensure_inputs(struct stack_pass *p, struct err *e);
 int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e);
 
 /* ------------------------------------------------------------ plans in Jobs (stack_job_plan.c) */
@@ -645,10 +649,12 @@ int stack_job_plan_access(struct stack_pass *p, struct err *e);
 /* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:
  * p->v set, or p->retry), -1 failed (p->out), 0 *text (*len bytes) is the
  * plan the pod handed back in <name>-plan-result (caller frees). */
-int stack_job_plan_fetch(struct stack_pass *p, char **text, size_t *len);
 /* The plan now in <name>-plan-result (caller frees), NULL when there is none. */
 char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e);
 /* Writes the plan the controller read and judged into <name>-plan. */
+/* Writes text as the plan Secret name in ns with client c (creating it); 0, or -1 with e set. */
+int stack_job_plan_put(struct kube_client *c, const char *ns, const char *name, const char *text, size_t len,
+    struct err *e);
 int stack_job_plan_store(struct stack_pass *p, const char *text, size_t len, struct err *e);
 struct stack_run_input;
 struct stack_run_opts;
@@ -664,6 +670,76 @@ int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, 
 
 /* ------------------------------------------------------------ one pass */
 
+/* ------------------------------------------------------------ the execution seam */
+
+/*
+ * Deciding and running meet here.  The gates and the state machine name an
+ * operation; an executor runs it.  Two executors implement the interface:
+ *   stack_exec_local  the pulumi CLI in this process (stack_exec_local.c
+ *                     over stack_update.c); an operation ends within the pass
+ *   stack_exec_job    a batch/v1 Job's pod (stack_exec_job.c over
+ *                     stack_job*.c); an operation outlives the pass that
+ *                     starts it, and a later pass collects its outcome
+ * The pass holds the one its spec chose (p->exec, set by the spec step);
+ * nothing above this seam names either.  A third executor is a new file
+ * with one more of these tables.
+ */
+enum stack_op {
+	STACK_OP_UPDATE,     /* pulumi up (preview under spec.preview) */
+	STACK_OP_DESTROY,    /* pulumi destroy, for a deletion */
+	STACK_OP_PLAN,       /* preview --save-plan, for approval: Manual */
+	STACK_OP_CHECK,      /* refresh --preview-only, the drift check */
+};
+
+/* What run() says of the pass. */
+#define STACK_EXEC_DONE     0   /* the outcome is in p->out */
+#define STACK_EXEC_PENDING  1   /* the operation runs or waits (for a slot, an
+                                 * older Job); p->v says so: the pass is decided */
+#define STACK_EXEC_BLOCKED  2   /* it cannot run now; p->v or p->retry says why */
+
+struct stack_exec {
+	const char *name;               /* "local", "job": log lines, metrics */
+	int async;                      /* operations outlive the pass that starts them */
+	int fetches;                    /* the program is fetched and unpacked in this
+	                                 * process (a Job's pod fetches its own) */
+	int writes_outputs;             /* the pass writes <name>-outputs after an update
+	                                 * (a Job's pod writes it itself) */
+	/* Starts op, follows it while it runs, or collects its outcome once it
+	 * has ended: STACK_EXEC_*. */
+	int (*run)(struct stack_pass *p, enum stack_op op);
+	/* After a STACK_OP_PLAN that succeeded: the plan it made (caller frees),
+	 * and in where the words that name where it came from.  NULL: p->out
+	 * holds the failure. */
+	char *(*plan_read)(struct stack_pass *p, size_t *len, char *where, size_t n);
+	/* Keeps the plan bytes the gate judged (id) where the update that
+	 * applies it will read them: 0; -1 with p->out holding the failure; 1
+	 * undecided (p->retry). */
+	int (*plan_keep)(struct stack_pass *p, const char *id, const char *text, size_t len);
+	/* 1 when the plan id is still kept for an update to apply. */
+	int (*plan_kept)(const struct stack_pass *p, const char *id);
+	/* The update of this pass applies the kept plan id. */
+	void (*plan_use)(struct stack_pass *p, const char *id);
+	/* 1 when an operation of the Stack still runs, described in out ("the
+	 * Job ns/name"). */
+	int (*running)(struct stack_pass *p, char *out, size_t n);
+	/* A destroy of the Stack that ended well before this pass: 1 with its
+	 * outcome in p->out, 0 none, -1 with e set. */
+	int (*destroyed)(struct stack_pass *p, struct err *e);
+	/* The outcome this pass collected is in status now: not collected again. */
+	void (*recorded)(struct stack_pass *p);
+};
+extern const struct stack_exec stack_exec_local, stack_exec_job;
+
+/* The executor spec s chose. */
+const struct stack_exec *stack_exec_for(const struct stack_spec *s);
+/* What holds for the Stack whatever executor ran it last (a spec may switch
+ * between them while an operation runs): any operation still running,
+ * any destroy that ended well; and, after the status write, every
+ * executor's collected outcome marked recorded. */
+int stack_exec_running(struct stack_pass *p, char *out, size_t n);
+int stack_exec_destroyed(struct stack_pass *p, struct err *e);
+void stack_exec_recorded(struct stack_pass *p);
+
 struct stack_pass {
 	struct stack_ctl *sc;
 	char ns[254], name[254];
@@ -676,6 +752,7 @@ struct stack_pass {
 	int gone;                       /* the Stack no longer exists */
 	int spec_ok;
 	struct stack_spec spec;
+	const struct stack_exec *exec;  /* what runs its operations (the spec's; local until parsed) */
 	struct stack_artifact art;
 	struct stack_inputs in;
 	char fingerprint[65];

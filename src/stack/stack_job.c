@@ -36,9 +36,6 @@
 static const struct kube_resource jobs_res = { "batch", "v1", "jobs", "Job", 1 };
 static const struct kube_resource pods_res = { "", "v1", "pods", "Pod", 1 };
 static const struct kube_resource secrets_res = { "", "v1", "secrets", "Secret", 1 };
-static const struct kube_resource roles_res = { "rbac.authorization.k8s.io", "v1", "roles", "Role", 1 };
-static const struct kube_resource bindings_res = { "rbac.authorization.k8s.io", "v1", "rolebindings",
-	"RoleBinding", 1 };
 
 static const cJSON *at(const cJSON *o, const char *k)
 {
@@ -68,17 +65,6 @@ int stack_job_finished(const cJSON *job)
 static void job_key(const char *ns, const char *name, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%s", ns, name);
-}
-
-/* Is this Job the Stack's own (its controller ownerReference)? */
-static int owned_by(const cJSON *job, const char *uid)
-{
-	const cJSON *o;
-
-	cJSON_ArrayForEach(o, at(at(job, "metadata"), "ownerReferences"))
-		if (str_eq(kube_obj_str(o, "kind"), "Stack") && str_eq(kube_obj_str(o, "uid"), uid))
-			return 1;
-	return 0;
 }
 
 static int recorded(const cJSON *job)
@@ -415,253 +401,6 @@ static void outcome_not_started(struct stack_pass *p, const char *op, const cJSO
 
 /* ------------------------------------------------------------ the outputs Secret's writer */
 
-static cJSON *owned_object(const struct stack_pass *p, const char *api_version, const char *kind,
-    const char *name)
-{
-	cJSON *o = cJSON_CreateObject(), *md, *ref;
-	char label[STACK_LABEL_VALUE_MAX];
-
-	stack_label_value(p->name, label);
-	cJSON_AddStringToObject(o, "apiVersion", api_version);
-	cJSON_AddStringToObject(o, "kind", kind);
-	md = cJSON_AddObjectToObject(o, "metadata");
-	cJSON_AddStringToObject(md, "name", name);
-	cJSON_AddStringToObject(md, "namespace", p->ns);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, label);
-	ref = cJSON_CreateObject();
-	cJSON_AddStringToObject(ref, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
-	cJSON_AddStringToObject(ref, "kind", "Stack");
-	cJSON_AddStringToObject(ref, "name", p->name);
-	cJSON_AddStringToObject(ref, "uid", kube_obj_str(p->obj, "metadata.uid") ? kube_obj_str(p->obj, "metadata.uid") : "");
-	cJSON_AddBoolToObject(ref, "controller", 1);
-	cJSON_AddBoolToObject(ref, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(md, "ownerReferences"), ref);
-	return o;
-}
-
-/* Creates want unless it exists; an existing one is updated when key
- * (rules, subjects) differs.  One that is not the Stack's (someone else's
- * Secret or binding of that name) is refused (ERR_REFUSED) and left as it
- * is, as the local runner refuses a foreign outputs Secret.  Consumes want. */
-static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
-    struct err *e)
-{
-	const char *name = kube_obj_str(want, "metadata.name");
-	cJSON *have = kube_get(p->sc->client, r, p->ns, name, NULL, e), *res = NULL;
-
-	if (have == NULL && e->code != ERR_NOTFOUND) {
-		cJSON_Delete(want);
-		return -1;
-	}
-	if (have == NULL) {
-		res = kube_create(p->sc->client, r, p->ns, want, e);
-		if (res == NULL && e->code == ERR_CONFLICT)   /* made meanwhile */
-			err_clear(e), res = cJSON_CreateObject();
-	} else if (!owned_by(have, kube_obj_str(p->obj, "metadata.uid"))) {
-		err_set(e, ERR_REFUSED, "exists and is not owned by this Stack (no ownerReference to its uid), so "
-		    "it is left as it is and the update does not run: delete or rename it");
-	} else if (key == NULL || cJSON_Compare(at(have, key), at(want, key), 1)) {
-		res = cJSON_CreateObject();
-	} else {
-		cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(want, "metadata"), "resourceVersion",
-		    kube_obj_str(have, "metadata.resourceVersion"));
-		res = kube_update(p->sc->client, r, p->ns, want, NULL, e);
-	}
-	cJSON_Delete(have);
-	cJSON_Delete(want);
-	if (res == NULL)
-		return -1;
-	cJSON_Delete(res);
-	return 0;
-}
-
-static const struct kube_resource sa_res = { "", "v1", "serviceaccounts", "ServiceAccount", 1 };
-
-const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, const char *op, char *buf, size_t n)
-{
-	if (s->runner.service_account)
-		return s->runner.service_account;
-	/* Plan Jobs run the program under review: never as the up Job's
-	 * ServiceAccount, which may write <name>-outputs. */
-	snprintf(buf, n, "%s-%s", stack, str_eq(op, STACK_JOB_OP_PLAN) ? "planner" : "runner");
-	return buf;
-}
-
-/* The uid of have's controller ownerReference to a Stack, or NULL. */
-static const char *owner_stack_uid(const cJSON *have)
-{
-	const cJSON *ref;
-
-	cJSON_ArrayForEach(ref, at(at(have, "metadata"), "ownerReferences"))
-		if (str_eq(kube_obj_str(ref, "kind"), "Stack") && cJSON_IsTrue(at(ref, "controller")))
-			return kube_obj_str(ref, "uid");
-	return NULL;
-}
-
-/* A spec.runner.serviceAccountName that another Stack's controller made
- * (its <other>-runner or -planner) would run this Stack's program with the
- * other's rights: 1 (Stalled) for one owned by a different Stack.  One that
- * is missing is left to the kubelet's error, as one owned by no Stack is the
- * user's. */
-static int named_sa_refused(struct stack_pass *p, const char *name, struct err *e)
-{
-	cJSON *have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e);
-	const char *owner;
-	int refused;
-
-	if (have == NULL && e->code != ERR_NOTFOUND)
-		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
-	err_clear(e);
-	owner = owner_stack_uid(have);
-	refused = owner != NULL && !str_eq(owner, kube_obj_str(p->obj, "metadata.uid"));
-	cJSON_Delete(have);
-	if (refused)
-		stack_verdict(p, STACK_STALLED, "ServiceAccountNotOwned", 0, "spec.runner.serviceAccountName: the "
-		    "ServiceAccount %s/%s is owned by another Stack (the controller made it for that Stack's Jobs, "
-		    "with that Stack's rights): name a ServiceAccount dedicated to this Stack's runner, or leave "
-		    "the field unset", p->ns, name);
-	return refused;
-}
-
-int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e)
-{
-	char name[300];
-	const char *owner;
-	cJSON *have;
-
-	stack_job_runner_sa(&p->spec, p->name, op, name, sizeof(name));
-	if (p->spec.runner.service_account)
-		return named_sa_refused(p, p->spec.runner.service_account, e);
-	if ((have = kube_get(p->sc->client, &sa_res, p->ns, name, NULL, e)) == NULL && e->code != ERR_NOTFOUND)
-		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
-	if (have == NULL) {
-		err_clear(e);
-		if (ensure(p, &sa_res, owned_object(p, "v1", "ServiceAccount", name), NULL, e) < 0)
-			return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
-		return 0;
-	}
-	owner = owner_stack_uid(have);
-	if (owner == NULL || !str_eq(owner, kube_obj_str(p->obj, "metadata.uid"))) {
-		/* Someone else's: granting it the Stack's Secrets would hand them
-		 * to whoever else runs as it. */
-		cJSON_Delete(have);
-		stack_verdict(p, STACK_STALLED, "ServiceAccountNotOwned", 0, "the ServiceAccount %s/%s exists and is "
-		    "not owned by this Stack: the Job runner will not take it over; delete or rename it, or set "
-		    "spec.runner.serviceAccountName to a ServiceAccount dedicated to this Stack's runner", p->ns, name);
-		return 1;
-	}
-	cJSON_Delete(have);
-	return 0;
-}
-
-int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e)
-{
-	cJSON *s = owned_object(p, "v1", "Secret", secret);
-
-	if (with_secrets_list)
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"),
-		    "annotations"), STACK_ANN_SECRETS, "[]");
-	cJSON_AddStringToObject(s, "type", "Opaque");
-	if (ensure(p, &secrets_res, s, NULL, e) < 0)
-		return err_prefix(e, "the Secret %s/%s", p->ns, secret), -1;
-	return 0;
-}
-
-/* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
- * role letting the ServiceAccount op's Jobs run as (stack_job_runner_sa:
- * never one shared with other pods) get and update exactly that Secret.
- * with_secrets_list: the outputs Secret's empty list of secret keys. */
-int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *secret, const char *role,
-    int with_secrets_list, struct err *e)
-{
-	char sa_buf[300];
-	const char *sa = stack_job_runner_sa(&p->spec, p->name, op, sa_buf, sizeof(sa_buf));
-	cJSON *r, *rule, *b, *subj, *ref;
-
-	if (stack_job_ensure_secret(p, secret, with_secrets_list, e) < 0)
-		return -1;
-	r = owned_object(p, "rbac.authorization.k8s.io/v1", "Role", role);
-	rule = cJSON_CreateObject();
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "apiGroups"), cJSON_CreateString(""));
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "resources"), cJSON_CreateString("secrets"));
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(rule, "resourceNames"), cJSON_CreateString(secret));
-	cJSON_AddItemToObject(rule, "verbs", cJSON_CreateStringArray((const char *[]){ "get", "update" }, 2));
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "rules"), rule);
-	if (ensure(p, &roles_res, r, "rules", e) < 0)
-		return err_prefix(e, "the Role %s/%s", p->ns, role), -1;
-	b = owned_object(p, "rbac.authorization.k8s.io/v1", "RoleBinding", role);
-	subj = cJSON_CreateObject();
-	cJSON_AddStringToObject(subj, "kind", "ServiceAccount");
-	cJSON_AddStringToObject(subj, "name", sa);
-	cJSON_AddStringToObject(subj, "namespace", p->ns);
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "subjects"), subj);
-	ref = cJSON_AddObjectToObject(b, "roleRef");
-	cJSON_AddStringToObject(ref, "apiGroup", "rbac.authorization.k8s.io");
-	cJSON_AddStringToObject(ref, "kind", "Role");
-	cJSON_AddStringToObject(ref, "name", role);
-	if (ensure(p, &bindings_res, b, "subjects", e) < 0)
-		return err_prefix(e, "the RoleBinding %s/%s", p->ns, role), -1;
-	return 0;
-}
-
-/* <name>-outputs and <name>-outputs-writer (for <name>-runner, never the
- * planner). */
-static int ensure_outputs_access(struct stack_pass *p, struct err *e)
-{
-	char secret[300], role[300];
-
-	snprintf(secret, sizeof(secret), "%s-outputs", p->name);
-	snprintf(role, sizeof(role), "%s-outputs-writer", p->name);
-	return stack_job_ensure_writer(p, "up", secret, role, 1, e);
-}
-
-/* 1 when the Stack's own Secret name still holds values (a backend or
- * secretsProvider since removed from the spec), 0 when it is absent, empty
- * or not the Stack's (then no Job reads it, and it is not ours to touch). */
-static int inputs_secret_left_over(struct stack_pass *p, const char *name, struct err *e)
-{
-	cJSON *have = kube_get(p->sc->client, &secrets_res, p->ns, name, NULL, e);
-	int left;
-
-	if (have == NULL) {
-		if (e->code != ERR_NOTFOUND)
-			return -1;
-		err_clear(e);
-		return 0;
-	}
-	left = owned_by(have, kube_obj_str(p->obj, "metadata.uid")) && cJSON_GetArraySize(at(have, "data")) > 0;
-	cJSON_Delete(have);
-	return left;
-}
-
-/* The Secret <name>-job-inputs with the backend, secretsProvider and
- * literal secret config a Job's pod reads (stack_job_inputs_data; never
- * literal in the Job), owned by the Stack and updated when they change.
- * None is made when there is none; one left from when there were is
- * emptied (the base role has no delete), so a credential taken out of the
- * spec does not stay in the namespace. */
-static int ensure_inputs_secret(struct stack_pass *p, struct err *e)
-{
-	char name[300];
-	cJSON *s, *data = stack_job_inputs_data(&p->spec);
-	int left;
-
-	if (data == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	stack_job_inputs_secret_name(p->name, name, sizeof(name));
-	if (cJSON_GetArraySize(data) == 0 && (left = inputs_secret_left_over(p, name, e)) != 1) {
-		cJSON_Delete(data);
-		if (left < 0)
-			return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
-		return 0;
-	}
-	s = owned_object(p, "v1", "Secret", name);
-	cJSON_AddStringToObject(s, "type", "Opaque");
-	cJSON_AddItemToObject(s, "data", data);
-	if (ensure(p, &secrets_res, s, "data", e) < 0)
-		return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
-	return 0;
-}
 
 /* ------------------------------------------------------------ the step */
 
@@ -721,7 +460,7 @@ static cJSON *own_job_at(struct stack_pass *p, const struct other_jobs *o, int i
 	const char *slash = strchr(o->keys[i], '/');
 	cJSON *job = kube_informer_get(p->sc->jobs.inf, p->ns, slash ? slash + 1 : o->keys[i]);
 
-	if (job && !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) {
+	if (job && !kube_owned_by(job, "Stack", kube_obj_str(p->obj, "metadata.uid"))) {
 		cJSON_Delete(job);
 		job = NULL;
 	}
@@ -760,17 +499,6 @@ int stack_job_unfinished(struct stack_pass *p, char *out, size_t n)
 	return unfinished_job(p, "", out, n);
 }
 
-int stack_job_hold_release(struct stack_pass *p)
-{
-	char job[600];
-
-	if (!unfinished_job(p, "", job, sizeof(job)))
-		return 0;
-	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.requeue_dependency_ms, "the Stack is being "
-	    "deleted: it is released once the Job %s has finished (deleting it now would kill its update)", job);
-	return 1;
-}
-
 /* Creates the Job (or adopts the one a create conflicts with).  1 decided. */
 /* A Job of the Stack's Job name that is not the Stack's (a hash collision,
  * or someone else's made by hand): never deleted nor followed. */
@@ -797,7 +525,7 @@ static int job_is_own(struct stack_pass *p, const char *name, struct err *e)
 		err_clear(e);
 		return 1;
 	}
-	own = owned_by(have, kube_obj_str(p->obj, "metadata.uid"));
+	own = kube_owned_by(have, "Stack", kube_obj_str(p->obj, "metadata.uid"));
 	cJSON_Delete(have);
 	err_clear(e);
 	return own;
@@ -830,7 +558,7 @@ static int start_job(struct stack_pass *p, const char *op, const char *name, con
 		return 1;
 	}
 	in.cancel_lock = stack_job_stale_lock(p, stale, sizeof(stale));
-	if (ensure_inputs_secret(p, &e) < 0 || (str_eq(op, "up") && ensure_outputs_access(p, &e) < 0) ||
+	if (stack_job_ensure_inputs(p, &e) < 0 || (str_eq(op, "up") && stack_job_ensure_outputs_access(p, &e) < 0) ||
 	    (str_eq(op, STACK_JOB_OP_PLAN) && stack_job_plan_access(p, &e) < 0) ||
 	    (job = stack_job_build(&in, &e)) == NULL) {
 		stack_job_slot_release(p->sc, key);
@@ -933,7 +661,7 @@ int stack_job_step(struct stack_pass *p, const char *op)
 	}
 	job_key(p->ns, name, key, sizeof(key));
 	job = kube_informer_get(p->sc->jobs.inf, p->ns, name);
-	if (job && !owned_by(job, kube_obj_str(p->obj, "metadata.uid"))) {
+	if (job && !kube_owned_by(job, "Stack", kube_obj_str(p->obj, "metadata.uid"))) {
 		cJSON_Delete(job);
 		return not_own_job(p, name);
 	}
@@ -1020,16 +748,6 @@ int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e)
 	return found;
 }
 
-int stack_job_update(struct stack_pass *p)
-{
-	return stack_job_step(p, p->spec.preview ? "preview" : "up");
-}
-
-int stack_job_destroy(struct stack_pass *p)
-{
-	return stack_job_step(p, "destroy");
-}
-
 void stack_job_after_status(struct stack_pass *p)
 {
 	char patch[256];
@@ -1044,3 +762,4 @@ void stack_job_after_status(struct stack_pass *p)
 		log_warn("cannot mark the Job's result as recorded", "job", p->job_recorded, "error", e.msg, NULL);
 	cJSON_Delete(res);
 }
+

@@ -18,6 +18,7 @@
 #include "base/base64.h"
 #include "base/digest.h"
 #include "base/secret.h"
+#include "base/str.h"
 #include "stack/stack_internal.h"
 
 #define JOB_NAME_MAX 63
@@ -594,4 +595,24 @@ cJSON *stack_job_build(const struct stack_job_in *in, struct err *e)
 		cJSON_AddItemToObject(tmd, "annotations", cJSON_Duplicate(in->spec->runner.annotations, 1));
 	cJSON_AddItemToObject(tmpl, "spec", ps);
 	return job;
+}
+
+const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, const char *op, char *buf, size_t n)
+{
+	if (s->runner.service_account)
+		return s->runner.service_account;
+	/* Plan Jobs run the program under review: never as the up Job's
+	 * ServiceAccount, which may write <name>-outputs. */
+	snprintf(buf, n, "%s-%s", stack, str_eq(op, STACK_JOB_OP_PLAN) ? "planner" : "runner");
+	return buf;
+}
+
+void stack_job_plan_secret_name(const char *stack, char *out, size_t n)
+{
+	snprintf(out, n, "%s-plan", stack);
+}
+
+void stack_job_plan_result_name(const char *stack, char *out, size_t n)
+{
+	snprintf(out, n, "%s-plan-result", stack);
 }

@@ -18,8 +18,7 @@
  * very bytes it checked.  The runner's identity can so never write the plan
  * it is judged by.  The plan itself never enters a Job spec.
  *
- * Both sides are here: the controller's (stack_job_plan_*) and the pod's
- * (stack_run_plan*, called from stack_runner.c).
+ * The controller's side is here; the pod's is stack_runner_plan.c.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -36,16 +35,6 @@
 
 static const struct kube_resource plan_secret_res = { "", "v1", "secrets", "Secret", 1 };
 
-void stack_job_plan_secret_name(const char *stack, char *out, size_t n)
-{
-	snprintf(out, n, "%s-plan", stack);
-}
-
-void stack_job_plan_result_name(const char *stack, char *out, size_t n)
-{
-	snprintf(out, n, "%s-plan-result", stack);
-}
-
 /* Replaces the Secret's data with the plan (ud: its base64). */
 static int put_plan(void *ud, cJSON *obj, struct err *e)
 {
@@ -59,7 +48,7 @@ static int put_plan(void *ud, cJSON *obj, struct err *e)
 }
 
 /* GET and PUT of the plan into ns/name with client c. */
-static int put_plan_secret(struct kube_client *c, const char *ns, const char *name, const char *text, size_t len,
+int stack_job_plan_put(struct kube_client *c, const char *ns, const char *name, const char *text, size_t len,
     struct err *e)
 {
 	char *b64;
@@ -76,19 +65,6 @@ static int put_plan_secret(struct kube_client *c, const char *ns, const char *na
 }
 
 /* ------------------------------------------------------------ the controller */
-
-int stack_job_plan_access(struct stack_pass *p, struct err *e)
-{
-	char secret[300], role[300];
-
-	stack_job_plan_result_name(p->name, secret, sizeof(secret));
-	snprintf(role, sizeof(role), "%s-plan-writer", p->name);
-	if (stack_job_ensure_writer(p, STACK_JOB_OP_PLAN, secret, role, 0, e) < 0)
-		return -1;
-	/* The plan up Jobs mount: the controller's alone (no Role). */
-	stack_job_plan_secret_name(p->name, secret, sizeof(secret));
-	return stack_job_ensure_secret(p, secret, 0, e);
-}
 
 char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e)
 {
@@ -119,128 +95,12 @@ char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e)
 	return text;
 }
 
-int stack_job_plan_fetch(struct stack_pass *p, char **text, size_t *len)
-{
-	struct err e;
-	char name[300];
-
-	*text = NULL;
-	if (stack_job_step(p, STACK_JOB_OP_PLAN))
-		return 1;
-	/* The plan's preview is reported as the local one is. */
-	p->out.type = "preview";
-	if (!p->out.ok)
-		return -1;
-	if ((*text = stack_job_plan_read(p, len, &e)) == NULL) {
-		stack_job_plan_result_name(p->name, name, sizeof(name));
-		p->out.ok = 0;
-		p->out.status = PL_INTERNAL;
-		snprintf(p->out.message, sizeof(p->out.message), "the plan Job succeeded, but no plan can be read "
-		    "from the Secret %s/%s: %s", p->ns, name, e.msg);
-		return -1;
-	}
-	return 0;
-}
-
 int stack_job_plan_store(struct stack_pass *p, const char *text, size_t len, struct err *e)
 {
 	char name[300];
 
 	stack_job_plan_secret_name(p->name, name, sizeof(name));
-	return put_plan_secret(p->sc->client, p->ns, name, text, len, e);
+	return stack_job_plan_put(p->sc->client, p->ns, name, text, len, e);
 }
 
-/* ------------------------------------------------------------ the pod */
 
-static void run_fail(struct stack_pass *p, enum pl_status st, const char *type, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void run_fail(struct stack_pass *p, enum pl_status st, const char *type, const char *fmt, ...)
-{
-	va_list ap;
-
-	p->out.ran = 1;
-	p->out.ok = 0;
-	p->out.status = st;
-	p->out.type = type;
-	va_start(ap, fmt);
-	vsnprintf(p->out.message, sizeof(p->out.message), fmt, ap);
-	va_end(ap);
-}
-
-/* The plan into in->plan_secret with the pod's own token. */
-static int write_plan_secret(const struct stack_run_input *in, const struct stack_run_opts *o, const char *text,
-    size_t len, struct err *e)
-{
-	struct kube_client *c;
-	int rc;
-
-	if ((c = stack_run_client(o, e)) == NULL)
-		return -1;
-	rc = put_plan_secret(c, in->namespace, in->plan_secret, text, len, e);
-	kube_client_free(c);
-	return rc;
-}
-
-void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o)
-{
-	char path[PATH_MAX];
-	char *text = NULL;
-	size_t len = 0;
-	struct err e;
-
-	if (stack_plan_preview(p, o->work_dir, path, sizeof(path)) < 0)
-		return;
-	if (fs_read_file(path, PLAN_SECRET_MAX_BYTES, &text, &len, &e) < 0) {
-		run_fail(p, PL_INTERNAL, "preview", "preview --save-plan wrote no plan the Secret %s can hold: %s",
-		    in->plan_secret, e.msg);
-		return;
-	}
-	if (write_plan_secret(in, o, text, len, &e) < 0) {
-		log_warn("cannot write the plan Secret", "error", e.msg, NULL);
-		run_fail(p, PL_INTERNAL, "preview", "the plan was made but not written: %s", e.msg);
-	}
-	free(text);
-}
-
-int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o)
-{
-	char path[PATH_MAX], pinned[PATH_MAX], id[65] = "";
-	char *text = NULL;
-	size_t len = 0;
-	int changes = 0;
-	struct err e;
-
-	if (o->plan_dir == NULL) {
-		run_fail(p, PL_INTERNAL, "up", "the update applies plan %s, but run-update has no --plan-dir",
-		    in->plan_id);
-		return -1;
-	}
-	snprintf(path, sizeof(path), "%s/%s", o->plan_dir, STACK_JOB_PLAN_KEY);
-	if (fs_read_file(path, PLAN_SECRET_MAX_BYTES, &text, &len, &e) < 0) {
-		run_fail(p, PL_INTERNAL, "up", "the approved plan %s cannot be read: %s", in->plan_id, e.msg);
-		return -1;
-	}
-	if (stack_plan_id(text, len, in->plan_after, id, &changes, &e) < 0 || strcmp(id, in->plan_id) != 0) {
-		/* The Secret was changed after the approval (or by a newer
-		 * preview): this is not what was reviewed. */
-		run_fail(p, PL_PLAN_VIOLATION, "up", "the plan given to this Job is %s, not the approved plan %s; "
-		    "nothing was applied", id[0] ? id : "refused", in->plan_id);
-		if (!id[0])
-			log_warn("the mounted plan is refused", "error", e.msg, NULL);
-		free(text);
-		return -1;
-	}
-	/* The CLI reads the bytes just checked, not the volume (which the
-	 * kubelet may swap at any time). */
-	snprintf(pinned, sizeof(pinned), "%s/plan-approved.json", o->work_dir);
-	if (fs_write_file(pinned, text, len, 0600, &e) < 0) {
-		run_fail(p, PL_INTERNAL, "up", "the approved plan %s cannot be kept: %s", in->plan_id, e.msg);
-		free(text);
-		return -1;
-	}
-	free(text);
-	log_info("applying the approved plan", "planId", id, NULL);
-	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", pinned);
-	return 0;
-}

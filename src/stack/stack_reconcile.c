@@ -154,6 +154,7 @@ static int step_spec(struct stack_pass *p)
 		return 0;
 	}
 	p->spec_ok = 1;
+	p->exec = stack_exec_for(&p->spec);
 	/* The note reaches the Ready message, an Event and notifications: the
 	 * URL without its userinfo and query (credentials), url_for_log. */
 	if (p->spec.cloud_shadowed)
@@ -179,6 +180,19 @@ static int last_workspace(struct stack_pass *p)
 	snprintf(p->workdir, sizeof(p->workdir), "%s/tree%s%s", root, p->spec.dir ? "/" : "",
 	    p->spec.dir ? p->spec.dir : "");
 	return fs_is_dir(p->workdir);
+}
+
+/* Deleting while an operation of the Stack runs (a Job): released once it
+ * has ended, as deleting now would kill its update.  1 decided. */
+static int hold_while_running(struct stack_pass *p)
+{
+	char what[640];
+
+	if (!stack_exec_running(p, what, sizeof(what)))
+		return 0;
+	stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.requeue_dependency_ms, "the Stack is being "
+	    "deleted: it is released once %s has finished (deleting it now would kill its update)", what);
+	return 1;
 }
 
 static int release(struct stack_pass *p)
@@ -271,16 +285,15 @@ static int destroy_done(struct stack_pass *p)
 
 	if (destroyed(p))
 		return release(p);
-	if ((rc = stack_job_destroy_succeeded(p, &e)) < 0)
+	if ((rc = stack_exec_destroyed(p, &e)) < 0)
 		return retry_later(p, &e);
 	return rc ? release_destroyed(p) : 0;
 }
 
 static int step_finalize(struct stack_pass *p)
 {
-	struct err e;
 	int have_program, source_gone;
-	char gone[sizeof(p->v.message)], job[600];
+	char gone[sizeof(p->v.message)], job[640];
 
 	if (!p->deleting)
 		return 0;
@@ -289,18 +302,18 @@ static int step_finalize(struct stack_pass *p)
 		return 1;
 	}
 	if (spec_bool(p->obj, "suspend"))
-		return stack_job_hold_release(p) || release_suspended(p);
+		return hold_while_running(p) || release_suspended(p);
 	if (!p->spec_ok && (spec_bool(p->obj, "destroyOnFinalize") || spec_bool(p->obj, "destroyOnDelete")) &&
 	    !spec_bool(p->obj, "preview"))
 		return hold_unparsable(p);
 	if (!p->spec_ok || !p->spec.destroy_on_finalize || p->spec.preview)
-		return stack_job_hold_release(p) || release(p);
+		return hold_while_running(p) || release(p);
 	if (destroy_done(p))
 		return 1;
 	/* Destroy runs from the current artifact if it can be had, else from
 	 * what the last update left in the workspace. */
 	memset(&p->v, 0, sizeof(p->v));
-	if (p->spec.job_mode)   /* the Job's pod fetches it */
+	if (!p->exec->fetches)   /* the Job's pod fetches it */
 		have_program = stack_source_resolve(p) == 0;
 	else
 		have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
@@ -308,13 +321,13 @@ static int step_finalize(struct stack_pass *p)
 	source_gone = !have_program && str_eq(p->v.reason, "SourceNotFound");
 	snprintf(gone, sizeof(gone), "%s", p->v.message);
 	memset(&p->v, 0, sizeof(p->v));
-	if (!have_program && (p->spec.job_mode || !last_workspace(p))) {
+	if (!have_program && (!p->exec->fetches || !last_workspace(p))) {
 		if (!ever_deployed(p))
 			return release(p);   /* nothing was ever deployed */
-		if (source_gone && stack_job_unfinished(p, job, sizeof(job))) {
+		if (source_gone && stack_exec_running(p, job, sizeof(job))) {
 			/* its pod fetched the program already; the Job watch wakes the Stack */
 			stack_verdict(p, STACK_WAITING, "JobRunning", p->sc->o.requeue_dependency_ms, "the Stack "
-			    "is being deleted and its source is gone (%s); the Job %s still runs and its outcome "
+			    "is being deleted and its source is gone (%s); %s still runs and its outcome "
 			    "decides", gone, job);
 			return 1;
 		}
@@ -333,16 +346,8 @@ static int step_finalize(struct stack_pass *p)
 	}
 	stack_inputs_resolve_lenient(p);
 	p->why = "the Stack is being deleted";
-	if (p->spec.job_mode) {
-		stack_fingerprint(p, p->fingerprint);
-		if (stack_job_destroy(p))   /* the Job runs, or waits for a slot */
-			return 1;
-	} else {
-		if (stack_status_write_running(p, &e) < 0)
-			return retry_later(p, &e);
-		stack_event(p, "Normal", "DestroyStarted", "destroying stack %s", p->spec.stack);
-		stack_update_destroy(p);
-	}
+	if (p->exec->run(p, STACK_OP_DESTROY) != STACK_EXEC_DONE)   /* it runs, waits for a slot, or cannot start */
+		return 1;
 	if (p->out.ok)
 		return release_destroyed(p);
 	p->failures = (int)stack_status_int(p, "lastUpdate.failures", 0) + 1;
@@ -473,12 +478,12 @@ static int step_fresh(struct stack_pass *p)
 
 static int step_artifact(struct stack_pass *p)
 {
-	return p->spec.job_mode ? 0 : stack_source_fetch(p);
+	return p->exec->fetches ? stack_source_fetch(p) : 0;
 }
 
 static int step_workspace(struct stack_pass *p)
 {
-	return p->spec.job_mode ? 0 : stack_workspace_prepare(p);
+	return p->exec->fetches ? stack_workspace_prepare(p) : 0;
 }
 
 static int step_awaiting(struct stack_pass *p)
@@ -574,21 +579,9 @@ static int step_approval(struct stack_pass *p)
 
 static int step_update(struct stack_pass *p)
 {
-	struct err e;
-
-	if (p->spec.job_mode) {
-		/* Decided unless the Job's outcome is in p->out now. */
-		if (stack_job_update(p))
-			return 1;
-	} else {
-		if (stack_status_write_running(p, &e) < 0)
-			return retry_later(p, &e);
-		log_info("update started", "namespace", p->ns, "name", p->name, "revision", p->art.revision,
-		    "reconcileID", p->id, "reason", p->why, NULL);
-		stack_event(p, "Normal", "UpdateStarted", "%s at revision %s: %s", p->spec.preview ? "preview" :
-		    "update", p->art.revision, p->why);
-		stack_update_run(p);
-	}
+	/* Decided unless the outcome is in p->out now (a Job runs on after the pass). */
+	if (p->exec->run(p, STACK_OP_UPDATE) != STACK_EXEC_DONE)
+		return 1;
 	judge_update(p);
 	stack_approval_after_update(p);
 	stack_drift_after_update(p);
@@ -605,7 +598,7 @@ static int step_outputs(struct stack_pass *p)
 {
 	struct err e;
 
-	if (p->spec.preview || p->out.outputs == NULL || p->spec.job_mode)
+	if (p->spec.preview || p->out.outputs == NULL || !p->exec->writes_outputs)
 		return 1;
 	if (stack_outputs_write(p, &e) < 0) {
 		log_warn("cannot write the outputs Secret", "namespace", p->ns, "name", p->name, "error", e.msg,
@@ -674,7 +667,7 @@ static int finish(struct stack_pass *p, long *requeue_ms, struct err *e)
 		    p->v.event_reason ? p->v.event_reason : p->v.reason, "%s", p->v.message);
 	if (stack_status_write(p, e) < 0)
 		return -1;
-	stack_job_after_status(p);
+	stack_exec_recorded(p);
 	*requeue_ms = p->v.requeue_ms;
 	return 0;
 }

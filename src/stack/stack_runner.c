@@ -152,6 +152,7 @@ static void runner_init(struct runner *u)
 	u->sc.cancel_lock = in->cancel_lock;
 
 	u->p.sc = &u->sc;
+	u->p.exec = &stack_exec_local;   /* the pod runs the CLI itself */
 	snprintf(u->p.ns, sizeof(u->p.ns), "%s", in->namespace);
 	snprintf(u->p.name, sizeof(u->p.name), "%s", in->name);
 	/* No kind: the stale-lock event is refused (logged) rather than sent
@@ -585,15 +586,6 @@ static int adopt_owner(struct runner *u, struct kube_client *c, struct err *e)
 		return err_set(e, ERR_CONFLICT, "Secret %s/%s is not owned by the Stack %s; the outputs are not "
 		    "written", u->p.ns, u->in->outputs_secret, u->p.name), -1;
 	return 0;
-}
-
-struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e)
-{
-	struct kube_config *cfg = NULL;
-
-	if (kube_config_incluster(o->kube_host, o->kube_port, o->service_account_dir, &cfg, e) < 0)
-		return NULL;
-	return kube_client_new(cfg, e);
 }
 
 static enum stack_run_outputs write_outputs(struct runner *u, struct err *e)

@@ -10,13 +10,15 @@
  *        stack_run_result, at most STACK_RUN_TERMINATION_MAX bytes, the
  *        message cut to fit (the kubelet keeps 4 KiB of it).
  *
- * stack_runner.c runs the update in between.
+ * stack_runner.c runs the update in between; stack_run_client is the
+ * pod's own connection to the API server (its ServiceAccount token).
  */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/xalloc.h"
+#include "kube/kube.h"
 #include "pulumi/pulumi.h"
 #include "stack/stack.h"
 
@@ -606,4 +608,15 @@ char *stack_run_termination(const struct stack_run_result *r, size_t max)
 	s = print_with(r, msg, &cut);
 	free(msg);
 	return s;
+}
+
+/* ------------------------------------------------------------ the API server */
+
+struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e)
+{
+	struct kube_config *cfg = NULL;
+
+	if (kube_config_incluster(o->kube_host, o->kube_port, o->service_account_dir, &cfg, e) < 0)
+		return NULL;
+	return kube_client_new(cfg, e);
 }

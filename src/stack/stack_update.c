@@ -385,3 +385,13 @@ void stack_update_drift_check(struct stack_pass *p)
 	p->safety.drift_omitted = 0;
 	with_stack(p, "refresh", drift_body);
 }
+
+int stack_update_plan_into(struct stack_pass *p, const char *dir, char *path, size_t n)
+{
+	snprintf(path, n, "%s/plan-new.json", dir);
+	unlink(path);
+	snprintf(p->safety.plan_file, sizeof(p->safety.plan_file), "%s", path);
+	stack_update_plan(p);
+	p->safety.plan_file[0] = '\0';
+	return p->out.ok ? 0 : -1;
+}
