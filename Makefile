@@ -107,7 +107,10 @@ test: deps deps-real
 	$(MAKE) unit
 	$(MAKE) e2e
 
+# check-layers: src/stack/'s layers (docs/architecture.md), from the objects
+# just built: no include or call runs upward, and no cycle.
 unit: sanitize
+	@$(PYTHON) scripts/check-layers $(SAN_DIR)/src/stack
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
 # --durations: the slowest tests in every log, to keep CI's time in view.

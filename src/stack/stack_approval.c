@@ -30,7 +30,7 @@
 #include "base/json_strict.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_gates.h"
 
 #define PREVIEW_STEPS_MAX 50
 

@@ -24,7 +24,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "fluxsource/fluxsource.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 static const struct stack_kind stack_kind_init = {
 	.res = { { "pulumi.com", "v1", "stacks", "Stack", 1 } }, .nres = 1,

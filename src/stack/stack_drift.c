@@ -25,7 +25,7 @@
 
 #include "base/log.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_gates.h"
 
 static int enabled(const struct stack_pass *p)
 {

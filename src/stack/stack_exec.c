@@ -6,7 +6,7 @@
  * an operation still runs (runner.type changed during a Job), so a deletion
  * waits for, and collects, an operation of any of them.
  */
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 static const struct stack_exec *const executors[] = { &stack_exec_local, &stack_exec_job };
 #define N_EXECUTORS (sizeof(executors) / sizeof(executors[0]))

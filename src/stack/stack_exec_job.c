@@ -1,5 +1,5 @@
 /*
- * stack_exec_job.c - the Job executor: the seam's operations (stack_internal.h,
+ * stack_exec_job.c - the Job executor: the seam's operations (stack_model.h,
  * "the execution seam") run in a batch/v1 Job's pod (docs/job-runner.md).
  *
  * An operation outlives the pass that starts it: the first pass creates the
@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 static int run(struct stack_pass *p, enum stack_op op)
 {

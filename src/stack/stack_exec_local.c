@@ -1,6 +1,6 @@
 /*
  * stack_exec_local.c - the local executor: the seam's operations
- * (stack_internal.h, "the execution seam") run by the pulumi CLI in this
+ * (stack_model.h, "the execution seam") run by the pulumi CLI in this
  * process, through stack_update.c.  Every operation ends within the pass
  * that starts it, so nothing is ever running between passes here.
  *
@@ -16,7 +16,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 static void plan_path(const struct stack_pass *p, const char *id, char *out, size_t n)
 {

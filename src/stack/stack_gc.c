@@ -19,7 +19,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_sources.h"
 
 #define STACK_GC_MIN_AGE_S 3600
 

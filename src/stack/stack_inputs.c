@@ -18,7 +18,7 @@
 #include "base/base64.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 static const struct kube_resource configmap_res = { "", "v1", "configmaps", "ConfigMap", 1 };

@@ -25,7 +25,7 @@
 #include "base/log.h"
 #include "base/secret.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 #define GONE_RETRY_MS 2000L
 #define JOB_FORBIDDEN_RETRY_MS 60000L  /* JobForbidden: until the rights are bound */

@@ -16,7 +16,7 @@
 #include "base/log.h"
 #include "base/secret.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 static const struct kube_resource sa_res = { "", "v1", "serviceaccounts", "ServiceAccount", 1 };
 static const struct kube_resource secrets_res = { "", "v1", "secrets", "Secret", 1 };

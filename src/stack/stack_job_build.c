@@ -10,7 +10,7 @@
  * in the Stack (backend, secretsProvider, secretsRef Literal), which goes
  * through the Stack's Secret <stack>-job-inputs (stack_job_inputs_data).  The pod's security is
  * fixed here (restricted Pod Security Standard) and spec.runner can add only
- * what stack_job_spec.c allowed.
+ * what stack_spec_runner.c allowed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,7 @@
 #include "base/digest.h"
 #include "base/secret.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 #define JOB_NAME_MAX 63
 #define FP_LEN 10

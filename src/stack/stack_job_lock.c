@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 #define HOST_MAX 63                 /* a pod's hostname: its name, cut to 63 */
 #define FP_CHARS 10                 /* stack_job_name's fingerprint part */

@@ -28,7 +28,7 @@
 #include "base/base64.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 /* A Secret holds at most 1 MiB; the plan goes in base64. */
 #define PLAN_SECRET_MAX_BYTES (700L * 1024)

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 /* How long a woken Stack keeps a free slot for its pass. */
 #define WAKE_HOLD_S 60.0

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "base/metrics.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 /* Flux's bounds: ExponentialBucketsRange(10e-3, 1800, 10) as Go computes
  * and prints them (fluxcd/pkg runtime/metrics). */

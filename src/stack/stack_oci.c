@@ -25,7 +25,7 @@
 #include "base/str.h"
 #include "base/strbuf.h"
 #include "oci/oci.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_sources.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 

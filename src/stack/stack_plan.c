@@ -19,7 +19,7 @@
 #include <openssl/evp.h>
 
 #include "base/json_strict.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 #define STEP_PROPERTIES_MAX 20
 #define CANON_DEPTH_MAX 64

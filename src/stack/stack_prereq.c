@@ -19,7 +19,7 @@
 
 #include "base/log.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_gates.h"
 
 #define PREREQ_DEPTH_MAX 64
 

@@ -73,7 +73,7 @@
 #include "base/log.h"
 #include "base/url.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 #define BACKOFF_FIRST_MS 10000L
 

@@ -36,7 +36,7 @@
 #include "base/xalloc.h"
 #include "fluxsource/fluxsource.h"
 #include "oci/oci.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_pod.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 

@@ -3,7 +3,7 @@
  * options, the caches of Stacks and sources, and the pulumi operations
  * running now.
  *
- * struct stack_ctl (stack_internal.h) is built, watched and freed by the
+ * struct stack_ctl (stack_model.h) is built, watched and freed by the
  * controller above everything (stack_ctl.c); the layers below it need only
  * these reads and the running-operations list, so they live here, under
  * the pass, and nothing below the controller calls up into it.
@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "fluxsource/fluxsource.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 void stack_opts_default(struct stack_opts *o)
 {

@@ -41,16 +41,7 @@
 #include "fluxsource/fluxsource.h"
 #include "base/base64.h"
 #include "oci/oci.h"
-#include "stack/stack_internal.h"
-
-void stack_artifact_free(struct stack_artifact *a)
-{
-	free(a->revision);
-	free(a->digest);
-	free(a->url);
-	free(a->index_digest);
-	memset(a, 0, sizeof(*a));
-}
+#include "stack/stack_sources.h"
 
 void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n)
 {

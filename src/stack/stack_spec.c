@@ -20,7 +20,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 #define RESYNC_MIN_MS 60000L
 #define RETRY_MAX_DEFAULT_MS (86400L * 1000)
@@ -773,4 +773,13 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->prereqs);
 	stack_runner_free(&s->runner);
 	memset(s, 0, sizeof(*s));
+}
+
+void stack_artifact_free(struct stack_artifact *a)
+{
+	free(a->revision);
+	free(a->digest);
+	free(a->url);
+	free(a->index_digest);
+	memset(a, 0, sizeof(*a));
 }

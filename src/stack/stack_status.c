@@ -31,7 +31,7 @@
 #include "base/secret.h"
 #include "fluxsource/fluxsource.h"
 #include "base/str.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 

@@ -29,7 +29,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_exec.h"
 
 static void outcome_start(struct stack_pass *p, const char *type)
 {

@@ -28,7 +28,7 @@
 #include "base/base64.h"
 #include "base/log.h"
 #include "oci/oci.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_sources.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 

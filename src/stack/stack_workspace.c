@@ -33,7 +33,7 @@
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_sources.h"
 
 void stack_workspace_paths(const struct stack_ctl *sc, const char *ns, const char *name,
     char *root, size_t n)

@@ -354,7 +354,7 @@ def test_gitrepository_policy_names_what_the_code_writes():
     binding = one(docs, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
-    header = (ROOT / "src" / "stack" / "stack_internal.h").read_text()
+    header = (ROOT / "src" / "stack" / "stack_model.h").read_text()
     label = re.search(r'#define STACK_LABEL_NAME "([^"]+)"', header).group(1)
     spec = (ROOT / "src" / "stack" / "stack_spec.c").read_text()
     assert '"%s-program"' in spec

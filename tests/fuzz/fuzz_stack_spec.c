@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 /* "..x" is a name like any other; only a whole ".." component escapes. */
 static int has_dotdot_component(const char *dir)

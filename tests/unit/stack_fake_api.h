@@ -26,7 +26,7 @@
 #include <pthread.h>
 
 #include "kube/kube.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 /* Not every test file uses every helper. */
 #define FAKE_API static __attribute__((unused))

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 /* A plan with one File resource (single quotes become double). */
 static char *plan(const char *op, const char *content, const char *seed, const char *extra)

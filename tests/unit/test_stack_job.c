@@ -1,6 +1,6 @@
 /*
  * test_stack_job.c - the Job runner's pure parts: spec.runner validation
- * (stack_job_spec.c: what a pod template may carry, hostile specs refused
+ * (stack_spec_runner.c: what a pod template may carry, hostile specs refused
  * with the field named, bounds) and the Job builder (stack_job_build.c: the
  * name and its truncation, labels, owner, the restricted security context,
  * the update document, values by reference only).  The API side is in
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/base64.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 #define FLUX "'fluxSource': {'sourceRef': {'apiVersion': 'source.toolkit.fluxcd.io/v1', " \
 	"'kind': 'GitRepository', 'name': 'infra'}}"

@@ -16,7 +16,8 @@
 #include <cmocka.h>
 
 #include "base/fs.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
+#include "stack/stack_pod.h"
 
 #define DIGEST "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define SRC "\"source\": {\"kind\": \"artifact\", \"url\": \"http://sc/a.tar.gz\", \"digest\": \"" DIGEST \

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 static struct stack_ctl sc;
 

@@ -16,7 +16,7 @@
 
 #include "base/metrics.h"
 #include "base/untar.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 static const char *rule_of_name(const char *name)
 {

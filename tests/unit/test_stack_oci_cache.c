@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "oci/oci.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 static struct stack_ctl sc;
 

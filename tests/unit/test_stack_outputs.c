@@ -24,7 +24,7 @@
 #include <openssl/evp.h>
 
 #include "kube/kube.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 #define SECRET_PATH "/api/v1/namespaces/apps/secrets/web-outputs"

@@ -28,7 +28,7 @@
 
 #include "base/fs.h"
 #include "kube/kube.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 #define STACK_PATH "/apis/pulumi.com/v1/namespaces/apps/stacks/web"

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/fs.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 #define FLUX "'fluxSource': {'sourceRef': {'kind': 'GitRepository', 'name': 'infra'}}"

@@ -33,7 +33,7 @@
 #include "base/fs.h"
 #include "kube/kube.h"
 #include "kube/kube_priv.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 #define HELD_VALUE "Secret/apps/creds"

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 #define FLUX "'fluxSource': {'sourceRef': {'apiVersion': 'source.toolkit.fluxcd.io/v1', " \
 	"'kind': 'GitRepository', 'name': 'infra'}}"

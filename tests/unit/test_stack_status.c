@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "kube/kube.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 /* The status of the last PUT (caller frees), checking it went to the

@@ -26,7 +26,7 @@
 
 #include "base/base64.h"
 #include "kube/kube.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 #include "stack_fake_api.h"
 
 #define OCI_VERIFY "{'stack': 'dev', 'ociSource': {'url': 'oci://127.0.0.1:1/team/app', 'ref': {'tag': " \

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "base/fs.h"
-#include "stack/stack_internal.h"
+#include "stack/stack_machine.h"
 
 static char tmp[256], store[300], art[300];
 static struct stack_ctl sc;

@@ -1,5 +1,5 @@
 /*
- * stack_job_spec.c - spec.runner: which runner a Stack's updates use and
+ * stack_spec_runner.c - spec.runner: which runner a Stack's updates use and
  * what its Job's pod may carry (docs/stack-api.md, "runner").
  *
  * The pod template is an allow-list, not a pass-through: the controller
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stack/stack_internal.h"
+#include "stack/stack_model.h"
 
 #define MAX_MAP_ENTRIES 32
 #define MAX_LIST_ITEMS 32

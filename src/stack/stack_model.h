@@ -1,32 +1,34 @@
 /*
- * stack_internal.h - shared between the files of src/stack/ only; the
- * public interface is stack.h.
+ * stack_model.h - the bottom layer of the Stack reconciler (src/stack/):
+ * what a Stack is and what one pass over it holds.  Every other layer
+ * builds on it; it includes nothing of theirs.  docs/architecture.md has
+ * the whole map; the public interface is stack.h.
  *
- * The files and what each owns:
- *   stack_ctl.c        the controller object: informers, indexes, change
- *                      filters (what queues which Stack), metrics
- *   stack_spec.c       spec parsing and validation (struct stack_spec)
- *   stack_source.c     from a spec's source to an artifact in the store
- *   stack_verify.c     signatures: ociSource.verify, a Flux source's
- *                      SourceVerified
- *   stack_inputs.c     config, secrets and environment values, fingerprint
- *   stack_workspace.c  each Stack's own copy of the program tree
- *   stack_status.c     conditions, status, Events, finalizer and outputs
- *   stack_reconcile.c  the state machine: one pass over a Stack
- *   stack_update.c     the pulumi operations of one update or destroy
- *   stack_approval.c   plan-bound approval: plan ids, status.preview
- *   stack_drift.c      drift checks: status.drift, the Drifted condition
- *   stack_prereq.c     prerequisites: the index, the wait, cycles
- *   stack_metrics.c    what the controller counts (Prometheus families)
- *   stack_job_spec.c   spec.runner: parsed and validated (hostile specs refused)
- *   stack_job.c        the Job runner: the Job an update runs in, adoption,
- *                      and its result read back into the outcome
- *   stack_job_build.c  the Job object (pure)
- *   stack_job_slots.c  --max-concurrent-jobs
- *   stack_job_lock.c   a lock left by the pod of an earlier Job
+ * The layers, each including only the headers below it (checked by
+ * scripts/check-layers, run by `make unit`):
+ *   stack_model.h    the model: spec, inputs, status, plans, metrics, the
+ *                    controller state passes read, the pass, the seam's
+ *                    interface
+ *   stack_sources.h  from a source to a verified tree and a workspace
+ *   stack_gates.h    what decides whether an operation may run
+ *   stack_exec.h     the executors that run it (local, Job)
+ *   stack_machine.h  the state machine: one pass (stack_reconcile.c)
+ *   stack_pod.h      run-update, the Job pod's program (beside the machine)
+ * and stack_ctl.c, the controller, above all of them.
+ *
+ * The files of this layer:
+ *   stack_shared.c      options and the controller state a pass reads
+ *                       (caches, running operations, freshness)
+ *   stack_spec.c        spec parsing and validation (struct stack_spec)
+ *   stack_spec_runner.c spec.runner (hostile pod templates refused)
+ *   stack_inputs.c      config, secrets and environment values, fingerprint
+ *   stack_status.c      status reading and writing, conditions, Events,
+ *                       the finalizer and the outputs Secret
+ *   stack_plan.c        what a plan is: strict parsing, its id, its steps
+ *   stack_metrics.c     what the controller counts (Prometheus families)
  */
-#ifndef PC_STACK_INTERNAL_H
-#define PC_STACK_INTERNAL_H
+#ifndef PC_STACK_MODEL_H
+#define PC_STACK_MODEL_H
 
 #include <limits.h>
 #include <pthread.h>
@@ -38,6 +40,8 @@
 #include "kube/kube.h"
 #include "pulumi/pulumi.h"
 #include "stack/stack.h"
+
+struct stack_pass;
 
 #define STACK_FINALIZER "finalizer.stack.pulumi.com"
 #define STACK_ANN_REQUESTED "reconcile.fluxcd.io/requestedAt"
@@ -51,6 +55,10 @@
 #define STACK_MASKED_OUTPUTS_MAX (64 * 1024)
 #define STACK_LABEL_NAME "pulumi.com/stack-name"
 #define STACK_HISTORY_MAX 10
+/* On every object made for a Stack's Jobs (a pod template may not set them). */
+#define STACK_JOB_LABEL_MANAGED "app.kubernetes.io/managed-by"
+#define STACK_JOB_MANAGER "pulumi-controller"
+#define STACK_JOB_ANN_RECORDED "pulumi.com/result-recorded"
 
 /* The STACK_LABEL_NAME value for Stack name: a label value holds at most 63
  * characters, a Stack name up to 253, so longer names are cut (at a letter or
@@ -62,8 +70,6 @@ void stack_label_value(const char *name, char out[STACK_LABEL_VALUE_MAX]);
  * pod template's env): PULUMI_CONTROLLER_*, HOME, KUBERNETES_*, which the
  * controller sets for the CLI and the Job's pod. */
 int stack_env_reserved(const char *name);
-
-/* ------------------------------------------------------------ controller */
 
 /* A kind the controller caches; res[] lists the versions it accepts, in
  * order of preference, and served points at the one the server has. */
@@ -122,16 +128,11 @@ struct stack_ctl {
 struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind);
 /* The kinds being watched (a Flux kind not served is left out) into out[7]; their count. */
 int stack_ctl_kinds(struct stack_ctl *sc, struct stack_kind **out);
-/* GETs the Stack; 1 (p->stale, p->obj replaced) when the cache was behind,
- * 1 with p->gone or p->retry on errors, 0 when the cache was current. */
-struct stack_pass;
 int stack_ctl_refresh(struct stack_pass *p);
 /* Registers a pulumi stack as running (so interrupt reaches it); returns -1
  * when the controller was interrupted already (nothing may start). */
 int stack_ctl_track(struct stack_ctl *sc, struct stack_running *r, struct pl_stack *pl);
 void stack_ctl_untrack(struct stack_ctl *sc, struct stack_running *r);
-
-/* ------------------------------------------------------------ spec */
 
 enum stack_value_kind { STACK_VAL_LITERAL, STACK_VAL_SECRET, STACK_VAL_CONFIGMAP };
 
@@ -169,7 +170,7 @@ struct stack_prereq {
 
 enum stack_runner_type { STACK_RUNNER_DEFAULT, STACK_RUNNER_LOCAL, STACK_RUNNER_JOB };
 
-/* spec.runner, validated (stack_job_spec.c).  The cJSON members are owned
+/* spec.runner, validated (stack_spec_runner.c).  The cJSON members are owned
  * copies of what the spec said (NULL: not given). */
 struct stack_runner {
 	enum stack_runner_type type;
@@ -224,14 +225,12 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
     struct err *e);
 void stack_spec_free(struct stack_spec *s);
 
-/* stack_job_spec.c: parses spec.runner into s->runner and decides
+/* stack_spec_runner.c: parses spec.runner into s->runner and decides
  * s->job_mode; ERR_INVALID naming the field (a privileged or host-sharing
  * pod, an oversized list, a reserved name). */
 int stack_runner_parse(const cJSON *spec, const struct stack_opts *o, struct stack_spec *s,
     struct err *e);
 void stack_runner_free(struct stack_runner *r);
-
-/* ------------------------------------------------------------ source */
 
 /* What the Stack's source offers now.  Owned strings; stack_artifact_free. */
 struct stack_artifact {
@@ -242,65 +241,6 @@ struct stack_artifact {
 	                     * the manifest (stack_verify.c); NULL when none */
 };
 void stack_artifact_free(struct stack_artifact *a);
-
-struct stack_pass;
-
-/* Fills p->art from the source; 1 when the pass is decided (p->v set:
- * waiting for the source, or stalled), 0 to go on, never -1. */
-int stack_source_resolve(struct stack_pass *p);
-/* Makes sure the artifact's tree is in the store: p->tree. 1/0 as above. */
-int stack_source_fetch(struct stack_pass *p);
-/* Frees the shared OCI resolutions (at stack_ctl_free). */
-void stack_source_cleanup(struct stack_ctl *sc);
-/* The cache key of s's ociSource lookups in namespace ns, into out (at
- * least 65 bytes): Stacks share a resolution only when it is the same
- * lookup (reference, credentials, CA, transport). */
-void stack_oci_poll_key(const struct stack_spec *s, const char *ns, char *out, size_t n);
-/* The shared OCI resolutions (exposed for the unit tests).  A lookup of key
- * younger than max_age_ms copies it into res (caller frees it with
- * oci_pull_result_free) and returns 1; a store replaces key's, for Stacks
- * that look again every interval_ms (0: never), and prunes the cache when
- * it outgrows the Stacks (entries idle past their interval, then the least
- * recently used). */
-struct oci_pull_result;
-int stack_oci_cache_lookup(struct stack_ctl *sc, const char *key, long max_age_ms,
-    struct oci_pull_result *res);
-void stack_oci_cache_store(struct stack_ctl *sc, const char *key, long interval_ms,
-    const struct oci_pull_result *res);
-size_t stack_oci_cache_count(struct stack_ctl *sc);
-/* Store paths. */
-void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
-
-/* For stack_verify.c: a client for the ociSource's registry, with its
- * credentials (caller frees it with oci_client_free, and *repo); and the
- * signature checks that passed, kept with the resolution under poll_key
- * while it still names digest.  keys: "<secret>@<resourceVersion>". */
-struct oci_client;
-struct oci_client *stack_source_oci_client(struct stack_pass *p, char **repo, struct err *e);
-struct oci_ref;
-/* The spec's ociSource as a reference (url, and the digest or tag the spec
- * pins); 0, or -1 with e set.  oci_ref_free frees it. */
-int stack_oci_ref_parse(struct stack_pass *p, struct oci_ref *ref, struct err *e);
-/* A registry client for ref with the spec's credentials, CA and transport;
- * NULL with e set.  The caller frees it (oci_client_free). */
-struct oci_client *stack_oci_client_for(struct stack_pass *p, const struct oci_ref *ref, struct err *e);
-int stack_source_verified_lookup(struct stack_ctl *sc, const char *poll_key, const char *digest,
-    const char *keys, char *key_name, size_t n, char *scheme, size_t sn);
-void stack_source_verified_store(struct stack_ctl *sc, const char *poll_key, const char *digest,
-    const char *keys, const char *key_name, const char *scheme);
-
-/* ------------------------------------------------------------ verify */
-
-/* stack_verify.c.  Each sets p->verified (SourceVerified) and returns 1
- * when the revision is refused (verdict set: nothing may be fetched or
- * applied), 0 when it verified.  Flux: src is the OCIRepository with
- * spec.verify and revision its status.artifact's.  ociSource: the
- * resolution's revision, manifest digest and index digest (or NULL). */
-int stack_verify_flux(struct stack_pass *p, const cJSON *src, const char *revision);
-int stack_verify_oci(struct stack_pass *p, const char *poll_key, const char *revision, const char *manifest,
-    const char *index);
-
-/* ------------------------------------------------------------ inputs */
 
 /* Resolved values for the driver.  Every string owned; stack_inputs_free. */
 struct stack_inputs {
@@ -320,18 +260,6 @@ void stack_inputs_resolve_lenient(struct stack_pass *p);
 void stack_inputs_free(struct stack_inputs *in);
 /* Hex sha256 of what an update depends on (never values). */
 void stack_fingerprint(const struct stack_pass *p, char out[65]);
-
-/* ------------------------------------------------------------ workspace */
-
-/* Builds (or reuses) the Stack's workspace from p->tree and spec.dir:
- * p->workdir.  1 when decided (ProgramNotFound...), 0 to go on. */
-int stack_workspace_prepare(struct stack_pass *p);
-void stack_workspace_paths(const struct stack_ctl *sc, const char *ns, const char *name,
-    char *root, size_t n);
-/* Removes the Stack's workspace (after it is finalized). */
-void stack_workspace_remove(const struct stack_ctl *sc, const char *ns, const char *name);
-
-/* ------------------------------------------------------------ verdicts */
 
 /* How a pass ends, as kstatus sees it. */
 enum stack_state {
@@ -354,8 +282,6 @@ struct stack_verdict {
 void stack_verdict(struct stack_pass *p, enum stack_state st, const char *reason, long requeue_ms,
     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* ------------------------------------------------------------ update */
-
 /* What one pulumi operation did, for status and history. */
 struct stack_outcome {
 	int ran;
@@ -369,22 +295,6 @@ struct stack_outcome {
 	cJSON *outputs_plain;           /* owned; never log it */
 	int64_t start_us, end_us;
 };
-
-/* Runs the update (or preview) in p->workdir; fills p->out. */
-void stack_update_run(struct stack_pass *p);
-/* Runs destroy; fills p->out. */
-void stack_update_destroy(struct stack_pass *p);
-/* The Stack's inputs of a pl_spec (stack, backend, secrets provider, env,
- * config; pointers borrowed from p), the rest zero: what pl_open runs with
- * and what pl_spec_redact masks by, from one place. */
-void stack_pl_spec_inputs(const struct stack_pass *p, struct pl_spec *s);
-/* 1 when host ran an interrupted update of this Stack (status's
- * interruptedUpdates) under lease, the Lease this controller has held for
- * led_ms, and led_ms is at least grace_ms: then host's lock is stale. */
-int stack_lock_interrupted_here(const cJSON *status, const char *lease, const char *host, long long led_ms,
-    long grace_ms);
-
-/* ------------------------------------------------------------ safety */
 
 /* A condition this pass decided besides Ready/Reconciling/Stalled (set: 1
  * True, -1 False; 0 leaves the old one as it was). */
@@ -426,26 +336,12 @@ cJSON *stack_plan_parse(const char *text, size_t len, struct err *e);
  * steps again need a new approval.  0, or -1 when stack_plan_parse refuses
  * text (e says why).  *changes: some step is not "same". */
 int stack_plan_id(const char *text, size_t len, const char *after, char out[65], int *changes, struct err *e);
-struct stack_pass;
 /* status.approval.appliedPlan as the pass leaves it (32 hex), or NULL. */
 const char *stack_approval_applied(const struct stack_pass *p);
 /* status.preview.steps from a plan: op and URN of every change, at most
  * max; *omitted counts the rest.  Caller frees. */
 cJSON *stack_plan_steps(const char *text, int max, int *omitted);
 
-struct stack_pass;
-/* Runs `preview --save-plan` into dir/plan-new.json (its path into path);
- * 0, or -1 (p->out holds the failure). */
-int stack_update_plan_into(struct stack_pass *p, const char *dir, char *path, size_t n);
-/* Before decide: a plan for these inputs awaits approval (1, verdict set). */
-int stack_approval_gate(struct stack_pass *p);
-/* After workspace: makes (or reuses) the plan and lets the update apply it
- * once approved.  1 decided (awaiting), 0 go on, -1 the preview failed
- * (p->out holds it). */
-int stack_approval_plan(struct stack_pass *p);
-/* After the update: clears an applied plan, or replaces one that no longer
- * applies with a fresh preview. */
-void stack_approval_after_update(struct stack_pass *p);
 /* Adds the AwaitingApproval / Drifted conditions to out (status writes). */
 void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON *old,
     void (*add)(cJSON *out, const cJSON *old, const char *type, const char *status,
@@ -454,223 +350,13 @@ void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON
  * the spec in place of the generation, approvedPlan and continue left out. */
 void stack_plan_inputs_digest(const struct stack_pass *p, char out[65]);
 
-/* Before decide: the drift check when due (1 with a verdict when drift is
- * left unrepaired); sets p->safety.remediate when an update must repair it. */
-int stack_drift_gate(struct stack_pass *p);
-/* When the next drift check is due, in ms from now (0: no drift checks). */
-long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us);
-/* After the update: a remediating update that succeeded clears Drifted. */
-void stack_drift_after_update(struct stack_pass *p);
-/* A Job's termination message (res, may be NULL): its "drift" into
- * p->safety.drift_steps / drift_omitted, bounded as a local refresh is. */
-void stack_drift_from_result(struct stack_pass *p, const cJSON *res);
-/* One drifted resource into p->safety.drift_steps, at most
- * STACK_DRIFT_STEPS_MAX of them (the rest counted in drift_omitted). */
-#define STACK_DRIFT_STEPS_MAX 50
-void stack_drift_add(struct stack_pass *p, const char *op, const char *urn);
 void stack_safety_free(struct stack_safety *s);
 
-/* stack_prereq.c: the "prereq" index of the Stack cache (Stack/<ns>/<name>
- * of each prerequisite), whether a Stack's readiness changed (its
- * dependents are queued then), and the step that waits for them. */
-int stack_prereq_index(const cJSON *obj, char **out, int max);
-int stack_prereq_readiness_changed(const cJSON *old, const cJSON *obj);
-int stack_prereq_gate(struct stack_pass *p);
-
-/* Runs `preview --save-plan p->safety.plan_file` the way an update runs;
- * fills p->out. */
-void stack_update_plan(struct stack_pass *p);
-/* Runs `refresh --preview-only --expect-no-changes`; fills p->out and
- * p->safety.drift_steps. */
-void stack_update_drift_check(struct stack_pass *p);
-
-/* ------------------------------------------------------------ jobs */
-
-#define STACK_JOB_LABEL_MANAGED "app.kubernetes.io/managed-by"
-#define STACK_JOB_MANAGER "pulumi-controller"
-#define STACK_JOB_ANN_RECORDED "pulumi.com/result-recorded"
-
-/* What a Job is built from (stack_job_build); all borrowed. */
-struct stack_job_in {
-	const char *ns, *name, *uid, *api_version;   /* the Stack */
-	const char *op;                              /* up, preview, destroy, refresh */
-	const char *fingerprint;                     /* hex, at least 10 characters */
-	const struct stack_spec *spec;
-	const struct stack_artifact *art;
-	const char *image;
-	long ttl_s;
-	const char *plugins_dir;                     /* NULL: none */
-	int refresh;                                 /* --refresh besides spec.refresh (drift remediation) */
-	const char *cancel_lock;                     /* the dead holder the pod may cancel; NULL */
-	const char *plan_id;                         /* up: the approved plan (its Secret is mounted) */
-	long long max_artifact_bytes;                /* the controller's --max-artifact-size; 0: not passed */
-	const char *plan_after;                      /* up: status.approval.appliedPlan; NULL: none */
-};
-
-/* <stack>-<op>-<10 hex>, the stack part cut so that it fits 63 characters
- * (and ends in a letter or digit).  0, or -1 when n is too small. */
-int stack_job_name(const char *stack, const char *op, const char *fingerprint, char *out, size_t n);
-/* The Job name of Stack stack (uid) for op at fingerprint: stack_job_name
- * with the first 10 hex of sha256(uid, fingerprint), so that no two Stacks
- * share one.  0, or -1 when n is too small or the fingerprint is short. */
-int stack_job_name_of(const char *stack, const char *uid, const char *op, const char *fingerprint, char *out,
-    size_t n);
-/* The Job object (caller frees), or NULL with e. */
-cJSON *stack_job_build(const struct stack_job_in *in, struct err *e);
-/* The PULUMI_CONTROLLER_UPDATE document (caller frees the string). */
-char *stack_job_update_json(const struct stack_job_in *in);
-
-/* The update step in job mode: 1 when the pass is decided (the Job was
- * created or is running, no slot is free: p->v set; or p->retry), 0 when
- * the Job finished (or never started) and p->out holds its outcome. */
-struct stack_pass;
-/* The same for any operation op (a literal, "up", "refresh"...: it becomes
- * the Job's name part and p->out.type). */
-int stack_job_step(struct stack_pass *p, const char *op);
-/* A Stack being deleted without destroy: 1 (p->v: Waiting JobRunning,
- * naming the Job) while a Job of the Stack has not finished, since letting
- * the finalizer go would have its pod garbage-collected mid-update; the Job
- * watch wakes the Stack when it finishes.  0: nothing runs. */
-/* 1 while a Job of the Stack (any op) has not finished: its key in out. */
-int stack_job_unfinished(struct stack_pass *p, char *out, size_t n);
-/* The same for the destroy of a Stack being deleted (p->fingerprint set). */
-/* A finished destroy Job of the Stack (any inputs) succeeded: 1, p->out
- * holds its outcome; 0 none; -1 its pod could not be listed (e set). */
-int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e);
-/* stack_job_lock.c.  1 when host is the hostname of a pod of a Job that
- * stack_job_name(stack, ...) names (any op and fingerprint). */
-int stack_job_pod_host(const char *stack, const char *host);
-/* 1 when job is a name stack_job_name(stack, op, fp) gives (an op of
- * lower-case letters, fp 10 hex): the shape of the Stack's own Jobs. */
-int stack_job_is_named(const char *stack, const char *job);
-/* stack_job.c: the label selector of the pods of the Job job (uid), as
- * the Job controller labels them (job-name and controller-uid); 0, or -1
- * without a uid. */
-int stack_job_pod_selector(const char *job, const char *uid, char *out, size_t n);
-/* The owner ("user@host") of the lock status.lastUpdate.lockHolder names,
- * written into out, when that host is a pod of this Stack's Jobs that is no
- * longer running (one LIST of pods); NULL otherwise. */
-const char *stack_job_stale_lock(struct stack_pass *p, char *out, size_t n);
-/* After the status write: marks the Job whose outcome it recorded. */
-void stack_job_after_status(struct stack_pass *p);
-/* A Stack at the head of the queue for a slot looks again after this even
- * if no slot freed (a backstop: a freed slot wakes the waiters it can
- * serve); one further back, after a multiple (stack_job_slot_poll_ms). */
-#define STACK_JOB_SLOT_POLL_MS 300000L
-/* When the waiting stack_key looks again on its own (ms). */
-long stack_job_slot_poll_ms(struct stack_ctl *sc, const char *stack_key);
-/* The pass's view of the Job key ("ns/name") it made or follows for the
- * Stack stack_key ("ns/name"; its own, the ownerReference checked): running
- * (1) or not (0); a slot freed wakes as many waiting Stacks as slots are
- * free. */
-void stack_job_slot_seen(struct stack_ctl *sc, const char *key, const char *stack_key, int active);
-/* The Job informer's view of key, whose controller ownerReference is the
- * Stack stack_key with uid stack_uid (NULL or "": none, never counted): it
- * counts only while that Stack is cached with that uid and key has the
- * name the controller gives its Jobs (stack_job_is_named), and at most one
- * Job per Stack counts; anyone may make a Job that looks like the
- * controller's. */
-void stack_job_slot_seen_job(struct stack_ctl *sc, const char *key, const char *stack_key, const char *stack_uid,
-    int active);
-/* 0: the slot is job_key's; 1: all of this controller's are taken
- * (stack_key waits for one, in arrival order). */
-int stack_job_slot_take(struct stack_ctl *sc, const char *job_key, const char *stack_key);
-/* Frees job_key's slot and wakes the waiting Stacks it can serve. */
-void stack_job_slot_release(struct stack_ctl *sc, const char *job_key);
-/* stack_key ("ns/name") waits for no slot any more (deleted): it leaves
- * the queue, and a wake it held goes to the next waiter. */
-void stack_job_slot_forget(struct stack_ctl *sc, const char *stack_key);
-/* A pass of stack_key began at mark (stack_job_slot_mark) and decided:
- * unless it asked for a slot and found none since (whatever verdict the
- * pass then gave: a drift check keeps the Stack Ready), the Stack leaves
- * the queue as stack_job_slot_forget says. */
-unsigned long stack_job_slot_mark(struct stack_ctl *sc);
-void stack_job_slot_pass_done(struct stack_ctl *sc, const char *stack_key, unsigned long mark);
-int stack_job_slots_new(struct stack_ctl *sc);
-void stack_job_slots_free(struct stack_ctl *sc);
-/* Jobs counted as running now: those of this controller's Stacks (the
- * metrics gauge). */
-int stack_job_slots_used(struct stack_ctl *sc);
 /* 1 when the Stack key ("ns/name") is in this controller's Stack cache
  * (its --watch-label-selector's), or there is no Stack informer (tests). */
 int stack_ctl_has_stack(struct stack_ctl *sc, const char *key);
 /* The same, and the cached Stack's metadata.uid is uid (NULL: any). */
 int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *uid);
-/* Stacks waiting for a slot now. */
-size_t stack_job_slots_waiting(struct stack_ctl *sc);
-/* 1 when the Job has a terminal condition (Complete or Failed True). */
-int stack_job_finished(const cJSON *job);
-/* Makes sure of the Secret secret and the Role + RoleBinding role that let
- * the ServiceAccount op's Jobs run as get and update exactly it (all owned
- * by the Stack); with_secrets_list: annotated as an empty outputs Secret. */
-int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *secret, const char *role,
-    int with_secrets_list, struct err *e);
-/* The ServiceAccount op's Jobs run as: spec.runner.serviceAccountName, else
- * <stack>-planner for plan Jobs and <stack>-runner for the others (in buf),
- * which the controller makes. */
-const char *stack_job_runner_sa(const struct stack_spec *s, const char *stack, const char *op, char *buf, size_t n);
-/* Before a Job of op: its ServiceAccount (stack_job_runner_sa), made and
- * owned by the Stack when the spec names none; a named one must not be
- * another Stack's.  0, -1 (e), 1: refused (Stalled ServiceAccountNotOwned
- * in p->v). */
-int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e);
-/* The empty Secret secret owned by the Stack, unless it exists. */
-/* <name>-outputs and the Role and RoleBinding letting <name>-runner write it. */
-int stack_job_ensure_outputs_access(struct stack_pass *p, struct err *e);
-/* <name>-job-inputs: the backend, secretsProvider and literal secret config
- * the pod reads (emptied when none is left).  0, or -1 with e set. */
-int stack_job_ensure_inputs(struct stack_pass *p, struct err *e);
-int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_secrets_list, struct err *e);
-
-/* ------------------------------------------------------------ plans in Jobs (stack_job_plan.c) */
-
-#define STACK_JOB_OP_PLAN "plan"
-#define STACK_JOB_PLAN_KEY "plan.json"
-#define STACK_JOB_PLAN_MOUNT "/var/run/pulumi-controller/plan"
-/* <name>-plan, the plan up Jobs mount, which only the controller writes
- * (caller's buffer). */
-void stack_job_plan_secret_name(const char *stack, char *out, size_t n);
-/* <stack>-job-inputs: the Secret with the Stack's backend,
- * secretsProvider and literal secret config (keys below) that a Job's pod
- * reads them from. */
-void stack_job_inputs_secret_name(const char *stack, char *out, size_t n);
-#define STACK_JOB_INPUT_BACKEND "backend"
-#define STACK_JOB_INPUT_SECRETS_PROVIDER "secretsProvider"
-/* + the config's index: a secretsRef Literal value (docs/job-runner.md). */
-#define STACK_JOB_INPUT_CONFIG_PREFIX "config."
-/* The data of <stack>-job-inputs for spec s (base64 values; empty when
- * nothing is secret); NULL out of memory.  The caller frees it. */
-cJSON *stack_job_inputs_data(const struct stack_spec *s);
-/* <name>-plan-result, where a plan Job's pod hands its plan back. */
-void stack_job_plan_result_name(const char *stack, char *out, size_t n);
-/* Before a plan Job: <name>-plan-result with <name>-plan-writer (the
- * runner may write it), and <name>-plan (it may not). */
-int stack_job_plan_access(struct stack_pass *p, struct err *e);
-/* The plan step in job mode: runs the `plan` Job; 1 decided (the Job runs:
- * p->v set, or p->retry), -1 failed (p->out), 0 *text (*len bytes) is the
- * plan the pod handed back in <name>-plan-result (caller frees). */
-/* The plan now in <name>-plan-result (caller frees), NULL when there is none. */
-char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e);
-/* Writes the plan the controller read and judged into <name>-plan. */
-/* Writes text as the plan Secret name in ns with client c (creating it); 0, or -1 with e set. */
-int stack_job_plan_put(struct kube_client *c, const char *ns, const char *name, const char *text, size_t len,
-    struct err *e);
-int stack_job_plan_store(struct stack_pass *p, const char *text, size_t len, struct err *e);
-struct stack_run_input;
-struct stack_run_opts;
-/* In the pod: `preview --save-plan`, then the plan into in->plan_secret
- * (p->out holds the result). */
-void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
-/* The pod's own client: the in-cluster config and its ServiceAccount token
- * (stack_runner.c); caller frees, NULL with e. */
-struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e);
-/* In the pod, before `up`: the mounted plan must be in->plan_id; sets
- * p->safety.plan_file.  0, or -1 with the refusal in p->out. */
-int stack_run_plan_load(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
-
-/* ------------------------------------------------------------ one pass */
-
-/* ------------------------------------------------------------ the execution seam */
 
 /*
  * Deciding and running meet here.  The gates and the state machine name an
@@ -728,17 +414,6 @@ struct stack_exec {
 	/* The outcome this pass collected is in status now: not collected again. */
 	void (*recorded)(struct stack_pass *p);
 };
-extern const struct stack_exec stack_exec_local, stack_exec_job;
-
-/* The executor spec s chose. */
-const struct stack_exec *stack_exec_for(const struct stack_spec *s);
-/* What holds for the Stack whatever executor ran it last (a spec may switch
- * between them while an operation runs): any operation still running,
- * any destroy that ended well; and, after the status write, every
- * executor's collected outcome marked recorded. */
-int stack_exec_running(struct stack_pass *p, char *out, size_t n);
-int stack_exec_destroyed(struct stack_pass *p, struct err *e);
-void stack_exec_recorded(struct stack_pass *p);
 
 struct stack_pass {
 	struct stack_ctl *sc;
@@ -781,11 +456,6 @@ struct stack_pass {
 	int job_waits_other;            /* its Job waits for one of earlier inputs (stack_job.c) */
 };
 
-/* The state machine; returns the requeue delay (0: none). */
-int stack_reconcile_pass(struct stack_pass *p, struct err *e);
-
-/* ------------------------------------------------------------ metrics */
-
 /* Registers the families and their zero series (at stack_ctl_new). */
 void stack_metrics_init(void);
 /* One reconcile of a Stack ended (rc < 0: to be retried): counts it by
@@ -810,8 +480,6 @@ void stack_metrics_resolved(const char *result);
 /* A pulumi operation ("up", "preview", "destroy") starts and ends. */
 void stack_metrics_operation_start(const char *op);
 void stack_metrics_operation_end(const char *op, enum pl_status status, double seconds);
-
-/* ------------------------------------------------------------ status */
 
 /* Writes status from p (verdict, outcome, artifact, fingerprint) through the
  * status subresource, based on the cached object's resourceVersion.  A
