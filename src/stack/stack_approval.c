@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/json_strict.h"
 #include "base/log.h"
@@ -309,13 +310,11 @@ static int make_plan(struct stack_pass *p, char id[65], int *changes)
 	int omitted = 0, rc;
 	cJSON *pv;
 	time_t t = time(NULL);
-	struct tm tm;
 
 	rc = fetch_plan(p, id, changes, &text);
 	if (rc != 0)
 		return rc;
-	gmtime_r(&t, &tm);
-	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_format_rfc3339(now, sizeof(now), t);
 	stack_plan_inputs_digest(p, digest);
 	pv = cJSON_CreateObject();
 	cJSON_AddStringToObject(pv, "planId", id);

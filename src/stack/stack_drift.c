@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "stack/stack_gates.h"
@@ -63,15 +64,6 @@ long stack_drift_next_ms(const struct stack_pass *p, int64_t now_us)
 	return due_us <= now_us ? 1 : (long)((due_us - now_us) / 1000) + 1;
 }
 
-static void rfc3339(char *buf, size_t n)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void set_drifted(struct stack_pass *p, int drifted, const char *reason, const char *msg)
 {
 	p->safety.drifted.set = drifted ? 1 : -1;
@@ -88,7 +80,7 @@ static void record(struct stack_pass *p, int drifted, const char *message)
 	cJSON *d = cJSON_CreateObject();
 	char now[32];
 
-	rfc3339(now, sizeof(now));
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	cJSON_AddStringToObject(d, "checkedAt", now);
 	cJSON_AddBoolToObject(d, "drifted", drifted);
 	if (drifted)
@@ -118,7 +110,7 @@ static void record_failed(struct stack_pass *p, const char *message)
 	cJSON *d = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
 	char now[32];
 
-	rfc3339(now, sizeof(now));
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	cJSON_DeleteItemFromObjectCaseSensitive(d, "checkedAt");
 	cJSON_AddStringToObject(d, "checkedAt", now);
 	if (cJSON_GetObjectItemCaseSensitive(d, "drifted") == NULL)
@@ -257,7 +249,7 @@ static void record_repaired(struct stack_pass *p, const char *msg)
 	char now[32];
 	int found = p->safety.drift_steps != NULL;
 
-	rfc3339(now, sizeof(now));
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	cJSON_Delete(p->safety.drift);
 	p->safety.drift = cJSON_CreateObject();
 	cJSON_AddStringToObject(p->safety.drift, "checkedAt", now);

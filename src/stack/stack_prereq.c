@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "stack/stack_gates.h"
@@ -79,12 +80,7 @@ int stack_prereq_index(const cJSON *obj, char **out, int max)
 
 static const cJSON *ready_condition(const cJSON *obj)
 {
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, at(at(obj, "status"), "conditions"))
-		if (str_eq(kube_obj_str(c, "type"), "Ready"))
-			return c;
-	return NULL;
+	return kube_condition(obj, "Ready");
 }
 
 int stack_prereq_readiness_changed(const cJSON *old, const cJSON *obj)
@@ -163,13 +159,10 @@ static void request_rerun(struct stack_pass *p, const cJSON *obj, const char *ns
 	char patch[300], now[32];
 	struct err e;
 	cJSON *res;
-	time_t t = time(NULL);
-	struct tm tm;
 
 	if (cJSON_IsString(req) && !str_eq(req->valuestring, kube_obj_str(obj, "status.observedReconcileRequest")))
 		return;   /* asked already, not handled yet */
-	gmtime_r(&t, &tm);
-	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	snprintf(patch, sizeof(patch), "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"}}}", STACK_ANN_REQUEST, now);
 	res = kube_patch(p->sc->client, p->sc->stacks.served, ns, name, NULL, KUBE_PATCH_MERGE, patch, NULL, 0, &e);
 	if (res == NULL)

@@ -129,14 +129,9 @@ static int step_suspend(struct stack_pass *p)
 
 static int ready_message_has(const struct stack_pass *p, const char *text)
 {
-	const cJSON *c;
+	const char *m = kube_obj_str(kube_condition(p->obj, "Ready"), "message");
 
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p->status, "conditions"))
-		if (str_eq(kube_obj_str(c, "type"), "Ready")) {
-			const char *m = kube_obj_str(c, "message");
-			return m && strstr(m, text) != NULL;
-		}
-	return 0;
+	return m && strstr(m, text) != NULL;
 }
 
 static int step_spec(struct stack_pass *p)

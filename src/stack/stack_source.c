@@ -60,18 +60,13 @@ static int set_artifact(struct stack_artifact *a, const char *rev, const char *d
 /* The message of a condition of obj, or NULL. */
 static const char *condition_message(const cJSON *obj, const char *type, const char **status)
 {
-	const cJSON *c;
+	const cJSON *c = kube_condition(obj, type);
 
-	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(obj, "status"), "conditions")) {
-		const char *t = kube_obj_str(c, "type");
-		if (t && strcmp(t, type) == 0) {
-			if (status)
-				*status = kube_obj_str(c, "status");
-			return kube_obj_str(c, "message");
-		}
-	}
-	return NULL;
+	if (c == NULL)
+		return NULL;
+	if (status)
+		*status = kube_obj_str(c, "status");
+	return kube_obj_str(c, "message");
 }
 
 /* ------------------------------------------------------------ programRef */

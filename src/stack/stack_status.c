@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "base/base64.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/secret.h"
 #include "fluxsource/fluxsource.h"
@@ -98,24 +99,6 @@ int64_t stack_parse_time_us(const char *s)
 	return (int64_t)timegm(&tm) * 1000000;
 }
 
-static void now_rfc3339(char *buf, size_t n)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static void time_rfc3339(int64_t us, char *buf, size_t n)
-{
-	time_t t = (time_t)(us / 1000000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* ------------------------------------------------------------ events */
 
 void stack_event(struct stack_pass *p, const char *type, const char *reason, const char *fmt, ...)
@@ -159,7 +142,7 @@ static void add_condition(cJSON *out, const cJSON *old, const char *type, const 
 	cJSON *c = cJSON_CreateObject();
 	char now[32];
 
-	now_rfc3339(now, sizeof(now));
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	cJSON_AddStringToObject(c, "type", type);
 	cJSON_AddStringToObject(c, "status", status);
 	cJSON_AddNumberToObject(c, "observedGeneration", (double)generation);
@@ -251,8 +234,8 @@ static cJSON *update_entry(const struct stack_pass *p, int with_outputs)
 	cJSON *u = cJSON_CreateObject();
 	char start[32], end[32];
 
-	time_rfc3339(o->start_us, start, sizeof(start));
-	time_rfc3339(o->end_us, end, sizeof(end));
+	clock_format_rfc3339(start, sizeof(start), (time_t)(o->start_us / 1000000));
+	clock_format_rfc3339(end, sizeof(end), (time_t)(o->end_us / 1000000));
 	cJSON_AddNumberToObject(u, "generation", (double)p->generation);
 	cJSON_AddStringToObject(u, "type", o->type);
 	cJSON_AddStringToObject(u, "state", o->ok ? "succeeded" : "failed");
@@ -506,7 +489,7 @@ int stack_status_write_running(struct stack_pass *p, struct err *e)
 	char now[32];
 	char msg[600];
 
-	now_rfc3339(now, sizeof(now));
+	clock_format_rfc3339(now, sizeof(now), time(NULL));
 	cJSON_AddStringToObject(cur, "startTime", now);
 	cJSON_AddStringToObject(cur, "controller", p->sc->identity);
 	if (p->sc->o.lease)
@@ -630,20 +613,6 @@ static void sort_strings(cJSON *arr)
 	free(v);
 }
 
-/* Is the existing Secret this Stack's (its controller ownerReference)? */
-static int owned_by_stack(const cJSON *secret, const char *uid)
-{
-	const cJSON *o;
-
-	cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(secret, "metadata"), "ownerReferences")) {
-		const char *u = kube_obj_str(o, "uid"), *k = kube_obj_str(o, "kind");
-		if (u && k && strcmp(k, "Stack") == 0 && uid && strcmp(u, uid) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 /* The masked outputs (p->out.outputs: the CLI's "[secret]" in place, at
  * any depth) as STACK_ANN_MASKED_OUTPUTS, when they fit; a Job's status
  * is read from it (stack_outputs_from_secret), since the secret list
@@ -738,7 +707,7 @@ int stack_outputs_write(struct stack_pass *p, struct err *e)
 	}
 	if (have == NULL) {
 		res = kube_create(p->sc->client, &secret_res, p->ns, want, e);
-	} else if (!owned_by_stack(have, kube_obj_str(p->obj, "metadata.uid"))) {
+	} else if (!kube_owned_by(have, "Stack", kube_obj_str(p->obj, "metadata.uid"))) {
 		cJSON_Delete(have);
 		cJSON_Delete(want);
 		return err_set(e, ERR_CONFLICT, "Secret %s/%s exists and is not owned by this Stack; the "
