@@ -49,11 +49,7 @@ void oci_pull_result_free(struct oci_pull_result *r)
 	free(r->platform);
 	free(r->layer_digest);
 	free(r->layer_media_type);
-	for (size_t i = 0; i < r->nannotations; i++) {
-		free(r->annotations[i].key);
-		free(r->annotations[i].value);
-	}
-	free(r->annotations);
+	oci_annotations_free(r->annotations, r->nannotations);
 	memset(r, 0, sizeof(*r));
 }
 
