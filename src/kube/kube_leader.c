@@ -103,8 +103,8 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 	l->on_new_leader = o->on_new_leader;
 	l->ud = o->ud;
 	pthread_mutex_init(&l->lock, NULL);
-	kube_mono_cond_init(&l->cond);
-	kube_mono_cond_init(&l->cb_cond);
+	clock_mono_cond_init(&l->cond);
+	clock_mono_cond_init(&l->cb_cond);
 	return l;
 }
 
