@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/digest.h"
+#include "base/str.h"
 #include "oci/internal.h"
 
 #define MAX_DESCRIPTORS 10000
@@ -292,7 +293,7 @@ const struct oci_descriptor *oci_select_platform(const struct oci_manifest *idx,
 		const struct oci_descriptor *d = &idx->layers[i];
 		if (!is_manifest_type(d->media_type))
 			continue;
-		if (d->os && d->arch && strcmp(d->os, "linux") == 0 && strcmp(d->arch, "amd64") == 0)
+		if (str_eq(d->os, "linux") && str_eq(d->arch, "amd64"))
 			return d;
 		if (first == NULL)
 			first = d;

@@ -25,6 +25,7 @@
 #include "base/fs.h"
 #include "base/http.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "oci/internal.h"
 
 #define READ_CHUNK (256 * 1024)
@@ -130,9 +131,9 @@ static int check_blob(struct blob_reader *br, struct err *e)
 
 static enum digest_algo algo_of(const char *digest)
 {
-	if (strncmp(digest, "sha512:", 7) == 0)
+	if (str_has_prefix(digest, "sha512:"))
 		return DIGEST_SHA512;
-	if (strncmp(digest, "sha384:", 7) == 0)
+	if (str_has_prefix(digest, "sha384:"))
 		return DIGEST_SHA384;
 	return DIGEST_SHA256;
 }

@@ -27,6 +27,7 @@
 #include "base/base64.h"
 #include "base/clock.h"
 #include "base/digest.h"
+#include "base/str.h"
 #include "oci/internal.h"
 #include "oci/sig_internal.h"
 
@@ -357,7 +358,7 @@ int oci_sign(struct oci_client *c, const char *repo, const char *manifest_digest
 
 	if (where != NULL)
 		*where = NULL;
-	if (manifest_digest == NULL || strncmp(manifest_digest, "sha256:", 7) != 0 ||
+	if (!str_has_prefix(manifest_digest, "sha256:") ||
 	    strlen(manifest_digest) != 71)
 		return err_set(e, ERR_INVALID, "sign %.200s: the manifest digest must be sha256:<64 hex>", repo);
 	if ((scope = oci_scope(repo, "pull,push")) == NULL)

@@ -195,6 +195,21 @@ static double jitter_value(void)
 
 /* --- callbacks --- */
 
+/* Appends n bytes to the NUL-terminated *buf of *len bytes, growing it by
+ * exactly what it needs; -1 (buf unchanged) when memory runs out. */
+static int append_bytes(char **buf, size_t *len, const char *data, size_t n)
+{
+	char *nb = realloc(*buf, *len + n + 1);
+
+	if (nb == NULL)
+		return -1;
+	*buf = nb;
+	memcpy(nb + *len, data, n);
+	*len += n;
+	nb[*len] = '\0';
+	return 0;
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
@@ -208,13 +223,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud)
 		if (sp != NULL)
 			x->status = strtol(sp + 1, NULL, 10);
 	}
-	char *nb = realloc(x->raw_headers, x->raw_len + len + 1);
-	if (nb == NULL)
+	if (append_bytes(&x->raw_headers, &x->raw_len, data, len) < 0)
 		return 0;
-	x->raw_headers = nb;
-	memcpy(x->raw_headers + x->raw_len, data, len);
-	x->raw_len += len;
-	x->raw_headers[x->raw_len] = '\0';
 	if ((len == 2 && data[0] == '\r') || (len == 1 && data[0] == '\n')) {
 		int redirect = x->status >= 300 && x->status < 400 && x->opts->max_redirects > 0;
 		if (!redirect && x->status >= 200)
@@ -234,15 +244,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 		 * request until its timeout (and again for every retry). */
 		size_t room = HTTP_ERROR_BODY_MAX - x->errbody_len;
 		size_t take = len < room ? len : room;
-		if (take > 0) {
-			char *nb = realloc(x->errbody, x->errbody_len + take + 1);
-			if (nb == NULL)
-				return 0;
-			x->errbody = nb;
-			memcpy(x->errbody + x->errbody_len, data, take);
-			x->errbody_len += take;
-			x->errbody[x->errbody_len] = '\0';
-		}
+		if (take > 0 && append_bytes(&x->errbody, &x->errbody_len, data, take) < 0)
+			return 0;
 		if (take < len && x->status >= 400) {
 			x->errbody_full = 1;
 			return 0;

@@ -25,6 +25,7 @@
 
 #include "base/http.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "kube/kube_priv.h"
 
 /* Reply bounds.  A list may be large (issue 15 will bound pages); one
@@ -107,7 +108,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
 	kube_creds_init(&c->creds);
-	c->tls = strncmp(cfg->server, "https://", 8) == 0;
+	c->tls = str_has_prefix(cfg->server, "https://");
 	if (c->tls && cfg->insecure_skip_tls_verify) {
 		/* Once per client, at start, where an operator looks: every
 		 * request from now on trusts whoever answers at this address. */
@@ -248,7 +249,7 @@ int kube_status_parse(const char *body, size_t len, long http_status, struct kub
 
 	memset(st, 0, sizeof(*st));
 	st->code = http_status;
-	if (kind != NULL && strcmp(kind, "Status") == 0) {
+	if (str_eq(kind, "Status")) {
 		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
 		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
 			st->code = (long)code->valuedouble;
@@ -665,7 +666,7 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 	list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
 	cJSON_ArrayForEach(it, list) {
 		const char *name = kube_obj_str(it, "name");
-		if (name != NULL && strcmp(name, r->resource) == 0)
+		if (str_eq(name, r->resource))
 			found = 1;
 	}
 	if (doc == NULL) {
