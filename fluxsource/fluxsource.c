@@ -140,6 +140,55 @@ static long remaining_ms(int64_t deadline)
 	return left > 0 ? (long)left : -1;
 }
 
+/* A pull hashing with algo, its stream not open yet; NULL + e.  The caller
+ * frees it with pull_free. */
+static struct pull *pull_new(enum digest_algo algo, struct err *e)
+{
+	struct pull *p = calloc(1, sizeof(*p));
+
+	if (p == NULL) {
+		err_set(e, ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	p->archive_end = -1;
+	p->hash = digest_ctx_new(algo);
+	if (p->hash == NULL) {
+		free(p);
+		err_set(e, ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	return p;
+}
+
+static void pull_free(struct pull *p)
+{
+	http_stream_free(p->stream);
+	digest_ctx_free(p->hash);
+	free(p);
+}
+
+static int digest_mismatch(struct err *e, const char *safe_url, const struct digest *got,
+    const struct digest *want, int64_t bytes)
+{
+	char gs[DIGEST_STR_MAX], ws[DIGEST_STR_MAX];
+
+	digest_format(got, gs, sizeof(gs));
+	digest_format(want, ws, sizeof(ws));
+	return err_set(e, ERR_DIGEST, "artifact %s: digest mismatch: expected %s, computed %s over %lld bytes",
+	    safe_url, ws, gs, (long long)bytes);
+}
+
+static void log_downloaded(const char *safe_url, int64_t bytes, int64_t files)
+{
+	char b[32], f[32];
+
+	if (!log_enabled(LOG_DEBUG))
+		return;
+	snprintf(b, sizeof(b), "%lld", (long long)bytes);
+	snprintf(f, sizeof(f), "%lld", (long long)files);
+	log_debug("artifact downloaded", "url", safe_url, "bytes", b, "files", f, NULL);
+}
+
 /*
  * One try: stream url into staging while hashing.  *retry is set when the
  * failure was the connection breaking mid-body, which a fresh try may fix.
@@ -149,7 +198,7 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
     const struct digest *want, const char *staging, int *retry, struct err *e)
 {
 	struct http_request req = { .method = "GET", .url = url };
-	struct pull *p = calloc(1, sizeof(*p));
+	struct pull *p;
 	struct untar_stats stats = { 0 };
 	struct digest got;
 	struct err untar_err = { 0 };
@@ -158,14 +207,8 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 
 	*retry = 0;
 	url_for_log(url, safe, sizeof(safe));
-	if (p == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory");
-	p->archive_end = -1;
-	p->hash = digest_ctx_new(want->algo);
-	if (p->hash == NULL) {
-		free(p);
-		return err_set(e, ERR_NOMEM, "out of memory");
-	}
+	if ((p = pull_new(want->algo, e)) == NULL)
+		return -1;
 	p->stream = http_stream_open(http, &req, e);
 	if (p->stream == NULL)
 		goto out;  /* the HTTP layer already retried and named the URL */
@@ -198,11 +241,7 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 	}
 	digest_ctx_final(p->hash, &got);
 	if (!digest_equal(&got, want)) {
-		char gs[DIGEST_STR_MAX], ws[DIGEST_STR_MAX];
-		digest_format(&got, gs, sizeof(gs));
-		digest_format(want, ws, sizeof(ws));
-		err_set(e, ERR_DIGEST, "artifact %s: digest mismatch: expected %s, computed %s over %lld bytes",
-		    safe, ws, gs, (long long)p->bytes);
+		digest_mismatch(e, safe, &got, want, p->bytes);
 		goto out;
 	}
 	if (untar_failed) {
@@ -210,19 +249,12 @@ static int fetch_once(const struct flux_fetch_opts *o, const struct http_opts *h
 		err_prefix(e, "artifact %s", safe);
 		goto out;
 	}
-	if (log_enabled(LOG_DEBUG)) {
-		char b[32], f[32];
-		snprintf(b, sizeof(b), "%lld", (long long)p->bytes);
-		snprintf(f, sizeof(f), "%lld", (long long)stats.files);
-		log_debug("artifact downloaded", "url", safe, "bytes", b, "files", f, NULL);
-	}
+	log_downloaded(safe, p->bytes, stats.files);
 	rc = 0;
 out:
 	if (o->received != NULL)
 		*o->received += p->bytes;
-	http_stream_free(p->stream);
-	digest_ctx_free(p->hash);
-	free(p);
+	pull_free(p);
 	return rc;
 }
 

@@ -35,6 +35,7 @@
 #include "base/http.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/str.h"
 #include "base/url.h"
 #include "base/xalloc.h"
 
@@ -162,8 +163,7 @@ char *flux_notify_event_json(const struct flux_notify_event *ev, const char *con
     const char *instance, time_t when)
 {
 	cJSON *body, *ref;
-	char ts[32], group[256], *msg, *out;
-	struct tm tm;
+	char ts[CLOCK_RFC3339_LEN], group[256], *msg, *out;
 	const char *m = ev->message ? ev->message : "";
 
 	if (!ev->kind || !*ev->kind || !ev->name || !*ev->name || !ev->namespace || !*ev->namespace ||
@@ -177,9 +177,8 @@ char *flux_notify_event_json(const struct flux_notify_event *ev, const char *con
 	cJSON_AddStringToObject(ref, "namespace", ev->namespace);
 	add_if_set(ref, "uid", ev->uid);
 	add_if_set(ref, "resourceVersion", ev->resource_version);
-	cJSON_AddStringToObject(body, "severity", ev->type && strcmp(ev->type, "Warning") == 0 ? "error" : "info");
-	gmtime_r(&when, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	cJSON_AddStringToObject(body, "severity", str_eq(ev->type, "Warning") ? "error" : "info");
+	clock_format_rfc3339(ts, sizeof(ts), when);
 	cJSON_AddStringToObject(body, "timestamp", ts);
 	msg = xstrndup(m, utf8_prefix_len(m, FLUX_NOTIFY_MAX_MESSAGE));
 	cJSON_AddStringToObject(body, "message", msg);
@@ -222,31 +221,6 @@ void flux_notify_get_stats(struct flux_notify *n, struct flux_notify_stats *st)
 
 /* ------------------------------------------------------------ the sender */
 
-/* A condition variable whose timed waits count on CLOCK_MONOTONIC. */
-static void mono_cond_init(pthread_cond_t *c)
-{
-	pthread_condattr_t attr;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &attr);
-	pthread_condattr_destroy(&attr);
-}
-
-/* The CLOCK_MONOTONIC time ms from now, for pthread_cond_timedwait on the
- * condition variables made by mono_cond_init: a wall clock stepped back
- * (NTP, a VM resumed) must not stretch a backoff or the shutdown drain. */
-static void mono_in(int64_t ms, struct timespec *ts)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Waits ms on the sender's condition variable, cut short by the drain
  * deadline.  Returns 0 when the whole wait ran, -1 when the deadline (or
  * cancel) ended it.  Called with the lock held. */
@@ -256,15 +230,13 @@ static int backoff_wait(struct flux_notify *n, long ms)
 
 	for (;;) {
 		int64_t now = clock_mono_ms();
-		struct timespec ts;
 		if (n->cancel || (n->stopping && now >= n->drain_deadline_ms))
 			return -1;
 		if (now >= until)
 			return 0;
 		if (n->stopping && n->drain_deadline_ms < until)
 			until = n->drain_deadline_ms;
-		mono_in(until - now, &ts);
-		pthread_cond_timedwait(&n->wake, &n->lock, &ts);
+		clock_mono_cond_wait(&n->wake, &n->lock, until);
 	}
 }
 
@@ -415,8 +387,10 @@ struct flux_notify *flux_notify_start(const struct flux_notify_opts *o, struct e
 	n->ring = xcalloc(n->o.queue_size, sizeof(*n->ring));
 	n->seed = (unsigned int)clock_mono_ms() ^ (unsigned int)getpid();
 	pthread_mutex_init(&n->lock, NULL);
-	mono_cond_init(&n->wake);
-	mono_cond_init(&n->idle);
+	/* Monotonic: a wall clock stepped back (NTP, a VM resumed) must not
+	 * stretch a backoff or the shutdown drain. */
+	clock_mono_cond_init(&n->wake);
+	clock_mono_cond_init(&n->idle);
 	/* Every drop reason shows on /metrics from the start, at 0. */
 	for (i = 0; i < sizeof(DROP_REASONS) / sizeof(DROP_REASONS[0]); i++)
 		metric_touch(metric_d(&m_dropped), (const char *[]){ DROP_REASONS[i] });
@@ -490,7 +464,6 @@ void flux_notify_stop(struct flux_notify *n, long drain_ms)
 	n->drain_deadline_ms = clock_mono_ms() + (drain_ms > 0 ? drain_ms : 0);
 	pthread_cond_broadcast(&n->wake);
 	while (!n->done) {
-		struct timespec ts;
 		int64_t left = n->drain_deadline_ms - clock_mono_ms();
 		if (left <= 0) {
 			n->cancel = 1;          /* the POST in flight ends within ~100 ms */
@@ -499,8 +472,7 @@ void flux_notify_stop(struct flux_notify *n, long drain_ms)
 				pthread_cond_wait(&n->idle, &n->lock);
 			break;
 		}
-		mono_in(left, &ts);
-		pthread_cond_timedwait(&n->idle, &n->lock, &ts);
+		clock_mono_cond_wait(&n->idle, &n->lock, n->drain_deadline_ms);
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (n->started)

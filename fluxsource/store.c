@@ -21,6 +21,7 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/str.h"
 
 #define LOCK_POLL_MS 50
 #define STAGING_MARK ".tmp-"
@@ -59,7 +60,7 @@ static int sweep_entry_staging(const char *algodir, const char *hex)
 	if (d == NULL)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
-		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+		if (!str_has_prefix(de->d_name, prefix))
 			continue;
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", algodir, de->d_name) >= sizeof(path))
 			continue;

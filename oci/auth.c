@@ -20,6 +20,7 @@
 #include "base/fs.h"
 #include "base/proc.h"
 #include "base/secret.h"
+#include "base/str.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define DOCKER_HUB_KEY "https://index.docker.io/v1/"
@@ -226,9 +227,9 @@ static void key_host(const char *key, char *buf, size_t len)
 	const char *p = key;
 	size_t n;
 
-	if (strncmp(p, "https://", 8) == 0)
+	if (str_has_prefix(p, "https://"))
 		p += 8;
-	else if (strncmp(p, "http://", 7) == 0)
+	else if (str_has_prefix(p, "http://"))
 		p += 7;
 	n = strcspn(p, "/");
 	if (n >= len)
@@ -456,7 +457,7 @@ int oci_cred_helper_get(const char *helper, const char *registry, struct oci_cre
 	if (cJSON_IsString(parsed))
 		secret_wipe(parsed->valuestring, strlen(parsed->valuestring));
 	cJSON_Delete(root);
-	if (user != NULL && strcmp(user, "<token>") == 0) {
+	if (str_eq(user, "<token>")) {
 		free(user);
 		out->identity_token = secret;
 	} else {

@@ -1,12 +1,15 @@
 /*
- * internal.h - private helpers shared by the files of oci/ (client.c,
- * pull.c, push.c, pack.c).  Not part of the module's interface: other
- * modules include oci/oci.h only.
+ * internal.h - private helpers shared by the files of oci/ (the client's
+ * requests, descriptors and annotations, the uploads sign.c reuses).  Not
+ * part of the module's interface: other modules include oci/oci.h only.
  */
 #ifndef PC_OCI_INTERNAL_H
 #define PC_OCI_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #include "base/http.h"
 #include "oci/oci.h"
@@ -49,6 +52,13 @@ struct http_stream *oci_open_stream(struct oci_client *c, const char *scope, con
 /* Fills e from a non-2xx registry response: "<what>: HTTP 404: CODE: msg". */
 int oci_status_error(struct err *e, const char *what, const struct http_response *r);
 void oci_registry_error_text(const char *body, char *out, size_t outlen);
+
+/* {"mediaType","digest","size"}: a descriptor as manifests and indexes
+ * write it (manifest.c).  The caller owns (or hands on) the new object. */
+cJSON *oci_descriptor_json(const char *media_type, const char *digest, int64_t size);
+
+/* Frees the keys and values of n annotations and the array itself. */
+void oci_annotations_free(struct oci_annotation *a, size_t n);
 
 /* push.c's uploads, for sign.c: a blob from memory unless the registry has
  * it, and a manifest (or index) PUT under a tag or digest with its media

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "base/digest.h"
+#include "base/str.h"
+#include "oci/internal.h"
 
 #define MAX_DESCRIPTORS 10000
 
@@ -40,12 +42,17 @@ void oci_manifest_free(struct oci_manifest *m)
 	for (size_t i = 0; i < m->nlayers; i++)
 		descriptor_free(&m->layers[i]);
 	free(m->layers);
-	for (size_t i = 0; i < m->nannotations; i++) {
-		free(m->annotations[i].key);
-		free(m->annotations[i].value);
-	}
-	free(m->annotations);
+	oci_annotations_free(m->annotations, m->nannotations);
 	memset(m, 0, sizeof(*m));
+}
+
+void oci_annotations_free(struct oci_annotation *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].key);
+		free(a[i].value);
+	}
+	free(a);
 }
 
 static char *dup_string(const cJSON *obj, const char *name)
@@ -286,7 +293,7 @@ const struct oci_descriptor *oci_select_platform(const struct oci_manifest *idx,
 		const struct oci_descriptor *d = &idx->layers[i];
 		if (!is_manifest_type(d->media_type))
 			continue;
-		if (d->os && d->arch && strcmp(d->os, "linux") == 0 && strcmp(d->arch, "amd64") == 0)
+		if (str_eq(d->os, "linux") && str_eq(d->arch, "amd64"))
 			return d;
 		if (first == NULL)
 			first = d;
@@ -299,7 +306,7 @@ const struct oci_descriptor *oci_select_platform(const struct oci_manifest *idx,
 
 /* ---------------- building ---------------- */
 
-static cJSON *descriptor_json(const char *mt, const char *digest, int64_t size)
+cJSON *oci_descriptor_json(const char *mt, const char *digest, int64_t size)
 {
 	cJSON *d = cJSON_CreateObject();
 
@@ -323,9 +330,9 @@ char *oci_flux_manifest_json(const char *config_digest, int64_t config_size,
 
 	cJSON_AddNumberToObject(root, "schemaVersion", 2);
 	cJSON_AddStringToObject(root, "mediaType", OCI_MT_MANIFEST);
-	cJSON_AddItemToObject(root, "config", descriptor_json(OCI_MT_FLUX_CONFIG, config_digest, config_size));
+	cJSON_AddItemToObject(root, "config", oci_descriptor_json(OCI_MT_FLUX_CONFIG, config_digest, config_size));
 	layers = cJSON_AddArrayToObject(root, "layers");
-	cJSON_AddItemToArray(layers, descriptor_json(OCI_MT_FLUX_CONTENT, layer_digest, layer_size));
+	cJSON_AddItemToArray(layers, oci_descriptor_json(OCI_MT_FLUX_CONTENT, layer_digest, layer_size));
 	if (nann > 0) {
 		/* Sorted keys keep the bytes, hence the digest, independent of flag order. */
 		sorted = malloc(nann * sizeof(*sorted));

@@ -25,6 +25,7 @@
 #include "base/fs.h"
 #include "base/http.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "oci/internal.h"
 
 #define READ_CHUNK (256 * 1024)
@@ -49,11 +50,7 @@ void oci_pull_result_free(struct oci_pull_result *r)
 	free(r->platform);
 	free(r->layer_digest);
 	free(r->layer_media_type);
-	for (size_t i = 0; i < r->nannotations; i++) {
-		free(r->annotations[i].key);
-		free(r->annotations[i].value);
-	}
-	free(r->annotations);
+	oci_annotations_free(r->annotations, r->nannotations);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -134,9 +131,9 @@ static int check_blob(struct blob_reader *br, struct err *e)
 
 static enum digest_algo algo_of(const char *digest)
 {
-	if (strncmp(digest, "sha512:", 7) == 0)
+	if (str_has_prefix(digest, "sha512:"))
 		return DIGEST_SHA512;
-	if (strncmp(digest, "sha384:", 7) == 0)
+	if (str_has_prefix(digest, "sha384:"))
 		return DIGEST_SHA384;
 	return DIGEST_SHA256;
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -291,15 +292,6 @@ static int build_annotations(const struct oci_push_opts *o, const char *created,
 	return 0;
 }
 
-static void now_rfc3339(char *buf, size_t len)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* The config blob: a minimal go-containerregistry style config. */
 static char *config_json(const char *created)
 {
@@ -357,7 +349,7 @@ int oci_push(struct oci_client *c, const struct oci_ref *ref, const struct oci_p
 	if (o->reproducible)
 		snprintf(created, sizeof(created), "%s", EPOCH_CREATED);
 	else
-		now_rfc3339(created, sizeof(created));
+		clock_format_rfc3339(created, sizeof(created), time(NULL));
 	if (build_annotations(o, created, ann, &nann, e) < 0)
 		goto out;
 	cfg = config_json(created);

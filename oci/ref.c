@@ -16,6 +16,7 @@
 
 #include "base/digest.h"
 #include "base/log.h"
+#include "base/str.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
 #define REPO_MAX 255
@@ -209,7 +210,7 @@ int oci_ref_parse(const char *text, struct oci_ref *out, struct err *e)
 	memset(out, 0, sizeof(*out));
 	if (text == NULL || *text == '\0')
 		return err_set(e, ERR_INVALID, "invalid OCI reference: empty");
-	if (strncmp(s, "oci://", 6) == 0)
+	if (str_has_prefix(s, "oci://"))
 		s += 6;
 	else if (strstr(s, "://") != NULL)
 		return fail(e, text, "only the oci:// scheme is accepted");

@@ -23,6 +23,7 @@
 
 #include "base/base64.h"
 #include "base/json_strict.h"
+#include "base/str.h"
 
 int oci_sig_transient(enum err_code code)
 {
@@ -125,7 +126,7 @@ static int subject_matches(const cJSON *subjects, const char *hex, struct err *e
 		if (member(s, "digest", "a statement subject", &dig, e) < 0 ||
 		    member(dig, "sha256", "a statement subject's digest", &sha, e) < 0)
 			return -1;
-		if (cJSON_IsString(sha) && sha->valuestring != NULL && strcmp(sha->valuestring, hex) == 0)
+		if (cJSON_IsString(sha) && str_eq(sha->valuestring, hex))
 			return 1;
 	}
 	return 0;

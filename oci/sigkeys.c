@@ -28,6 +28,7 @@
 #include <openssl/sha.h>
 
 #include "base/base64.h"
+#include "base/str.h"
 
 struct oci_key {
 	char *name;
@@ -173,12 +174,12 @@ static int key_hashes(EVP_PKEY *pkey, const EVP_MD *mds[3])
 		return 1;
 	case EVP_PKEY_EC:
 		curve = ec_curve(pkey);
-		if (curve != NULL && strcmp(curve, "P-384") == 0) {
+		if (str_eq(curve, "P-384")) {
 			mds[0] = EVP_sha384();
 			mds[1] = EVP_sha256();
 			return 2;
 		}
-		if (curve != NULL && strcmp(curve, "P-521") == 0) {
+		if (str_eq(curve, "P-521")) {
 			mds[0] = EVP_sha512();
 			mds[1] = EVP_sha256();
 			return 2;

@@ -25,7 +25,9 @@
 #include <cjson/cJSON.h>
 
 #include "base/base64.h"
+#include "base/clock.h"
 #include "base/digest.h"
+#include "base/str.h"
 #include "oci/internal.h"
 #include "oci/sig_internal.h"
 
@@ -50,16 +52,6 @@ static void digest_of(const void *data, size_t len, char out[DIGEST_STR_MAX])
 
 	digest_bytes(DIGEST_SHA256, data, len, &d);
 	digest_format(&d, out, DIGEST_STR_MAX);
-}
-
-static cJSON *descriptor_json(const char *mt, const char *digest, size_t size)
-{
-	cJSON *d = cJSON_CreateObject();
-
-	cJSON_AddStringToObject(d, "mediaType", mt);
-	cJSON_AddStringToObject(d, "digest", digest);
-	cJSON_AddNumberToObject(d, "size", (double)size);
-	return d;
 }
 
 /* The layers of an existing .sig manifest worth keeping (simple-signing
@@ -158,7 +150,7 @@ static int sign_simplesigning(struct oci_client *c, const char *scope, const cha
 		goto out;
 	if ((layers = kept_layers(c, repo, tag, pdigest, b64, e)) == NULL)
 		goto out;
-	layer = descriptor_json(OCI_SIG_MT_SIMPLESIGNING, pdigest, strlen(payload));
+	layer = oci_descriptor_json(OCI_SIG_MT_SIMPLESIGNING, pdigest, strlen(payload));
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(layer, "annotations"), OCI_SIG_ANNOTATION, b64);
 	cJSON_AddItemToArray(layers, layer);
 	if ((cfg = sig_config_json(layers)) == NULL)
@@ -167,7 +159,7 @@ static int sign_simplesigning(struct oci_client *c, const char *scope, const cha
 	root = cJSON_CreateObject();
 	cJSON_AddNumberToObject(root, "schemaVersion", 2);
 	cJSON_AddStringToObject(root, "mediaType", OCI_MT_MANIFEST);
-	cJSON_AddItemToObject(root, "config", descriptor_json(OCI_SIG_MT_IMAGE_CONFIG, cdigest, strlen(cfg)));
+	cJSON_AddItemToObject(root, "config", oci_descriptor_json(OCI_SIG_MT_IMAGE_CONFIG, cdigest, strlen(cfg)));
 	cJSON_AddItemToObject(root, "layers", layers);
 	layers = NULL;
 	if ((manifest = cJSON_PrintUnformatted(root)) == NULL)
@@ -249,15 +241,6 @@ static char *statement_json(const char *docker_reference, const char *digest)
 	return out;
 }
 
-static void now_rfc3339(char *buf, size_t len)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Adds the referrer to the sha256-<hex> tag index (kept entries + it). */
 static int update_referrers_tag(struct oci_client *c, const char *scope, const char *repo,
     const char *digest, cJSON *entry, struct err *e)
@@ -318,15 +301,15 @@ static int sign_bundle(struct oci_client *c, const char *scope, const char *repo
 	    (bundle = bundle_json(s, statement, e)) == NULL)
 		goto out;
 	digest_of(bundle, strlen(bundle), bdigest);
-	now_rfc3339(created, sizeof(created));
+	clock_format_rfc3339(created, sizeof(created), time(NULL));
 	root = cJSON_CreateObject();
 	cJSON_AddNumberToObject(root, "schemaVersion", 2);
 	cJSON_AddStringToObject(root, "mediaType", OCI_MT_MANIFEST);
 	cJSON_AddStringToObject(root, "artifactType", OCI_SIG_MT_BUNDLE_V03);
-	cJSON_AddItemToObject(root, "config", descriptor_json(OCI_SIG_MT_EMPTY, EMPTY_DIGEST, 2));
+	cJSON_AddItemToObject(root, "config", oci_descriptor_json(OCI_SIG_MT_EMPTY, EMPTY_DIGEST, 2));
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "layers"),
-	    descriptor_json(OCI_SIG_MT_BUNDLE_V03, bdigest, strlen(bundle)));
-	cJSON_AddItemToObject(root, "subject", descriptor_json(target.media_type, digest, tlen));
+	    oci_descriptor_json(OCI_SIG_MT_BUNDLE_V03, bdigest, strlen(bundle)));
+	cJSON_AddItemToObject(root, "subject", oci_descriptor_json(target.media_type, digest, tlen));
 	ann = cJSON_AddObjectToObject(root, "annotations");
 	cJSON_AddStringToObject(ann, "dev.sigstore.bundle.content", "dsse-envelope");
 	cJSON_AddStringToObject(ann, "dev.sigstore.bundle.predicateType", OCI_SIG_PREDICATE_TYPE);
@@ -342,7 +325,7 @@ static int sign_bundle(struct oci_client *c, const char *scope, const char *repo
 	    oci_put_manifest(c, scope, repo, mdigest, OCI_MT_MANIFEST, manifest, &rdigest, &acked, e) < 0)
 		goto out;
 	if (!acked) {
-		entry = descriptor_json(OCI_MT_MANIFEST, rdigest, strlen(manifest));
+		entry = oci_descriptor_json(OCI_MT_MANIFEST, rdigest, strlen(manifest));
 		cJSON_AddStringToObject(entry, "artifactType", OCI_SIG_MT_BUNDLE_V03);
 		cJSON_AddItemToObject(entry, "annotations", cJSON_Duplicate(ann, 1));
 		if (update_referrers_tag(c, scope, repo, digest, entry, e) < 0)
@@ -375,7 +358,7 @@ int oci_sign(struct oci_client *c, const char *repo, const char *manifest_digest
 
 	if (where != NULL)
 		*where = NULL;
-	if (manifest_digest == NULL || strncmp(manifest_digest, "sha256:", 7) != 0 ||
+	if (!str_has_prefix(manifest_digest, "sha256:") ||
 	    strlen(manifest_digest) != 71)
 		return err_set(e, ERR_INVALID, "sign %.200s: the manifest digest must be sha256:<64 hex>", repo);
 	if ((scope = oci_scope(repo, "pull,push")) == NULL)

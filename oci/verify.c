@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/digest.h"
+#include "base/str.h"
 #include "oci/internal.h"
 #include "oci/sig_internal.h"
 
@@ -220,7 +221,7 @@ static int bundle_candidate(const cJSON *d)
 	if (!cJSON_IsString(dg) || !cJSON_IsString(mt) || strcmp(mt->valuestring, OCI_MT_MANIFEST) != 0)
 		return 0;
 	/* Without artifactType (older clients' tag indexes) it has to be read. */
-	return !cJSON_IsString(at) || strncmp(at->valuestring, "application/vnd.dev.sigstore.bundle", 35) == 0;
+	return !cJSON_IsString(at) || str_has_prefix(at->valuestring, "application/vnd.dev.sigstore.bundle");
 }
 
 /* -1 transport error; 0 verified; 1 not verified (t says why). */
@@ -313,7 +314,7 @@ static int try_sig_tag(struct oci_client *c, const char *repo, const char *diges
 
 static int valid_target(const char *digest)
 {
-	if (digest == NULL || strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != 71)
+	if (!str_has_prefix(digest, "sha256:") || strlen(digest) != 71)
 		return 0;
 	for (const char *p = digest + 7; *p; p++)
 		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))

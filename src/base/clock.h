@@ -6,11 +6,14 @@
  * The one copy of these helpers in the program: http, the artifact store,
  * the OCI client, proc, the kube client and the pulumi driver use them.
  * Wall-clock timestamps (what status fields, Events and manifests carry)
- * are formatted here too, once: clock_format_rfc3339.
+ * are formatted here too, once: clock_format_rfc3339.  So are the timed
+ * waits on a condition variable that the threads of the kube runtime and
+ * of the notification sender make (clock_mono_cond_*).
  */
 #ifndef PC_CLOCK_H
 #define PC_CLOCK_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -31,6 +34,21 @@ void clock_sleep_ms(long ms);
  * sleep.  For waits another thread or a signal handler must be able to cut.
  */
 int clock_sleep_cancelable_ms(long ms, const volatile int *cancel);
+
+/*
+ * Condition variables whose timed waits count on CLOCK_MONOTONIC.  One
+ * times out on CLOCK_REALTIME unless told otherwise, so a clock step would
+ * lengthen or cut short renew sleeps, backoffs, requeue delays and drains.
+ * clock_mono_condattr_init sets up such attributes (0, or -1 with nothing
+ * to destroy); clock_mono_cond_init makes such a condition variable
+ * (aborting if it cannot: without it no timed wait is right), and one made
+ * so must only be waited on with clock_mono_cond_wait (or untimed), which
+ * waits until a clock_mono_ms() deadline: 0 after waiting, woken or not;
+ * -1 without waiting once the deadline has passed.  Called with lock held.
+ */
+int clock_mono_condattr_init(pthread_condattr_t *attr);
+void clock_mono_cond_init(pthread_cond_t *cond);
+int clock_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
 
 /* Formats the wall-clock time t (seconds since the epoch) in UTC as RFC 3339
  * with whole seconds, "2026-11-30T10:00:00Z", into buf; n of at least

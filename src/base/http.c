@@ -195,6 +195,21 @@ static double jitter_value(void)
 
 /* --- callbacks --- */
 
+/* Appends n bytes to the NUL-terminated *buf of *len bytes, growing it by
+ * exactly what it needs; -1 (buf unchanged) when memory runs out. */
+static int append_bytes(char **buf, size_t *len, const char *data, size_t n)
+{
+	char *nb = realloc(*buf, *len + n + 1);
+
+	if (nb == NULL)
+		return -1;
+	*buf = nb;
+	memcpy(nb + *len, data, n);
+	*len += n;
+	nb[*len] = '\0';
+	return 0;
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ud)
 {
 	struct xfer *x = ud;
@@ -208,13 +223,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud)
 		if (sp != NULL)
 			x->status = strtol(sp + 1, NULL, 10);
 	}
-	char *nb = realloc(x->raw_headers, x->raw_len + len + 1);
-	if (nb == NULL)
+	if (append_bytes(&x->raw_headers, &x->raw_len, data, len) < 0)
 		return 0;
-	x->raw_headers = nb;
-	memcpy(x->raw_headers + x->raw_len, data, len);
-	x->raw_len += len;
-	x->raw_headers[x->raw_len] = '\0';
 	if ((len == 2 && data[0] == '\r') || (len == 1 && data[0] == '\n')) {
 		int redirect = x->status >= 300 && x->status < 400 && x->opts->max_redirects > 0;
 		if (!redirect && x->status >= 200)
@@ -234,15 +244,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 		 * request until its timeout (and again for every retry). */
 		size_t room = HTTP_ERROR_BODY_MAX - x->errbody_len;
 		size_t take = len < room ? len : room;
-		if (take > 0) {
-			char *nb = realloc(x->errbody, x->errbody_len + take + 1);
-			if (nb == NULL)
-				return 0;
-			x->errbody = nb;
-			memcpy(x->errbody + x->errbody_len, data, take);
-			x->errbody_len += take;
-			x->errbody[x->errbody_len] = '\0';
-		}
+		if (take > 0 && append_bytes(&x->errbody, &x->errbody_len, data, take) < 0)
+			return 0;
 		if (take < len && x->status >= 400) {
 			x->errbody_full = 1;
 			return 0;
@@ -333,15 +336,10 @@ static struct curl_slist *build_headers(const struct http_request *req, struct e
 	return l;
 }
 
-static void configure(CURL *c, const struct http_opts *o, const struct http_request *req,
-    struct curl_slist *hdrs, struct xfer *x)
+/* The connect and total timeouts, cut to what is left of o's deadline, and
+ * the stall timeout. */
+static void configure_timeouts(CURL *c, const struct http_opts *o)
 {
-	const char *method = req->method ? req->method : "GET";
-
-	curl_easy_setopt(c, CURLOPT_URL, req->url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	long timeout = o->timeout_ms, connect = o->connect_timeout_ms, left = left_ms(o);
 	if (left >= 0 && (timeout == 0 || timeout > left))
 		timeout = left;
@@ -354,9 +352,11 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1L);
 	}
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, o->max_redirects > 0 ? 1L : 0L);
-	curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)o->max_redirects);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "pulumi-controller/" PC_VERSION);
+}
+
+/* The CA to trust and the client certificate, from files or PEM text. */
+static void configure_tls(CURL *c, const struct http_opts *o)
+{
 	if (o->ca_file != NULL)
 		curl_easy_setopt(c, CURLOPT_CAINFO, o->ca_file);
 	if (o->ca_pem != NULL) {
@@ -377,6 +377,45 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 		curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &b);
 		curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
 	}
+}
+
+/* The method, and the body: streamed (req->body_read) or from memory. */
+static void configure_method(CURL *c, const struct http_request *req)
+{
+	const char *method = req->method ? req->method : "GET";
+
+	if (req->body_read != NULL) {
+		/* A streamed body: UPLOAD sends PUT, CUSTOMREQUEST renames it. */
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+		curl_easy_setopt(c, CURLOPT_READDATA, (void *)req);
+		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+		if (strcmp(method, "PUT") != 0)
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	} else if (strcmp(method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+		if (req->body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+		    strcmp(method, "PATCH") == 0) {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? (const char *)req->body : "");
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+		}
+	}
+}
+
+static void configure(CURL *c, const struct http_opts *o, const struct http_request *req,
+    struct curl_slist *hdrs, struct xfer *x)
+{
+	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	configure_timeouts(c, o);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, o->max_redirects > 0 ? 1L : 0L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)o->max_redirects);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "pulumi-controller/" PC_VERSION);
+	configure_tls(c, o);
 	if (o->tcp_keepalive_s > 0) {
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, o->tcp_keepalive_s);
@@ -396,24 +435,7 @@ static void configure(CURL *c, const struct http_opts *o, const struct http_requ
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
-	if (req->body_read != NULL) {
-		/* A streamed body: UPLOAD sends PUT, CUSTOMREQUEST renames it. */
-		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
-		curl_easy_setopt(c, CURLOPT_READDATA, (void *)req);
-		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
-		if (strcmp(method, "PUT") != 0)
-			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	} else if (strcmp(method, "HEAD") == 0) {
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	} else if (strcmp(method, "GET") != 0) {
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-		if (req->body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-		    strcmp(method, "PATCH") == 0) {
-			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? (const char *)req->body : "");
-			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-		}
-	}
+	configure_method(c, req);
 }
 
 static void xfer_reset(struct xfer *x)
@@ -612,8 +634,10 @@ struct http_stream *http_stream_open(const struct http_opts *o, const struct htt
 	return http_stream_open_resp(o, req, NULL, e);
 }
 
-struct http_stream *http_stream_open_resp(const struct http_opts *o, const struct http_request *req,
-    struct http_response *failed, struct err *e)
+/* A stream with its handles and headers, not started; NULL + e.  The
+ * caller frees it with http_stream_free. */
+static struct http_stream *stream_new(const struct http_opts *o, const struct http_request *req,
+    struct err *e)
 {
 	struct http_stream *s = calloc(1, sizeof(*s));
 
@@ -633,6 +657,58 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 		http_stream_free(s);
 		return NULL;
 	}
+	return s;
+}
+
+/* Starts one attempt and drives it until a 2xx response's headers are in
+ * or the transfer has ended (a non-2xx answer, or a failure). */
+static void stream_attempt(struct http_stream *s, const struct http_request *req)
+{
+	xfer_reset(&s->x);
+	curl_easy_reset(s->x.easy);
+	configure(s->x.easy, &s->opts, req, s->hdrs, &s->x);
+	s->curl_msg[0] = '\0';
+	curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, s->curl_msg);
+	s->done = 0;
+	s->result = CURLE_OK;
+	curl_multi_add_handle(s->multi, s->x.easy);
+	while (!s->done && !(s->x.headers_done && is_2xx(s->x.status)))
+		stream_pump(s);
+}
+
+/* The refused response into *failed for a caller that reads it: status,
+ * headers (moved from the stream) and the start of its body. */
+static void hand_over_refusal(struct http_stream *s, struct http_response *failed, int attempt)
+{
+	memset(failed, 0, sizeof(*failed));
+	failed->status = s->x.status;
+	failed->raw_headers = s->x.raw_headers;
+	s->x.raw_headers = NULL;
+	failed->body = s->x.errbody ? strndup(s->x.errbody, s->x.errbody_len) : strdup("");
+	failed->body_len = s->x.errbody_len;
+	failed->attempts = attempt;
+}
+
+/* The 2xx response's status, headers and final URL, for the reader. */
+static void stream_accept(struct http_stream *s, const struct http_request *req, int attempt)
+{
+	char *eff = NULL;
+
+	snprintf(s->method, sizeof(s->method), "%s", req->method ? req->method : "GET");
+	s->resp.status = s->x.status;
+	s->resp.raw_headers = s->x.raw_headers ? strdup(s->x.raw_headers) : NULL;
+	curl_easy_getinfo(s->x.easy, CURLINFO_EFFECTIVE_URL, &eff);
+	s->resp.effective_url = eff ? strdup(eff) : NULL;
+	s->resp.attempts = attempt;
+}
+
+struct http_stream *http_stream_open_resp(const struct http_opts *o, const struct http_request *req,
+    struct http_response *failed, struct err *e)
+{
+	struct http_stream *s = stream_new(o, req, e);
+
+	if (s == NULL)
+		return NULL;
 	for (int attempt = 1;; attempt++) {
 		char *msg = s->curl_msg;
 		int last = attempt > o->retries;
@@ -641,16 +717,7 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 			http_stream_free(s);
 			return NULL;
 		}
-		xfer_reset(&s->x);
-		curl_easy_reset(s->x.easy);
-		configure(s->x.easy, &s->opts, req, s->hdrs, &s->x);
-		msg[0] = '\0';
-		curl_easy_setopt(s->x.easy, CURLOPT_ERRORBUFFER, msg);
-		s->done = 0;
-		s->result = CURLE_OK;
-		curl_multi_add_handle(s->multi, s->x.easy);
-		while (!s->done && !(s->x.headers_done && is_2xx(s->x.status)))
-			stream_pump(s);
+		stream_attempt(s, req);
 		/* Once a 2xx response has begun, a broken body is the reader's to
 		 * see: retrying here would depend on how much curl had buffered. */
 		if (s->done && s->result != CURLE_OK && !(s->x.headers_done && is_2xx(s->x.status)) &&
@@ -680,25 +747,12 @@ struct http_stream *http_stream_open_resp(const struct http_opts *o, const struc
 				return NULL;
 			}
 			status_error(e, req, s->x.status, s->x.errbody);
-			if (failed != NULL) {
-				memset(failed, 0, sizeof(*failed));
-				failed->status = s->x.status;
-				failed->raw_headers = s->x.raw_headers;
-				s->x.raw_headers = NULL;
-				failed->body = s->x.errbody ? strndup(s->x.errbody, s->x.errbody_len) : strdup("");
-				failed->body_len = s->x.errbody_len;
-				failed->attempts = attempt;
-			}
+			if (failed != NULL)
+				hand_over_refusal(s, failed, attempt);
 			http_stream_free(s);
 			return NULL;
 		}
-		snprintf(s->method, sizeof(s->method), "%s", req->method ? req->method : "GET");
-		s->resp.status = s->x.status;
-		s->resp.raw_headers = s->x.raw_headers ? strdup(s->x.raw_headers) : NULL;
-		char *eff = NULL;
-		curl_easy_getinfo(s->x.easy, CURLINFO_EFFECTIVE_URL, &eff);
-		s->resp.effective_url = eff ? strdup(eff) : NULL;
-		s->resp.attempts = attempt;
+		stream_accept(s, req, attempt);
 		return s;
 	}
 }

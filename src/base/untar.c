@@ -192,6 +192,50 @@ static const char *kind_name(mode_t m)
 }
 
 /*
+ * Opens the directory comp under fd (walked is the in-root path so far, for
+ * messages), creating it when missing and `create` is set, refusing a
+ * symlink or a non-directory.  A new fd the caller closes, or -1 + e; fd
+ * stays open either way.
+ */
+static int open_component(int fd, const char *entry, const char *comp, const char *walked, int create,
+    struct err *e)
+{
+	char shown[PRINTABLE_BUF];
+	struct stat sb;
+	int next;
+
+	if (fstatat(fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+		int saved = errno;
+
+		if (saved == ENOENT && !create)
+			return entry_error(e, ERR_REFUSED, entry, "refused: \"%s\" does not exist", walked);
+		if (saved != ENOENT)
+			return entry_error(e, ERR_IO, entry, "stat %s: %s", walked, strerror(saved));
+		if (mkdirat(fd, comp, 0700) < 0)
+			return entry_error(e, ERR_IO, entry, "mkdir %s: %s", walked, strerror(errno));
+		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next >= 0 && fchmod(next, UNTAR_IMPLICIT_DIR_MODE) < 0) {
+			saved = errno;
+			close(next);
+			return entry_error(e, ERR_IO, entry, "chmod %s: %s", walked, strerror(saved));
+		}
+	} else if (S_ISLNK(sb.st_mode)) {
+		printable(walked, shown, sizeof(shown));
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: writing through a symlink (\"%s\" is a symlink)", shown);
+	} else if (!S_ISDIR(sb.st_mode)) {
+		printable(walked, shown, sizeof(shown));
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: parent \"%s\" is %s, not a directory", shown, kind_name(sb.st_mode));
+	} else {
+		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (next < 0)
+		return entry_error(e, ERR_IO, entry, "open %s: %s", walked, strerror(errno));
+	return next;
+}
+
+/*
  * Returns a borrowed fd (owned by the cache) of the in-root directory `rel`,
  * walking one component at a time without following symlinks.  Missing
  * components are created when `create` is set (mode 0750 as Flux does).
@@ -214,7 +258,6 @@ static int open_dir(struct ctx *c, const char *entry, const char *rel, int creat
 		const char *end = strchr(p, '/');
 		size_t clen = end != NULL ? (size_t)(end - p) : strlen(p);
 		char comp[NAME_MAX + 1];
-		struct stat sb;
 		int next;
 
 		memcpy(comp, p, clen);
@@ -226,48 +269,10 @@ static int open_dir(struct ctx *c, const char *entry, const char *rel, int creat
 		walked[wn] = '\0';
 		p += clen + (end != NULL);
 
-		if (fstatat(fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT || !create) {
-				int saved = errno;
-				close(fd);
-				if (saved == ENOENT)
-					return entry_error(e, ERR_REFUSED, entry,
-					    "refused: \"%s\" does not exist", walked);
-				return entry_error(e, ERR_IO, entry, "stat %s: %s", walked, strerror(saved));
-			}
-			if (mkdirat(fd, comp, 0700) < 0) {
-				int saved = errno;
-				close(fd);
-				return entry_error(e, ERR_IO, entry, "mkdir %s: %s", walked, strerror(saved));
-			}
-			next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (next >= 0 && fchmod(next, UNTAR_IMPLICIT_DIR_MODE) < 0) {
-				int saved = errno;
-				close(next);
-				close(fd);
-				return entry_error(e, ERR_IO, entry, "chmod %s: %s", walked, strerror(saved));
-			}
-		} else if (S_ISLNK(sb.st_mode)) {
-			char shown[PRINTABLE_BUF];
-			close(fd);
-			printable(walked, shown, sizeof(shown));
-			return entry_error(e, ERR_REFUSED, entry,
-			    "refused: writing through a symlink (\"%s\" is a symlink)", shown);
-		} else if (!S_ISDIR(sb.st_mode)) {
-			char shown[PRINTABLE_BUF];
-			close(fd);
-			printable(walked, shown, sizeof(shown));
-			return entry_error(e, ERR_REFUSED, entry,
-			    "refused: parent \"%s\" is %s, not a directory", shown, kind_name(sb.st_mode));
-		} else {
-			next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		}
-		if (next < 0) {
-			int saved = errno;
-			close(fd);
-			return entry_error(e, ERR_IO, entry, "open %s: %s", walked, strerror(saved));
-		}
+		next = open_component(fd, entry, comp, walked, create, e);
 		close(fd);
+		if (next < 0)
+			return -1;
 		fd = next;
 	}
 	if (c->cache_fd >= 0)
@@ -507,6 +512,63 @@ static int extract_file(struct ctx *c, struct archive_entry *ae, const char *ent
 	return 0;
 }
 
+/* Cuts the last component off the in-root path cur; its new length. */
+static size_t cut_last_component(char *cur)
+{
+	char *slash = strrchr(cur, '/');
+	size_t cn = slash != NULL ? (size_t)(slash - cur) : 0;
+
+	cur[cn] = '\0';
+	return cn;
+}
+
+/* ".." in a symlink target: steps cur (of *cn bytes) up one directory,
+ * which must be a directory already in the tree (see below). */
+static int step_up(struct ctx *c, const char *entry, char *cur, size_t *cn, const char *shown,
+    struct err *e)
+{
+	struct stat sb;
+
+	if (*cn == 0)
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: symlink target \"%s\" resolves outside the root", shown);
+	if (fstatat(c->root_fd, cur, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: symlink target \"%s\" uses \"..\" after a component that is not "
+		    "an earlier directory of the archive", shown);
+	*cn = cut_last_component(cur);
+	return 0;
+}
+
+/* cur names an earlier symlink of the archive: rest becomes its target
+ * followed by what is left of ours (*p, which restarts at rest), and cur
+ * the directory that holds it.  *hops counts the symlinks followed. */
+static int follow_earlier_link(struct ctx *c, const char *entry, char *cur, size_t *cn, char *rest,
+    size_t rest_size, char **p, int *hops, const char *shown, struct err *e)
+{
+	char link[PATH_MAX], joined[2 * PATH_MAX];
+	ssize_t ln;
+
+	if (++*hops > UNTAR_MAX_SYMLINK_HOPS)
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: symlink target \"%s\" follows more than %d symlinks", shown,
+		    UNTAR_MAX_SYMLINK_HOPS);
+	ln = readlinkat(c->root_fd, cur, link, sizeof(link) - 1);
+	if (ln <= 0)
+		return entry_error(e, ERR_IO, entry, "readlink: %s", strerror(errno));
+	link[ln] = '\0';
+	if (link[0] == '/')
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: symlink target \"%s\" passes through an absolute symlink", shown);
+	if ((size_t)snprintf(joined, sizeof(joined), "%s/%s", link, *p) >= sizeof(joined))
+		return entry_error(e, ERR_REFUSED, entry,
+		    "refused: symlink target \"%s\" is too long once resolved", shown);
+	memcpy(rest, joined, rest_size);
+	*p = rest;
+	*cn = cut_last_component(cur);
+	return 0;
+}
+
 /*
  * Resolves the symlink target `target` placed in directory `parent`
  * lexically against the tree made so far, following the archive's earlier
@@ -551,17 +613,8 @@ static int check_symlink_target(struct ctx *c, const char *entry, const char *pa
 		if (clen == 0 || strcmp(comp, ".") == 0)
 			continue;
 		if (strcmp(comp, "..") == 0) {
-			char *slash;
-			if (cn == 0)
-				return entry_error(e, ERR_REFUSED, entry,
-				    "refused: symlink target \"%s\" resolves outside the root", shown);
-			if (fstatat(c->root_fd, cur, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))
-				return entry_error(e, ERR_REFUSED, entry,
-				    "refused: symlink target \"%s\" uses \"..\" after a component that is not "
-				    "an earlier directory of the archive", shown);
-			slash = strrchr(cur, '/');
-			cn = slash != NULL ? (size_t)(slash - cur) : 0;
-			cur[cn] = '\0';
+			if (step_up(c, entry, cur, &cn, shown, e) < 0)
+				return -1;
 			continue;
 		}
 		if (cn + 1 + clen >= sizeof(cur))
@@ -570,33 +623,9 @@ static int check_symlink_target(struct ctx *c, const char *entry, const char *pa
 			cur[cn++] = '/';
 		memcpy(cur + cn, comp, clen + 1);
 		cn += clen;
-		if (fstatat(c->root_fd, cur, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)) {
-			/* An earlier symlink: continue with its target followed by what
-			 * is left of ours, from the directory that holds it. */
-			char link[PATH_MAX], joined[2 * PATH_MAX];
-			ssize_t ln;
-			char *slash;
-
-			if (++hops > UNTAR_MAX_SYMLINK_HOPS)
-				return entry_error(e, ERR_REFUSED, entry,
-				    "refused: symlink target \"%s\" follows more than %d symlinks",
-				    shown, UNTAR_MAX_SYMLINK_HOPS);
-			ln = readlinkat(c->root_fd, cur, link, sizeof(link) - 1);
-			if (ln <= 0)
-				return entry_error(e, ERR_IO, entry, "readlink: %s", strerror(errno));
-			link[ln] = '\0';
-			if (link[0] == '/')
-				return entry_error(e, ERR_REFUSED, entry,
-				    "refused: symlink target \"%s\" passes through an absolute symlink", shown);
-			if ((size_t)snprintf(joined, sizeof(joined), "%s/%s", link, p) >= sizeof(joined))
-				return entry_error(e, ERR_REFUSED, entry,
-				    "refused: symlink target \"%s\" is too long once resolved", shown);
-			memcpy(rest, joined, sizeof(rest));
-			p = rest;
-			slash = strrchr(cur, '/');
-			cn = slash != NULL ? (size_t)(slash - cur) : 0;
-			cur[cn] = '\0';
-		}
+		if (fstatat(c->root_fd, cur, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode) &&
+		    follow_earlier_link(c, entry, cur, &cn, rest, sizeof(rest), &p, &hops, shown, e) < 0)
+			return -1;
 	}
 	return 0;
 }

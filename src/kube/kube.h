@@ -553,5 +553,12 @@ const cJSON *kube_condition(const cJSON *obj, const char *type);
 /* 1 when one of obj's metadata.ownerReferences names an object of kind with
  * this uid (the uid is what makes it that object and not a namesake). */
 int kube_owned_by(const cJSON *obj, const char *kind, const char *uid);
+/* The decoded value of a Secret's data[key]: a malloc'd buffer, NUL-
+ * terminated (the NUL not counted in *len), that the caller wipes
+ * (secret_wipe) and frees.  NULL with e: ERR_NOTFOUND when the Secret has
+ * no such key (or it is not a string), ERR_INVALID when it is not base64,
+ * ERR_NOMEM.  The value may hold NUL bytes: a caller that wants text
+ * checks strlen against *len. */
+unsigned char *kube_secret_value(const cJSON *secret, const char *key, size_t *len, struct err *e);
 
 #endif

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/proc.h"
+#include "base/str.h"
 #include "kube/kube_priv.h"
 
 extern char **environ;
@@ -109,7 +110,7 @@ static int exec_run(const struct kube_config *cfg, char **out, struct err *e)
 		argv[i + 1] = x->args[i];
 	envp = xcalloc(nenv + 2, sizeof(char *));
 	for (char **p = environ; p && *p; p++)
-		if (strncmp(*p, "KUBERNETES_EXEC_INFO=", 21) != 0)
+		if (!str_has_prefix(*p, "KUBERNETES_EXEC_INFO="))
 			envp[k++] = *p;
 	for (char **p = x->env; p && *p; p++)
 		envp[k++] = *p;

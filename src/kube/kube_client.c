@@ -25,6 +25,7 @@
 
 #include "base/http.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "kube/kube_priv.h"
 
 /* Reply bounds.  A list may be large (issue 15 will bound pages); one
@@ -107,7 +108,7 @@ struct kube_client *kube_client_new(struct kube_config *cfg, struct err *e)
 	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
 	kube_creds_init(&c->creds);
-	c->tls = strncmp(cfg->server, "https://", 8) == 0;
+	c->tls = str_has_prefix(cfg->server, "https://");
 	if (c->tls && cfg->insecure_skip_tls_verify) {
 		/* Once per client, at start, where an operator looks: every
 		 * request from now on trusts whoever answers at this address. */
@@ -248,7 +249,7 @@ int kube_status_parse(const char *body, size_t len, long http_status, struct kub
 
 	memset(st, 0, sizeof(*st));
 	st->code = http_status;
-	if (kind != NULL && strcmp(kind, "Status") == 0) {
+	if (str_eq(kind, "Status")) {
 		const char *reason = kube_obj_str(doc, "reason"), *msg = kube_obj_str(doc, "message");
 		if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
 			st->code = (long)code->valuedouble;
@@ -357,6 +358,46 @@ static int method_is_read(const char *m)
 	return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 }
 
+/* A request that failed before an answer is sent again only when it reads
+ * (a write may have happened) and the failure may pass. */
+static int transport_retryable(const char *method, const struct err *e)
+{
+	return method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
+	    e->code != ERR_CANCELED;
+}
+
+/* A 429 always; a 5xx but 501 when the request reads or the server said
+ * when to come back (then it did not act on it). */
+static int status_retryable(const char *method, const struct reply *r)
+{
+	if (r->status == 429)
+		return 1;
+	return r->status >= 500 && r->status != 501 && (method_is_read(method) || r->retry_after_s >= 0);
+}
+
+/* The server's Retry-After (bounded) if it sent one, else our backoff. */
+static long retry_delay_ms(const struct reply *r, long backoff_ms)
+{
+	if (r->retry_after_s < 0)
+		return backoff_ms;
+	return (r->retry_after_s < KUBE_RETRY_AFTER_MAX_S ? r->retry_after_s : KUBE_RETRY_AFTER_MAX_S) * 1000;
+}
+
+static long next_backoff_ms(long ms)
+{
+	return ms * 2 > 10000 ? 10000 : ms * 2;
+}
+
+/* e from a refused reply's Status body; always -1. */
+static int refused_error(struct err *e, const char *what, const struct reply *r)
+{
+	struct kube_status st;
+
+	kube_status_parse(r->body, r->len, r->status, &st);
+	kube_status_error(e, what, &st);
+	return -1;
+}
+
 /* kube_request with a bound on the reply's size. */
 static int request(struct kube_client *c, const char *method, const char *path,
     const char *content_type, const char *body, long long max_bytes, long *status,
@@ -381,12 +422,11 @@ static int request(struct kube_client *c, const char *method, const char *path,
 		return err_set(e, ERR_CANCELED, "%s: canceled", what);
 	}
 	for (attempt = 0;; attempt++) {
-		int last = attempt >= retries_of(c), retry = 0;
+		int last = attempt >= retries_of(c);
 		if (send_once(c, method, url.buf, content_type, body, max_bytes, refreshed == 1,
 		    refused_gen, &r, e) < 0) {
-			if (!last && method_is_read(method) && e->code != ERR_AUTH && e->code != ERR_LIMIT &&
-			    e->code != ERR_CANCELED && !retry_sleep(wait_ms)) {
-				wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
+			if (!last && transport_retryable(method, e) && !retry_sleep(wait_ms)) {
+				wait_ms = next_backoff_ms(wait_ms);
 				continue;
 			}
 			strbuf_free(&url);
@@ -411,33 +451,18 @@ static int request(struct kube_client *c, const char *method, const char *path,
 		}
 		if (refreshed == 1)
 			refreshed = 2;
-		if (!last) {
-			if (r.status == 429)
-				retry = 1;
-			else if (r.status >= 500 && r.status != 501 &&
-			    (method_is_read(method) || r.retry_after_s >= 0))
-				retry = 1;
-		}
-		if (retry) {
-			long d = wait_ms;
-			if (r.retry_after_s >= 0)
-				d = (r.retry_after_s < KUBE_RETRY_AFTER_MAX_S ? r.retry_after_s :
-				    KUBE_RETRY_AFTER_MAX_S) * 1000;
+		if (!last && status_retryable(method, &r)) {
 			log_debug("kube request retried", "request", what, "status",
 			    r.status == 429 ? "429" : "5xx", NULL);
 			free(r.body);
-			if (retry_sleep(d)) {
+			if (retry_sleep(retry_delay_ms(&r, wait_ms))) {
 				strbuf_free(&url);
 				return err_set(e, ERR_CANCELED, "%s: canceled", what);
 			}
-			wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2;
+			wait_ms = next_backoff_ms(wait_ms);
 			continue;
 		}
-		{
-			struct kube_status st;
-			kube_status_parse(r.body, r.len, r.status, &st);
-			kube_status_error(e, what, &st);
-		}
+		refused_error(e, what, &r);
 		free(r.body);
 		strbuf_free(&url);
 		return -1;
@@ -665,7 +690,7 @@ int kube_resource_served(struct kube_client *c, const struct kube_resource *r, s
 	list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
 	cJSON_ArrayForEach(it, list) {
 		const char *name = kube_obj_str(it, "name");
-		if (name != NULL && strcmp(name, r->resource) == 0)
+		if (str_eq(name, r->resource))
 			found = 1;
 	}
 	if (doc == NULL) {

@@ -21,6 +21,7 @@
 #include "base/base64.h"
 #include "base/fs.h"
 #include "base/secret.h"
+#include "base/str.h"
 #include "base/url.h"
 #include "kube/kube_priv.h"
 
@@ -464,7 +465,7 @@ static int parse_cluster(struct kfiles *f, const char *name, struct kube_config 
 	if (server == NULL)
 		return err_set(e, ERR_INVALID, "kubeconfig %s: %s.server: missing", d->name, prefix);
 	snprintf(where, sizeof(where), "kubeconfig %s: %s.server", d->name, prefix);
-	if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
+	if (!str_has_prefix(server, "https://") && !str_has_prefix(server, "http://"))
 		return err_set(e, ERR_INVALID, "%s: must be an http(s) URL", where);
 	if (server_check(server, where, e) < 0)
 		return -1;
@@ -505,7 +506,7 @@ static int parse_exec(struct kdoc *d, yaml_node_t *m, const char *prefix, struct
 			return -1;
 		/* A controller has no terminal: a plugin that insists on one
 		 * would hang or fail at every refresh. */
-		if (mode != NULL && strcmp(mode, "Always") == 0)
+		if (str_eq(mode, "Always"))
 			return err_set(e, ERR_UNSUPPORTED,
 			    "kubeconfig %s: %s.interactiveMode: Always needs a terminal, which a controller does not have",
 			    d->name, where);

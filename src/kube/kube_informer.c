@@ -54,7 +54,7 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
 	inf->max_pages = o && o->max_list_pages > 0 ? o->max_list_pages : KUBE_DEFAULT_MAX_LIST_PAGES;
 	inf->metadata_only = o ? o->metadata_only : 0;
 	pthread_mutex_init(&inf->lock, NULL);
-	kube_mono_cond_init(&inf->cond);
+	clock_mono_cond_init(&inf->cond);
 	strmap_init(&inf->store);
 	return inf;
 }
@@ -455,7 +455,7 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 
 	pthread_mutex_lock(&inf->lock);
 	while (!inf->synced && !atomic_load(&inf->stop) &&
-	    kube_mono_cond_wait(&inf->cond, &inf->lock, deadline) == 0)
+	    clock_mono_cond_wait(&inf->cond, &inf->lock, deadline) == 0)
 		;
 	rc = inf->synced ? 0 : -1;
 	pthread_mutex_unlock(&inf->lock);

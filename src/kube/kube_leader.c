@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "kube/kube_priv.h"
 
 static const struct kube_resource lease_res = {
@@ -103,8 +104,8 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
 	l->on_new_leader = o->on_new_leader;
 	l->ud = o->ud;
 	pthread_mutex_init(&l->lock, NULL);
-	kube_mono_cond_init(&l->cond);
-	kube_mono_cond_init(&l->cb_cond);
+	clock_mono_cond_init(&l->cond);
+	clock_mono_cond_init(&l->cb_cond);
 	return l;
 }
 
@@ -203,7 +204,7 @@ static void note_holder(struct kube_leader *l, const char *holder)
 {
 	if (holder == NULL)
 		holder = "";
-	if (l->last_holder != NULL && strcmp(l->last_holder, holder) == 0)
+	if (str_eq(l->last_holder, holder))
 		return;
 	free(l->last_holder);
 	l->last_holder = xstrdup(holder);
@@ -297,7 +298,7 @@ static int try_acquire_or_renew(struct kube_leader *l, int64_t deadline_ms)
 		strbuf_free(&observed);
 	}
 	note_holder(l, holder);
-	ours = holder != NULL && strcmp(holder, l->id) == 0;
+	ours = str_eq(holder, l->id);
 	if (!ours && holder != NULL && *holder && l->observed_ms + dur_ms > now_ms) {
 		cJSON_Delete(lease);
 		return 0;   /* someone else holds a valid lease */

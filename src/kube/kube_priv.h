@@ -26,18 +26,13 @@
 double kube_rand01(void);
 
 /*
- * Timed waits on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads:
- * kube_mono_cond_init makes a condition variable whose timeouts follow the
- * monotonic clock (kube_mono_condattr_init sets up its attributes), and
- * kube_mono_cond_wait waits on one until a clock_mono_ms() deadline (0 after
- * waiting, woken or not; -1 without waiting once it has passed).
- * kube_mono_sleep_unless sleeps ms on such a condition variable unless
- * *stop is or becomes set (whoever sets it broadcasts under lock; 1 when
- * stopped).  kube_mono_deadline is now + delay_ms, saturated (never wraps).
+ * Sleeps on CLOCK_MONOTONIC (kube_mono.c), for the runtime's threads, whose
+ * condition variables are made by clock_mono_cond_init and waited on with
+ * clock_mono_cond_wait (base/clock.h).  kube_mono_sleep_unless sleeps ms on
+ * such a condition variable unless *stop is or becomes set (whoever sets it
+ * broadcasts under lock; 1 when stopped).  kube_mono_deadline is now +
+ * delay_ms, saturated (never wraps).
  */
-int kube_mono_condattr_init(pthread_condattr_t *attr);
-void kube_mono_cond_init(pthread_cond_t *cond);
-int kube_mono_cond_wait(pthread_cond_t *cond, pthread_mutex_t *lock, int64_t deadline_ms);
 int kube_mono_sleep_unless(pthread_mutex_t *lock, pthread_cond_t *cond, atomic_int *stop, long ms);
 int64_t kube_mono_deadline(long delay_ms);
 

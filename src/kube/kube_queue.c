@@ -95,7 +95,7 @@ struct kube_queue *kube_queue_new(const struct kube_queue_opts *o)
 	struct kube_queue *q = xcalloc(1, sizeof(*q));
 
 	pthread_mutex_init(&q->lock, NULL);
-	kube_mono_cond_init(&q->cond);
+	clock_mono_cond_init(&q->cond);
 	strmap_init(&q->dirty);
 	strmap_init(&q->processing);
 	strmap_init(&q->waiting);
@@ -375,7 +375,7 @@ char *kube_queue_get(struct kube_queue *q)
 		if (next < 0)
 			pthread_cond_wait(&q->cond, &q->lock);
 		else
-			kube_mono_cond_wait(&q->cond, &q->lock, next);
+			clock_mono_cond_wait(&q->cond, &q->lock, next);
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (waited >= 0)
@@ -422,7 +422,7 @@ int kube_queue_drain(struct kube_queue *q, long timeout_ms)
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	while (q->processing.count > 0 && kube_mono_cond_wait(&q->cond, &q->lock, deadline) == 0)
+	while (q->processing.count > 0 && clock_mono_cond_wait(&q->cond, &q->lock, deadline) == 0)
 		;
 	rc = q->processing.count == 0 ? 0 : -1;
 	pthread_mutex_unlock(&q->lock);

@@ -1,7 +1,7 @@
 /*
  * kube_util.c - the small pieces under the Kubernetes client: jitter,
  * wall-clock times (RFC 3339), backoff, small files, and readers for
- * fields of cJSON objects.  See kube_priv.h and kube.h; the generic
+ * fields of cJSON objects (conditions, owners, a Secret's values).  See kube_priv.h and kube.h; the generic
  * helpers (strings, maps, time, base64, secrets) are in src/base/.
  */
 #include <ctype.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/base64.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/str.h"
@@ -235,4 +236,19 @@ int kube_owned_by(const cJSON *obj, const char *kind, const char *uid)
 		if (str_eq(kube_obj_str(o, "kind"), kind) && str_eq(kube_obj_str(o, "uid"), uid))
 			return 1;
 	return 0;
+}
+
+unsigned char *kube_secret_value(const cJSON *secret, const char *key, size_t *len, struct err *e)
+{
+	const cJSON *v = field(field(secret, "data"), key);
+	unsigned char *out = NULL;
+
+	*len = 0;
+	if (!cJSON_IsString(v)) {
+		err_set(e, ERR_NOTFOUND, "no key \"%.100s\"", key);
+		return NULL;
+	}
+	if (base64_decode(v->valuestring, strlen(v->valuestring), &out, len, e) < 0)
+		return NULL;
+	return out;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kube/kube_priv.h"
+#include "base/str.h"
 
 void kube_lines_init(struct kube_lines *l, size_t max_line)
 {
@@ -101,7 +102,7 @@ int kube_watch_event_parse(const char *line, size_t len, struct kube_watch_event
 	}
 	type = kube_obj_str(doc, "type");
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (type != NULL && strcmp(type, types[i].name) == 0)
+		if (str_eq(type, types[i].name))
 			break;
 	if (i == sizeof(types) / sizeof(types[0])) {
 		cJSON_Delete(doc);

@@ -260,6 +260,92 @@ static void prune_cli_logs(const char *pulumi_home)
 	closedir(d);
 }
 
+/* 0 when the call may start; else r says why not (-1): argv or env ran out
+ * of memory, a known secret would show on the command line, or the driver
+ * was interrupted. */
+static int may_start(struct pl_stack *st, const struct pl_cmd *c, const struct pl_strv *argv,
+		     const struct pl_strv *env, struct pl_result *r)
+{
+	if (argv->oom || env->oom || st->oom)
+		return pl_fail_internal(st, r, c->op, "out of memory");
+	if (secret_in_argv(st, argv->v) != NULL)
+		return pl_fail_internal(st, r, c->op, "refusing to pass a secret value on the command line");
+	if (atomic_load(&st->interrupt)) {
+		r->status = PL_CANCELED;
+		pl_set_message(r, c->op, "not started: the driver was interrupted", NULL, 0);
+		return -1;
+	}
+	return 0;
+}
+
+static void fill_proc_spec(struct proc_spec *ps, struct pl_stack *st, const struct pl_cmd *c,
+			   const struct pl_strv *argv, const struct pl_strv *env, struct evtail *tail)
+{
+	ps->file = st->bin;
+	ps->argv = argv->v;
+	ps->envp = env->v;
+	ps->cwd = st->workdir;
+	ps->stdin_data = c->stdin_data;
+	ps->stdin_len = c->stdin_data ? strlen(c->stdin_data) : 0;
+	ps->tail_max = c->tail_max ? c->tail_max : st->tail_max;
+	ps->timeout_ms = st->timeout_ms;
+	ps->grace_ms = st->grace_ms;
+	ps->interrupt = &st->interrupt;
+	if (c->ev) {
+		ps->on_tick = evtail_pump;
+		ps->tick_arg = tail;
+	}
+}
+
+/* The event log's last lines into c->ev, then the log is removed. */
+static void finish_event_log(const struct pl_cmd *c, struct evtail *tail)
+{
+	evtail_pump(tail);
+	pl_events_finish(c->ev);
+	if (tail->fd >= 0)
+		close(tail->fd);
+	/* Read whole: a diagnostic in it may hold a secret in clear. */
+	unlink(c->evlog);
+}
+
+/* r from what the process did (pr, run_rc and e from proc_run) and, for an
+ * operation with an event log, from its events. */
+static void record_outcome(struct pl_stack *st, const struct pl_cmd *c, struct proc_result *pr,
+			   int run_rc, const struct err *e, struct pl_result *r)
+{
+	pl_classify(c->op, pr, c->ev, (const char *const *)st->secrets.v, st->secrets.n, r);
+	if (!pr->started) {
+		/* Only a missing program is a missing CLI; a bad workdir is ours. */
+		r->status = e->code == ERR_NOTFOUND ? PL_CLI_MISSING : PL_INTERNAL;
+		pl_set_message(r, c->op, e->msg, (const char *const *)st->secrets.v, st->secrets.n);
+	} else if (run_rc < 0) {
+		/* Started, then the driver lost track of it (poll failed): the
+		 * CLI was killed, whatever its output says. */
+		r->status = PL_INTERNAL;
+		pl_set_message(r, c->op, e->msg, (const char *const *)st->secrets.v, st->secrets.n);
+	}
+	set_tails(st, r, pr);
+	if (c->ev) {
+		cJSON_Delete(r->summary.changes);
+		r->summary = c->ev->summary;
+		c->ev->summary.changes = NULL;
+		r->steps = c->ev->steps;
+		r->failed_steps = c->ev->failed_steps;
+		r->policy_violations = c->ev->policy_violations;
+	}
+}
+
+static void warn_strays(const struct pl_cmd *c, const struct proc_result *pr)
+{
+	char n[16];
+
+	if (pr->strays_killed <= 0)
+		return;
+	/* Plugins of a CLI that was killed (or that did not close them). */
+	snprintf(n, sizeof(n), "%d", pr->strays_killed);
+	log_warn("pulumi: killed processes the CLI left behind", "command", c->op, "count", n, NULL);
+}
+
 int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 		struct pl_result *r, char **out)
 {
@@ -268,7 +354,6 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	struct evtail tail = { .path = c->evlog, .fd = -1, .ev = c->ev };
 	struct proc_spec ps = { 0 };
 	struct err e = { 0 };
-	const char *leak;
 	long t0 = clock_mono_ms();
 	int run_rc;
 
@@ -280,77 +365,20 @@ int pl_call(struct pl_stack *st, const struct pl_cmd *c, struct pl_strv *args,
 	for (size_t i = 0; i < args->n; i++)
 		pl_strv_add(&argv, args->v[i]);
 	build_env(st, c->scope, c->experimental, &env);
-	if (argv.oom || env.oom || st->oom) {
+	if (may_start(st, c, &argv, &env, r) < 0) {
 		pl_strv_free(&argv);
 		pl_strv_free(&env);
-		return pl_fail_internal(st, r, c->op, "out of memory");
-	}
-	if ((leak = secret_in_argv(st, argv.v)) != NULL) {
-		pl_strv_free(&argv);
-		pl_strv_free(&env);
-		return pl_fail_internal(st, r, c->op, "refusing to pass a secret value on the command line");
-	}
-	if (atomic_load(&st->interrupt)) {
-		pl_strv_free(&argv);
-		pl_strv_free(&env);
-		r->status = PL_CANCELED;
-		pl_set_message(r, c->op, "not started: the driver was interrupted", NULL, 0);
 		return -1;
 	}
 	if (c->evlog)
 		unlink(c->evlog);
-	ps.file = st->bin;
-	ps.argv = argv.v;
-	ps.envp = env.v;
-	ps.cwd = st->workdir;
-	ps.stdin_data = c->stdin_data;
-	ps.stdin_len = c->stdin_data ? strlen(c->stdin_data) : 0;
-	ps.tail_max = c->tail_max ? c->tail_max : st->tail_max;
-	ps.timeout_ms = st->timeout_ms;
-	ps.grace_ms = st->grace_ms;
-	ps.interrupt = &st->interrupt;
-	if (c->ev) {
-		ps.on_tick = evtail_pump;
-		ps.tick_arg = &tail;
-	}
+	fill_proc_spec(&ps, st, c, &argv, &env, &tail);
 	run_rc = proc_run(&ps, &pr, &e);
 	prune_cli_logs(st->pulumi_home);
-	if (pr.strays_killed > 0) {
-		char n[16];
-
-		/* Plugins of a CLI that was killed (or that did not close them). */
-		snprintf(n, sizeof(n), "%d", pr.strays_killed);
-		log_warn("pulumi: killed processes the CLI left behind", "command", c->op,
-			 "count", n, NULL);
-	}
-	if (c->ev) {
-		evtail_pump(&tail);
-		pl_events_finish(c->ev);
-		if (tail.fd >= 0)
-			close(tail.fd);
-		/* Read whole: a diagnostic in it may hold a secret in clear. */
-		unlink(c->evlog);
-	}
-	pl_classify(c->op, &pr, c->ev, (const char *const *)st->secrets.v, st->secrets.n, r);
-	if (!pr.started) {
-		/* Only a missing program is a missing CLI; a bad workdir is ours. */
-		r->status = e.code == ERR_NOTFOUND ? PL_CLI_MISSING : PL_INTERNAL;
-		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets.v, st->secrets.n);
-	} else if (run_rc < 0) {
-		/* Started, then the driver lost track of it (poll failed): the
-		 * CLI was killed, whatever its output says. */
-		r->status = PL_INTERNAL;
-		pl_set_message(r, c->op, e.msg, (const char *const *)st->secrets.v, st->secrets.n);
-	}
-	set_tails(st, r, &pr);
-	if (c->ev) {
-		cJSON_Delete(r->summary.changes);
-		r->summary = c->ev->summary;
-		c->ev->summary.changes = NULL;
-		r->steps = c->ev->steps;
-		r->failed_steps = c->ev->failed_steps;
-		r->policy_violations = c->ev->policy_violations;
-	}
+	warn_strays(c, &pr);
+	if (c->ev)
+		finish_event_log(c, &tail);
+	record_outcome(st, c, &pr, run_rc, &e, r);
 	log_call(st, c, argv.v, r, clock_mono_ms() - t0);
 	if (pr.started) {
 		metric_add(metric_d(&m_calls), (const char *[]){ c->op, pl_status_name(r->status) }, 1);

@@ -139,10 +139,7 @@ static int set_all(struct pl_stack *st, struct pl_strv *k, struct pl_strv *v, in
 
 	if (k->n == 0)
 		return 0;
-	pl_strv_add(&a, "config");
-	pl_strv_add(&a, "set-all");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "config", "set-all", "--stack", st->stack, NULL);
 	if (path)
 		pl_strv_add(&a, "--path");
 	for (size_t i = 0; i < k->n; i++) {
@@ -161,15 +158,10 @@ static int set_secret(struct pl_stack *st, const char *key, const char *value, i
 	struct pl_cmd c = { .op = "config set --secret", .scope = PL_SCOPE_WORKSPACE, .stdin_data = value };
 	int rc;
 
-	pl_strv_add(&a, "config");
-	pl_strv_add(&a, "set");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "config", "set", "--stack", st->stack, NULL);
 	if (path)
 		pl_strv_add(&a, "--path");
-	pl_strv_add(&a, "--secret");
-	pl_strv_add(&a, "--");
-	pl_strv_add(&a, key);
+	pl_strv_addl(&a, "--secret", "--", key, NULL);
 	rc = pl_call(st, &c, &a, r, NULL);
 	pl_strv_free(&a);
 	return rc;
@@ -208,12 +200,7 @@ static int remove_undeclared(struct pl_stack *st, struct pl_result *r)
 
 		if (declared(st, project, k->valuestring))
 			continue;
-		pl_strv_add(&a, "config");
-		pl_strv_add(&a, "rm");
-		pl_strv_add(&a, "--stack");
-		pl_strv_add(&a, st->stack);
-		pl_strv_add(&a, "--");
-		pl_strv_add(&a, k->valuestring);
+		pl_strv_addl(&a, "config", "rm", "--stack", st->stack, "--", k->valuestring, NULL);
 		rc = pl_call(st, &rm, &a, r, NULL);
 		pl_strv_free(&a);
 		if (rc == 0)

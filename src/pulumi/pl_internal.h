@@ -110,6 +110,9 @@ int pl_begin(struct pl_stack *st, struct pl_result *r);
 /* A growable NULL-terminated vector of owned strings (argv, envp). */
 void pl_strv_add(struct pl_strv *s, const char *str);
 void pl_strv_addf(struct pl_strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds each of the strings that follow s, up to the NULL that ends them:
+ * one call for an argv's fixed words, so they read as the command line. */
+void pl_strv_addl(struct pl_strv *s, ...) __attribute__((sentinel));
 void pl_strv_free(struct pl_strv *s);
 
 /* The keys under `config:` in <workdir>/Pulumi.<stack>.yaml (or .yml; the

@@ -27,21 +27,14 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 
 	if (pl_begin(st, r) < 0)
 		return -1;
-	pl_strv_add(&a, "stack");
-	pl_strv_add(&a, "select");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "stack", "select", "--stack", st->stack, NULL);
 	rc = pl_call(st, &sel, &a, r, NULL);
 	pl_strv_free(&a);
 	if (rc == 0 || r->status != PL_NOT_FOUND)
 		return rc;
-	pl_strv_add(&a, "stack");
-	pl_strv_add(&a, "init");
-	pl_strv_add(&a, st->stack);
-	if (st->provider) {
-		pl_strv_add(&a, "--secrets-provider");
-		pl_strv_add(&a, st->provider);
-	}
+	pl_strv_addl(&a, "stack", "init", st->stack, NULL);
+	if (st->provider)
+		pl_strv_addl(&a, "--secrets-provider", st->provider, NULL);
 	rc = pl_call(st, &init, &a, r, NULL);
 	pl_strv_free(&a);
 	if (rc == 0) {
@@ -51,10 +44,7 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 	/* Created by someone else since our select (reference §3.1
 	 * IsCreateStack409Error): select it after all. */
 	if (pl_text_matches(r->err_tail, "stack.*already exists")) {
-		pl_strv_add(&a, "stack");
-		pl_strv_add(&a, "select");
-		pl_strv_add(&a, "--stack");
-		pl_strv_add(&a, st->stack);
+		pl_strv_addl(&a, "stack", "select", "--stack", st->stack, NULL);
 		sel.quiet_ok = 0;
 		rc = pl_call(st, &sel, &a, r, NULL);
 		pl_strv_free(&a);
@@ -100,14 +90,26 @@ int pl_install(struct pl_stack *st, const char *key, struct pl_result *r)
 
 /* ---- stack operations with an event log ---- */
 
+static void add_targets(struct pl_strv *a, const struct pl_op_opts *o)
+{
+	for (size_t i = 0; o && i < o->n_targets; i++)
+		pl_strv_addf(a, "--target=%s", o->targets[i]);
+}
+
 static void add_common(struct pl_strv *a, const struct pl_op_opts *o)
 {
-	if (o == NULL)
-		return;
-	if (o->expect_no_changes)
+	if (o && o->expect_no_changes)
 		pl_strv_add(a, "--expect-no-changes");
-	for (size_t i = 0; i < o->n_targets; i++)
-		pl_strv_addf(a, "--target=%s", o->targets[i]);
+	add_targets(a, o);
+}
+
+/* refresh and destroy either only preview or go ahead without asking. */
+static void add_preview_or_yes(struct pl_strv *a, const struct pl_op_opts *o)
+{
+	if (o && o->preview_only)
+		pl_strv_add(a, "--preview-only");
+	else
+		pl_strv_addl(a, "--yes", "--skip-preview", NULL);
 }
 
 static void add_policy(struct pl_strv *a, const struct pl_op_opts *o)
@@ -133,11 +135,7 @@ static int run_logged(struct pl_stack *st, const char *op, struct pl_strv *a,
 		ev.progress = o->progress;
 		ev.progress_arg = o->progress_arg;
 	}
-	pl_strv_add(a, "--exec-kind=auto.local");
-	pl_strv_add(a, "--event-log");
-	pl_strv_add(a, evlog);
-	pl_strv_add(a, "--stack");
-	pl_strv_add(a, st->stack);
+	pl_strv_addl(a, "--exec-kind=auto.local", "--event-log", evlog, "--stack", st->stack, NULL);
 	rc = pl_call(st, &c, a, r, NULL);
 	if (strcmp(op, "up") == 0 && ev.outputs) {
 		/* What the reconciler needs from `stack output`, without the call. */
@@ -176,9 +174,7 @@ int pl_up(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r)
 
 	if (pl_begin(st, r) < 0)
 		return -1;
-	pl_strv_add(&a, "up");
-	pl_strv_add(&a, "--yes");
-	pl_strv_add(&a, "--skip-preview");
+	pl_strv_addl(&a, "up", "--yes", "--skip-preview", NULL);
 	add_common(&a, o);
 	add_policy(&a, o);
 	if (o && o->plan_file)
@@ -207,12 +203,7 @@ int pl_refresh(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 	if (pl_begin(st, r) < 0)
 		return -1;
 	pl_strv_add(&a, "refresh");
-	if (o && o->preview_only) {
-		pl_strv_add(&a, "--preview-only");
-	} else {
-		pl_strv_add(&a, "--yes");
-		pl_strv_add(&a, "--skip-preview");
-	}
+	add_preview_or_yes(&a, o);
 	add_common(&a, o);
 	rc = run_logged(st, "refresh", &a, o, 0, r);
 	pl_strv_free(&a);
@@ -227,16 +218,10 @@ int pl_destroy(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 	if (pl_begin(st, r) < 0)
 		return -1;
 	pl_strv_add(&a, "destroy");
-	for (size_t i = 0; o && i < o->n_targets; i++)
-		pl_strv_addf(&a, "--target=%s", o->targets[i]);
+	add_targets(&a, o);
 	if (o && o->refresh)
 		pl_strv_add(&a, "--refresh");
-	if (o && o->preview_only) {
-		pl_strv_add(&a, "--preview-only");
-	} else {
-		pl_strv_add(&a, "--yes");
-		pl_strv_add(&a, "--skip-preview");
-	}
+	add_preview_or_yes(&a, o);
 	rc = run_logged(st, "destroy", &a, o, 0, r);
 	pl_strv_free(&a);
 	return rc;
@@ -250,10 +235,7 @@ int pl_cancel(struct pl_stack *st, struct pl_result *r)
 
 	if (pl_begin(st, r) < 0)
 		return -1;
-	pl_strv_add(&a, "cancel");
-	pl_strv_add(&a, "--yes");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "cancel", "--yes", "--stack", st->stack, NULL);
 	rc = pl_call(st, &c, &a, r, NULL);
 	pl_strv_free(&a);
 	if (rc == 0)
@@ -306,13 +288,10 @@ static int read_outputs(struct pl_stack *st, int show, cJSON **dst, struct pl_re
 	char *out = NULL;
 	int rc;
 
-	pl_strv_add(&a, "stack");
-	pl_strv_add(&a, "output");
-	pl_strv_add(&a, "--json");
+	pl_strv_addl(&a, "stack", "output", "--json", NULL);
 	if (show)
 		pl_strv_add(&a, "--show-secrets");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "--stack", st->stack, NULL);
 	rc = pl_call(st, &c, &a, r, &out);
 	pl_strv_free(&a);
 	if (rc == 0 && (*dst = pl_parse_outputs(out)) == NULL)
@@ -378,15 +357,8 @@ int pl_last_history(struct pl_stack *st, struct pl_result *r)
 
 	if (pl_begin(st, r) < 0)
 		return -1;
-	pl_strv_add(&a, "stack");
-	pl_strv_add(&a, "history");
-	pl_strv_add(&a, "--json");
-	pl_strv_add(&a, "--page-size");
-	pl_strv_add(&a, "1");
-	pl_strv_add(&a, "--page");
-	pl_strv_add(&a, "1");
-	pl_strv_add(&a, "--stack");
-	pl_strv_add(&a, st->stack);
+	pl_strv_addl(&a, "stack", "history", "--json", "--page-size", "1", "--page", "1", "--stack", st->stack,
+	    NULL);
 	rc = pl_call(st, &c, &a, r, &out);
 	pl_strv_free(&a);
 	if (rc == 0) {

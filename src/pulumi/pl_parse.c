@@ -8,6 +8,7 @@
  */
 #include "pulumi/pl_internal.h"
 #include "base/secret.h"
+#include "base/str.h"
 #include "base/strbuf.h"
 
 #include <stdio.h>
@@ -186,7 +187,7 @@ static void on_step(struct pl_events *ev, const cJSON *payload, int done, int fa
 	st.type = str_field(md, "type");
 	st.done = done;
 	st.failed = failed;
-	st.drifted = done && st.op && strcmp(st.op, "refresh") == 0 &&
+	st.drifted = done && str_eq(st.op, "refresh") &&
 	    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(md, "diffs")) > 0;
 	if (failed)
 		ev->failed_steps++;

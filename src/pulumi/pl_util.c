@@ -61,6 +61,17 @@ void pl_strv_addf(struct pl_strv *s, const char *fmt, ...)
 	free(str);
 }
 
+void pl_strv_addl(struct pl_strv *s, ...)
+{
+	va_list ap;
+	const char *str;
+
+	va_start(ap, s);
+	while ((str = va_arg(ap, const char *)) != NULL)
+		pl_strv_add(s, str);
+	va_end(ap);
+}
+
 void pl_strv_free(struct pl_strv *s)
 {
 	for (size_t i = 0; i < s->n; i++)

@@ -625,6 +625,40 @@ static void insecure_tls_is_warned_about_or_refused(void **state)
 	assert_non_null(strstr(e.msg, "specifying a root certificates file with the insecure flag is not allowed"));
 }
 
+static void secret_values(void **state)
+{
+	(void)state;
+	cJSON *s = cJSON_Parse("{\"data\":{\"k\":\"aGVsbG8=\",\"bin\":\"YQBi\",\"bad\":\"!!\",\"n\":1}}");
+	struct err e = { 0 };
+	unsigned char *v;
+	size_t len = 99;
+
+	v = kube_secret_value(s, "k", &len, &e);
+	assert_non_null(v);
+	assert_string_equal((char *)v, "hello");
+	assert_int_equal(len, 5);
+	free(v);
+	v = kube_secret_value(s, "bin", &len, &e);   /* NUL bytes are the caller's to judge */
+	assert_non_null(v);
+	assert_int_equal(len, 3);
+	assert_int_equal(v[1], 0);
+	free(v);
+	assert_null(kube_secret_value(s, "bad", &len, &e));
+	assert_int_equal(e.code, ERR_INVALID);
+	e.code = ERR_OK;
+	assert_null(kube_secret_value(s, "missing", &len, &e));
+	assert_int_equal(e.code, ERR_NOTFOUND);
+	assert_non_null(strstr(e.msg, "missing"));
+	e.code = ERR_OK;
+	assert_null(kube_secret_value(s, "n", &len, &e));
+	assert_int_equal(e.code, ERR_NOTFOUND);
+	e.code = ERR_OK;
+	assert_null(kube_secret_value(NULL, "k", &len, &e));
+	assert_int_equal(e.code, ERR_NOTFOUND);
+	assert_int_equal(len, 0);
+	cJSON_Delete(s);
+}
+
 static void rfc3339_times(void **state)
 {
 	(void)state;
@@ -1330,6 +1364,7 @@ int main(void)
 		cmocka_unit_test(exec_token_with_control_characters_is_refused),
 		cmocka_unit_test(exec_credential_version_and_kind),
 		cmocka_unit_test(insecure_tls_is_warned_about_or_refused),
+		cmocka_unit_test(secret_values),
 		cmocka_unit_test(rfc3339_times),
 		cmocka_unit_test(exec_expiry_honours_offsets),
 		cmocka_unit_test(concurrent_401s_refresh_once),

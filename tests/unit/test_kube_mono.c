@@ -1,6 +1,6 @@
 /*
  * test_kube_mono.c - the runtime's timed waits follow the monotonic clock
- * (kube_mono.c): the condition variables time out on CLOCK_MONOTONIC, a wait
+ * (base/clock.c's condition variables, kube_mono.c's sleeps): the condition variables time out on CLOCK_MONOTONIC, a wait
  * to a clock_mono_ms() deadline sleeps (it does not spin, which is what a
  * realtime condition variable given a monotonic deadline does: the deadline
  * lies decades in its past) and deadlines saturate instead of wrapping.
@@ -23,7 +23,7 @@ static void condattr_clock_is_monotonic(void **state)
 	pthread_condattr_t attr;
 	clockid_t clock = CLOCK_REALTIME;
 
-	assert_int_equal(kube_mono_condattr_init(&attr), 0);
+	assert_int_equal(clock_mono_condattr_init(&attr), 0);
 	assert_int_equal(pthread_condattr_getclock(&attr, &clock), 0);
 	assert_int_equal(clock, CLOCK_MONOTONIC);
 	pthread_condattr_destroy(&attr);
@@ -37,10 +37,10 @@ static void a_wait_sleeps_until_the_monotonic_deadline(void **state)
 	int64_t deadline;
 	int waits = 0;
 
-	kube_mono_cond_init(&cond);
+	clock_mono_cond_init(&cond);
 	deadline = kube_mono_deadline(100);
 	pthread_mutex_lock(&lock);
-	while (kube_mono_cond_wait(&cond, &lock, deadline) == 0)
+	while (clock_mono_cond_wait(&cond, &lock, deadline) == 0)
 		waits++;
 	pthread_mutex_unlock(&lock);
 	assert_true(clock_mono_ms() >= deadline);
@@ -57,7 +57,7 @@ static void sleep_unless_stopped_wakes_on_stop(void **state)
 	pthread_cond_t cond;
 	atomic_int stop = 1;
 
-	kube_mono_cond_init(&cond);
+	clock_mono_cond_init(&cond);
 	assert_int_equal(kube_mono_sleep_unless(&lock, &cond, &stop, 3600 * 1000L), 1);
 	atomic_store(&stop, 0);
 	assert_int_equal(kube_mono_sleep_unless(&lock, &cond, &stop, 1), 0);

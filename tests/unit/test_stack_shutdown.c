@@ -114,7 +114,7 @@ static int setup(void **state)
 	snprintf(tmp, sizeof(tmp), "/tmp/test_stack_shutdown.XXXXXX");
 	if (mkdtemp(tmp) == NULL)
 		return -1;
-	kube_mono_cond_init(&H.cond);
+	clock_mono_cond_init(&H.cond);
 	fake_route("/apis/pulumi.com/v1", 200, "{'kind': 'APIResourceList', 'resources': [{'name': 'stacks'}]}");
 	fake_route("/apis/pulumi.com/v1/stacks", 200, STACK_LIST);
 	fake_route("/api/v1/secrets", 200, SECRET_LIST);
@@ -138,7 +138,7 @@ static void wait_held(void)
 	int64_t deadline = kube_mono_deadline(30000);
 
 	pthread_mutex_lock(&H.lock);
-	while (!H.held && kube_mono_cond_wait(&H.cond, &H.lock, deadline) == 0)
+	while (!H.held && clock_mono_cond_wait(&H.cond, &H.lock, deadline) == 0)
 		;
 	pthread_mutex_unlock(&H.lock);
 	assert_true(H.held);
