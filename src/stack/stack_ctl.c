@@ -371,7 +371,6 @@ static void pass_init(struct stack_pass *p, struct stack_ctl *sc, cJSON *obj)
 	const cJSON *gen = at(at(obj, "metadata"), "generation");
 
 	p->sc = sc;
-	p->exec = &stack_exec_local;   /* until the spec step reads the spec's */
 	p->obj = obj;
 	if (!at(obj, "apiVersion"))
 		cJSON_AddStringToObject(obj, "apiVersion", "pulumi.com/v1");

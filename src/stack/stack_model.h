@@ -359,6 +359,28 @@ int stack_ctl_has_stack(struct stack_ctl *sc, const char *key);
 int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *uid);
 
 /*
+ * Where a Stack stands, as one value: derived once per pass from the object
+ * as the pass found it (stack_phase_of), before the pass writes anything,
+ * so no step decides on a field the same pass has just overwritten.  The
+ * step table (stack_reconcile.c) switches on it.  First match wins, in
+ * this order.
+ */
+enum stack_phase {
+	STACK_PHASE_FINALIZING,   /* metadata.deletionTimestamp is set */
+	STACK_PHASE_SUSPENDED,    /* spec.suspend */
+	STACK_PHASE_UPDATING,     /* status.currentUpdate: an update was under way
+	                           * (a Job's, or one a stopped controller left) */
+	STACK_PHASE_AWAITING,     /* AwaitingApproval is True: a plan awaits approval */
+	STACK_PHASE_DRIFTED,      /* status.drift.drifted: drift found, not repaired */
+	STACK_PHASE_BACKING_OFF,  /* the last update failed */
+	STACK_PHASE_IDLE,         /* the last update succeeded, or none ran yet */
+};
+#define STACK_PHASE_BIT(ph) (1u << (ph))
+enum stack_phase stack_phase_of(const cJSON *obj);
+/* "Finalizing", "Suspended"...: log lines. */
+const char *stack_phase_name(enum stack_phase ph);
+
+/*
  * Deciding and running meet here.  The gates and the state machine name an
  * operation; an executor runs it.  Two executors implement the interface:
  *   stack_exec_local  the pulumi CLI in this process (stack_exec_local.c
@@ -426,6 +448,7 @@ struct stack_pass {
 	int suspended;                  /* nothing is written */
 	int gone;                       /* the Stack no longer exists */
 	int spec_ok;
+	enum stack_phase phase;         /* as the pass found the Stack (stack_phase_of) */
 	struct stack_spec spec;
 	const struct stack_exec *exec;  /* what runs its operations (the spec's; local until parsed) */
 	struct stack_artifact art;

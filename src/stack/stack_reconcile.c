@@ -9,6 +9,14 @@
  * says, so a pass after a restart decides exactly what the pass before it
  * would have: level-triggered and idempotent.
  *
+ * First the pass names the Stack's phase, once, from the object as it
+ * found it (enum stack_phase in stack_model.h: Finalizing, Suspended,
+ * Updating, AwaitingApproval, Drifted, BackingOff, Idle), and each step
+ * runs only in the phases its row of steps[] names: suspend when Suspended,
+ * finalize when Finalizing, spec then too, and every other step in the
+ * live phases.  Operations run through the pass's executor (p->exec, the
+ * execution seam), local or a Job, which no step names.
+ *
  *   step        decides when                              verdict
  *   suspend     spec.suspend (and not deleting)           none: status stays as it was
  *   spec        the spec cannot be acted on               Stalled SpecInvalid
@@ -120,8 +128,6 @@ static int retry_later(struct stack_pass *p, const struct err *e)
 
 static int step_suspend(struct stack_pass *p)
 {
-	if (p->deleting || !spec_bool(p->obj, "suspend"))
-		return 0;
 	log_debug("stack suspended; nothing to do", "namespace", p->ns, "name", p->name, NULL);
 	p->suspended = 1;
 	return 1;
@@ -290,8 +296,6 @@ static int step_finalize(struct stack_pass *p)
 	int have_program, source_gone;
 	char gone[sizeof(p->v.message)], job[640];
 
-	if (!p->deleting)
-		return 0;
 	if (!stack_has_finalizer(p->obj)) {
 		p->gone = 1;
 		return 1;
@@ -607,26 +611,31 @@ static int step_outputs(struct stack_pass *p)
 
 typedef int (*stack_step_fn)(struct stack_pass *p);
 
+/* Which phases a step runs in (stack_model.h, enum stack_phase). */
+#define IN(ph) STACK_PHASE_BIT(STACK_PHASE_##ph)
+#define LIVE (IN(UPDATING) | IN(AWAITING) | IN(DRIFTED) | IN(BACKING_OFF) | IN(IDLE))
+
 static const struct {
 	const char *name;
 	stack_step_fn fn;
+	unsigned phases;
 } steps[] = {
-	{ "suspend", step_suspend },
-	{ "spec", step_spec },
-	{ "finalize", step_finalize },
-	{ "finalizer", step_finalizer },
-	{ "prereqs", step_prereqs },
-	{ "source", step_source },
-	{ "inputs", step_inputs },
-	{ "awaiting", step_awaiting },
-	{ "drift", step_drift },
-	{ "decide", step_decide },
-	{ "fresh", step_fresh },
-	{ "artifact", step_artifact },
-	{ "workspace", step_workspace },
-	{ "approval", step_approval },
-	{ "update", step_update },
-	{ "outputs", step_outputs },
+	{ "suspend", step_suspend, IN(SUSPENDED) },
+	{ "spec", step_spec, IN(FINALIZING) | LIVE },
+	{ "finalize", step_finalize, IN(FINALIZING) },
+	{ "finalizer", step_finalizer, LIVE },
+	{ "prereqs", step_prereqs, LIVE },
+	{ "source", step_source, LIVE },
+	{ "inputs", step_inputs, LIVE },
+	{ "awaiting", step_awaiting, LIVE },
+	{ "drift", step_drift, LIVE },
+	{ "decide", step_decide, LIVE },
+	{ "fresh", step_fresh, LIVE },
+	{ "artifact", step_artifact, LIVE },
+	{ "workspace", step_workspace, LIVE },
+	{ "approval", step_approval, LIVE },
+	{ "update", step_update, LIVE },
+	{ "outputs", step_outputs, LIVE },
 };
 
 /* ------------------------------------------------------------ the end */
@@ -672,10 +681,14 @@ int stack_reconcile_pass(struct stack_pass *p, struct err *e)
 	long requeue_ms = 0;
 	size_t i;
 
+	/* Once, from the Stack as found: no write of this pass has happened. */
+	p->phase = stack_phase_of(p->obj);
+	p->exec = &stack_exec_local;   /* until the spec step reads the spec's */
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
-		if (steps[i].fn(p))
+		if ((steps[i].phases & STACK_PHASE_BIT(p->phase)) && steps[i].fn(p))
 			break;
 	log_debug("reconcile pass ended", "namespace", p->ns, "name", p->name, "reconcileID", p->id,
+	    "phase", stack_phase_name(p->phase),
 	    "step", i < sizeof(steps) / sizeof(steps[0]) ? steps[i].name : "end",
 	    "reason", p->v.set ? p->v.reason : "", NULL);
 	if (finish(p, &requeue_ms, e) < 0) {

@@ -767,3 +767,37 @@ int stack_pass_requested(const struct stack_pass *p)
 	return (p->requested && !str_eq(p->requested, stack_status_str(p, "lastHandledReconcileAt"))) ||
 	    (p->request && !str_eq(p->request, stack_status_str(p, "observedReconcileRequest")));
 }
+
+/* ------------------------------------------------------------ phase */
+
+static const cJSON *child(const cJSON *o, const char *k)
+{
+	return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+enum stack_phase stack_phase_of(const cJSON *obj)
+{
+	const cJSON *st = child(obj, "status");
+
+	if (kube_obj_str(obj, "metadata.deletionTimestamp") != NULL)
+		return STACK_PHASE_FINALIZING;
+	if (cJSON_IsTrue(child(child(obj, "spec"), "suspend")))
+		return STACK_PHASE_SUSPENDED;
+	if (cJSON_IsObject(child(st, "currentUpdate")))
+		return STACK_PHASE_UPDATING;
+	if (str_eq(kube_obj_str(kube_condition(obj, "AwaitingApproval"), "status"), "True"))
+		return STACK_PHASE_AWAITING;
+	if (cJSON_IsTrue(child(child(st, "drift"), "drifted")))
+		return STACK_PHASE_DRIFTED;
+	if (str_eq(kube_obj_str(obj, "status.lastUpdate.state"), "failed"))
+		return STACK_PHASE_BACKING_OFF;
+	return STACK_PHASE_IDLE;
+}
+
+const char *stack_phase_name(enum stack_phase ph)
+{
+	static const char *const names[] = { "Finalizing", "Suspended", "Updating", "AwaitingApproval", "Drifted",
+		"BackingOff", "Idle" };
+
+	return (unsigned)ph < sizeof(names) / sizeof(names[0]) ? names[ph] : "?";
+}
