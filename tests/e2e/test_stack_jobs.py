@@ -493,6 +493,9 @@ def test_a_deletion_whose_source_is_gone_is_stalled_until_the_source_is_back(fak
     wait_until(lambda: not [s for s in w.client.list(GIT["apiVersion"], "gitrepositories",
                                                      w.namespace)["items"]
                             if s["metadata"]["name"] == "app"], what="the source gone")
+    # Gone from the controller's cache too (the source watch queues the Stack): deleted
+    # before that, the Stack's destroy Job would still start from the cached source.
+    w.wait_condition("demo", "Ready", status="False", reason="SourceNotFound")
     w.delete_stack("demo")
     obj = w.wait_condition("demo", "Stalled", reason="DestroyFailed")
     msg = w.cond(obj, "Stalled")["message"]
