@@ -453,3 +453,15 @@ struct oci_client *stack_source_oci_client(struct stack_pass *p, char **repo, st
 	oci_ref_free(&ref);
 	return c;
 }
+
+/* ------------------------------------------------------------ the store */
+
+int stack_oci_tree_path(const char *root, const char *digest, char *out, size_t n)
+{
+	const char *colon = digest ? strchr(digest, ':') : NULL;
+
+	if (colon == NULL || colon == digest || colon[1] == '\0')
+		return -1;
+	snprintf(out, n, "%s/artifacts/%.*s/%s", root, (int)(colon - digest), digest, colon + 1);
+	return 0;
+}

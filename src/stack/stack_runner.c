@@ -387,7 +387,6 @@ static int fetch_oci_artifact(struct runner *u)
 	struct oci_client *c = NULL;
 	struct err e;
 	char text[2048];
-	const char *colon;
 	int rc = -1;
 
 	memset(&ref, 0, sizeof(ref));
@@ -411,9 +410,10 @@ static int fetch_oci_artifact(struct runner *u)
 		    u->in->layer_digest);
 		goto out;
 	}
-	colon = strchr(res.layer_digest, ':');
-	snprintf(u->p.tree, sizeof(u->p.tree), "%s/artifacts/%.*s/%s", u->o->work_dir,
-	    (int)(colon - res.layer_digest), res.layer_digest, colon + 1);
+	if (stack_oci_tree_path(u->o->work_dir, res.layer_digest, u->p.tree, sizeof(u->p.tree)) < 0) {
+		result_fail(u->r, STACK_RUN_SOURCE, "%s: bad layer digest %s", u->in->url, res.layer_digest);
+		goto out;
+	}
 	if (!fs_is_dir(u->p.tree) && oci_fetch_layer(c, ref.repository, &res, &po, u->p.tree, 1, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "%s: %s", u->in->url, e.msg);
 		goto out;

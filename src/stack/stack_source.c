@@ -387,15 +387,12 @@ static int fetch_oci(struct stack_pass *p)
 	struct oci_client *c = NULL;
 	struct err e;
 	char key[4096];
-	const char *colon = strchr(p->art.digest, ':');
 	double t0 = clock_mono_s();
 
-	if (colon == NULL) {
+	if (stack_oci_tree_path(p->sc->o.storage_path, p->art.digest, p->tree, sizeof(p->tree)) < 0) {
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 0, "bad layer digest %s", p->art.digest);
 		return 1;
 	}
-	snprintf(p->tree, sizeof(p->tree), "%s/artifacts/%.*s/%s", p->sc->o.storage_path,
-	    (int)(colon - p->art.digest), p->art.digest, colon + 1);
 	if (fs_is_dir(p->tree)) {
 		stack_metrics_cache("oci", 1);
 		return 0;

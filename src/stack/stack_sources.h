@@ -39,6 +39,11 @@ int stack_oci_cache_lookup(struct stack_ctl *sc, const char *key, long max_age_m
 void stack_oci_cache_store(struct stack_ctl *sc, const char *key, long interval_ms,
     const struct oci_pull_result *res);
 size_t stack_oci_cache_count(struct stack_ctl *sc);
+/* The tree of an OCI layer in the store under root (the controller's
+ * --storage-path, or a Job pod's work directory):
+ * <root>/artifacts/<algorithm>/<hex>, the layout of Flux artifacts too.
+ * -1 when digest is not "<algorithm>:<hex>". */
+int stack_oci_tree_path(const char *root, const char *digest, char *out, size_t n);
 /* Store paths. */
 void stack_store_artifacts_dir(const struct stack_ctl *sc, char *out, size_t n);
 
