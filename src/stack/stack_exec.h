@@ -76,16 +76,15 @@ cJSON *stack_job_build(const struct stack_job_in *in, struct err *e);
 /* The PULUMI_CONTROLLER_UPDATE document (caller frees the string). */
 char *stack_job_update_json(const struct stack_job_in *in);
 
-/* The same for any operation op (a literal, "up", "refresh"...: it becomes
- * the Job's name part and p->out.type). */
+/* One step of operation op (a literal, "up", "refresh"...: it becomes the
+ * Job's name part and p->out.type) at p->fingerprint: finds the Stack's Job
+ * for these inputs in the Job cache, creates it (or adopts the one a create
+ * conflicts with), or reads its outcome once it has finished.  0: the
+ * outcome is in p->out; 1: decided (p->v: JobRunning, WaitingForJobSlot,
+ * a refusal; or p->retry).  The Job executor's run (stack_exec_job.c). */
 int stack_job_step(struct stack_pass *p, const char *op);
-/* A Stack being deleted without destroy: 1 (p->v: Waiting JobRunning,
- * naming the Job) while a Job of the Stack has not finished, since letting
- * the finalizer go would have its pod garbage-collected mid-update; the Job
- * watch wakes the Stack when it finishes.  0: nothing runs. */
 /* 1 while a Job of the Stack (any op) has not finished: its key in out. */
 int stack_job_unfinished(struct stack_pass *p, char *out, size_t n);
-/* The same for the destroy of a Stack being deleted (p->fingerprint set). */
 /* A finished destroy Job of the Stack (any inputs) succeeded: 1, p->out
  * holds its outcome; 0 none; -1 its pod could not be listed (e set). */
 int stack_job_destroy_succeeded(struct stack_pass *p, struct err *e);

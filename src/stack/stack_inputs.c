@@ -76,20 +76,22 @@ static int fetch(struct stack_pass *p, struct fetched **list, enum stack_value_k
  * binaryData); malloc'd, caller frees.  NULL when the key is absent. */
 static char *object_value(const cJSON *obj, enum stack_value_kind kind, const char *key)
 {
-	const cJSON *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(data, key);
+	const cJSON *v;
 	unsigned char *out = NULL;
 	size_t n;
 	struct err e;
 
-	if (kind == STACK_VAL_CONFIGMAP && cJSON_IsString(v))
-		return strdup(v->valuestring);
-	if (kind == STACK_VAL_CONFIGMAP)
+	if (kind != STACK_VAL_CONFIGMAP) {
+		if ((out = kube_secret_value(obj, key, &n, &e)) == NULL)
+			return NULL;
+	} else {
+		v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "data"), key);
+		if (cJSON_IsString(v))
+			return strdup(v->valuestring);
 		v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "binaryData"), key);
-	if (!cJSON_IsString(v))
-		return NULL;
-	if (base64_decode(v->valuestring, strlen(v->valuestring), &out, &n, &e) < 0)
-		return NULL;
+		if (!cJSON_IsString(v) || base64_decode(v->valuestring, strlen(v->valuestring), &out, &n, &e) < 0)
+			return NULL;
+	}
 	if (strlen((char *)out) != n) {   /* a NUL inside: not a value a CLI can take */
 		secret_wipe(out, n);
 		free(out);

@@ -2,7 +2,8 @@
  * stack_job.c - the Job runner: an update as a batch/v1 Job instead of a
  * local CLI (docs/job-runner.md).
  *
- * A worker never waits for a Job.  The update step (stack_job_update) finds
+ * A worker never waits for a Job.  A step of an operation (stack_job_step,
+ * the Job executor's run: stack_exec_job.c) finds
  * the Stack's Job for these inputs in the Job cache or creates it, and the
  * pass ends Reconciling (JobRunning, WaitingForJobSlot); the Job informer
  * (stack_ctl.c) queues the Stack when its Job changes, and the pass that

@@ -70,27 +70,16 @@ char *stack_job_plan_read(struct stack_pass *p, size_t *len, struct err *e)
 {
 	char name[300];
 	cJSON *sec;
-	const cJSON *v;
-	unsigned char *raw = NULL;
-	size_t n = 0;
-	char *text = NULL;
+	char *text;
 
 	*len = 0;
 	stack_job_plan_result_name(p->name, name, sizeof(name));
 	if ((sec = kube_get(p->sc->client, &plan_secret_res, p->ns, name, NULL, e)) == NULL)
 		return NULL;
-	v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sec, "data"), STACK_JOB_PLAN_KEY);
-	if (!cJSON_IsString(v)) {
+	/* NUL-terminated, so the plan reads as text. */
+	text = (char *)kube_secret_value(sec, STACK_JOB_PLAN_KEY, len, e);
+	if (text == NULL && e->code == ERR_NOTFOUND)
 		err_set(e, ERR_NOTFOUND, "the Secret %s/%s has no %s", p->ns, name, STACK_JOB_PLAN_KEY);
-	} else if (base64_decode(v->valuestring, strlen(v->valuestring), &raw, &n, e) == 0) {
-		text = malloc(n + 1);
-		if (text) {
-			memcpy(text, raw, n);
-			text[n] = '\0';
-			*len = n;
-		}
-		free(raw);
-	}
 	cJSON_Delete(sec);
 	return text;
 }

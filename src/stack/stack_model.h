@@ -360,10 +360,12 @@ int stack_ctl_has_stack_uid(struct stack_ctl *sc, const char *key, const char *u
 
 /*
  * Where a Stack stands, as one value: derived once per pass from the object
- * as the pass found it (stack_phase_of), before the pass writes anything,
- * so no step decides on a field the same pass has just overwritten.  The
- * step table (stack_reconcile.c) switches on it.  First match wins, in
- * this order.
+ * as the pass found it (stack_phase_of), before the pass writes anything;
+ * it stays what the pass found whatever the pass writes later.  The step
+ * table (stack_reconcile.c) selects the steps of a pass by it: today the
+ * Finalizing and Suspended phases run their own steps and the others share
+ * the live ones.  First match wins, in this order.  A Job's pod
+ * (stack_runner.c) runs its passes as Updating.
  */
 enum stack_phase {
 	STACK_PHASE_FINALIZING,   /* metadata.deletionTimestamp is set */
@@ -402,7 +404,8 @@ enum stack_op {
 /* What run() says of the pass. */
 #define STACK_EXEC_DONE     0   /* the outcome is in p->out */
 #define STACK_EXEC_PENDING  1   /* the operation runs or waits (for a slot, an
-                                 * older Job); p->v says so: the pass is decided */
+                                 * older Job), or could not be looked at (p->retry);
+                                 * p->v says which: the pass is decided */
 #define STACK_EXEC_BLOCKED  2   /* it cannot run now; p->v or p->retry says why */
 
 struct stack_exec {

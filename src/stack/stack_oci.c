@@ -103,17 +103,13 @@ static char *secret_value(struct stack_pass *p, const char *name, const char *ke
     struct err *e)
 {
 	cJSON *s = kube_get(p->sc->client, &secret_res, p->ns, name, NULL, e);
-	const cJSON *v;
-	unsigned char *out = NULL;
+	unsigned char *out;
 	struct err ig;
 
 	if (s == NULL)
 		return NULL;
-	v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "data"), key);
-	if (!cJSON_IsString(v) || base64_decode(v->valuestring, strlen(v->valuestring), &out, len, &ig) < 0) {
+	if ((out = kube_secret_value(s, key, len, &ig)) == NULL)
 		err_set(e, ERR_NOTFOUND, "Secret %s/%s has no key \"%s\"", p->ns, name, key);
-		out = NULL;
-	}
 	cJSON_Delete(s);
 	return (char *)out;
 }

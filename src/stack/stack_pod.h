@@ -18,7 +18,7 @@ struct stack_run_opts;
  * (p->out holds the result). */
 void stack_run_plan(struct stack_pass *p, const struct stack_run_input *in, const struct stack_run_opts *o);
 /* The pod's own client: the in-cluster config and its ServiceAccount token
- * (stack_runner.c); caller frees, NULL with e. */
+ * (stack_runner_io.c); caller frees, NULL with e. */
 struct kube_client *stack_run_client(const struct stack_run_opts *o, struct err *e);
 /* In the pod, before `up`: the mounted plan must be in->plan_id; sets
  * p->safety.plan_file.  0, or -1 with the refusal in p->out. */

@@ -153,6 +153,7 @@ static void runner_init(struct runner *u)
 
 	u->p.sc = &u->sc;
 	u->p.exec = &stack_exec_local;   /* the pod runs the CLI itself */
+	u->p.phase = STACK_PHASE_UPDATING;   /* what a Job's pod is there for */
 	snprintf(u->p.ns, sizeof(u->p.ns), "%s", in->namespace);
 	snprintf(u->p.name, sizeof(u->p.name), "%s", in->name);
 	/* No kind: the stale-lock event is refused (logged) rather than sent

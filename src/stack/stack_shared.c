@@ -119,6 +119,7 @@ int stack_ctl_refresh(struct stack_pass *p)
 	}
 	cJSON_Delete(p->obj);
 	p->obj = fresh;
+	p->status = cJSON_GetObjectItemCaseSensitive(fresh, "status");
 	p->stale = 1;
 	return 1;
 }
