@@ -20,8 +20,8 @@
 #include <cjson/cJSON.h>
 
 #include "base/err.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 #include "kube/kube.h"
 
 #define APPROVE_ATTEMPTS 5
@@ -86,16 +86,16 @@ static int parse(int argc, char **argv, struct approve_flags *f, int approve, st
 		} else if (approve && ch == 'y') {
 			f->yes = 1;
 		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
+			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
 			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
+		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
 		return EXIT_USAGE;
 	}
 	if (stackctl_parse_ref(argv[optind], f->conn.namespace, ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -169,7 +169,7 @@ static cJSON *read_pending(struct stackctl *sc, const char *cmd, const struct st
 		char msg[600];
 		snprintf(msg, sizeof(msg), "Stack %s/%s has no plan awaiting approval (status.preview is empty; "
 		    "is spec.approval Manual?)", ref->ns, ref->name);
-		cmd_print_error(cmd, msg);
+		cli_print_error(cmd, msg);
 		cJSON_Delete(obj);
 		return NULL;
 	}
@@ -205,7 +205,7 @@ static int confirmed(const char *id)
 	char line[16];
 
 	if (!isatty(STDIN_FILENO)) {
-		cmd_print_error("approve", "stdin is not a terminal: pass --yes to approve without asking");
+		cli_print_error("approve", "stdin is not a terminal: pass --yes to approve without asking");
 		return 0;
 	}
 	print_escaped("Approve plan %s? [y/N] ", id, "?");
@@ -257,12 +257,12 @@ static int set_approval(struct stackctl *sc, const struct stackctl_ref *ref, con
 			char msg[400];
 			snprintf(msg, sizeof(msg), "the plan of %s/%s changed since it was shown (now %s): not "
 			    "approved; review it again", ref->ns, ref->name, kube_obj_str(preview_of(obj), "planId"));
-			cmd_print_error("approve", msg);
+			cli_print_error("approve", msg);
 			cJSON_Delete(obj);
 			return -1;
 		}
 	}
-	cmd_print_error("approve", "the Stack keeps changing; not approved");
+	cli_print_error("approve", "the Stack keeps changing; not approved");
 	cJSON_Delete(obj);
 	return -1;
 }
@@ -294,10 +294,10 @@ int cmd_approve(int argc, char **argv)
 		char msg[400];
 		snprintf(msg, sizeof(msg), "the plan awaiting approval is %s, not %s: not approved; review it "
 		    "again", shown, f.plan);
-		cmd_print_error("approve", msg);
+		cli_print_error("approve", msg);
 		rc = 1;
 	} else if (!f.yes && !confirmed(shown)) {
-		cmd_print_error("approve", "not approved");
+		cli_print_error("approve", "not approved");
 		rc = 1;
 	} else {
 		/* set_approval owns obj from here (it may replace it). */

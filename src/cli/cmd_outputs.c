@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl_outputs.c - `pulumi-controller outputs` and `history`: what
+ * cmd_outputs.c - `pulumi-controller outputs` and `history`: what
  * the last successful update produced, and the updates before it.
  *
  * outputs reads the Secret <name>-outputs that the controller writes after
@@ -19,8 +19,8 @@
 #include "base/base64.h"
 #include "base/secret.h"
 #include "base/xalloc.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 
@@ -95,16 +95,16 @@ static int parse_args(const char *cmd, int argc, char **argv, struct stackctl_fl
 		} else if (ch == OPT_SHOW_SECRETS && show_secrets != NULL) {
 			*show_secrets = 1;
 		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
+			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
 			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
+		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
 		return EXIT_USAGE;
 	}
 	if (stackctl_parse_ref(argv[optind], f->namespace, ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -224,7 +224,7 @@ static int print_outputs(cJSON *outs, enum stackctl_output fmt, const struct sta
 
 	if (fmt != STACKCTL_OUT_TABLE) {
 		if (stackctl_print_doc(outs, fmt, stdout, &e) < 0) {
-			cmd_print_error("outputs", e.msg);
+			cli_print_error("outputs", e.msg);
 			return 1;
 		}
 		return 0;
@@ -255,14 +255,14 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 	if (strlen(name) > STACKCTL_NAME_MAX) {
 		snprintf(msg, sizeof(msg), "Stack %s/%s: its name leaves no room for an outputs Secret (%s)",
 		    ref->ns, ref->name, name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		return NULL;
 	}
 	secret = kube_get(sc->client, &secret_res, ref->ns, name, NULL, &e);
 	if (secret == NULL && e.code == ERR_NOTFOUND && strstr(e.msg, "\" not found") != NULL) {
 		snprintf(msg, sizeof(msg), "Stack %s/%s has no outputs yet: Secret %s/%s does not exist (the "
 		    "controller writes it after the first successful update)", ref->ns, ref->name, ref->ns, name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		return NULL;
 	}
 	if (secret == NULL) {
@@ -272,7 +272,7 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 	if (!owned_by(secret, stackctl_str(st, "metadata.uid"))) {
 		snprintf(msg, sizeof(msg), "Secret %s/%s is not owned by Stack %s/%s (no ownerReference with its "
 		    "uid): not shown", ref->ns, name, ref->ns, ref->name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		wipe_tree(secret);
 		cJSON_Delete(secret);
 		return NULL;
@@ -383,7 +383,7 @@ int cmd_history(int argc, char **argv)
 			rc = stackctl_print_doc(hist ? hist : empty, fmt, stdout, &e) < 0;
 			cJSON_Delete(empty);
 			if (rc)
-				cmd_print_error("history", e.msg);
+				cli_print_error("history", e.msg);
 		} else if (hist == NULL || hist->child == NULL) {
 			fprintf(stderr, "Stack %s/%s has no update history yet.\n", ref.ns, ref.name);
 		} else {

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 #define PAGE_LIMIT 500
 /* A continue chain longer than this is a broken server. */
@@ -190,7 +190,7 @@ static cJSON *list_all(struct stackctl *sc, const char *ns)
 	return all;
 fail:
 	if (problem != NULL)
-		cmd_print_error("get", problem);
+		cli_print_error("get", problem);
 	cJSON_Delete(page);
 	cJSON_Delete(all);
 	free(cont);
@@ -222,7 +222,7 @@ static int print_list(cJSON *items, enum stackctl_output fmt, int have_fmt, cons
 		print_table(items, ns == NULL);
 	}
 	if (rc < 0)
-		cmd_print_error("get", e.msg);
+		cli_print_error("get", e.msg);
 	return rc < 0 ? 1 : 0;
 }
 
@@ -239,7 +239,7 @@ static int get_one(struct stackctl *sc, struct stackctl_ref *ref, enum stackctl_
 	if (have_fmt) {
 		rc = stackctl_print_doc(st, fmt, stdout, &e) < 0;
 		if (rc)
-			cmd_print_error("get", e.msg);
+			cli_print_error("get", e.msg);
 		cJSON_Delete(st);
 		return rc;
 	}
@@ -290,7 +290,7 @@ int cmd_get(int argc, char **argv)
 				return EXIT_USAGE;
 			have_fmt = 1;
 		} else {
-			cmd_errorf("get: see pulumi-controller get --help");
+			cli_errorf("get: see pulumi-controller get --help");
 			return EXIT_USAGE;
 		}
 	}
@@ -298,25 +298,25 @@ int cmd_get(int argc, char **argv)
 	argv += optind;
 	if (argc > 0 && (argc == 2 || is_kind_word(argv[0]))) {
 		if (!is_kind_word(argv[0])) {
-			cmd_errorf("get: unknown kind \"%s\" (this command shows stacks)", argv[0]);
+			cli_errorf("get: unknown kind \"%s\" (this command shows stacks)", argv[0]);
 			return EXIT_USAGE;
 		}
 		argc--;
 		argv++;
 	}
 	if (argc > 1) {
-		cmd_errorf("get: one NAME at most");
+		cli_errorf("get: one NAME at most");
 		return EXIT_USAGE;
 	}
 	name = argc == 1 ? argv[0] : NULL;
 	if (all && (f.namespace != NULL || name != NULL)) {
-		cmd_errorf("get: -A lists every namespace; it takes neither --namespace nor a NAME");
+		cli_errorf("get: -A lists every namespace; it takes neither --namespace nor a NAME");
 		return EXIT_USAGE;
 	}
 	if (name != NULL) {
 		struct err e = { 0 };
 		if (stackctl_parse_ref(name, f.namespace, &ref, &e) < 0) {
-			cmd_print_error("get", e.msg);
+			cli_print_error("get", e.msg);
 			return EXIT_USAGE;
 		}
 	}

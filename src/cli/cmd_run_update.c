@@ -14,7 +14,7 @@
 
 #include "base/log.h"
 #include "base/proc.h"
-#include "cmd.h"
+#include "cli/cli.h"
 #include "stack/stack.h"
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -119,8 +119,8 @@ int cmd_run_update(int argc, char **argv)
 		case 'p': o.pulumi_bin = optarg; break;
 		case 'P': o.plugins_dir = optarg; break;
 		case 'z':
-			if (cmd_parse_bytes(optarg, &o.max_artifact_bytes) < 0) {
-				cmd_errorf("run-update: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)", optarg);
+			if (cli_parse_bytes(optarg, &o.max_artifact_bytes) < 0) {
+				cli_errorf("run-update: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -131,17 +131,17 @@ int cmd_run_update(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		cmd_errorf("run-update: unexpected argument \"%s\"", argv[optind]);
+		cli_errorf("run-update: unexpected argument \"%s\"", argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (o.work_dir == NULL || term == NULL) {
-		cmd_errorf("run-update: --work-dir and --termination-log are required");
+		cli_errorf("run-update: --work-dir and --termination-log are required");
 		return EXIT_USAGE;
 	}
-	if (cmd_setup_logging(level, format) < 0)
+	if (cli_setup_logging(level, format) < 0)
 		return EXIT_USAGE;
 	if ((in = stack_run_input_parse(getenv("PULUMI_CONTROLLER_UPDATE"), &e)) == NULL) {
-		cmd_print_error("run-update", e.msg);
+		cli_print_error("run-update", e.msg);
 		stack_run_result_usage(&r, &e);
 		write_termination(term, &r);
 		return EXIT_USAGE;
@@ -150,11 +150,11 @@ int cmd_run_update(int argc, char **argv)
 		o.pulumi_bin = image_pulumi(found, sizeof(found));
 	o.kube_host = getenv("KUBERNETES_SERVICE_HOST");
 	o.kube_port = getenv("KUBERNETES_SERVICE_PORT");
-	o.cancel = cmd_cancel_on_signals();
+	o.cancel = cli_cancel_on_signals();
 	stack_run(in, &o, &r);
 	write_termination(term, &r);
 	if (r.status != 0)
-		cmd_print_error("run-update", r.message);
+		cli_print_error("run-update", r.message);
 	rc = stack_run_exit_code(&r);
 	stack_run_result_free(&r);
 	stack_run_input_free(in);

@@ -13,7 +13,7 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/url.h"
-#include "cmd.h"
+#include "cli/cli.h"
 #include "fluxsource/fluxsource.h"
 
 static void fetch_usage(FILE *out)
@@ -66,7 +66,7 @@ static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char
 		if (flux_store_sweep(store, &e) < 0)
 			log_warn("could not sweep the artifact store", "store", store, "error", e.msg, NULL);
 		if (flux_store_get(store, &a, o, path, sizeof(path), &cached, &e) < 0) {
-			cmd_print_error("fetch", e.msg);
+			cli_print_error("fetch", e.msg);
 			return 1;
 		}
 		log_info(cached ? "artifact already in store" : "artifact stored", "path", path, NULL);
@@ -75,7 +75,7 @@ static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char
 	}
 	char *real_url = flux_rewrite_url(url, o->host_override, &e);
 	if (real_url == NULL || flux_fetch(o, real_url, digest, out, &e) < 0) {
-		cmd_print_error("fetch", e.msg);
+		cli_print_error("fetch", e.msg);
 		free(real_url);
 		return 1;
 	}
@@ -123,8 +123,8 @@ int cmd_fetch(int argc, char **argv)
 		case 'm':
 		case 'D':
 		case 'E':
-			if (cmd_parse_bytes(optarg, &n) < 0) {
-				cmd_errorf("fetch: invalid number \"%s\"", optarg);
+			if (cli_parse_bytes(optarg, &n) < 0) {
+				cli_errorf("fetch: invalid number \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 'm')
@@ -139,7 +139,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'r':
 			o.http.retries = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || o.http.retries < 0 || o.http.retries > 100) {
-				cmd_errorf("fetch: invalid --retries \"%s\"", optarg);
+				cli_errorf("fetch: invalid --retries \"%s\"", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -147,7 +147,7 @@ int cmd_fetch(int argc, char **argv)
 		case 'T': {
 			long ms;
 			if (duration_parse_ms_or_seconds(optarg, &ms) < 0 || ms > 86400000) {
-				cmd_errorf("fetch: invalid duration \"%s\" (seconds, or 90s, 5m)", optarg);
+				cli_errorf("fetch: invalid duration \"%s\" (seconds, or 90s, 5m)", optarg);
 				return EXIT_USAGE;
 			}
 			if (c == 't') {
@@ -172,21 +172,21 @@ int cmd_fetch(int argc, char **argv)
 		fetch_usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (cmd_setup_logging(level, format) < 0)
+	if (cli_setup_logging(level, format) < 0)
 		return EXIT_USAGE;
 	/* A digest that cannot be one is a usage error, as in `unpack`. */
 	struct digest want;
 	if (digest_parse(digest, &want, &e) < 0) {
-		cmd_print_error("fetch: --digest", e.msg);
+		cli_print_error("fetch: --digest", e.msg);
 		return EXIT_USAGE;
 	}
 	/* So is a URL (or --host-override) that cannot be parsed. */
 	char *parsed = flux_rewrite_url(argv[optind], o.host_override, &e);
 	if (parsed == NULL) {
-		cmd_print_error("fetch", e.msg);
+		cli_print_error("fetch", e.msg);
 		return EXIT_USAGE;
 	}
 	free(parsed);
-	o.cancel = cmd_cancel_on_signals();
-	return cmd_exit(fetch_to(&o, argv[optind], digest, out, store));
+	o.cancel = cli_cancel_on_signals();
+	return cli_exit(fetch_to(&o, argv[optind], digest, out, store));
 }

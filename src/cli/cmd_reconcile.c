@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl_reconcile.c - `pulumi-controller reconcile`, `suspend` and
+ * cmd_reconcile.c - `pulumi-controller reconcile`, `suspend` and
  * `resume`: the Flux reconcile-request protocol from the command line.
  *
  * reconcile writes a fresh token (the time, RFC 3339 with nanoseconds, as
@@ -12,7 +12,7 @@
  * Waiting is a GET a second: it costs the server nothing a watch would not,
  * and a dropped connection costs nothing either.  SIGINT/SIGTERM end the
  * wait (the request stays on the object) and then the process, by that
- * signal (cmd_exit).
+ * signal (cli_exit).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,8 +24,8 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 #define POLL_MS 1000L
 #define DEFAULT_TIMEOUT_MS (5L * 60 * 1000)
@@ -95,7 +95,7 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	char problem[ERR_MSG_MAX] = "";
 	cJSON *last = NULL;
 	/* Ctrl-C ends the wait at once, with the terminal line cleaned up. */
-	const volatile int *stop = cmd_cancel_on_signals();
+	const volatile int *stop = cli_cancel_on_signals();
 
 	*out = NULL;
 	for (;;) {
@@ -480,30 +480,30 @@ static int parse_ctl(const char *cmd, int argc, char **argv, struct ctl_args *a)
 			a->with_source = 1;
 		} else if (ch == OPT_TIMEOUT && (is_reconcile || is_resume)) {
 			if (duration_parse_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms <= 0) {
-				cmd_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, optarg);
+				cli_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, optarg);
 				return EXIT_USAGE;
 			}
 			a->timeout_text = optarg;
 		} else if (ch == OPT_WAIT && is_resume) {
 			if (optarg != NULL && strcmp(optarg, "true") && strcmp(optarg, "false")) {
-				cmd_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, optarg);
+				cli_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, optarg);
 				return EXIT_USAGE;
 			}
 			a->wait = optarg == NULL || strcmp(optarg, "true") == 0;
 		} else if (ch == OPT_NO_WAIT && is_resume) {
 			a->wait = 0;
 		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
+			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
 			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)", cmd,
+		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)", cmd,
 		    cmd);
 		return EXIT_USAGE;
 	}
 	if (stackctl_parse_ref(argv[optind], a->f.namespace, &a->ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -557,7 +557,7 @@ int cmd_reconcile(int argc, char **argv)
 out:
 	cJSON_Delete(st);
 	stackctl_close(&sc);
-	return cmd_exit(rc);
+	return cli_exit(rc);
 }
 
 int cmd_suspend(int argc, char **argv)
@@ -602,5 +602,5 @@ int cmd_resume(int argc, char **argv)
 			rc = wait_outcome(&sc, "resume", &a.ref, token, a.timeout_ms, a.timeout_text);
 	}
 	stackctl_close(&sc);
-	return cmd_exit(rc);
+	return cli_exit(rc);
 }

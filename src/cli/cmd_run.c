@@ -30,7 +30,7 @@
 #include "base/metrics.h"
 #include "base/proc.h"
 #include "base/url.h"
-#include "cmd.h"
+#include "cli/cli.h"
 #include "fluxsource/fluxsource.h"
 #include "kube/kube.h"
 #include "stack/stack.h"
@@ -324,7 +324,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 		case 'u': dur = &f->so.update_timeout_ms; break;
 		case 'q': dur = &f->so.requeue_dependency_ms; break;
 		case 'z':
-			if (cmd_parse_bytes(optarg, &f->so.max_artifact_bytes) < 0) {
+			if (cli_parse_bytes(optarg, &f->so.max_artifact_bytes) < 0) {
 				fprintf(stderr, "run: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)\n", optarg);
 				return EXIT_USAGE;
 			}
@@ -414,7 +414,7 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	}
 	/* whole seconds: libcurl's stall check counts seconds */
 	f->so.watch_idle_timeout_s = f->watch_idle_ms < 1000 ? 1 : f->watch_idle_ms / 1000;
-	if (cmd_setup_logging(f->level, f->format) < 0)
+	if (cli_setup_logging(f->level, f->format) < 0)
 		return EXIT_USAGE;
 	return -1;
 }

@@ -1,7 +1,7 @@
 /*
- * cmd_stackctl.h - what the operator's commands share: `get`, `reconcile`,
- * `suspend`, `resume`, `outputs` and `history` (src/cmd_get.c and
- * src/cmd_stackctl*.c).  They talk to the API server the way kubectl and
+ * stackctl.h - what the operator's commands share: `get`, `reconcile`,
+ * `suspend`, `resume`, `outputs` and `history` (src/cli/cmd_get.c,
+ * cmd_reconcile.c, cmd_outputs.c, cmd_approve.c; plumbing in stackctl*.c).  They talk to the API server the way kubectl and
  * flux do (a kubeconfig, --context, -n), read Stacks as the controller
  * writes them (docs/stack-api.md) and print for people (tables) or for
  * programs (-o json|yaml).  docs/cli.md is their manual.
@@ -10,8 +10,8 @@
  * is missing or of the wrong type reads as absent, never as a crash, and
  * text from the server is printed with its control characters escaped.
  */
-#ifndef PC_CMD_STACKCTL_H
-#define PC_CMD_STACKCTL_H
+#ifndef PC_CLI_STACKCTL_H
+#define PC_CLI_STACKCTL_H
 
 #include <cjson/cJSON.h>
 #include <getopt.h>

@@ -21,7 +21,7 @@
 #include "base/digest.h"
 #include "base/log.h"
 #include "base/untar.h"
-#include "cmd.h"
+#include "cli/cli.h"
 
 static void unpack_usage(FILE *out)
 {
@@ -99,8 +99,8 @@ int cmd_unpack(int argc, char **argv)
 			break;
 		case OPT_MAX_SIZE:
 		case OPT_MAX_FILE:
-			if (cmd_parse_bytes(optarg, &v) < 0) {
-				cmd_errorf("unpack: invalid byte count \"%s\" for --%s", optarg,
+			if (cli_parse_bytes(optarg, &v) < 0) {
+				cli_errorf("unpack: invalid byte count \"%s\" for --%s", optarg,
 				    c == OPT_MAX_SIZE ? "max-size" : "max-file-size");
 				return EXIT_USAGE;
 			}
@@ -111,7 +111,7 @@ int cmd_unpack(int argc, char **argv)
 			break;
 		case OPT_MAX_ENTRIES:
 			if (parse_count(optarg, &v) < 0) {
-				cmd_errorf("unpack: invalid count \"%s\" for --max-entries", optarg);
+				cli_errorf("unpack: invalid count \"%s\" for --max-entries", optarg);
 				return EXIT_USAGE;
 			}
 			lim.max_entries = v;
@@ -138,18 +138,18 @@ int cmd_unpack(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	archive = argv[optind];
-	if (cmd_setup_logging(level, format) < 0)
+	if (cli_setup_logging(level, format) < 0)
 		return EXIT_USAGE;
 	if (digest_text != NULL && digest_parse(digest_text, &want, &e) < 0) {
-		cmd_print_error("unpack: --digest", e.msg);
+		cli_print_error("unpack: --digest", e.msg);
 		return EXIT_USAGE;
 	}
-	lim.cancel = cmd_cancel_on_signals();
+	lim.cancel = cli_cancel_on_signals();
 	if (untar_file_verified(archive, out, digest_text != NULL ? &want : NULL, &lim, &st, &e) < 0) {
 		char what[PATH_MAX + 16];
 		snprintf(what, sizeof(what), "unpack %s", archive);
-		cmd_print_error(what, e.msg);
-		return cmd_exit(1);
+		cli_print_error(what, e.msg);
+		return cli_exit(1);
 	}
 	if (log_enabled(LOG_INFO)) {
 		char entries[32], files[32], bytes[32];

@@ -5,7 +5,7 @@
  * reference resolves to carries a cosign signature (a Sigstore bundle
  * referrer, or the sha256-<hex>.sig tag) made by one of the keys and naming
  * that very digest.  The library does the work (oci_verify, oci/verify.c);
- * registry flags are the shared ones (src/cmd_oci.h).
+ * registry flags are the shared ones (src/cli/cli_oci.h).
  */
 #include <libgen.h>
 #include <stdio.h>
@@ -14,8 +14,8 @@
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_oci.h"
+#include "cli/cli.h"
+#include "cli/cli_oci.h"
 
 #define MAX_KEY_FLAGS 64
 #define EXIT_UNREACHABLE 3
@@ -37,7 +37,7 @@ static void verify_usage(FILE *out)
 	    "\n"
 	    "Flags:\n"
 	    "  --key FILE             a trusted public key (repeatable; any one may match)\n"
-	    CMD_OCI_HELP
+	    CLI_OCI_HELP
 	    "  -h, --help             show this help\n"
 	    "\n"
 	    "Exit status: 0 a signature verified; 1 no signature, or none verifies (the\n"
@@ -57,7 +57,7 @@ static int load_keys(struct oci_keyring *k, char *const *paths, size_t n)
 		int rc;
 
 		if (copy == NULL || fs_read_file(paths[i], 64 * 1024, &pem, &len, &e) < 0) {
-			cmd_errorf("verify: key %s: %s", paths[i], copy ? e.msg : "out of memory");
+			cli_errorf("verify: key %s: %s", paths[i], copy ? e.msg : "out of memory");
 			free(copy);
 			return -1;
 		}
@@ -65,7 +65,7 @@ static int load_keys(struct oci_keyring *k, char *const *paths, size_t n)
 		free(pem);
 		free(copy);
 		if (rc < 0) {
-			cmd_errorf("verify: %s (file %s)", e.msg, paths[i]);
+			cli_errorf("verify: %s (file %s)", e.msg, paths[i]);
 			return -1;
 		}
 	}
@@ -93,7 +93,7 @@ static int run_verify(struct oci_client *client, const struct oci_ref *ref, cons
 	int rc;
 
 	if (resolve_digest(client, ref, &digest, &e) < 0) {
-		cmd_print_error("verify", e.msg);
+		cli_print_error("verify", e.msg);
 		return e.code == ERR_NOTFOUND ? 1 : EXIT_UNREACHABLE;
 	}
 	rc = oci_verify(client, ref->repository, digest, k, &res, &e);
@@ -101,7 +101,7 @@ static int run_verify(struct oci_client *client, const struct oci_ref *ref, cons
 		printf("verified %s/%s@%s\nscheme: %s\nsignature: %s\nkey: %s\n", ref->registry,
 		    ref->repository, digest, oci_sig_scheme_name(res.scheme), res.signature, res.key_name);
 	} else {
-		cmd_print_error("verify", e.msg);
+		cli_print_error("verify", e.msg);
 		rc = (e.code == ERR_NOTFOUND || e.code == ERR_REFUSED || e.code == ERR_INVALID) ? 1 :
 		    EXIT_UNREACHABLE;
 	}
@@ -114,26 +114,26 @@ int cmd_verify(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, VERIFY_KEY },
-		CMD_OCI_LONG_OPTIONS,
+		CLI_OCI_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *keys[MAX_KEY_FLAGS];
 	size_t nkeys = 0;
-	struct cmd_oci_flags f;
+	struct cli_oci_flags f;
 	struct oci_keyring *ring = NULL;
 	struct oci_ref ref;
 	struct oci_client *client;
 	struct err e = { 0 };
 	int c, rc, usage;
 
-	cmd_oci_flags_init(&f);
+	cli_oci_flags_init(&f);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			verify_usage(stdout);
-			cmd_oci_flags_free(&f);
+			cli_oci_flags_free(&f);
 			return 0;
 		case VERIFY_KEY:
 			if (nkeys >= MAX_KEY_FLAGS) {
@@ -143,7 +143,7 @@ int cmd_verify(int argc, char **argv)
 			keys[nkeys++] = optarg;
 			break;
 		default:
-			if (cmd_oci_flag(&f, c, optarg, "verify") != 0)
+			if (cli_oci_flag(&f, c, optarg, "verify") != 0)
 				goto usage;
 		}
 	}
@@ -155,11 +155,11 @@ int cmd_verify(int argc, char **argv)
 	if (ring == NULL || load_keys(ring, keys, nkeys) < 0)
 		goto usage;
 	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		cmd_errorf("verify: %s", e.msg);
+		cli_errorf("verify: %s", e.msg);
 		goto usage;
 	}
-	client = cmd_oci_client(&f, &ref, "verify", NULL, &usage);
-	cmd_oci_flags_free(&f);
+	client = cli_oci_client(&f, &ref, "verify", NULL, &usage);
+	cli_oci_flags_free(&f);
 	if (client == NULL) {
 		oci_ref_free(&ref);
 		oci_keyring_free(ring);
@@ -172,6 +172,6 @@ int cmd_verify(int argc, char **argv)
 	return rc;
 usage:
 	oci_keyring_free(ring);
-	cmd_oci_flags_free(&f);
+	cli_oci_flags_free(&f);
 	return EXIT_USAGE;
 }

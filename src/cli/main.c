@@ -1,13 +1,13 @@
 /*
  * main.c - the command line: `pulumi-controller <command> [flags]`.
  *
- * main only picks the subcommand; each one lives in src/cmd_<name>.c.
+ * main only picks the subcommand; each one lives in src/cli/cmd_<name>.c.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/http.h"
-#include "cmd.h"
+#include "cli/cli.h"
 
 struct command {
 	const char *name;

@@ -2,7 +2,7 @@
  * cmd_push.c - `pulumi-controller push oci://HOST/REPO:TAG --path DIR`:
  * publishes a directory as an OCI artifact in the format of
  * `flux push artifact`, so Flux's OCIRepository (and `pull`) can consume
- * it.  Prints the manifest digest.  Shared registry flags: src/cmd_oci.h.
+ * it.  Prints the manifest digest.  Shared registry flags: src/cli/cli_oci.h.
  * With --sign-key it then signs the manifest as `cosign sign --key` does
  * (oci_sign, oci/sign.c); the key is loaded before anything is pushed.
  */
@@ -13,8 +13,8 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "cmd.h"
-#include "cmd_oci.h"
+#include "cli/cli.h"
+#include "cli/cli_oci.h"
 
 #define MAX_ANNOTATION_FLAGS 128
 
@@ -49,7 +49,7 @@ static void push_usage(FILE *out)
 	    "  --sign-format FORMAT   sig (default: the sha256-<hex>.sig tag, cosign v2's\n"
 	    "                         format), bundle (a Sigstore bundle referrer, cosign v3's)\n"
 	    "                         or both\n"
-	    CMD_OCI_HELP
+	    CLI_OCI_HELP
 	    "  -h, --help             show this help\n"
 	    "\n"
 	    "A progress line is shown when standard error is a terminal.\n"
@@ -71,12 +71,12 @@ static struct oci_signer *load_signer(const char *path, const char *password_fil
 	struct err e = { 0 };
 
 	if (fs_read_file(path, 64 * 1024, &pem, &len, &e) < 0) {
-		cmd_errorf("push: --sign-key %s: %s", path, e.msg);
+		cli_errorf("push: --sign-key %s: %s", path, e.msg);
 		return NULL;
 	}
 	if (password_file != NULL) {
 		if (fs_read_file(password_file, 4096, &pw, &pwlen, &e) < 0) {
-			cmd_errorf("push: --sign-key-password-file %s: %s", password_file, e.msg);
+			cli_errorf("push: --sign-key-password-file %s: %s", password_file, e.msg);
 			goto out;
 		}
 		while (pwlen > 0 && (pw[pwlen - 1] == '\n' || pw[pwlen - 1] == '\r'))
@@ -86,7 +86,7 @@ static struct oci_signer *load_signer(const char *path, const char *password_fil
 	}
 	s = oci_signer_from_pem(path, pem, len, pw, &e);
 	if (s == NULL)
-		cmd_errorf("push: %s", e.msg);
+		cli_errorf("push: %s", e.msg);
 out:
 	secret_wipe(pem, len);
 	free(pem);
@@ -111,7 +111,7 @@ static int sign_pushed(struct oci_client *client, const struct oci_ref *ref, con
 			continue;
 		if (oci_sign(client, ref->repository, digest, docker_ref, signer, (enum oci_sign_format)f,
 		    &where, &e) < 0) {
-			cmd_errorf("push: pushed %s but could not sign it: %s", digest, e.msg);
+			cli_errorf("push: pushed %s but could not sign it: %s", digest, e.msg);
 			rc = -1;
 		} else {
 			log_info("signed", "manifest", digest, "signature", where, NULL);
@@ -135,14 +135,14 @@ int cmd_push(int argc, char **argv)
 		{ "sign-key", required_argument, NULL, PUSH_SIGN_KEY },
 		{ "sign-key-password-file", required_argument, NULL, PUSH_SIGN_PASSWORD_FILE },
 		{ "sign-format", required_argument, NULL, PUSH_SIGN_FORMAT },
-		CMD_OCI_LONG_OPTIONS,
+		CLI_OCI_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *annotations[MAX_ANNOTATION_FLAGS + 1] = { NULL };
 	size_t nann = 0;
 	struct oci_push_opts po = { .annotations = annotations };
-	struct cmd_oci_flags f;
+	struct cli_oci_flags f;
 	struct oci_push_result res;
 	struct oci_ref ref;
 	struct oci_client *client;
@@ -152,13 +152,13 @@ int cmd_push(int argc, char **argv)
 	struct err e = { 0 };
 	int c, rc, usage;
 
-	cmd_oci_flags_init(&f);
+	cli_oci_flags_init(&f);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			push_usage(stdout);
-			cmd_oci_flags_free(&f);
+			cli_oci_flags_free(&f);
 			return 0;
 		case PUSH_PATH: po.path = optarg; break;
 		case PUSH_SOURCE: po.source = optarg; break;
@@ -175,13 +175,13 @@ int cmd_push(int argc, char **argv)
 			else if (strcmp(optarg, "both") == 0)
 				sign_formats = OCI_SIGN_SIMPLESIGNING | OCI_SIGN_BUNDLE;
 			else {
-				cmd_errorf("push: --sign-format \"%s\": sig, bundle or both", optarg);
+				cli_errorf("push: --sign-format \"%s\": sig, bundle or both", optarg);
 				goto usage;
 			}
 			break;
 		case PUSH_ANNOTATION:
 			if (strchr(optarg, '=') == NULL || optarg[0] == '=') {
-				cmd_errorf("push: --annotation \"%s\" is not KEY=VALUE", optarg);
+				cli_errorf("push: --annotation \"%s\" is not KEY=VALUE", optarg);
 				goto usage;
 			}
 			if (nann >= MAX_ANNOTATION_FLAGS) {
@@ -191,7 +191,7 @@ int cmd_push(int argc, char **argv)
 			annotations[nann++] = optarg;
 			break;
 		default:
-			if (cmd_oci_flag(&f, c, optarg, "push") != 0)
+			if (cli_oci_flag(&f, c, optarg, "push") != 0)
 				goto usage;
 		}
 	}
@@ -200,7 +200,7 @@ int cmd_push(int argc, char **argv)
 		goto usage;
 	}
 	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		cmd_errorf("push: %s", e.msg);
+		cli_errorf("push: %s", e.msg);
 		goto usage;
 	}
 	if (ref.digest != NULL) {
@@ -217,8 +217,8 @@ int cmd_push(int argc, char **argv)
 		oci_ref_free(&ref);
 		goto usage;
 	}
-	client = cmd_oci_client(&f, &ref, "push", NULL, &usage);
-	cmd_oci_flags_free(&f);
+	client = cli_oci_client(&f, &ref, "push", NULL, &usage);
+	cli_oci_flags_free(&f);
 	if (client == NULL) {
 		oci_ref_free(&ref);
 		oci_signer_free(signer);
@@ -226,7 +226,7 @@ int cmd_push(int argc, char **argv)
 	}
 	rc = oci_push(client, &ref, &po, &res, &e);
 	if (rc < 0) {
-		cmd_errorf("push: %s", e.msg);
+		cli_errorf("push: %s", e.msg);
 	} else {
 		printf("%s\n", res.manifest_digest);
 		fflush(stdout);
@@ -241,6 +241,6 @@ int cmd_push(int argc, char **argv)
 	oci_ref_free(&ref);
 	return rc < 0 ? 1 : 0;
 usage:
-	cmd_oci_flags_free(&f);
+	cli_oci_flags_free(&f);
 	return EXIT_USAGE;
 }

@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl.c - the plumbing of the operator's commands (cmd_stackctl.h):
+ * stackctl.c - the plumbing of the operator's commands (stackctl.h):
  * the connection flags, Stack names on the command line, the kube client
  * made from the kubeconfig, API failures turned into messages that name
  * NS/NAME, and safe readers of objects the server sent.
@@ -13,8 +13,8 @@
 #include "base/duration.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 const struct kube_resource stackctl_stack_res = { "pulumi.com", "v1", "stacks", "Stack", 1 };
 
@@ -39,21 +39,21 @@ int stackctl_common_flag(struct stackctl_flags *f, int ch, const char *arg)
 		return 1;
 	case STACKCTL_OPT_CONTEXT:
 		if (*arg == '\0') {
-			cmd_errorf("--context: empty context name");
+			cli_errorf("--context: empty context name");
 			return -1;
 		}
 		f->context = arg;
 		return 1;
 	case 'n':
 		if (!stackctl_valid_name(arg, 63) || strchr(arg, '.') != NULL) {
-			cmd_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
+			cli_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
 			return -1;
 		}
 		f->namespace = arg;
 		return 1;
 	case STACKCTL_OPT_REQUEST_TIMEOUT:
 		if (duration_parse_ms(arg, &f->request_timeout_ms) < 0 || f->request_timeout_ms <= 0) {
-			cmd_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
+			cli_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
 			return -1;
 		}
 		return 1;
@@ -69,7 +69,7 @@ int stackctl_parse_output(const char *s, enum stackctl_output *out)
 	else if (strcmp(s, "yaml") == 0)
 		*out = STACKCTL_OUT_YAML;
 	else {
-		cmd_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", s);
+		cli_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", s);
 		return -1;
 	}
 	return 0;
@@ -148,22 +148,22 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 
 	memset(sc, 0, sizeof(*sc));
 	/* What the kube client logs (a TLS warning) is for a person here. */
-	if (cmd_setup_logging("warn", "text") < 0)
+	if (cli_setup_logging("warn", "text") < 0)
 		return 1;
 	if (load_config(f, &cfg, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		return 1;
 	}
 	ns = f->namespace ? f->namespace : (cfg->namespace && *cfg->namespace ? cfg->namespace : "default");
 	sc->namespace = strdup(ns);
 	if (sc->namespace == NULL) {
 		kube_config_free(cfg);
-		cmd_print_error(cmd, "out of memory");
+		cli_print_error(cmd, "out of memory");
 		return 1;
 	}
 	sc->client = kube_client_new(cfg, &e);   /* consumes cfg */
 	if (sc->client == NULL) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		stackctl_close(sc);
 		return 1;
 	}
@@ -235,7 +235,7 @@ void stackctl_print_api_error(const char *cmd, const char *verb, const char *wha
 		    "the kubeconfig's user", verb, what, server_part(e));
 	else
 		snprintf(msg, sizeof(msg), "cannot %s %s: %s", verb, what, e->msg);
-	cmd_print_error(cmd, msg);
+	cli_print_error(cmd, msg);
 }
 
 void stackctl_print_object_error(const char *cmd, const char *verb, const char *kind, const char *ns,
@@ -260,7 +260,7 @@ cJSON *stackctl_get_stack(struct stackctl *sc, const char *cmd, const struct sta
 		char msg[700];
 		snprintf(msg, sizeof(msg), "Stack %s/%s: the API server's answer is not an object", ref->ns,
 		    ref->name);
-		cmd_print_error(cmd, msg);
+		cli_print_error(cmd, msg);
 		cJSON_Delete(obj);
 		return NULL;
 	}

@@ -7,7 +7,7 @@
  * naming the cause, nothing at DIR.
  *
  * What pull and push share (flags, credentials, the client) is in
- * src/cmd_oci.c; the store logic is the library's (oci_store_pull).
+ * src/cli/cli_oci.c; the store logic is the library's (oci_store_pull).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 
 #include "base/duration.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_oci.h"
+#include "cli/cli.h"
+#include "cli/cli_oci.h"
 #include "fluxsource/fluxsource.h"
 
 static void pull_usage(FILE *out)
@@ -50,7 +50,7 @@ static void pull_usage(FILE *out)
 	    "                         -1 none); at most 1 MiB may follow the archive's end\n"
 	    "  --max-time DURATION    limit on the layer download, start to end (default 5m;\n"
 	    "                         0 none); the store lock wait is limited to 5m too\n"
-	    CMD_OCI_HELP
+	    CLI_OCI_HELP
 	    "  -h, --help             show this help\n"
 	    "\n"
 	    "A progress line is shown when standard error is a terminal.\n"
@@ -66,7 +66,7 @@ static void print_result(const struct oci_pull_result *r)
 	printf("revision: %s\n", r->revision);
 	printf("digest: %s\n", r->layer_digest);
 	if (r->platform != NULL)
-		cmd_errorf("pull: %s is an index; picked the %s manifest %s", r->index_digest,
+		cli_errorf("pull: %s is an index; picked the %s manifest %s", r->index_digest,
 		    r->platform, r->manifest_digest);
 }
 
@@ -95,7 +95,7 @@ static int semver_usable(const char *range)
 	struct oci_semver_range *r = oci_semver_range_parse(range, &e);
 
 	if (r == NULL) {
-		cmd_print_error("pull: --semver", e.msg);
+		cli_print_error("pull: --semver", e.msg);
 		return 0;
 	}
 	oci_semver_range_free(r);
@@ -113,11 +113,11 @@ int cmd_pull(int argc, char **argv)
 		{ "max-entries", required_argument, NULL, PULL_MAX_ENTRIES },
 		{ "max-download-size", required_argument, NULL, PULL_MAX_DOWNLOAD },
 		{ "max-time", required_argument, NULL, PULL_MAX_TIME },
-		CMD_OCI_LONG_OPTIONS,
+		CLI_OCI_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct cmd_oci_flags f;
+	struct cli_oci_flags f;
 	struct oci_pull_opts po;
 	struct oci_pull_result res;
 	struct oci_ref ref;
@@ -127,14 +127,14 @@ int cmd_pull(int argc, char **argv)
 	long long n;
 	int c, rc, usage;
 
-	cmd_oci_flags_init(&f);
+	cli_oci_flags_init(&f);
 	oci_pull_opts_default(&po);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			pull_usage(stdout);
-			cmd_oci_flags_free(&f);
+			cli_oci_flags_free(&f);
 			return 0;
 		case PULL_OUT: out = optarg; break;
 		case PULL_STORE: store = optarg; break;
@@ -142,15 +142,15 @@ int cmd_pull(int argc, char **argv)
 		case PULL_MEDIA_TYPE: po.media_type = optarg; break;
 		case PULL_MAX_TIME:
 			if (duration_parse_ms(optarg, &po.layer_timeout_ms) < 0) {
-				cmd_errorf("pull: invalid --max-time \"%s\" (e.g. 5m, 90s)", optarg);
+				cli_errorf("pull: invalid --max-time \"%s\" (e.g. 5m, 90s)", optarg);
 				goto usage;
 			}
 			break;
 		case PULL_MAX_SIZE:
 		case PULL_MAX_ENTRIES:
 		case PULL_MAX_DOWNLOAD:
-			if (cmd_parse_bytes(optarg, &n) < 0) {
-				cmd_errorf("pull: invalid number \"%s\"", optarg);
+			if (cli_parse_bytes(optarg, &n) < 0) {
+				cli_errorf("pull: invalid number \"%s\"", optarg);
 				goto usage;
 			}
 			if (c == PULL_MAX_SIZE)
@@ -161,7 +161,7 @@ int cmd_pull(int argc, char **argv)
 				po.max_layer_bytes = n;
 			break;
 		default:
-			if (cmd_oci_flag(&f, c, optarg, "pull") != 0)
+			if (cli_oci_flag(&f, c, optarg, "pull") != 0)
 				goto usage;
 		}
 	}
@@ -170,7 +170,7 @@ int cmd_pull(int argc, char **argv)
 		goto usage;
 	}
 	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		cmd_errorf("pull: %s", e.msg);
+		cli_errorf("pull: %s", e.msg);
 		goto usage;
 	}
 	if (po.semver != NULL && !semver_usable(po.semver)) {
@@ -182,10 +182,10 @@ int cmd_pull(int argc, char **argv)
 		oci_ref_free(&ref);
 		goto usage;
 	}
-	const volatile int *cancel = cmd_cancel_on_signals();
+	const volatile int *cancel = cli_cancel_on_signals();
 	po.limits.cancel = cancel;
-	client = cmd_oci_client(&f, &ref, "pull", cancel, &usage);
-	cmd_oci_flags_free(&f);
+	client = cli_oci_client(&f, &ref, "pull", cancel, &usage);
+	cli_oci_flags_free(&f);
 	if (client == NULL) {
 		oci_ref_free(&ref);
 		return usage ? EXIT_USAGE : 1;
@@ -195,7 +195,7 @@ int cmd_pull(int argc, char **argv)
 	else
 		rc = oci_pull(client, &ref, &po, out, &res, &e);
 	if (rc < 0) {
-		cmd_print_error("pull", e.msg);
+		cli_print_error("pull", e.msg);
 	} else {
 		print_result(&res);
 		log_info("pulled", "revision", res.revision, "layer", res.layer_digest, NULL);
@@ -203,8 +203,8 @@ int cmd_pull(int argc, char **argv)
 	}
 	oci_client_free(client);
 	oci_ref_free(&ref);
-	return cmd_exit(rc < 0 ? 1 : 0);
+	return cli_exit(rc < 0 ? 1 : 0);
 usage:
-	cmd_oci_flags_free(&f);
+	cli_oci_flags_free(&f);
 	return EXIT_USAGE;
 }
