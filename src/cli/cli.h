@@ -9,6 +9,9 @@
 #ifndef PC_CLI_H
 #define PC_CLI_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #define EXIT_USAGE 2
 
 int cmd_version(int argc, char **argv);
@@ -59,5 +62,117 @@ void cli_print_error(const char *cmd, const char *msg);
 /* printf-style, then the same escaping, for usage errors that echo a
  * flag's value; the newline is added. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------ flag tables (cli_opt.c)
+ *
+ * A command declares its flags once, as an array of struct cli_opt ending
+ * in CLI_END, the way git's parse-options does: the flag's names, what kind
+ * of value it takes, where the value goes, and its line in --help.
+ * cli_parse reads argv with getopt_long from that table (so abbreviations,
+ * "--flag=value" and flags after operands work as before), checks each
+ * value as its kind says, and prints --help from the same table.  Checks
+ * that involve more than one flag stay with the command, after cli_parse.
+ */
+
+enum cli_opt_kind {
+	CLI_OPT_END,
+	CLI_OPT_GROUP,      /* no flag: a heading line (help) in --help */
+	CLI_OPT_HELP,       /* -h, --help: the usage on stdout, exit 0 */
+	CLI_OPT_BOOL,       /* int *: set to 1 */
+	CLI_OPT_STRING,     /* const char **: the argument itself */
+	CLI_OPT_NUMBER,     /* int, long or 64-bit *: a whole number in [lo, hi] */
+	CLI_OPT_BYTES,      /* 64-bit *: cli_parse_bytes (K, Mi, ..., -1) */
+	CLI_OPT_DURATION,   /* long *: Go-style, in ms, within [lo, hi] */
+	CLI_OPT_STRINGS,    /* struct cli_strings *: repeatable, each one kept */
+	CLI_OPT_CALLBACK,   /* cb decides (and says what is wrong) */
+};
+
+/* cli_opt.flags */
+#define CLI_EMPTY_IS_UNSET 0x1   /* STRING: "" leaves the target NULL */
+#define CLI_BARE_SECONDS   0x2   /* DURATION: a bare number is seconds */
+#define CLI_HIDDEN         0x4   /* not listed in --help (another line covers it) */
+#define CLI_NO_ARG         0x8   /* CALLBACK: takes no argument (arg is NULL) */
+#define CLI_OPTIONAL_ARG   0x10  /* CALLBACK: "--flag" or "--flag=value" */
+
+struct cli_opt;
+/* 0, or -1 after printing why the value is bad (a usage error). */
+typedef int cli_opt_cb(const struct cli_opt *o, const char *arg, const char *cmd);
+
+struct cli_opt {
+	enum cli_opt_kind kind;
+	int short_name;           /* 'n' for -n, or 0 */
+	const char *name;         /* the long name, without "--" */
+	void *target;
+	size_t size;              /* sizeof *target, for NUMBER, BYTES, DURATION */
+	const char *argh;         /* the value's name in --help ("DIR"), or NULL */
+	const char *help;         /* its text; lines after the first go under it */
+	/* The message for a bad value, after "<cmd>: ": a printf format
+	 * given the value (which it may leave out). */
+	const char *bad;
+	long long lo, hi;         /* NUMBER, DURATION, BYTES: the accepted range */
+	cli_opt_cb *cb;
+	unsigned flags;
+	const char *label;        /* replaces "--name ARGH" in --help */
+};
+
+/* Repeated values of a CLI_OPT_STRINGS flag: v has room for max. */
+struct cli_strings {
+	const char **v;
+	size_t n, max;
+};
+/* Appends arg; -1 after printing "<cmd>: more than <max> --<name> flags". */
+int cli_strings_add(struct cli_strings *s, const char *arg, const char *cmd, const char *name);
+
+/* The declarations, in the order --help lists them.  The casts check the
+ * target's type where one type is right. */
+#define CLI_END { .kind = CLI_OPT_END }
+#define CLI_GROUP(h) { .kind = CLI_OPT_GROUP, .help = (h) }
+#define CLI_HELP(h) { .kind = CLI_OPT_HELP, .short_name = 'h', .name = "help", .help = (h) }
+#define CLI_BOOL(s, l, v, h) \
+	{ .kind = CLI_OPT_BOOL, .short_name = (s), .name = (l), .target = (1 ? (v) : (int *)0), .help = (h) }
+#define CLI_STRING(s, l, v, a, h) { .kind = CLI_OPT_STRING, .short_name = (s), .name = (l), \
+	.target = (1 ? (v) : (const char **)0), .argh = (a), .help = (h) }
+#define CLI_NUMBER(l, v, lo_, hi_, a, h, msg) { .kind = CLI_OPT_NUMBER, .name = (l), .target = (v), \
+	.size = sizeof(*(v)), .argh = (a), .help = (h), .bad = (msg), .lo = (lo_), .hi = (hi_) }
+#define CLI_BYTES(l, v, a, h, msg) { .kind = CLI_OPT_BYTES, .name = (l), .target = (v), \
+	.size = sizeof(*(v)), .argh = (a), .help = (h), .bad = (msg), .lo = -1, .hi = __LONG_LONG_MAX__ }
+#define CLI_DURATION(l, v, lo_, hi_, a, h, msg) { .kind = CLI_OPT_DURATION, .name = (l), \
+	.target = (1 ? (v) : (long *)0), .size = sizeof(long), .argh = (a), .help = (h), .bad = (msg), \
+	.lo = (lo_), .hi = (hi_) }
+#define CLI_STRINGS(l, v, a, h) { .kind = CLI_OPT_STRINGS, .name = (l), \
+	.target = (1 ? (v) : (struct cli_strings *)0), .argh = (a), .help = (h) }
+#define CLI_CALLBACK(s, l, v, a, h, fn) { .kind = CLI_OPT_CALLBACK, .short_name = (s), .name = (l), \
+	.target = (v), .argh = (a), .help = (h), .cb = (fn) }
+
+/* What follows getopt's own message about a flag it does not know (or one
+ * missing its value): commands differ, and their tests read it. */
+enum cli_unknown {
+	CLI_UNKNOWN_QUIET,      /* nothing more */
+	CLI_UNKNOWN_USAGE,      /* the whole usage, on stderr */
+	CLI_UNKNOWN_SEE_HELP,   /* "<cmd>: see pulumi-controller <cmd> --help" */
+};
+
+/* A command's --help around its flags, and how its flags are shown. */
+struct cli_cmd {
+	const char *name;         /* "push": begins every message */
+	const char *synopsis;     /* the usage text before the flags ("Flags:\n" included) */
+	const char *epilogue;     /* the text after them */
+	int width;                /* the column where the flags' help text starts */
+	enum cli_unknown unknown;
+};
+
+/* cli_parse's "go on": anything else is the exit status. */
+#define CLI_GO_ON (-1)
+
+/*
+ * Parses argv[1..argc-1] by the table: each value is checked and stored as
+ * it comes, as getopt_long reads it.  Returns CLI_GO_ON with *operand the
+ * index of the first operand (getopt_long moves them to the end), 0 after
+ * --help was printed, or EXIT_USAGE after saying what was wrong.
+ */
+int cli_parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv, int *operand);
+
+/* The --help text of the command (synopsis, flags, epilogue). */
+void cli_usage(const struct cli_cmd *cmd, const struct cli_opt *opts, FILE *out);
 
 #endif
