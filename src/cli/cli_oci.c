@@ -31,41 +31,15 @@ void cli_oci_flags_free(struct cli_oci_flags *f)
 	f->creds = NULL;
 }
 
-int cli_oci_flag(struct cli_oci_flags *f, int code, const char *arg, const char *cmd)
+int cli_oci_creds_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	char *end;
+	struct cli_oci_flags *f = o->target;
 
-	switch (code) {
-	case CLI_OCI_CREDS:
-		cli_oci_flags_free(f);
-		f->creds = strdup(arg);
-		/* Blank the argv copy so the password does not linger in ps. */
-		memset((char *)arg, 'x', strlen(arg));
-		return f->creds ? 0 : -1;
-	case CLI_OCI_PASSWORD_STDIN: f->password_stdin = 1; return 0;
-	case CLI_OCI_DOCKER_CONFIG: f->docker_config = arg; return 0;
-	case CLI_OCI_CA_FILE: f->ca_file = arg; return 0;
-	case CLI_OCI_PLAIN_HTTP: f->plain_http = 1; return 0;
-	case CLI_OCI_INSECURE_SKIP_TLS_VERIFY: f->insecure_skip_tls_verify = 1; return 0;
-	case CLI_OCI_TIMEOUT:
-		if (duration_parse_ms_or_seconds(arg, &f->timeout_ms) < 0 || f->timeout_ms < 1 ||
-		    f->timeout_ms > 86400000) {
-			cli_errorf("%s: invalid --timeout \"%s\" (e.g. 30s, 500ms, 2m)", cmd, arg);
-			return -1;
-		}
-		return 0;
-	case CLI_OCI_RETRIES:
-		f->retries = (int)strtol(arg, &end, 10);
-		if (*arg == '\0' || *end != '\0' || f->retries < 0 || f->retries > 100) {
-			cli_errorf("%s: invalid --retries \"%s\"", cmd, arg);
-			return -1;
-		}
-		return 0;
-	case CLI_OCI_LOG_LEVEL: f->log_level = arg; return 0;
-	case CLI_OCI_LOG_FORMAT: f->log_format = arg; return 0;
-	default:
-		return 1;
-	}
+	cli_oci_flags_free(f);
+	f->creds = strdup(arg);
+	/* Blank the argv copy so the password does not linger in ps. */
+	memset((char *)arg, 'x', strlen(arg));
+	return f->creds ? 0 : -1;
 }
 
 /* Reads one line (the password) from stdin. */

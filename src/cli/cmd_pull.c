@@ -20,9 +20,44 @@
 #include "cli/cli_oci.h"
 #include "fluxsource/fluxsource.h"
 
-static void pull_usage(FILE *out)
-{
-	fprintf(out,
+/* The one pull of this process: the flags' table points into it. */
+static struct pull_flags {
+	struct oci_pull_opts po;
+	const char *out, *store;
+	struct cli_oci_flags oci;
+} flags;
+
+#define PULL_BAD_NUMBER "invalid number \"%s\""
+
+static const struct cli_opt pull_opts[] = {
+	CLI_STRING(0, "out", &flags.out, "DIR", "where to unpack"),
+	CLI_STRING(0, "store", &flags.store, "DIR", "instead of --out: keep the layer's tree in the artifact\n"
+	    "store DIR/artifacts/<algo>/<hex>/ (shared with `fetch`;\n"
+	    "no download when present; one download per layer digest\n"
+	    "however many pulls run at once) and print its path;\n"
+	    "staging a killed fetch or pull left there is removed first"),
+	CLI_STRING(0, "semver", &flags.po.semver, "RANGE", "pick the highest tag matching RANGE (\">=1.2.0 <2.0.0\",\n"
+	    "\"~1.2\", \"^1\", \"1.x\"); pre-releases only when RANGE names one"),
+	CLI_STRING(0, "media-type", &flags.po.media_type, "TYPE", "unpack the first layer of this media type (default: Flux\n"
+	    "content, then OCI tar+gzip, tar, tar+zstd)"),
+	CLI_BYTES("max-size", &flags.po.limits.max_total_bytes, "BYTES",
+	    "limit on unpacked bytes (default 100Mi; -1 unlimited)", PULL_BAD_NUMBER),
+	CLI_BYTES("max-entries", &flags.po.limits.max_entries, "N", "limit on archive entries (default 100000)",
+	    PULL_BAD_NUMBER),
+	CLI_BYTES("max-download-size", &flags.po.max_layer_bytes, "BYTES",
+	    "limit on the (compressed) layer size (default 512Mi;\n-1 none); at most 1 MiB may follow the archive's end",
+	    PULL_BAD_NUMBER),
+	CLI_DURATION("max-time", &flags.po.layer_timeout_ms, 0, LONG_MAX, "DURATION",
+	    "limit on the layer download, start to end (default 5m;\n0 none); the store lock wait is limited to 5m too",
+	    "invalid --max-time \"%s\" (e.g. 5m, 90s)"),
+	CLI_OCI_OPTS(&flags.oci),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd pull_cmd = {
+	.name = "pull",
+	.synopsis =
 	    "Usage: pulumi-controller pull oci://HOST[:PORT]/REPO[:TAG|@DIGEST] (--out DIR | --store DIR)\n"
 	    "           [flags]\n"
 	    "\n"
@@ -33,33 +68,15 @@ static void pull_usage(FILE *out)
 	    "stopped by SIGTERM or SIGINT.\n"
 	    "Prints the revision (<tag>@sha256:<manifest digest>) and the layer digest.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --out DIR              where to unpack\n"
-	    "  --store DIR            instead of --out: keep the layer's tree in the artifact\n"
-	    "                         store DIR/artifacts/<algo>/<hex>/ (shared with `fetch`;\n"
-	    "                         no download when present; one download per layer digest\n"
-	    "                         however many pulls run at once) and print its path;\n"
-	    "                         staging a killed fetch or pull left there is removed first\n"
-	    "  --semver RANGE         pick the highest tag matching RANGE (\">=1.2.0 <2.0.0\",\n"
-	    "                         \"~1.2\", \"^1\", \"1.x\"); pre-releases only when RANGE names one\n"
-	    "  --media-type TYPE      unpack the first layer of this media type (default: Flux\n"
-	    "                         content, then OCI tar+gzip, tar, tar+zstd)\n"
-	    "  --max-size BYTES       limit on unpacked bytes (default 100Mi; -1 unlimited)\n"
-	    "  --max-entries N        limit on archive entries (default 100000)\n"
-	    "  --max-download-size BYTES  limit on the (compressed) layer size (default 512Mi;\n"
-	    "                         -1 none); at most 1 MiB may follow the archive's end\n"
-	    "  --max-time DURATION    limit on the layer download, start to end (default 5m;\n"
-	    "                         0 none); the store lock wait is limited to 5m too\n"
-	    CLI_OCI_HELP
-	    "  -h, --help             show this help\n"
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "A progress line is shown when standard error is a terminal.\n"
 	    "Exit status: 0 success, 1 failure, 2 bad usage (a malformed reference or\n"
-	    "--semver range included).\n");
-}
-
-enum { PULL_OUT = 1, PULL_STORE, PULL_SEMVER, PULL_MEDIA_TYPE, PULL_MAX_SIZE, PULL_MAX_ENTRIES, PULL_MAX_DOWNLOAD,
-	PULL_MAX_TIME };
+	    "--semver range included).\n",
+	.width = CLI_OCI_WIDTH,
+	.unknown = CLI_UNKNOWN_QUIET,
+};
 
 static void print_result(const struct oci_pull_result *r)
 {
@@ -102,109 +119,87 @@ static int semver_usable(const char *range)
 	return 1;
 }
 
+/* The flags into `flags`: CLI_GO_ON with *operand at the reference, or
+ * the exit status. */
+static int parse_flags(int argc, char **argv, int *operand)
+{
+	memset(&flags, 0, sizeof(flags));
+	oci_pull_opts_default(&flags.po);
+	cli_oci_flags_init(&flags.oci);
+	return cli_parse(&pull_cmd, pull_opts, argc, argv, operand);
+}
+
+/* The reference and what only the flags together say: 0, or -1 after
+ * saying what is wrong (a usage error, found before any request). */
+static int check_args(int argc, char **argv, int operand, struct oci_ref *ref)
+{
+	struct err e = { 0 };
+
+	if (operand != argc - 1 || (flags.out == NULL) == (flags.store == NULL)) {
+		fprintf(stderr, "pull: need exactly one reference and one of --out DIR or --store DIR\n");
+		return -1;
+	}
+	if (oci_ref_parse(argv[operand], ref, &e) < 0) {
+		cli_errorf("pull: %s", e.msg);
+		return -1;
+	}
+	if (flags.po.semver != NULL && !semver_usable(flags.po.semver)) {
+		oci_ref_free(ref);
+		return -1;
+	}
+	if (flags.po.semver != NULL && ref->digest != NULL) {
+		fprintf(stderr, "pull: --semver and a @digest reference exclude each other\n");
+		oci_ref_free(ref);
+		return -1;
+	}
+	return 0;
+}
+
+/* Pulls into --out or the --store and prints the result: 0 or 1. */
+static int pull_and_print(struct oci_client *client, const struct oci_ref *ref)
+{
+	struct oci_pull_result res;
+	struct err e = { 0 };
+	int rc;
+
+	if (flags.store != NULL)
+		rc = pull_into_store(client, ref, &flags.po, flags.store, &res, &e);
+	else
+		rc = oci_pull(client, ref, &flags.po, flags.out, &res, &e);
+	if (rc < 0) {
+		cli_print_error("pull", e.msg);
+		return 1;
+	}
+	print_result(&res);
+	log_info("pulled", "revision", res.revision, "layer", res.layer_digest, NULL);
+	oci_pull_result_free(&res);
+	return 0;
+}
+
 int cmd_pull(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "out", required_argument, NULL, PULL_OUT },
-		{ "store", required_argument, NULL, PULL_STORE },
-		{ "semver", required_argument, NULL, PULL_SEMVER },
-		{ "media-type", required_argument, NULL, PULL_MEDIA_TYPE },
-		{ "max-size", required_argument, NULL, PULL_MAX_SIZE },
-		{ "max-entries", required_argument, NULL, PULL_MAX_ENTRIES },
-		{ "max-download-size", required_argument, NULL, PULL_MAX_DOWNLOAD },
-		{ "max-time", required_argument, NULL, PULL_MAX_TIME },
-		CLI_OCI_LONG_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct cli_oci_flags f;
-	struct oci_pull_opts po;
-	struct oci_pull_result res;
 	struct oci_ref ref;
 	struct oci_client *client;
-	const char *out = NULL, *store = NULL;
-	struct err e = { 0 };
-	long long n;
-	int c, rc, usage;
+	const volatile int *cancel;
+	int operand, rc, usage;
 
-	cli_oci_flags_init(&f);
-	oci_pull_opts_default(&po);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			pull_usage(stdout);
-			cli_oci_flags_free(&f);
-			return 0;
-		case PULL_OUT: out = optarg; break;
-		case PULL_STORE: store = optarg; break;
-		case PULL_SEMVER: po.semver = optarg; break;
-		case PULL_MEDIA_TYPE: po.media_type = optarg; break;
-		case PULL_MAX_TIME:
-			if (duration_parse_ms(optarg, &po.layer_timeout_ms) < 0) {
-				cli_errorf("pull: invalid --max-time \"%s\" (e.g. 5m, 90s)", optarg);
-				goto usage;
-			}
-			break;
-		case PULL_MAX_SIZE:
-		case PULL_MAX_ENTRIES:
-		case PULL_MAX_DOWNLOAD:
-			if (cli_parse_bytes(optarg, &n) < 0) {
-				cli_errorf("pull: invalid number \"%s\"", optarg);
-				goto usage;
-			}
-			if (c == PULL_MAX_SIZE)
-				po.limits.max_total_bytes = n;
-			else if (c == PULL_MAX_ENTRIES)
-				po.limits.max_entries = n;
-			else
-				po.max_layer_bytes = n;
-			break;
-		default:
-			if (cli_oci_flag(&f, c, optarg, "pull") != 0)
-				goto usage;
-		}
+	rc = parse_flags(argc, argv, &operand);
+	if (rc == CLI_GO_ON && check_args(argc, argv, operand, &ref) < 0)
+		rc = EXIT_USAGE;
+	if (rc != CLI_GO_ON) {
+		cli_oci_flags_free(&flags.oci);
+		return rc;
 	}
-	if (optind != argc - 1 || (out == NULL) == (store == NULL)) {
-		fprintf(stderr, "pull: need exactly one reference and one of --out DIR or --store DIR\n");
-		goto usage;
-	}
-	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		cli_errorf("pull: %s", e.msg);
-		goto usage;
-	}
-	if (po.semver != NULL && !semver_usable(po.semver)) {
-		oci_ref_free(&ref);
-		goto usage;
-	}
-	if (po.semver != NULL && ref.digest != NULL) {
-		fprintf(stderr, "pull: --semver and a @digest reference exclude each other\n");
-		oci_ref_free(&ref);
-		goto usage;
-	}
-	const volatile int *cancel = cli_cancel_on_signals();
-	po.limits.cancel = cancel;
-	client = cli_oci_client(&f, &ref, "pull", cancel, &usage);
-	cli_oci_flags_free(&f);
+	cancel = cli_cancel_on_signals();
+	flags.po.limits.cancel = cancel;
+	client = cli_oci_client(&flags.oci, &ref, "pull", cancel, &usage);
+	cli_oci_flags_free(&flags.oci);
 	if (client == NULL) {
 		oci_ref_free(&ref);
 		return usage ? EXIT_USAGE : 1;
 	}
-	if (store != NULL)
-		rc = pull_into_store(client, &ref, &po, store, &res, &e);
-	else
-		rc = oci_pull(client, &ref, &po, out, &res, &e);
-	if (rc < 0) {
-		cli_print_error("pull", e.msg);
-	} else {
-		print_result(&res);
-		log_info("pulled", "revision", res.revision, "layer", res.layer_digest, NULL);
-		oci_pull_result_free(&res);
-	}
+	rc = pull_and_print(client, &ref);
 	oci_client_free(client);
 	oci_ref_free(&ref);
-	return cli_exit(rc < 0 ? 1 : 0);
-usage:
-	cli_oci_flags_free(&f);
-	return EXIT_USAGE;
+	return cli_exit(rc);
 }

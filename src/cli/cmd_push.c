@@ -18,9 +18,67 @@
 
 #define MAX_ANNOTATION_FLAGS 128
 
-static void push_usage(FILE *out)
+/* The one push of this process: the flags' table points into it. */
+static struct push_flags {
+	struct oci_push_opts po;
+	const char *annotation_v[MAX_ANNOTATION_FLAGS + 1];   /* NULL-terminated for po */
+	struct cli_strings annotations;
+	const char *sign_key, *sign_pw_file;
+	int sign_formats;
+	struct cli_oci_flags oci;
+} flags;
+
+static int annotation_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	fprintf(out,
+	if (strchr(arg, '=') == NULL || arg[0] == '=') {
+		cli_errorf("%s: --annotation \"%s\" is not KEY=VALUE", cmd, arg);
+		return -1;
+	}
+	return cli_strings_add(&flags.annotations, arg, cmd, o->name);
+}
+
+static int sign_format_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	if (strcmp(arg, "sig") == 0)
+		flags.sign_formats = OCI_SIGN_SIMPLESIGNING;
+	else if (strcmp(arg, "bundle") == 0)
+		flags.sign_formats = OCI_SIGN_BUNDLE;
+	else if (strcmp(arg, "both") == 0)
+		flags.sign_formats = OCI_SIGN_SIMPLESIGNING | OCI_SIGN_BUNDLE;
+	else {
+		cli_errorf("%s: --sign-format \"%s\": sig, bundle or both", cmd, arg);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct cli_opt push_opts[] = {
+	CLI_STRING(0, "path", &flags.po.path, "DIR", "the directory to push (required)"),
+	CLI_STRING(0, "source", &flags.po.source, "URL", "annotation org.opencontainers.image.source"),
+	CLI_STRING(0, "revision", &flags.po.revision, "REV", "annotation org.opencontainers.image.revision\n"
+	    "(e.g. main@sha1:<commit>)"),
+	CLI_CALLBACK(0, "annotation", NULL, "K=V", "an extra manifest annotation (repeatable)", annotation_flag),
+	CLI_BOOL(0, "reproducible", &flags.po.reproducible, "created = 1970-01-01T00:00:00Z, so the same tree and\n"
+	    "flags always give the same manifest digest"),
+	CLI_STRING(0, "ignore-paths", &flags.po.ignore, "LIST", "comma-separated gitignore-style patterns to leave out\n"
+	    "(default: " OCI_DEFAULT_IGNORE ")"),
+	CLI_GROUP("Signing (see docs/signing.md):"),
+	CLI_STRING(0, "sign-key", &flags.sign_key, "FILE", "sign the pushed manifest with this PEM private key\n"
+	    "(\"PRIVATE KEY\", \"EC PRIVATE KEY\", \"RSA PRIVATE KEY\" or\n"
+	    "\"ENCRYPTED PRIVATE KEY\"; cosign's own encrypted format is\n"
+	    "not read: `openssl pkcs8` converts); the password of an\n"
+	    "encrypted key is read from $COSIGN_PASSWORD, never a flag"),
+	CLI_STRING(0, "sign-key-password-file", &flags.sign_pw_file, "FILE", "read that password from FILE instead"),
+	CLI_CALLBACK(0, "sign-format", NULL, "FORMAT", "sig (default: the sha256-<hex>.sig tag, cosign v2's\n"
+	    "format), bundle (a Sigstore bundle referrer, cosign v3's)\nor both", sign_format_flag),
+	CLI_OCI_OPTS(&flags.oci),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd push_cmd = {
+	.name = "push",
+	.synopsis =
 	    "Usage: pulumi-controller push oci://HOST[:PORT]/REPO:TAG --path DIR [flags]\n"
 	    "\n"
 	    "Packs DIR as tar+gzip (entries relative to DIR, sorted, owners and times\n"
@@ -29,37 +87,16 @@ static void push_usage(FILE *out)
 	    "application/vnd.cncf.flux.content.v1.tar+gzip.  Blobs the registry already\n"
 	    "has are not uploaded again.  Prints the manifest digest.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --path DIR             the directory to push (required)\n"
-	    "  --source URL           annotation org.opencontainers.image.source\n"
-	    "  --revision REV         annotation org.opencontainers.image.revision\n"
-	    "                         (e.g. main@sha1:<commit>)\n"
-	    "  --annotation K=V       an extra manifest annotation (repeatable)\n"
-	    "  --reproducible         created = 1970-01-01T00:00:00Z, so the same tree and\n"
-	    "                         flags always give the same manifest digest\n"
-	    "  --ignore-paths LIST    comma-separated gitignore-style patterns to leave out\n"
-	    "                         (default: " OCI_DEFAULT_IGNORE ")\n"
-	    "Signing (see docs/signing.md):\n"
-	    "  --sign-key FILE        sign the pushed manifest with this PEM private key\n"
-	    "                         (\"PRIVATE KEY\", \"EC PRIVATE KEY\", \"RSA PRIVATE KEY\" or\n"
-	    "                         \"ENCRYPTED PRIVATE KEY\"; cosign's own encrypted format is\n"
-	    "                         not read: `openssl pkcs8` converts); the password of an\n"
-	    "                         encrypted key is read from $COSIGN_PASSWORD, never a flag\n"
-	    "  --sign-key-password-file FILE  read that password from FILE instead\n"
-	    "  --sign-format FORMAT   sig (default: the sha256-<hex>.sig tag, cosign v2's\n"
-	    "                         format), bundle (a Sigstore bundle referrer, cosign v3's)\n"
-	    "                         or both\n"
-	    CLI_OCI_HELP
-	    "  -h, --help             show this help\n"
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "A progress line is shown when standard error is a terminal.\n"
 	    "Exit status: 0 success (pushed, and signed when asked), 1 failure (the push, or\n"
 	    "the signing after it: the digest is then printed all the same), 2 bad usage\n"
-	    "(an unreadable or unusable --sign-key included).\n");
-}
-
-enum { PUSH_PATH = 1, PUSH_SOURCE, PUSH_REVISION, PUSH_ANNOTATION, PUSH_REPRODUCIBLE, PUSH_IGNORE,
-	PUSH_SIGN_KEY, PUSH_SIGN_PASSWORD_FILE, PUSH_SIGN_FORMAT };
+	    "(an unreadable or unusable --sign-key included).\n",
+	.width = CLI_OCI_WIDTH,
+	.unknown = CLI_UNKNOWN_QUIET,
+};
 
 /* The signing key, loaded before the push so a bad key costs no upload.
  * The password comes from a file or $COSIGN_PASSWORD, never argv. */
@@ -123,124 +160,86 @@ static int sign_pushed(struct oci_client *client, const struct oci_ref *ref, con
 	return rc;
 }
 
-int cmd_push(int argc, char **argv)
+/* The flags into `flags`: CLI_GO_ON with *operand at the reference, or
+ * the exit status. */
+static int parse_flags(int argc, char **argv, int *operand)
 {
-	static const struct option longopts[] = {
-		{ "path", required_argument, NULL, PUSH_PATH },
-		{ "source", required_argument, NULL, PUSH_SOURCE },
-		{ "revision", required_argument, NULL, PUSH_REVISION },
-		{ "annotation", required_argument, NULL, PUSH_ANNOTATION },
-		{ "reproducible", no_argument, NULL, PUSH_REPRODUCIBLE },
-		{ "ignore-paths", required_argument, NULL, PUSH_IGNORE },
-		{ "sign-key", required_argument, NULL, PUSH_SIGN_KEY },
-		{ "sign-key-password-file", required_argument, NULL, PUSH_SIGN_PASSWORD_FILE },
-		{ "sign-format", required_argument, NULL, PUSH_SIGN_FORMAT },
-		CLI_OCI_LONG_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *annotations[MAX_ANNOTATION_FLAGS + 1] = { NULL };
-	size_t nann = 0;
-	struct oci_push_opts po = { .annotations = annotations };
-	struct cli_oci_flags f;
-	struct oci_push_result res;
-	struct oci_ref ref;
-	struct oci_client *client;
-	struct oci_signer *signer = NULL;
-	const char *sign_key = NULL, *sign_pw_file = NULL;
-	int sign_formats = OCI_SIGN_SIMPLESIGNING;
-	struct err e = { 0 };
-	int c, rc, usage;
+	memset(&flags, 0, sizeof(flags));
+	flags.po.annotations = flags.annotation_v;
+	flags.annotations = (struct cli_strings){ flags.annotation_v, 0, MAX_ANNOTATION_FLAGS };
+	flags.sign_formats = OCI_SIGN_SIMPLESIGNING;
+	cli_oci_flags_init(&flags.oci);
+	return cli_parse(&push_cmd, push_opts, argc, argv, operand);
+}
 
-	cli_oci_flags_init(&f);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			push_usage(stdout);
-			cli_oci_flags_free(&f);
-			return 0;
-		case PUSH_PATH: po.path = optarg; break;
-		case PUSH_SOURCE: po.source = optarg; break;
-		case PUSH_REVISION: po.revision = optarg; break;
-		case PUSH_REPRODUCIBLE: po.reproducible = 1; break;
-		case PUSH_IGNORE: po.ignore = optarg; break;
-		case PUSH_SIGN_KEY: sign_key = optarg; break;
-		case PUSH_SIGN_PASSWORD_FILE: sign_pw_file = optarg; break;
-		case PUSH_SIGN_FORMAT:
-			if (strcmp(optarg, "sig") == 0)
-				sign_formats = OCI_SIGN_SIMPLESIGNING;
-			else if (strcmp(optarg, "bundle") == 0)
-				sign_formats = OCI_SIGN_BUNDLE;
-			else if (strcmp(optarg, "both") == 0)
-				sign_formats = OCI_SIGN_SIMPLESIGNING | OCI_SIGN_BUNDLE;
-			else {
-				cli_errorf("push: --sign-format \"%s\": sig, bundle or both", optarg);
-				goto usage;
-			}
-			break;
-		case PUSH_ANNOTATION:
-			if (strchr(optarg, '=') == NULL || optarg[0] == '=') {
-				cli_errorf("push: --annotation \"%s\" is not KEY=VALUE", optarg);
-				goto usage;
-			}
-			if (nann >= MAX_ANNOTATION_FLAGS) {
-				fprintf(stderr, "push: more than %d --annotation flags\n", MAX_ANNOTATION_FLAGS);
-				goto usage;
-			}
-			annotations[nann++] = optarg;
-			break;
-		default:
-			if (cli_oci_flag(&f, c, optarg, "push") != 0)
-				goto usage;
-		}
-	}
-	if (optind != argc - 1 || po.path == NULL) {
+/* The reference and the signing key, checked before anything is sent:
+ * 0, or -1 after saying what is wrong (a usage error). */
+static int check_args(int argc, char **argv, int operand, struct oci_ref *ref, struct oci_signer **signer)
+{
+	struct err e = { 0 };
+
+	*signer = NULL;
+	if (operand != argc - 1 || flags.po.path == NULL) {
 		fprintf(stderr, "push: need exactly one reference and --path DIR\n");
-		goto usage;
+		return -1;
 	}
-	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
+	if (oci_ref_parse(argv[operand], ref, &e) < 0) {
 		cli_errorf("push: %s", e.msg);
-		goto usage;
+		return -1;
 	}
-	if (ref.digest != NULL) {
+	if (ref->digest != NULL)
 		fprintf(stderr, "push: push to a tag (oci://HOST/REPO:TAG), not to a digest\n");
-		oci_ref_free(&ref);
-		goto usage;
-	}
-	if ((sign_pw_file != NULL) && sign_key == NULL) {
+	else if (flags.sign_pw_file != NULL && flags.sign_key == NULL)
 		fprintf(stderr, "push: --sign-key-password-file needs --sign-key\n");
-		oci_ref_free(&ref);
-		goto usage;
-	}
-	if (sign_key != NULL && (signer = load_signer(sign_key, sign_pw_file)) == NULL) {
-		oci_ref_free(&ref);
-		goto usage;
-	}
-	client = cli_oci_client(&f, &ref, "push", NULL, &usage);
-	cli_oci_flags_free(&f);
-	if (client == NULL) {
-		oci_ref_free(&ref);
-		oci_signer_free(signer);
-		return usage ? EXIT_USAGE : 1;
-	}
-	rc = oci_push(client, &ref, &po, &res, &e);
+	else if (flags.sign_key == NULL || (*signer = load_signer(flags.sign_key, flags.sign_pw_file)) != NULL)
+		return 0;
+	oci_ref_free(ref);
+	return -1;
+}
+
+/* Pushes, prints the digest, then signs when asked: 0 or 1. */
+static int push_and_sign(struct oci_client *client, const struct oci_ref *ref, const struct oci_signer *signer)
+{
+	struct oci_push_result res;
+	struct err e = { 0 };
+	int rc = oci_push(client, ref, &flags.po, &res, &e);
+
 	if (rc < 0) {
 		cli_errorf("push: %s", e.msg);
-	} else {
-		printf("%s\n", res.manifest_digest);
-		fflush(stdout);
-		log_info("pushed", "manifest", res.manifest_digest, "layer", res.layer_digest,
-		    "layer_uploaded", res.layer_uploaded ? "true" : "false", NULL);
-		if (signer != NULL)
-			rc = sign_pushed(client, &ref, res.manifest_digest, signer, sign_formats);
-		oci_push_result_free(&res);
+		return 1;
 	}
+	printf("%s\n", res.manifest_digest);
+	fflush(stdout);
+	log_info("pushed", "manifest", res.manifest_digest, "layer", res.layer_digest,
+	    "layer_uploaded", res.layer_uploaded ? "true" : "false", NULL);
+	if (signer != NULL)
+		rc = sign_pushed(client, ref, res.manifest_digest, signer, flags.sign_formats);
+	oci_push_result_free(&res);
+	return rc < 0 ? 1 : 0;
+}
+
+int cmd_push(int argc, char **argv)
+{
+	struct oci_ref ref;
+	struct oci_client *client;
+	struct oci_signer *signer;
+	int operand, rc, usage;
+
+	rc = parse_flags(argc, argv, &operand);
+	if (rc == CLI_GO_ON && check_args(argc, argv, operand, &ref, &signer) < 0)
+		rc = EXIT_USAGE;
+	if (rc != CLI_GO_ON) {
+		cli_oci_flags_free(&flags.oci);
+		return rc;
+	}
+	client = cli_oci_client(&flags.oci, &ref, "push", NULL, &usage);
+	cli_oci_flags_free(&flags.oci);
+	if (client == NULL)
+		rc = usage ? EXIT_USAGE : 1;
+	else
+		rc = push_and_sign(client, &ref, signer);
 	oci_signer_free(signer);
 	oci_client_free(client);
 	oci_ref_free(&ref);
-	return rc < 0 ? 1 : 0;
-usage:
-	cli_oci_flags_free(&f);
-	return EXIT_USAGE;
+	return rc;
 }
