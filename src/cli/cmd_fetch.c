@@ -3,7 +3,6 @@
  * Flux artifact, as a command: download, verify the digest and unpack in one
  * streaming pass, into a new directory or into an artifact store.
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,40 +15,85 @@
 #include "cli/cli.h"
 #include "fluxsource/fluxsource.h"
 
-static void fetch_usage(FILE *out)
+/* The one fetch of this process: the flags' table points into it. */
+static struct fetch_flags {
+	struct flux_fetch_opts o;
+	const char *digest, *out, *store, *level, *format;
+} flags;
+
+#define FETCH_BAD_NUMBER "invalid number \"%s\""
+#define FETCH_BAD_DURATION "invalid duration \"%s\" (seconds, or 90s, 5m)"
+#define FETCH_MAX_MS 86400000L
+
+/* --timeout bounds the whole fetch and each request, and no stall may
+ * outlast it. */
+static int timeout_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	fprintf(out,
+	long ms;
+
+	if (duration_parse_ms_or_seconds(arg, &ms) < 0 || ms > FETCH_MAX_MS) {
+		cli_errorf("%s: " FETCH_BAD_DURATION, cmd, arg);
+		return -1;
+	}
+	flags.o.timeout_ms = ms;
+	flags.o.http.timeout_ms = ms;
+	if (flags.o.http.stall_timeout_ms > ms)
+		flags.o.http.stall_timeout_ms = ms;
+	return 0;
+}
+
+static const struct cli_opt fetch_opts[] = {
+	CLI_STRING(0, "digest", &flags.digest, "D", "expected digest: sha256:<hex>, sha384:<hex>, sha512:<hex>\n"
+	    "or a bare sha256 hex value (required)"),
+	CLI_STRING(0, "out", &flags.out, "DIR", "unpack into DIR, which must not exist"),
+	CLI_STRING(0, "store", &flags.store, "DIR", "put the artifact into the store DIR/artifacts/<algo>/<hex>/\n"
+	    "(reused without network access when present) and print its path;\n"
+	    "staging that a killed fetch or pull left in DIR is removed first"),
+	CLI_BYTES("max-size", &flags.o.limits.max_total_bytes, "BYTES",
+	    "limit on unpacked bytes (default 100Mi; -1 unlimited)", FETCH_BAD_NUMBER),
+	CLI_BYTES("max-artifact-size", &flags.o.http.max_bytes, "BYTES",
+	    "limit on downloaded (compressed) bytes (default 512Mi;\n-1 unlimited); --max-download-size is the old name",
+	    FETCH_BAD_NUMBER),
+	{ .kind = CLI_OPT_BYTES, .name = "max-download-size", .target = &flags.o.http.max_bytes,
+	  .size = sizeof(flags.o.http.max_bytes), .bad = FETCH_BAD_NUMBER, .lo = -1, .hi = __LONG_LONG_MAX__,
+	  .flags = CLI_HIDDEN },
+	CLI_BYTES("max-entries", &flags.o.limits.max_entries, "N", "limit on archive entries (default 100000)",
+	    FETCH_BAD_NUMBER),
+	CLI_STRING(0, "ca-file", &flags.o.http.ca_file, "F", "trust the CA certificates in PEM file F"),
+	CLI_BOOL(0, "insecure-skip-tls-verify", &flags.o.http.insecure_skip_tls_verify,
+	    "do not verify the server certificate"),
+	CLI_NUMBER("retries", &flags.o.http.retries, 0, 100, "N",
+	    "retries on connection errors, 5xx and 429 (default 3)", "invalid --retries \"%s\""),
+	CLI_CALLBACK(0, "timeout", NULL, "S", "limit on the whole fetch, in seconds: waiting for another\n"
+	    "download of the same artifact in the store, every attempt\n"
+	    "and the pauses between them (default 300)", timeout_flag),
+	{ .kind = CLI_OPT_DURATION, .name = "connect-timeout", .target = &flags.o.http.connect_timeout_ms,
+	  .size = sizeof(long), .argh = "S", .help = "limit on connecting, in seconds (default 10)",
+	  .bad = FETCH_BAD_DURATION, .lo = 0, .hi = FETCH_MAX_MS, .flags = CLI_BARE_SECONDS },
+	CLI_STRING(0, "host-override", &flags.o.host_override, "HOST",
+	    "replace the URL's host[:port] (default: $SOURCE_CONTROLLER_LOCALHOST)"),
+	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error (default warn)"),
+	CLI_STRING(0, "log-format", &flags.format, "F", "json or text (default text)"),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd fetch_cmd = {
+	.name = "fetch",
+	.synopsis =
 	    "Usage: pulumi-controller fetch URL --digest D (--out DIR | --store DIR) [flags]\n"
 	    "\n"
 	    "Downloads a Flux artifact (a tar.gz served by source-controller), verifies it\n"
 	    "against its digest while it streams, and unpacks it with the safe extractor.\n"
 	    "Nothing is left behind on failure, nor when stopped by SIGTERM or SIGINT.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --digest D               expected digest: sha256:<hex>, sha384:<hex>, sha512:<hex>\n"
-	    "                           or a bare sha256 hex value (required)\n"
-	    "  --out DIR                unpack into DIR, which must not exist\n"
-	    "  --store DIR              put the artifact into the store DIR/artifacts/<algo>/<hex>/\n"
-	    "                           (reused without network access when present) and print its path;\n"
-	    "                           staging that a killed fetch or pull left in DIR is removed first\n"
-	    "  --max-size BYTES         limit on unpacked bytes (default 100Mi; -1 unlimited)\n"
-	    "  --max-artifact-size BYTES limit on downloaded (compressed) bytes (default 512Mi;\n"
-	    "                           -1 unlimited); --max-download-size is the old name\n"
-	    "  --max-entries N          limit on archive entries (default 100000)\n"
-	    "  --ca-file F              trust the CA certificates in PEM file F\n"
-	    "  --insecure-skip-tls-verify  do not verify the server certificate\n"
-	    "  --retries N              retries on connection errors, 5xx and 429 (default 3)\n"
-	    "  --timeout S              limit on the whole fetch, in seconds: waiting for another\n"
-	    "                           download of the same artifact in the store, every attempt\n"
-	    "                           and the pauses between them (default 300)\n"
-	    "  --connect-timeout S      limit on connecting, in seconds (default 10)\n"
-	    "  --host-override HOST     replace the URL's host[:port] (default: $SOURCE_CONTROLLER_LOCALHOST)\n"
-	    "  --log-level L            debug, info, warn, error (default warn)\n"
-	    "  --log-format F           json or text (default text)\n"
-	    "  -h, --help               show this help\n"
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
-	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n");
-}
+	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n",
+	.width = 27,
+	.unknown = CLI_UNKNOWN_USAGE,
+};
 
 /* The fetch itself, once the flags are understood: 0 or 1. */
 static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char *digest,
@@ -84,109 +128,54 @@ static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char
 	return 0;
 }
 
-int cmd_fetch(int argc, char **argv)
+/* The flags into `flags`: CLI_GO_ON with *operand at the URL, or the exit
+ * status. */
+static int parse_flags(int argc, char **argv, int *operand)
 {
-	static const struct option longopts[] = {
-		{ "digest", required_argument, NULL, 'd' },
-		{ "out", required_argument, NULL, 'o' },
-		{ "store", required_argument, NULL, 's' },
-		{ "max-size", required_argument, NULL, 'm' },
-		{ "max-artifact-size", required_argument, NULL, 'D' },
-		{ "max-download-size", required_argument, NULL, 'D' },
-		{ "max-entries", required_argument, NULL, 'E' },
-		{ "ca-file", required_argument, NULL, 'c' },
-		{ "insecure-skip-tls-verify", no_argument, NULL, 'k' },
-		{ "retries", required_argument, NULL, 'r' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "connect-timeout", required_argument, NULL, 'T' },
-		{ "host-override", required_argument, NULL, 'H' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "log-format", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct flux_fetch_opts o;
-	const char *digest = NULL, *out = NULL, *store = NULL;
-	const char *level = "warn", *format = "text";
-	long long n;
-	char *end;
-	struct err e = { 0 };
-	int c;
+	memset(&flags, 0, sizeof(flags));
+	flux_fetch_opts_default(&flags.o);
+	/* One-shot commands log for a person at a terminal (docs/logging.md). */
+	flags.level = "warn";
+	flags.format = "text";
+	return cli_parse(&fetch_cmd, fetch_opts, argc, argv, operand);
+}
 
-	flux_fetch_opts_default(&o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'd': digest = optarg; break;
-		case 'o': out = optarg; break;
-		case 's': store = optarg; break;
-		case 'm':
-		case 'D':
-		case 'E':
-			if (cli_parse_bytes(optarg, &n) < 0) {
-				cli_errorf("fetch: invalid number \"%s\"", optarg);
-				return EXIT_USAGE;
-			}
-			if (c == 'm')
-				o.limits.max_total_bytes = n;
-			else if (c == 'D')
-				o.http.max_bytes = n;
-			else
-				o.limits.max_entries = n;
-			break;
-		case 'c': o.http.ca_file = optarg; break;
-		case 'k': o.http.insecure_skip_tls_verify = 1; break;
-		case 'r':
-			o.http.retries = (int)strtol(optarg, &end, 10);
-			if (*end != '\0' || o.http.retries < 0 || o.http.retries > 100) {
-				cli_errorf("fetch: invalid --retries \"%s\"", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 't':
-		case 'T': {
-			long ms;
-			if (duration_parse_ms_or_seconds(optarg, &ms) < 0 || ms > 86400000) {
-				cli_errorf("fetch: invalid duration \"%s\" (seconds, or 90s, 5m)", optarg);
-				return EXIT_USAGE;
-			}
-			if (c == 't') {
-				o.timeout_ms = ms;
-				o.http.timeout_ms = ms;
-				if (o.http.stall_timeout_ms > ms)
-					o.http.stall_timeout_ms = ms;
-			} else {
-				o.http.connect_timeout_ms = ms;
-			}
-			break;
-		}
-		case 'H': o.host_override = optarg; break;
-		case 'L': level = optarg; break;
-		case 'F': format = optarg; break;
-		case 'h': fetch_usage(stdout); return 0;
-		default: fetch_usage(stderr); return EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1 || digest == NULL || (out == NULL) == (store == NULL)) {
-		fprintf(stderr, "fetch: need one URL, --digest, and one of --out or --store\n");
-		fetch_usage(stderr);
-		return EXIT_USAGE;
-	}
-	if (cli_setup_logging(level, format) < 0)
-		return EXIT_USAGE;
-	/* A digest that cannot be one is a usage error, as in `unpack`. */
+/* What only the flags together, the digest and the URL can say; a
+ * mistake in any is bad usage, as in `unpack`.  0, or -1 after saying so. */
+static int check_args(int argc, char **argv, int operand)
+{
 	struct digest want;
-	if (digest_parse(digest, &want, &e) < 0) {
+	struct err e = { 0 };
+	char *parsed;
+
+	if (operand != argc - 1 || flags.digest == NULL || (flags.out == NULL) == (flags.store == NULL)) {
+		fprintf(stderr, "fetch: need one URL, --digest, and one of --out or --store\n");
+		cli_usage(&fetch_cmd, fetch_opts, stderr);
+		return -1;
+	}
+	if (cli_setup_logging(flags.level, flags.format) < 0)
+		return -1;
+	if (digest_parse(flags.digest, &want, &e) < 0) {
 		cli_print_error("fetch: --digest", e.msg);
-		return EXIT_USAGE;
+		return -1;
 	}
 	/* So is a URL (or --host-override) that cannot be parsed. */
-	char *parsed = flux_rewrite_url(argv[optind], o.host_override, &e);
-	if (parsed == NULL) {
+	if ((parsed = flux_rewrite_url(argv[operand], flags.o.host_override, &e)) == NULL) {
 		cli_print_error("fetch", e.msg);
-		return EXIT_USAGE;
+		return -1;
 	}
 	free(parsed);
-	o.cancel = cli_cancel_on_signals();
-	return cli_exit(fetch_to(&o, argv[optind], digest, out, store));
+	return 0;
+}
+
+int cmd_fetch(int argc, char **argv)
+{
+	int operand, rc = parse_flags(argc, argv, &operand);
+
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (check_args(argc, argv, operand) < 0)
+		return EXIT_USAGE;
+	flags.o.cancel = cli_cancel_on_signals();
+	return cli_exit(fetch_to(&flags.o, argv[operand], flags.digest, flags.out, flags.store));
 }

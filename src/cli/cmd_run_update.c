@@ -6,7 +6,6 @@
  * the exit status.  This file reads the flags and the environment; the
  * update itself is stack_run (src/stack/stack_runner.c).
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +18,36 @@
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
-static void run_update_usage(FILE *out)
-{
-	fprintf(out,
+/* The one run-update of this process: the flags' table points into it. */
+static struct run_update_flags {
+	struct stack_run_opts o;
+	const char *term, *level, *format;
+} flags;
+
+static const struct cli_opt run_update_opts[] = {
+	CLI_STRING(0, "work-dir", &flags.o.work_dir, "DIR", "artifact store, workspace and PULUMI_HOME (required)"),
+	CLI_STRING(0, "termination-log", &flags.term, "FILE", "where the result goes (required; the pod's\n"
+	    "terminationMessagePath)"),
+	CLI_STRING(0, "oci-secret-dir", &flags.o.oci_secret_dir, "DIR",
+	    "registry credentials (.dockerconfigjson) and CA (ca.crt)"),
+	CLI_STRING(0, "verify-keys-dir", &flags.o.verify_keys_dir, "DIR", "public keys for an OCI source with verify"),
+	CLI_STRING(0, "plan-dir", &flags.o.plan_dir, "DIR", "the approved plan (plan.json) an up with a planId applies"),
+	CLI_STRING(0, "service-account-dir", &flags.o.service_account_dir, "DIR",
+	    "token and ca.crt for the API server (default\n" SA_DIR ")"),
+	CLI_STRING(0, "pulumi", &flags.o.pulumi_bin, "PATH", "the pulumi CLI (default: pulumi from the pod's PATH)"),
+	CLI_STRING(0, "plugins-dir", &flags.o.plugins_dir, "DIR", "plugins the image carries, linked as PULUMI_HOME/plugins"),
+	CLI_BYTES("max-artifact-size", &flags.o.max_artifact_bytes, "BYTES",
+	    "one artifact download (default 512Mi; -1: none); the\ncontroller passes its own --max-artifact-size",
+	    "--max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)"),
+	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error (default info)"),
+	CLI_STRING(0, "log-format", &flags.format, "F", "json or text (default json)"),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd run_update_cmd = {
+	.name = "run-update",
+	.synopsis =
 	    "Usage: pulumi-controller run-update --work-dir DIR --termination-log FILE [flags]\n"
 	    "\n"
 	    "Runs one Stack update inside a Job's pod (the controller's --runner=job): reads the\n"
@@ -31,28 +57,16 @@ static void run_update_usage(FILE *out)
 	    "writes the result as JSON to the termination log.  The controller starts it; it\n"
 	    "is not meant to be run by hand.  docs/cli.md describes the input and the output.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --work-dir DIR             artifact store, workspace and PULUMI_HOME (required)\n"
-	    "  --termination-log FILE     where the result goes (required; the pod's\n"
-	    "                             terminationMessagePath)\n"
-	    "  --oci-secret-dir DIR       registry credentials (.dockerconfigjson) and CA (ca.crt)\n"
-	    "  --verify-keys-dir DIR      public keys for an OCI source with verify\n"
-	    "  --plan-dir DIR             the approved plan (plan.json) an up with a planId applies\n"
-	    "  --service-account-dir DIR  token and ca.crt for the API server (default\n"
-	    "                             " SA_DIR ")\n"
-	    "  --pulumi PATH              the pulumi CLI (default: pulumi from the pod's PATH)\n"
-	    "  --plugins-dir DIR          plugins the image carries, linked as PULUMI_HOME/plugins\n"
-	    "  --max-artifact-size BYTES  one artifact download (default 512Mi; -1: none); the\n"
-	    "                             controller passes its own --max-artifact-size\n"
-	    "  --log-level L              debug, info, warn, error (default info)\n"
-	    "  --log-format F             json or text (default json)\n"
-	    "  -h, --help                 show this help\n"
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "Environment: PULUMI_CONTROLLER_UPDATE (required), KUBERNETES_SERVICE_HOST and\n"
 	    "KUBERNETES_SERVICE_PORT (for the outputs Secret).\n"
 	    "\n"
-	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n");
-}
+	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n",
+	.width = 29,
+	.unknown = CLI_UNKNOWN_USAGE,
+};
 
 /* The image's pulumi: the first on the pod's PATH, so that the driver
  * (which builds the CLI's PATH from nothing) runs the one the image
@@ -80,79 +94,54 @@ static void write_termination(const char *path, const struct stack_run_result *r
 	free(msg);
 }
 
-int cmd_run_update(int argc, char **argv)
+/* The flags into `flags`, checked: CLI_GO_ON, or the exit status. */
+static int parse_args(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "work-dir", required_argument, NULL, 'w' },
-		{ "termination-log", required_argument, NULL, 't' },
-		{ "oci-secret-dir", required_argument, NULL, 'o' },
-		{ "verify-keys-dir", required_argument, NULL, 'k' },
-		{ "plan-dir", required_argument, NULL, 'l' },
-		{ "service-account-dir", required_argument, NULL, 's' },
-		{ "pulumi", required_argument, NULL, 'p' },
-		{ "plugins-dir", required_argument, NULL, 'P' },
-		{ "max-artifact-size", required_argument, NULL, 'z' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "log-format", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct stack_run_opts o;
-	struct stack_run_input *in;
-	struct stack_run_result r;
-	const char *term = NULL, *level = "info", *format = "json";
-	struct err e;
-	char found[PATH_MAX];
-	int c, rc;
+	int operand, rc;
 
-	memset(&o, 0, sizeof(o));
-	o.service_account_dir = SA_DIR;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'w': o.work_dir = optarg; break;
-		case 't': term = optarg; break;
-		case 'o': o.oci_secret_dir = optarg; break;
-		case 'k': o.verify_keys_dir = optarg; break;
-		case 'l': o.plan_dir = optarg; break;
-		case 's': o.service_account_dir = optarg; break;
-		case 'p': o.pulumi_bin = optarg; break;
-		case 'P': o.plugins_dir = optarg; break;
-		case 'z':
-			if (cli_parse_bytes(optarg, &o.max_artifact_bytes) < 0) {
-				cli_errorf("run-update: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'L': level = optarg; break;
-		case 'F': format = optarg; break;
-		case 'h': run_update_usage(stdout); return 0;
-		default: run_update_usage(stderr); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_errorf("run-update: unexpected argument \"%s\"", argv[optind]);
+	memset(&flags, 0, sizeof(flags));
+	flags.o.service_account_dir = SA_DIR;
+	flags.level = "info";
+	flags.format = "json";
+	if ((rc = cli_parse(&run_update_cmd, run_update_opts, argc, argv, &operand)) != CLI_GO_ON)
+		return rc;
+	if (operand < argc) {
+		cli_errorf("run-update: unexpected argument \"%s\"", argv[operand]);
 		return EXIT_USAGE;
 	}
-	if (o.work_dir == NULL || term == NULL) {
+	if (flags.o.work_dir == NULL || flags.term == NULL) {
 		cli_errorf("run-update: --work-dir and --termination-log are required");
 		return EXIT_USAGE;
 	}
-	if (cli_setup_logging(level, format) < 0)
+	if (cli_setup_logging(flags.level, flags.format) < 0)
 		return EXIT_USAGE;
+	return CLI_GO_ON;
+}
+
+int cmd_run_update(int argc, char **argv)
+{
+	struct stack_run_opts *o = &flags.o;
+	struct stack_run_input *in;
+	struct stack_run_result r;
+	struct err e;
+	char found[PATH_MAX];
+	int rc = parse_args(argc, argv);
+
+	if (rc != CLI_GO_ON)
+		return rc;
 	if ((in = stack_run_input_parse(getenv("PULUMI_CONTROLLER_UPDATE"), &e)) == NULL) {
 		cli_print_error("run-update", e.msg);
 		stack_run_result_usage(&r, &e);
-		write_termination(term, &r);
+		write_termination(flags.term, &r);
 		return EXIT_USAGE;
 	}
-	if (o.pulumi_bin == NULL)
-		o.pulumi_bin = image_pulumi(found, sizeof(found));
-	o.kube_host = getenv("KUBERNETES_SERVICE_HOST");
-	o.kube_port = getenv("KUBERNETES_SERVICE_PORT");
-	o.cancel = cli_cancel_on_signals();
-	stack_run(in, &o, &r);
-	write_termination(term, &r);
+	if (o->pulumi_bin == NULL)
+		o->pulumi_bin = image_pulumi(found, sizeof(found));
+	o->kube_host = getenv("KUBERNETES_SERVICE_HOST");
+	o->kube_port = getenv("KUBERNETES_SERVICE_PORT");
+	o->cancel = cli_cancel_on_signals();
+	stack_run(in, o, &r);
+	write_termination(flags.term, &r);
 	if (r.status != 0)
 		cli_print_error("run-update", r.message);
 	rc = stack_run_exit_code(&r);

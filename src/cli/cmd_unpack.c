@@ -11,8 +11,6 @@
  * stop the extraction, remove the staging and end the process by that
  * signal.
  */
-#include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +21,33 @@
 #include "base/untar.h"
 #include "cli/cli.h"
 
-static void unpack_usage(FILE *out)
-{
-	fprintf(out,
+/* The one unpack of this process: the flags' table points into it. */
+static struct unpack_flags {
+	struct untar_limits lim;
+	const char *out, *digest, *level, *format;
+} flags;
+
+static const struct cli_opt unpack_opts[] = {
+	CLI_STRING(0, "out", &flags.out, "DIR", "directory to create (required)"),
+	CLI_BYTES("max-size", &flags.lim.max_total_bytes, "BYTES", "total bytes written (default 100Mi; -1 unlimited)",
+	    "invalid byte count \"%s\" for --max-size"),
+	CLI_NUMBER("max-entries", &flags.lim.max_entries, -1, __LONG_LONG_MAX__, "N",
+	    "number of entries (default 100000; -1 unlimited)", "invalid count \"%s\" for --max-entries"),
+	CLI_BYTES("max-file-size", &flags.lim.max_file_bytes, "BYTES",
+	    "bytes of one file (default -1: only --max-size applies)", "invalid byte count \"%s\" for --max-file-size"),
+	CLI_STRING(0, "digest", &flags.digest, "D", "the archive file must have this digest\n"
+	    "(sha256:<hex>, sha384:<hex>, sha512:<hex>, or bare\n"
+	    "64-hex sha256); checked in the same pass as extraction"),
+	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error, off (default warn; info\n"
+	    "logs a summary of what was unpacked)"),
+	CLI_STRING(0, "log-format", &flags.format, "F", "json, text (default text)"),
+	CLI_HELP("this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd unpack_cmd = {
+	.name = "unpack",
+	.synopsis =
 	    "Usage: pulumi-controller unpack ARCHIVE --out DIR [flags]\n"
 	    "\n"
 	    "Safely unpacks a tar, tar.gz or tar.zst archive into DIR, which must not\n"
@@ -34,130 +56,73 @@ static void unpack_usage(FILE *out)
 	    "rules; otherwise nothing is left and one line on stderr names the entry and\n"
 	    "the rule.  Other formats (zip, cpio, 7z, ...) are refused.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --out DIR              directory to create (required)\n"
-	    "  --max-size BYTES       total bytes written (default 100Mi; -1 unlimited)\n"
-	    "  --max-entries N        number of entries (default 100000; -1 unlimited)\n"
-	    "  --max-file-size BYTES  bytes of one file (default -1: only --max-size applies)\n"
-	    "  --digest D             the archive file must have this digest\n"
-	    "                         (sha256:<hex>, sha384:<hex>, sha512:<hex>, or bare\n"
-	    "                         64-hex sha256); checked in the same pass as extraction\n"
-	    "  --log-level L          debug, info, warn, error, off (default warn; info\n"
-	    "                         logs a summary of what was unpacked)\n"
-	    "  --log-format F         json, text (default text)\n"
-	    "  -h, --help             this help\n"
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "BYTES: digits with an optional K, M, G (powers of 1000) or Ki, Mi, Gi suffix.\n"
 	    "Exit status: 0 unpacked, 1 refused or failed, 2 bad usage.\n"
-	    "Rules and limits: docs/unpack.md\n");
-}
+	    "Rules and limits: docs/unpack.md\n",
+	.width = 25,
+	.unknown = CLI_UNKNOWN_USAGE,
+};
 
-static int parse_count(const char *s, long long *out)
+/* The flags into `flags`, checked: CLI_GO_ON with *operand at the
+ * archive, or the exit status. */
+static int parse_args(int argc, char **argv, int *operand, struct digest *want)
 {
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < -1)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-enum { OPT_OUT = 256, OPT_MAX_SIZE, OPT_MAX_ENTRIES, OPT_MAX_FILE, OPT_DIGEST, OPT_LOG_LEVEL,
-	OPT_LOG_FORMAT };
-
-int cmd_unpack(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "out", required_argument, NULL, OPT_OUT },
-		{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
-		{ "max-entries", required_argument, NULL, OPT_MAX_ENTRIES },
-		{ "max-file-size", required_argument, NULL, OPT_MAX_FILE },
-		{ "digest", required_argument, NULL, OPT_DIGEST },
-		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-		{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	/* One-shot commands log for a person at a terminal (docs/logging.md). */
-	const char *out = NULL, *digest_text = NULL, *level = "warn", *format = "text", *archive;
-	struct untar_limits lim;
-	struct untar_stats st;
-	struct digest want;
 	struct err e;
-	long long v;
-	int c;
+	int rc;
 
-	untar_limits_default(&lim);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_OUT:
-			out = optarg;
-			break;
-		case OPT_MAX_SIZE:
-		case OPT_MAX_FILE:
-			if (cli_parse_bytes(optarg, &v) < 0) {
-				cli_errorf("unpack: invalid byte count \"%s\" for --%s", optarg,
-				    c == OPT_MAX_SIZE ? "max-size" : "max-file-size");
-				return EXIT_USAGE;
-			}
-			if (c == OPT_MAX_SIZE)
-				lim.max_total_bytes = v;
-			else
-				lim.max_file_bytes = v;
-			break;
-		case OPT_MAX_ENTRIES:
-			if (parse_count(optarg, &v) < 0) {
-				cli_errorf("unpack: invalid count \"%s\" for --max-entries", optarg);
-				return EXIT_USAGE;
-			}
-			lim.max_entries = v;
-			break;
-		case OPT_DIGEST:
-			digest_text = optarg;
-			break;
-		case OPT_LOG_LEVEL:
-			level = optarg;
-			break;
-		case OPT_LOG_FORMAT:
-			format = optarg;
-			break;
-		case 'h':
-			unpack_usage(stdout);
-			return 0;
-		default:
-			unpack_usage(stderr);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind != argc - 1 || out == NULL) {
+	memset(&flags, 0, sizeof(flags));
+	untar_limits_default(&flags.lim);
+	/* One-shot commands log for a person at a terminal (docs/logging.md). */
+	flags.level = "warn";
+	flags.format = "text";
+	if ((rc = cli_parse(&unpack_cmd, unpack_opts, argc, argv, operand)) != CLI_GO_ON)
+		return rc;
+	if (*operand != argc - 1 || flags.out == NULL) {
 		fprintf(stderr, "unpack: need exactly one ARCHIVE and --out DIR (see --help)\n");
 		return EXIT_USAGE;
 	}
-	archive = argv[optind];
-	if (cli_setup_logging(level, format) < 0)
+	if (cli_setup_logging(flags.level, flags.format) < 0)
 		return EXIT_USAGE;
-	if (digest_text != NULL && digest_parse(digest_text, &want, &e) < 0) {
+	if (flags.digest != NULL && digest_parse(flags.digest, want, &e) < 0) {
 		cli_print_error("unpack: --digest", e.msg);
 		return EXIT_USAGE;
 	}
-	lim.cancel = cli_cancel_on_signals();
-	if (untar_file_verified(archive, out, digest_text != NULL ? &want : NULL, &lim, &st, &e) < 0) {
+	return CLI_GO_ON;
+}
+
+static void log_summary(const char *archive, const struct untar_stats *st)
+{
+	char entries[32], files[32], bytes[32];
+
+	snprintf(entries, sizeof(entries), "%lld", (long long)st->entries);
+	snprintf(files, sizeof(files), "%lld", (long long)st->files);
+	snprintf(bytes, sizeof(bytes), "%lld", (long long)st->bytes_written);
+	log_info("unpacked", "archive", archive, "out", flags.out, "entries", entries,
+	    "files", files, "bytes", bytes, NULL);
+}
+
+int cmd_unpack(int argc, char **argv)
+{
+	struct untar_stats st;
+	struct digest want;
+	struct err e;
+	const char *archive;
+	int operand, rc = parse_args(argc, argv, &operand, &want);
+
+	if (rc != CLI_GO_ON)
+		return rc;
+	archive = argv[operand];
+	flags.lim.cancel = cli_cancel_on_signals();
+	if (untar_file_verified(archive, flags.out, flags.digest != NULL ? &want : NULL, &flags.lim, &st, &e) < 0) {
 		char what[PATH_MAX + 16];
 		snprintf(what, sizeof(what), "unpack %s", archive);
 		cli_print_error(what, e.msg);
 		return cli_exit(1);
 	}
-	if (log_enabled(LOG_INFO)) {
-		char entries[32], files[32], bytes[32];
-		snprintf(entries, sizeof(entries), "%lld", (long long)st.entries);
-		snprintf(files, sizeof(files), "%lld", (long long)st.files);
-		snprintf(bytes, sizeof(bytes), "%lld", (long long)st.bytes_written);
-		log_info("unpacked", "archive", archive, "out", out, "entries", entries,
-		    "files", files, "bytes", bytes, NULL);
-	}
+	if (log_enabled(LOG_INFO))
+		log_summary(archive, &st);
 	return 0;
 }
