@@ -93,6 +93,9 @@ enum cli_opt_kind {
 #define CLI_HIDDEN         0x4   /* not listed in --help (another line covers it) */
 #define CLI_NO_ARG         0x8   /* CALLBACK: takes no argument (arg is NULL) */
 #define CLI_OPTIONAL_ARG   0x10  /* CALLBACK: "--flag" or "--flag=value" */
+#define CLI_REFUSED        0x20  /* a sibling command's flag: known, refused as the
+                                  * command's unknown flags are, but without getopt's
+                                  * "unrecognized option" (not listed in --help) */
 
 struct cli_opt;
 /* 0, or -1 after printing why the value is bad (a usage error). */
@@ -143,6 +146,11 @@ int cli_strings_add(struct cli_strings *s, const char *arg, const char *cmd, con
 	.target = (1 ? (v) : (struct cli_strings *)0), .argh = (a), .help = (h) }
 #define CLI_CALLBACK(s, l, v, a, h, fn) { .kind = CLI_OPT_CALLBACK, .short_name = (s), .name = (l), \
 	.target = (v), .argh = (a), .help = (h), .cb = (fn) }
+
+/* A flag of a sibling command (one that shares this command's file and
+ * usage), named so that it is refused with a pointer to --help; k is its
+ * kind there (for whether it takes a value), fl its flags. */
+#define CLI_REFUSE(k, l, fl) { .kind = (k), .name = (l), .flags = CLI_REFUSED | (fl) }
 
 /* What follows getopt's own message about a flag it does not know (or one
  * missing its value): commands differ, and their tests read it. */

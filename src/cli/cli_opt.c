@@ -189,7 +189,7 @@ int cli_parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, c
 	while (rc == CLI_GO_ON && (ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
 		const struct cli_opt *o = opt_of(opts, n, ch);
 
-		if (o == NULL) {
+		if (o == NULL || (o->flags & CLI_REFUSED)) {
 			rc = unknown_flag(cmd, opts);
 		} else if (o->kind == CLI_OPT_HELP) {
 			cli_usage(cmd, opts, stdout);
@@ -235,7 +235,7 @@ void cli_usage(const struct cli_cmd *cmd, const struct cli_opt *opts, FILE *out)
 	for (const struct cli_opt *o = opts; o->kind != CLI_OPT_END; o++) {
 		if (o->kind == CLI_OPT_GROUP)
 			fprintf(out, "%s\n", o->help);
-		else if (!(o->flags & CLI_HIDDEN))
+		else if (!(o->flags & (CLI_HIDDEN | CLI_REFUSED)))
 			print_flag(o, cmd->width, out);
 	}
 	if (cmd->epilogue != NULL)

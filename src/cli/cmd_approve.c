@@ -11,7 +11,6 @@
  * the one shown.  The approval is an ordinary spec change, so the API
  * server's audit log records who approved.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,79 +25,64 @@
 
 #define APPROVE_ATTEMPTS 5
 
-enum { OPT_PLAN = STACKCTL_OPT_FIRST_FREE };
-
-struct approve_flags {
+/* The one preview or approve of this process: the tables point into it. */
+static struct approve_flags {
 	struct stackctl_flags conn;
 	const char *plan;
 	int yes;
+} flags;
+
+static const struct cli_opt preview_opts[] = {
+	/* approve's, refused with a pointer to --help (-y is unknown here). */
+	CLI_REFUSE(CLI_OPT_STRING, "plan", 0),
+	CLI_REFUSE(CLI_OPT_BOOL, "yes", 0),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
 };
 
-static void preview_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_cmd preview_cmd = {
+	.name = "preview",
+	.synopsis =
 	    "Usage: pulumi-controller preview [NAMESPACE/]NAME [flags]\n\n"
 	    "Prints the plan of a Stack with spec.approval: Manual that awaits approval: its id,\n"
 	    "revision, change summary and steps (op, URN, changed properties).\n\n"
-	    "Flags:\n" STACKCTL_COMMON_HELP "\n"
+	    "Flags:\n",
+	.epilogue =
+	    "\n"
 	    "Exit status: 0 a plan is shown, 1 none awaits approval or the Stack cannot be read,\n"
-	    "2 bad usage.  docs/approvals.md\n");
-}
+	    "2 bad usage.  docs/approvals.md\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
 
-static void approve_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_opt approve_opts[] = {
+	CLI_STRING(0, "plan", &flags.plan, "ID", "approve only this plan id (what the reviewer saw elsewhere)"),
+	CLI_BOOL('y', "yes", &flags.yes, "do not ask (needed when stdin is not a terminal)"),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd approve_cmd = {
+	.name = "approve",
+	.synopsis =
 	    "Usage: pulumi-controller approve [NAMESPACE/]NAME [--plan ID] [--yes] [flags]\n\n"
 	    "Shows the plan awaiting approval and sets spec.approvedPlan to its id (a merge patch).\n"
 	    "Refuses when the plan in status is not ID, or changed since it was shown.\n\n"
-	    "Flags:\n"
-	    "  --plan ID              approve only this plan id (what the reviewer saw elsewhere)\n"
-	    "  -y, --yes              do not ask (needed when stdin is not a terminal)\n"
-	    STACKCTL_COMMON_HELP "\n"
-	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n");
-}
+	    "Flags:\n",
+	.epilogue =
+	    "\n"
+	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
 
-/* 0 to go on, 1 after --help (exit 0), EXIT_USAGE after a usage error. */
-static int parse(int argc, char **argv, struct approve_flags *f, int approve, struct stackctl_ref *ref)
+/* The flags into `flags` and the one NAME: CLI_GO_ON, or the exit status. */
+static int parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
+    struct stackctl_ref *ref)
 {
-	static const struct option long_opts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "plan", required_argument, NULL, OPT_PLAN },
-		{ "yes", no_argument, NULL, 'y' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *cmd = approve ? "approve" : "preview";
-	struct err e;
-	int ch, rc;
-
-	memset(f, 0, sizeof(*f));
-	stackctl_flags_init(&f->conn);
-	while ((ch = getopt_long(argc, argv, approve ? "n:yh" : "n:h", long_opts, NULL)) != -1) {
-		if (ch == 'h') {
-			(approve ? approve_usage : preview_usage)(stdout);
-			return 1;
-		}
-		if ((rc = stackctl_common_flag(&f->conn, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-		} else if (approve && ch == OPT_PLAN) {
-			f->plan = optarg;
-		} else if (approve && ch == 'y') {
-			f->yes = 1;
-		} else {
-			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], f->conn.namespace, ref, &e) < 0) {
-		cli_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
+	memset(&flags, 0, sizeof(flags));
+	stackctl_flags_init(&flags.conn);
+	return stackctl_parse_one(cmd, opts, argc, argv, &flags.conn, 0, ref);
 }
 
 static const cJSON *preview_of(const cJSON *obj)
@@ -178,16 +162,15 @@ static cJSON *read_pending(struct stackctl *sc, const char *cmd, const struct st
 
 int cmd_preview(int argc, char **argv)
 {
-	struct approve_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
 	char shown[2 * STACKCTL_NAME_MAX + 2];
 	cJSON *obj;
-	int rc = parse(argc, argv, &f, 0, &ref);
+	int rc = parse(&preview_cmd, preview_opts, argc, argv, &ref);
 
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	if ((rc = stackctl_connect(&f.conn, "preview", &sc)) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if ((rc = stackctl_connect(&flags.conn, "preview", &sc)) != 0)
 		return rc;
 	stackctl_resolve_ref(&sc, &ref);
 	obj = read_pending(&sc, "preview", &ref);
@@ -269,17 +252,17 @@ static int set_approval(struct stackctl *sc, const struct stackctl_ref *ref, con
 
 int cmd_approve(int argc, char **argv)
 {
-	struct approve_flags f;
+	struct approve_flags *f = &flags;
 	struct stackctl_ref ref;
 	struct stackctl sc;
 	char shown[65], where[2 * STACKCTL_NAME_MAX + 2];
 	const char *id;
 	cJSON *obj;
-	int rc = parse(argc, argv, &f, 1, &ref);
+	int rc = parse(&approve_cmd, approve_opts, argc, argv, &ref);
 
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	if ((rc = stackctl_connect(&f.conn, "approve", &sc)) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if ((rc = stackctl_connect(&f->conn, "approve", &sc)) != 0)
 		return rc;
 	stackctl_resolve_ref(&sc, &ref);
 	snprintf(where, sizeof(where), "%s/%s", ref.ns, ref.name);
@@ -290,13 +273,13 @@ int cmd_approve(int argc, char **argv)
 	id = kube_obj_str(preview_of(obj), "planId");
 	snprintf(shown, sizeof(shown), "%s", id);
 	print_plan(where, preview_of(obj));
-	if (f.plan && strcmp(f.plan, shown) != 0) {
+	if (f->plan && strcmp(f->plan, shown) != 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "the plan awaiting approval is %s, not %s: not approved; review it "
-		    "again", shown, f.plan);
+		    "again", shown, f->plan);
 		cli_print_error("approve", msg);
 		rc = 1;
-	} else if (!f.yes && !confirmed(shown)) {
+	} else if (!f->yes && !confirmed(shown)) {
 		cli_print_error("approve", "not approved");
 		rc = 1;
 	} else {

@@ -26,31 +26,50 @@ static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 
 
 #define MASK "[secret]"
 
-enum { OPT_SHOW_SECRETS = STACKCTL_OPT_FIRST_FREE };
+/* The one outputs or history of this process: the tables point into it. */
+static struct outputs_flags {
+	struct stackctl_flags conn;
+	enum stackctl_output fmt;
+	int show_secrets;
+} flags;
 
-static void outputs_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_opt outputs_opts[] = {
+	CLI_BOOL(0, "show-secrets", &flags.show_secrets, "print the values of secret outputs too"),
+	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: an object of output name -> value (as\n"
+	    "the Secret holds it: structured values are JSON text)"),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd outputs_cmd = {
+	.name = "outputs",
+	.synopsis =
 	    "Usage: pulumi-controller outputs [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Prints the Stack's outputs from the Secret NAME-outputs the controller writes\n"
 	    "after each successful update.  Secret outputs print as [secret] and are not\n"
 	    "even decoded unless --show-secrets is given.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --show-secrets         print the values of secret outputs too\n"
-	    "  -o, --output FMT       json or yaml: an object of output name -> value (as\n"
-	    "                         the Secret holds it: structured values are JSON text)\n"
-	    STACKCTL_COMMON_HELP
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "Exit status: 0 success, 1 the Stack or its outputs Secret does not exist (no\n"
 	    "successful update yet), the Secret is not the Stack's, or a request failed;\n"
-	    "2 bad usage.\n");
-}
+	    "2 bad usage.\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
 
-static void history_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_opt history_opts[] = {
+	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: status.history as the controller wrote it"),
+	CLI_REFUSE(CLI_OPT_BOOL, "show-secrets", 0),    /* outputs' */
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd history_cmd = {
+	.name = "history",
+	.synopsis =
 	    "Usage: pulumi-controller history [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Prints the Stack's last updates (status.history, at most 10, newest first):\n"
@@ -58,56 +77,22 @@ static void history_usage(FILE *out)
 	    "revision it ran, the Stack's generation then, and the resource changes.\n"
 	    "docs/cli.md says how to roll back to one of them.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  -o, --output FMT       json or yaml: status.history as the controller wrote it\n"
-	    STACKCTL_COMMON_HELP
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "Exit status: 0 success (also with no history yet), 1 the Stack does not exist\n"
-	    "or the request failed, 2 bad usage.\n");
-}
+	    "or the request failed, 2 bad usage.\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
 
-/* Flags and the one NAME; -1 when help was printed, EXIT_USAGE, or 0. */
-static int parse_args(const char *cmd, int argc, char **argv, struct stackctl_flags *f,
-    struct stackctl_ref *ref, enum stackctl_output *fmt, int *show_secrets)
+/* The flags into `flags` and the one NAME: CLI_GO_ON, or the exit status. */
+static int parse_args(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
+    struct stackctl_ref *ref)
 {
-	static const struct option longopts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "output", required_argument, NULL, 'o' },
-		{ "show-secrets", no_argument, NULL, OPT_SHOW_SECRETS },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct err e = { 0 };
-	int ch, rc;
-
-	stackctl_flags_init(f);
-	*fmt = STACKCTL_OUT_TABLE;
-	while ((ch = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
-		if (ch == 'h') {
-			(show_secrets ? outputs_usage : history_usage)(stdout);
-			return -1;
-		}
-		if ((rc = stackctl_common_flag(f, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-		} else if (ch == 'o') {
-			if (stackctl_parse_output(optarg, fmt) < 0)
-				return EXIT_USAGE;
-		} else if (ch == OPT_SHOW_SECRETS && show_secrets != NULL) {
-			*show_secrets = 1;
-		} else {
-			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], f->namespace, ref, &e) < 0) {
-		cli_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
+	memset(&flags, 0, sizeof(flags));
+	stackctl_flags_init(&flags.conn);
+	return stackctl_parse_one(cmd, opts, argc, argv, &flags.conn, 0, ref);
 }
 
 /* ------------------------------------------------------------ outputs */
@@ -282,16 +267,16 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 
 int cmd_outputs(int argc, char **argv)
 {
-	struct stackctl_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
-	enum stackctl_output fmt;
-	int show = 0, undecodable = 0, rc = parse_args("outputs", argc, argv, &f, &ref, &fmt, &show);
+	int undecodable = 0, rc = parse_args(&outputs_cmd, outputs_opts, argc, argv, &ref);
+	int show = flags.show_secrets;
+	enum stackctl_output fmt = flags.fmt;
 	cJSON *st = NULL, *secret = NULL, *keys = NULL, *outs;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&f, "outputs", &sc) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(&flags.conn, "outputs", &sc) != 0)
 		return 1;
 	stackctl_resolve_ref(&sc, &ref);
 	rc = 1;
@@ -360,18 +345,17 @@ static void print_history(const cJSON *hist)
 
 int cmd_history(int argc, char **argv)
 {
-	struct stackctl_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
-	enum stackctl_output fmt;
-	int rc = parse_args("history", argc, argv, &f, &ref, &fmt, NULL);
+	int rc = parse_args(&history_cmd, history_opts, argc, argv, &ref);
+	enum stackctl_output fmt = flags.fmt;
 	const cJSON *hist;
 	struct err e = { 0 };
 	cJSON *st;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&f, "history", &sc) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(&flags.conn, "history", &sc) != 0)
 		return 1;
 	stackctl_resolve_ref(&sc, &ref);
 	rc = 1;

@@ -375,11 +375,61 @@ static int reconcile_source(struct stackctl *sc, const char *ns, const struct so
 
 /* ------------------------------------------------------------ commands */
 
-enum { OPT_WITH_SOURCE = STACKCTL_OPT_FIRST_FREE, OPT_TIMEOUT, OPT_WAIT, OPT_NO_WAIT };
+/* The one reconcile, suspend or resume of this process: the tables point
+ * into it. */
+static struct ctl_args {
+	struct stackctl_flags f;
+	struct stackctl_ref ref;
+	int with_source, wait;
+	long timeout_ms;
+	const char *timeout_text;  /* the flag as given, for messages */
+} args;
 
-static void reconcile_usage(FILE *out)
+static int timeout_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	fprintf(out,
+	if (duration_parse_ms(arg, &args.timeout_ms) < 0 || args.timeout_ms <= 0) {
+		cli_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, arg);
+		return -1;
+	}
+	args.timeout_text = arg;
+	return 0;
+}
+
+/* --wait, --wait=true, --wait=false. */
+static int wait_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	if (arg != NULL && strcmp(arg, "true") && strcmp(arg, "false")) {
+		cli_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, arg);
+		return -1;
+	}
+	args.wait = arg == NULL || strcmp(arg, "true") == 0;
+	return 0;
+}
+
+static int no_wait_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	args.wait = 0;
+	return 0;
+}
+
+/* The three commands' flags are refused by the others with a pointer to
+ * their --help, not as unknown. */
+#define REFUSE_WITH_SOURCE CLI_REFUSE(CLI_OPT_BOOL, "with-source", 0)
+#define REFUSE_WAIT CLI_REFUSE(CLI_OPT_CALLBACK, "wait", CLI_OPTIONAL_ARG), \
+	CLI_REFUSE(CLI_OPT_BOOL, "no-wait", 0)
+
+static const struct cli_opt reconcile_opts[] = {
+	CLI_BOOL(0, "with-source", &args.with_source, "first ask the Stack's Flux source (GitRepository,\n"
+	    "OCIRepository, Bucket; for programRef its GitRepository)\nto reconcile, and wait for its new artifact"),
+	CLI_CALLBACK(0, "timeout", NULL, "D", "how long to wait for it all (default 5m)", timeout_flag),
+	REFUSE_WAIT,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
+};
+
+static const struct cli_cmd reconcile_cmd = {
+	.name = "reconcile",
+	.synopsis =
 	    "Usage: pulumi-controller reconcile [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Asks the controller to reconcile the Stack now (the annotation\n"
@@ -388,171 +438,126 @@ static void reconcile_usage(FILE *out)
 	    "prints the outcome: the revision applied, or why the Stack is not Ready.\n"
 	    "A live progress line is shown when stdout is a terminal.\n"
 	    "\n"
-	    "Flags:\n"
-	    "  --with-source          first ask the Stack's Flux source (GitRepository,\n"
-	    "                         OCIRepository, Bucket; for programRef its GitRepository)\n"
-	    "                         to reconcile, and wait for its new artifact\n"
-	    "  --timeout D            how long to wait for it all (default 5m)\n"
-	    STACKCTL_COMMON_HELP
+	    "Flags:\n",
+	.epilogue =
 	    "\n"
 	    "Exit status: 0 the Stack is Ready after the reconcile, 1 it is not (its reason\n"
 	    "and message are printed), the wait timed out, the Stack is suspended or does\n"
-	    "not exist, or an API request failed; 2 bad usage.\n");
-}
-
-static void suspend_usage(FILE *out, const char *cmd)
-{
-	if (strcmp(cmd, "suspend") == 0)
-		fprintf(out,
-		    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
-		    "\n"
-		    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
-		    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
-		    "interrupted.\n"
-		    "\n"
-		    "Flags:\n"
-		    STACKCTL_COMMON_HELP
-		    "\n"
-		    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
-		    "2 bad usage.\n");
-	else
-		fprintf(out,
-		    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
-		    "\n"
-		    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
-		    "for it as `pulumi-controller reconcile` does.\n"
-		    "\n"
-		    "Flags:\n"
-		    "  --wait=false, --no-wait  do not wait for the reconcile\n"
-		    "  --timeout D            how long to wait (default 5m)\n"
-		    STACKCTL_COMMON_HELP
-		    "\n"
-		    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
-		    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
-		    "2 bad usage.\n");
-}
-
-struct ctl_args {
-	struct stackctl_flags f;
-	struct stackctl_ref ref;
-	int with_source, wait;
-	long timeout_ms;
-	const char *timeout_text;  /* the flag as given, for messages */
+	    "not exist, or an API request failed; 2 bad usage.\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
 };
 
-/* The flags and the one NAME of reconcile, suspend and resume.  -1 help
- * printed (exit 0), EXIT_USAGE, or 0. */
-static int parse_ctl(const char *cmd, int argc, char **argv, struct ctl_args *a)
-{
-	static const struct option longopts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "with-source", no_argument, NULL, OPT_WITH_SOURCE },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "wait", optional_argument, NULL, OPT_WAIT },
-		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
-		{ NULL, 0, NULL, 0 },
-	};
-	int is_reconcile = strcmp(cmd, "reconcile") == 0, is_resume = strcmp(cmd, "resume") == 0, ch, rc;
-	struct err e = { 0 };
-	void (*usage)(FILE *) = NULL;
+static const struct cli_opt suspend_opts[] = {
+	REFUSE_WITH_SOURCE,
+	CLI_REFUSE(CLI_OPT_STRING, "timeout", 0),
+	REFUSE_WAIT,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
+};
 
-	memset(a, 0, sizeof(*a));
-	stackctl_flags_init(&a->f);
-	a->wait = 1;
-	a->timeout_ms = DEFAULT_TIMEOUT_MS;
-	a->timeout_text = "5m";
-	if (is_reconcile)
-		usage = reconcile_usage;
-	while ((ch = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-		if (ch == 'h') {
-			if (usage)
-				usage(stdout);
-			else
-				suspend_usage(stdout, cmd);
-			return -1;
-		}
-		if ((rc = stackctl_common_flag(&a->f, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-			continue;
-		}
-		if (ch == OPT_WITH_SOURCE && is_reconcile) {
-			a->with_source = 1;
-		} else if (ch == OPT_TIMEOUT && (is_reconcile || is_resume)) {
-			if (duration_parse_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms <= 0) {
-				cli_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, optarg);
-				return EXIT_USAGE;
-			}
-			a->timeout_text = optarg;
-		} else if (ch == OPT_WAIT && is_resume) {
-			if (optarg != NULL && strcmp(optarg, "true") && strcmp(optarg, "false")) {
-				cli_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, optarg);
-				return EXIT_USAGE;
-			}
-			a->wait = optarg == NULL || strcmp(optarg, "true") == 0;
-		} else if (ch == OPT_NO_WAIT && is_resume) {
-			a->wait = 0;
-		} else {
-			cli_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)", cmd,
-		    cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], a->f.namespace, &a->ref, &e) < 0) {
-		cli_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
+static const struct cli_cmd suspend_cmd = {
+	.name = "suspend",
+	.synopsis =
+	    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
+	    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
+	    "interrupted.\n"
+	    "\n"
+	    "Flags:\n",
+	.epilogue =
+	    "\n"
+	    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
+	    "2 bad usage.\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
+
+static const struct cli_opt resume_opts[] = {
+	{ .kind = CLI_OPT_CALLBACK, .name = "wait", .cb = wait_flag, .flags = CLI_OPTIONAL_ARG | CLI_HIDDEN },
+	{ .kind = CLI_OPT_CALLBACK, .name = "no-wait", .cb = no_wait_flag, .flags = CLI_NO_ARG,
+	  .label = "--wait=false, --no-wait", .help = "do not wait for the reconcile" },
+	CLI_CALLBACK(0, "timeout", NULL, "D", "how long to wait (default 5m)", timeout_flag),
+	REFUSE_WITH_SOURCE,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
+};
+
+static const struct cli_cmd resume_cmd = {
+	.name = "resume",
+	.synopsis =
+	    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
+	    "for it as `pulumi-controller reconcile` does.\n"
+	    "\n"
+	    "Flags:\n",
+	.epilogue =
+	    "\n"
+	    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
+	    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
+	    "2 bad usage.\n",
+	.width = STACKCTL_HELP_WIDTH,
+	.unknown = CLI_UNKNOWN_SEE_HELP,
+};
+
+/* The flags and the one NAME of reconcile, suspend or resume into `args`:
+ * CLI_GO_ON, or the exit status. */
+static int parse_ctl(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv)
+{
+	memset(&args, 0, sizeof(args));
+	stackctl_flags_init(&args.f);
+	args.wait = 1;
+	args.timeout_ms = DEFAULT_TIMEOUT_MS;
+	args.timeout_text = "5m";
+	return stackctl_parse_one(cmd, opts, argc, argv, &args.f, 1, &args.ref);
 }
 
 int cmd_reconcile(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
 	struct source src;
 	char token[64], *patch;
 	int64_t deadline;
 	cJSON *st;
-	int rc = parse_ctl("reconcile", argc, argv, &a), has_source;
+	int rc = parse_ctl(&reconcile_cmd, reconcile_opts, argc, argv), has_source;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "reconcile", &sc) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(&a->f, "reconcile", &sc) != 0)
 		return 1;
-	deadline = clock_mono_ms() + a.timeout_ms;
-	stackctl_resolve_ref(&sc, &a.ref);
+	deadline = clock_mono_ms() + a->timeout_ms;
+	stackctl_resolve_ref(&sc, &a->ref);
 	rc = 1;
-	if ((st = stackctl_get_stack(&sc, "reconcile", &a.ref)) == NULL)
+	if ((st = stackctl_get_stack(&sc, "reconcile", &a->ref)) == NULL)
 		goto out;
 	if (stackctl_true(st, "spec.suspend")) {
 		/* As flux: a suspended object would never answer. */
-		fail_line("Stack %s/%s is suspended: resume it first (pulumi-controller resume %s/%s)", a.ref.ns,
-		    a.ref.name, a.ref.ns, a.ref.name);
+		fail_line("Stack %s/%s is suspended: resume it first (pulumi-controller resume %s/%s)", a->ref.ns,
+		    a->ref.name, a->ref.ns, a->ref.name);
 		goto out;
 	}
-	if (a.with_source) {
-		has_source = stack_source(st, &a.ref, &src);
+	if (a->with_source) {
+		has_source = stack_source(st, &a->ref, &src);
 		if (has_source < 0)
 			goto out;
 		if (has_source == 0)
 			ok_line("► Stack %s/%s has an ociSource: no source object; the controller resolves the "
-			    "reference itself (every ociSource.interval)", a.ref.ns, a.ref.name);
-		else if (reconcile_source(&sc, a.ref.ns, &src, deadline, a.timeout_text) != 0)
+			    "reference itself (every ociSource.interval)", a->ref.ns, a->ref.name);
+		else if (reconcile_source(&sc, a->ref.ns, &src, deadline, a->timeout_text) != 0)
 			goto out;
 	}
-	ok_line("► annotating Stack %s/%s", a.ref.ns, a.ref.name);
+	ok_line("► annotating Stack %s/%s", a->ref.ns, a->ref.name);
 	stackctl_request_token(token, sizeof(token));
 	if ((patch = request_patch(token, 0)) == NULL)
 		goto out;
-	rc = stackctl_patch_stack(&sc, "reconcile", &a.ref, patch) < 0;
+	rc = stackctl_patch_stack(&sc, "reconcile", &a->ref, patch) < 0;
 	free(patch);
 	if (rc == 0) {
 		int64_t left = deadline - clock_mono_ms();
-		rc = wait_outcome(&sc, "reconcile", &a.ref, token, left > 0 ? (long)left : 1, a.timeout_text);
+		rc = wait_outcome(&sc, "reconcile", &a->ref, token, left > 0 ? (long)left : 1, a->timeout_text);
 	}
 out:
 	cJSON_Delete(st);
@@ -562,44 +567,44 @@ out:
 
 int cmd_suspend(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
-	int rc = parse_ctl("suspend", argc, argv, &a);
+	int rc = parse_ctl(&suspend_cmd, suspend_opts, argc, argv);
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "suspend", &sc) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(&a->f, "suspend", &sc) != 0)
 		return 1;
-	stackctl_resolve_ref(&sc, &a.ref);
-	rc = stackctl_patch_stack(&sc, "suspend", &a.ref, "{\"spec\":{\"suspend\":true}}") < 0;
+	stackctl_resolve_ref(&sc, &a->ref);
+	rc = stackctl_patch_stack(&sc, "suspend", &a->ref, "{\"spec\":{\"suspend\":true}}") < 0;
 	if (rc == 0)
-		ok_line("✔ Stack %s/%s suspended", a.ref.ns, a.ref.name);
+		ok_line("✔ Stack %s/%s suspended", a->ref.ns, a->ref.name);
 	stackctl_close(&sc);
 	return rc;
 }
 
 int cmd_resume(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
 	char token[64], *patch;
-	int rc = parse_ctl("resume", argc, argv, &a);
+	int rc = parse_ctl(&resume_cmd, resume_opts, argc, argv);
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "resume", &sc) != 0)
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(&a->f, "resume", &sc) != 0)
 		return 1;
-	stackctl_resolve_ref(&sc, &a.ref);
+	stackctl_resolve_ref(&sc, &a->ref);
 	stackctl_request_token(token, sizeof(token));
 	rc = 1;
 	if ((patch = request_patch(token, 1)) != NULL) {
-		rc = stackctl_patch_stack(&sc, "resume", &a.ref, patch) < 0;
+		rc = stackctl_patch_stack(&sc, "resume", &a->ref, patch) < 0;
 		free(patch);
 	}
 	if (rc == 0) {
-		ok_line("✔ Stack %s/%s resumed", a.ref.ns, a.ref.name);
-		if (a.wait)
-			rc = wait_outcome(&sc, "resume", &a.ref, token, a.timeout_ms, a.timeout_text);
+		ok_line("✔ Stack %s/%s resumed", a->ref.ns, a->ref.name);
+		if (a->wait)
+			rc = wait_outcome(&sc, "resume", &a->ref, token, a->timeout_ms, a->timeout_text);
 	}
 	stackctl_close(&sc);
 	return cli_exit(rc);

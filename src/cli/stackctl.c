@@ -31,45 +31,47 @@ void stackctl_flags_init(struct stackctl_flags *f)
 	f->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 }
 
-int stackctl_common_flag(struct stackctl_flags *f, int ch, const char *arg)
+int stackctl_namespace_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	switch (ch) {
-	case STACKCTL_OPT_KUBECONFIG:
-		f->kubeconfig = arg;
-		return 1;
-	case STACKCTL_OPT_CONTEXT:
-		if (*arg == '\0') {
-			cli_errorf("--context: empty context name");
-			return -1;
-		}
-		f->context = arg;
-		return 1;
-	case 'n':
-		if (!stackctl_valid_name(arg, 63) || strchr(arg, '.') != NULL) {
-			cli_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
-			return -1;
-		}
-		f->namespace = arg;
-		return 1;
-	case STACKCTL_OPT_REQUEST_TIMEOUT:
-		if (duration_parse_ms(arg, &f->request_timeout_ms) < 0 || f->request_timeout_ms <= 0) {
-			cli_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
-			return -1;
-		}
-		return 1;
-	default:
-		return 0;
+	if (!stackctl_valid_name(arg, 63) || strchr(arg, '.') != NULL) {
+		cli_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
+		return -1;
 	}
+	((struct stackctl_flags *)o->target)->namespace = arg;
+	return 0;
 }
 
-int stackctl_parse_output(const char *s, enum stackctl_output *out)
+int stackctl_context_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	if (strcmp(s, "json") == 0)
+	if (*arg == '\0') {
+		cli_errorf("--context: empty context name");
+		return -1;
+	}
+	((struct stackctl_flags *)o->target)->context = arg;
+	return 0;
+}
+
+int stackctl_request_timeout_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	long *ms = &((struct stackctl_flags *)o->target)->request_timeout_ms;
+
+	if (duration_parse_ms(arg, ms) < 0 || *ms <= 0) {
+		cli_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int stackctl_output_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	enum stackctl_output *out = o->target;
+
+	if (strcmp(arg, "json") == 0)
 		*out = STACKCTL_OUT_JSON;
-	else if (strcmp(s, "yaml") == 0)
+	else if (strcmp(arg, "yaml") == 0)
 		*out = STACKCTL_OUT_YAML;
 	else {
-		cli_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", s);
+		cli_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", arg);
 		return -1;
 	}
 	return 0;
@@ -116,6 +118,29 @@ int stackctl_parse_ref(const char *arg, const char *flag_ns, struct stackctl_ref
 		    arg, name);
 	snprintf(ref->name, sizeof(ref->name), "%s", name);
 	return 0;
+}
+
+int stackctl_parse_one(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
+    const struct stackctl_flags *f, int see_help, struct stackctl_ref *ref)
+{
+	struct err e = { 0 };
+	int operand, rc = cli_parse(cmd, opts, argc, argv, &operand);
+
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (argc - operand != 1) {
+		if (see_help)
+			cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)",
+			    cmd->name, cmd->name);
+		else
+			cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd->name);
+		return EXIT_USAGE;
+	}
+	if (stackctl_parse_ref(argv[operand], f->namespace, ref, &e) < 0) {
+		cli_print_error(cmd->name, e.msg);
+		return EXIT_USAGE;
+	}
+	return CLI_GO_ON;
 }
 
 /* ------------------------------------------------------------ the API */
