@@ -160,27 +160,30 @@ enum cli_unknown {
 	CLI_UNKNOWN_SEE_HELP,   /* "<cmd>: see pulumi-controller <cmd> --help" */
 };
 
-/* A command's --help around its flags, and how its flags are shown. */
+/* A command: its name, its --help, its flags. */
 struct cli_cmd {
 	const char *name;         /* "push": begins every message */
-	const char *synopsis;     /* the usage text before the flags ("Flags:\n" included) */
-	const char *epilogue;     /* the text after them */
+	const char *usage;        /* --help's text; CLI_FLAGS in it is where the flags' lines go */
+	const struct cli_opt *opts;
 	int width;                /* the column where the flags' help text starts */
 	enum cli_unknown unknown;
 };
+
+/* In cli_cmd.usage: the place of the flags' lines. */
+#define CLI_FLAGS "\001"
 
 /* cli_parse's "go on": anything else is the exit status. */
 #define CLI_GO_ON (-1)
 
 /*
- * Parses argv[1..argc-1] by the table: each value is checked and stored as
+ * Parses argv[1..argc-1] by the command's table: each value is checked and stored as
  * it comes, as getopt_long reads it.  Returns CLI_GO_ON with *operand the
  * index of the first operand (getopt_long moves them to the end), 0 after
  * --help was printed, or EXIT_USAGE after saying what was wrong.
  */
-int cli_parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv, int *operand);
+int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, int *operand);
 
-/* The --help text of the command (synopsis, flags, epilogue). */
-void cli_usage(const struct cli_cmd *cmd, const struct cli_opt *opts, FILE *out);
+/* The command's --help text, its flags' lines in it. */
+void cli_usage(const struct cli_cmd *cmd, FILE *out);
 
 #endif

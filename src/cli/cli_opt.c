@@ -162,17 +162,18 @@ static int apply(const char *cmd, const struct cli_opt *o, const char *arg)
 }
 
 /* What the command prints after getopt's message about a flag. */
-static int unknown_flag(const struct cli_cmd *cmd, const struct cli_opt *opts)
+static int unknown_flag(const struct cli_cmd *cmd)
 {
 	if (cmd->unknown == CLI_UNKNOWN_USAGE)
-		cli_usage(cmd, opts, stderr);
+		cli_usage(cmd, stderr);
 	else if (cmd->unknown == CLI_UNKNOWN_SEE_HELP)
 		cli_errorf("%s: see pulumi-controller %s --help", cmd->name, cmd->name);
 	return EXIT_USAGE;
 }
 
-int cli_parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv, int *operand)
+int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, int *operand)
 {
+	const struct cli_opt *opts = cmd->opts;
 	size_t n = count_opts(opts);
 	struct option *longs = calloc(n + 1, sizeof(*longs));
 	char *shorts = calloc(3 * n + 1, 1);
@@ -190,9 +191,9 @@ int cli_parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, c
 		const struct cli_opt *o = opt_of(opts, n, ch);
 
 		if (o == NULL || (o->flags & CLI_REFUSED)) {
-			rc = unknown_flag(cmd, opts);
+			rc = unknown_flag(cmd);
 		} else if (o->kind == CLI_OPT_HELP) {
-			cli_usage(cmd, opts, stdout);
+			cli_usage(cmd, stdout);
 			rc = 0;
 		} else if (apply(cmd->name, o, optarg) < 0) {
 			rc = EXIT_USAGE;
@@ -229,15 +230,17 @@ static void print_flag(const struct cli_opt *o, int width, FILE *out)
 	fprintf(out, "%s\n", p);
 }
 
-void cli_usage(const struct cli_cmd *cmd, const struct cli_opt *opts, FILE *out)
+void cli_usage(const struct cli_cmd *cmd, FILE *out)
 {
-	fputs(cmd->synopsis, out);
-	for (const struct cli_opt *o = opts; o->kind != CLI_OPT_END; o++) {
+	const char *at = strstr(cmd->usage, CLI_FLAGS);
+
+	fprintf(out, "%.*s", at ? (int)(at - cmd->usage) : (int)strlen(cmd->usage), cmd->usage);
+	for (const struct cli_opt *o = cmd->opts; o->kind != CLI_OPT_END; o++) {
 		if (o->kind == CLI_OPT_GROUP)
 			fprintf(out, "%s\n", o->help);
 		else if (!(o->flags & (CLI_HIDDEN | CLI_REFUSED)))
 			print_flag(o, cmd->width, out);
 	}
-	if (cmd->epilogue != NULL)
-		fputs(cmd->epilogue, out);
+	if (at != NULL)
+		fputs(at + strlen(CLI_FLAGS), out);
 }

@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/err.h"
+#include "base/str.h"
 #include "cli/cli.h"
 #include "cli/stackctl.h"
 #include "kube/kube.h"
@@ -32,6 +33,16 @@ static struct approve_flags {
 	int yes;
 } flags;
 
+static const char preview_usage[] =
+	    "Usage: pulumi-controller preview [NAMESPACE/]NAME [flags]\n\n"
+	    "Prints the plan of a Stack with spec.approval: Manual that awaits approval: its id,\n"
+	    "revision, change summary and steps (op, URN, changed properties).\n\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 a plan is shown, 1 none awaits approval or the Stack cannot be read,\n"
+	    "2 bad usage.  docs/approvals.md\n";
+
 static const struct cli_opt preview_opts[] = {
 	/* approve's, refused with a pointer to --help (-y is unknown here). */
 	CLI_REFUSE(CLI_OPT_STRING, "plan", 0),
@@ -40,20 +51,16 @@ static const struct cli_opt preview_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd preview_cmd = {
-	.name = "preview",
-	.synopsis =
-	    "Usage: pulumi-controller preview [NAMESPACE/]NAME [flags]\n\n"
-	    "Prints the plan of a Stack with spec.approval: Manual that awaits approval: its id,\n"
-	    "revision, change summary and steps (op, URN, changed properties).\n\n"
-	    "Flags:\n",
-	.epilogue =
+static const struct cli_cmd preview_cmd = STACKCTL_CMD("preview", preview_usage, preview_opts);
+
+static const char approve_usage[] =
+	    "Usage: pulumi-controller approve [NAMESPACE/]NAME [--plan ID] [--yes] [flags]\n\n"
+	    "Shows the plan awaiting approval and sets spec.approvedPlan to its id (a merge patch).\n"
+	    "Refuses when the plan in status is not ID, or changed since it was shown.\n\n"
+	    "Flags:\n"
+	    CLI_FLAGS
 	    "\n"
-	    "Exit status: 0 a plan is shown, 1 none awaits approval or the Stack cannot be read,\n"
-	    "2 bad usage.  docs/approvals.md\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n";
 
 static const struct cli_opt approve_opts[] = {
 	CLI_STRING(0, "plan", &flags.plan, "ID", "approve only this plan id (what the reviewer saw elsewhere)"),
@@ -62,28 +69,8 @@ static const struct cli_opt approve_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd approve_cmd = {
-	.name = "approve",
-	.synopsis =
-	    "Usage: pulumi-controller approve [NAMESPACE/]NAME [--plan ID] [--yes] [flags]\n\n"
-	    "Shows the plan awaiting approval and sets spec.approvedPlan to its id (a merge patch).\n"
-	    "Refuses when the plan in status is not ID, or changed since it was shown.\n\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+static const struct cli_cmd approve_cmd = STACKCTL_CMD("approve", approve_usage, approve_opts);
 
-/* The flags into `flags` and the one NAME: CLI_GO_ON, or the exit status. */
-static int parse(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
-    struct stackctl_ref *ref)
-{
-	memset(&flags, 0, sizeof(flags));
-	stackctl_flags_init(&flags.conn);
-	return stackctl_parse_one(cmd, opts, argc, argv, &flags.conn, 0, ref);
-}
 
 static const cJSON *preview_of(const cJSON *obj)
 {
@@ -166,13 +153,10 @@ int cmd_preview(int argc, char **argv)
 	struct stackctl sc;
 	char shown[2 * STACKCTL_NAME_MAX + 2];
 	cJSON *obj;
-	int rc = parse(&preview_cmd, preview_opts, argc, argv, &ref);
+	int rc = stackctl_open(&preview_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if ((rc = stackctl_connect(&flags.conn, "preview", &sc)) != 0)
-		return rc;
-	stackctl_resolve_ref(&sc, &ref);
 	obj = read_pending(&sc, "preview", &ref);
 	snprintf(shown, sizeof(shown), "%s/%s", ref.ns, ref.name);
 	if (obj)
@@ -236,7 +220,7 @@ static int set_approval(struct stackctl *sc, const struct stackctl_ref *ref, con
 		/* The Stack changed since it was read: only the same plan may go on. */
 		if ((obj = read_pending(sc, "approve", ref)) == NULL)
 			return -1;
-		if (strcmp(kube_obj_str(preview_of(obj), "planId"), id) != 0) {
+		if (!str_eq(kube_obj_str(preview_of(obj), "planId"), id)) {
 			char msg[400];
 			snprintf(msg, sizeof(msg), "the plan of %s/%s changed since it was shown (now %s): not "
 			    "approved; review it again", ref->ns, ref->name, kube_obj_str(preview_of(obj), "planId"));
@@ -258,13 +242,10 @@ int cmd_approve(int argc, char **argv)
 	char shown[65], where[2 * STACKCTL_NAME_MAX + 2];
 	const char *id;
 	cJSON *obj;
-	int rc = parse(&approve_cmd, approve_opts, argc, argv, &ref);
+	int rc = stackctl_open(&approve_cmd, argc, argv, &f->conn, 0, &ref, &sc);
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if ((rc = stackctl_connect(&f->conn, "approve", &sc)) != 0)
-		return rc;
-	stackctl_resolve_ref(&sc, &ref);
 	snprintf(where, sizeof(where), "%s/%s", ref.ns, ref.name);
 	if ((obj = read_pending(&sc, "approve", &ref)) == NULL) {
 		stackctl_close(&sc);

@@ -42,6 +42,18 @@ static int timeout_flag(const struct cli_opt *o, const char *arg, const char *cm
 	return 0;
 }
 
+static const char fetch_usage[] =
+	    "Usage: pulumi-controller fetch URL --digest D (--out DIR | --store DIR) [flags]\n"
+	    "\n"
+	    "Downloads a Flux artifact (a tar.gz served by source-controller), verifies it\n"
+	    "against its digest while it streams, and unpacks it with the safe extractor.\n"
+	    "Nothing is left behind on failure, nor when stopped by SIGTERM or SIGINT.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n";
+
 static const struct cli_opt fetch_opts[] = {
 	CLI_STRING(0, "digest", &flags.digest, "D", "expected digest: sha256:<hex>, sha384:<hex>, sha512:<hex>\n"
 	    "or a bare sha256 hex value (required)"),
@@ -78,22 +90,7 @@ static const struct cli_opt fetch_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd fetch_cmd = {
-	.name = "fetch",
-	.synopsis =
-	    "Usage: pulumi-controller fetch URL --digest D (--out DIR | --store DIR) [flags]\n"
-	    "\n"
-	    "Downloads a Flux artifact (a tar.gz served by source-controller), verifies it\n"
-	    "against its digest while it streams, and unpacks it with the safe extractor.\n"
-	    "Nothing is left behind on failure, nor when stopped by SIGTERM or SIGINT.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Exit status: 0 success, 1 failure (the message names the URL and the cause), 2 bad usage.\n",
-	.width = 27,
-	.unknown = CLI_UNKNOWN_USAGE,
-};
+static const struct cli_cmd fetch_cmd = { "fetch", fetch_usage, fetch_opts, 27, CLI_UNKNOWN_USAGE };
 
 /* The fetch itself, once the flags are understood: 0 or 1. */
 static int fetch_to(const struct flux_fetch_opts *o, const char *url, const char *digest,
@@ -137,7 +134,7 @@ static int parse_flags(int argc, char **argv, int *operand)
 	/* One-shot commands log for a person at a terminal (docs/logging.md). */
 	flags.level = "warn";
 	flags.format = "text";
-	return cli_parse(&fetch_cmd, fetch_opts, argc, argv, operand);
+	return cli_parse(&fetch_cmd, argc, argv, operand);
 }
 
 /* What only the flags together, the digest and the URL can say; a
@@ -150,7 +147,7 @@ static int check_args(int argc, char **argv, int operand)
 
 	if (operand != argc - 1 || flags.digest == NULL || (flags.out == NULL) == (flags.store == NULL)) {
 		fprintf(stderr, "fetch: need one URL, --digest, and one of --out or --store\n");
-		cli_usage(&fetch_cmd, fetch_opts, stderr);
+		cli_usage(&fetch_cmd, stderr);
 		return -1;
 	}
 	if (cli_setup_logging(flags.level, flags.format) < 0)

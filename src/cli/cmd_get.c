@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/str.h"
 #include "cli/cli.h"
 #include "cli/stackctl.h"
 
@@ -24,6 +25,20 @@ static struct get_flags {
 	int all;
 } flags;
 
+static const char get_usage[] =
+	    "Usage: pulumi-controller get [stacks] [NAME] [flags]\n"
+	    "\n"
+	    "Shows Stacks (pulumi.com/v1) as the controller last reported them: whether\n"
+	    "they are Ready, the revision last applied, whether they are suspended, the\n"
+	    "last update and its age, and the Ready condition's message.  With NAME, only\n"
+	    "that Stack.  `get stacks` and `get` are the same.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 success (also when there is no Stack), 1 the API request failed\n"
+	    "or the Stack does not exist, 2 bad usage.  docs/cli.md has examples.\n";
+
 static const struct cli_opt get_opts[] = {
 	CLI_BOOL('A', "all-namespaces", &flags.all, "Stacks of every namespace (adds a NAMESPACE column)"),
 	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: the objects as the API server has them\n"
@@ -32,24 +47,7 @@ static const struct cli_opt get_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd get_cmd = {
-	.name = "get",
-	.synopsis =
-	    "Usage: pulumi-controller get [stacks] [NAME] [flags]\n"
-	    "\n"
-	    "Shows Stacks (pulumi.com/v1) as the controller last reported them: whether\n"
-	    "they are Ready, the revision last applied, whether they are suspended, the\n"
-	    "last update and its age, and the Ready condition's message.  With NAME, only\n"
-	    "that Stack.  `get stacks` and `get` are the same.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Exit status: 0 success (also when there is no Stack), 1 the API request failed\n"
-	    "or the Stack does not exist, 2 bad usage.  docs/cli.md has examples.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+static const struct cli_cmd get_cmd = STACKCTL_CMD("get", get_usage, get_opts);
 
 /* ------------------------------------------------------------ one row */
 
@@ -89,7 +87,7 @@ void stackctl_get_row(const cJSON *st, int64_t now, int with_ns, struct stackctl
 	long long seen = stackctl_int(st, "status.observedGeneration", -1);
 	int i = 0;
 
-	snprintf(b->ready, sizeof(b->ready), "%s", rs && (!strcmp(rs, "True") || !strcmp(rs, "False")) ? rs :
+	snprintf(b->ready, sizeof(b->ready), "%s", str_eq(rs, "True") || str_eq(rs, "False") ? rs :
 	    "Unknown");
 	if (gen >= 0 && seen >= 0 && seen < gen) {
 		/* The condition describes an older spec (kstatus: InProgress). */
@@ -191,7 +189,7 @@ static cJSON *list_all(struct stackctl *sc, const char *ns)
 		while (cJSON_IsArray(items) && items->child != NULL)
 			cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(items, items->child));
 		next = stackctl_str(page, "metadata.continue");
-		if (next != NULL && cont != NULL && strcmp(next, cont) == 0) {
+		if (str_eq(next, cont)) {
 			problem = "the API server sent the same continue token twice: the list would never end";
 			goto fail;
 		}
@@ -277,9 +275,8 @@ static int parse_args(int argc, char **argv, const char **name, struct stackctl_
 	struct err e = { 0 };
 	int operand, rc;
 
-	memset(&flags, 0, sizeof(flags));
 	stackctl_flags_init(&flags.conn);
-	if ((rc = cli_parse(&get_cmd, get_opts, argc, argv, &operand)) != CLI_GO_ON)
+	if ((rc = cli_parse(&get_cmd, argc, argv, &operand)) != CLI_GO_ON)
 		return rc;
 	argc -= operand;
 	argv += operand;

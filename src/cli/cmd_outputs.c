@@ -33,6 +33,20 @@ static struct outputs_flags {
 	int show_secrets;
 } flags;
 
+static const char outputs_usage[] =
+	    "Usage: pulumi-controller outputs [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Prints the Stack's outputs from the Secret NAME-outputs the controller writes\n"
+	    "after each successful update.  Secret outputs print as [secret] and are not\n"
+	    "even decoded unless --show-secrets is given.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 success, 1 the Stack or its outputs Secret does not exist (no\n"
+	    "successful update yet), the Secret is not the Stack's, or a request failed;\n"
+	    "2 bad usage.\n";
+
 static const struct cli_opt outputs_opts[] = {
 	CLI_BOOL(0, "show-secrets", &flags.show_secrets, "print the values of secret outputs too"),
 	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: an object of output name -> value (as\n"
@@ -41,24 +55,21 @@ static const struct cli_opt outputs_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd outputs_cmd = {
-	.name = "outputs",
-	.synopsis =
-	    "Usage: pulumi-controller outputs [NAMESPACE/]NAME [flags]\n"
+static const struct cli_cmd outputs_cmd = STACKCTL_CMD("outputs", outputs_usage, outputs_opts);
+
+static const char history_usage[] =
+	    "Usage: pulumi-controller history [NAMESPACE/]NAME [flags]\n"
 	    "\n"
-	    "Prints the Stack's outputs from the Secret NAME-outputs the controller writes\n"
-	    "after each successful update.  Secret outputs print as [secret] and are not\n"
-	    "even decoded unless --show-secrets is given.\n"
+	    "Prints the Stack's last updates (status.history, at most 10, newest first):\n"
+	    "when each started and how long it took, its type and result, the source\n"
+	    "revision it ran, the Stack's generation then, and the resource changes.\n"
+	    "docs/cli.md says how to roll back to one of them.\n"
 	    "\n"
-	    "Flags:\n",
-	.epilogue =
+	    "Flags:\n"
+	    CLI_FLAGS
 	    "\n"
-	    "Exit status: 0 success, 1 the Stack or its outputs Secret does not exist (no\n"
-	    "successful update yet), the Secret is not the Stack's, or a request failed;\n"
-	    "2 bad usage.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+	    "Exit status: 0 success (also with no history yet), 1 the Stack does not exist\n"
+	    "or the request failed, 2 bad usage.\n";
 
 static const struct cli_opt history_opts[] = {
 	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: status.history as the controller wrote it"),
@@ -67,47 +78,10 @@ static const struct cli_opt history_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd history_cmd = {
-	.name = "history",
-	.synopsis =
-	    "Usage: pulumi-controller history [NAMESPACE/]NAME [flags]\n"
-	    "\n"
-	    "Prints the Stack's last updates (status.history, at most 10, newest first):\n"
-	    "when each started and how long it took, its type and result, the source\n"
-	    "revision it ran, the Stack's generation then, and the resource changes.\n"
-	    "docs/cli.md says how to roll back to one of them.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Exit status: 0 success (also with no history yet), 1 the Stack does not exist\n"
-	    "or the request failed, 2 bad usage.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+static const struct cli_cmd history_cmd = STACKCTL_CMD("history", history_usage, history_opts);
 
-/* The flags into `flags` and the one NAME: CLI_GO_ON, or the exit status. */
-static int parse_args(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
-    struct stackctl_ref *ref)
-{
-	memset(&flags, 0, sizeof(flags));
-	stackctl_flags_init(&flags.conn);
-	return stackctl_parse_one(cmd, opts, argc, argv, &flags.conn, 0, ref);
-}
 
 /* ------------------------------------------------------------ outputs */
-
-static int owned_by(const cJSON *secret, const char *uid)
-{
-	const cJSON *o;
-
-	cJSON_ArrayForEach(o, stackctl_arr(secret, "metadata.ownerReferences")) {
-		const char *k = stackctl_str(o, "kind"), *u = stackctl_str(o, "uid");
-		if (k && u && uid && strcmp(k, "Stack") == 0 && strcmp(u, uid) == 0)
-			return 1;
-	}
-	return 0;
-}
 
 /* The annotation's key list (a JSON array of strings; caller frees), or
  * NULL when it is missing or not that. */
@@ -254,7 +228,10 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 		stackctl_print_object_error("outputs", "get", "Secret", ref->ns, name, &e);
 		return NULL;
 	}
-	if (!owned_by(secret, stackctl_str(st, "metadata.uid"))) {
+	/* ownerReferences that is not a list reads as none, as every field of
+	 * the server's here whose type is wrong. */
+	if (stackctl_arr(secret, "metadata.ownerReferences") == NULL ||
+	    !kube_owned_by(secret, "Stack", stackctl_str(st, "metadata.uid"))) {
 		snprintf(msg, sizeof(msg), "Secret %s/%s is not owned by Stack %s/%s (no ownerReference with its "
 		    "uid): not shown", ref->ns, name, ref->ns, ref->name);
 		cli_print_error("outputs", msg);
@@ -269,16 +246,14 @@ int cmd_outputs(int argc, char **argv)
 {
 	struct stackctl_ref ref;
 	struct stackctl sc;
-	int undecodable = 0, rc = parse_args(&outputs_cmd, outputs_opts, argc, argv, &ref);
-	int show = flags.show_secrets;
-	enum stackctl_output fmt = flags.fmt;
+	int undecodable = 0, show, rc = stackctl_open(&outputs_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
+	enum stackctl_output fmt;
 	cJSON *st = NULL, *secret = NULL, *keys = NULL, *outs;
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if (stackctl_connect(&flags.conn, "outputs", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &ref);
+	show = flags.show_secrets;
+	fmt = flags.fmt;
 	rc = 1;
 	if ((st = stackctl_get_stack(&sc, "outputs", &ref)) == NULL ||
 	    (secret = outputs_secret(&sc, &ref, st)) == NULL)
@@ -347,17 +322,14 @@ int cmd_history(int argc, char **argv)
 {
 	struct stackctl_ref ref;
 	struct stackctl sc;
-	int rc = parse_args(&history_cmd, history_opts, argc, argv, &ref);
-	enum stackctl_output fmt = flags.fmt;
+	int rc = stackctl_open(&history_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
+	enum stackctl_output fmt = flags.fmt;   /* read after stackctl_open set it */
 	const cJSON *hist;
 	struct err e = { 0 };
 	cJSON *st;
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if (stackctl_connect(&flags.conn, "history", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &ref);
 	rc = 1;
 	if ((st = stackctl_get_stack(&sc, "history", &ref)) != NULL) {
 		hist = stackctl_arr(st, "status.history");

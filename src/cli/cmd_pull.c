@@ -29,6 +29,24 @@ static struct pull_flags {
 
 #define PULL_BAD_NUMBER "invalid number \"%s\""
 
+static const char pull_usage[] =
+	    "Usage: pulumi-controller pull oci://HOST[:PORT]/REPO[:TAG|@DIGEST] (--out DIR | --store DIR)\n"
+	    "           [flags]\n"
+	    "\n"
+	    "Pulls an OCI artifact (such as one made by `flux push artifact` or\n"
+	    "`pulumi-controller push`), verifies the manifest and layer digests while\n"
+	    "streaming, and unpacks the layer with the safe extractor into DIR.\n"
+	    "DIR must not exist or be empty; on failure nothing is left there, nor when\n"
+	    "stopped by SIGTERM or SIGINT.\n"
+	    "Prints the revision (<tag>@sha256:<manifest digest>) and the layer digest.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "A progress line is shown when standard error is a terminal.\n"
+	    "Exit status: 0 success, 1 failure, 2 bad usage (a malformed reference or\n"
+	    "--semver range included).\n";
+
 static const struct cli_opt pull_opts[] = {
 	CLI_STRING(0, "out", &flags.out, "DIR", "where to unpack"),
 	CLI_STRING(0, "store", &flags.store, "DIR", "instead of --out: keep the layer's tree in the artifact\n"
@@ -55,28 +73,7 @@ static const struct cli_opt pull_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd pull_cmd = {
-	.name = "pull",
-	.synopsis =
-	    "Usage: pulumi-controller pull oci://HOST[:PORT]/REPO[:TAG|@DIGEST] (--out DIR | --store DIR)\n"
-	    "           [flags]\n"
-	    "\n"
-	    "Pulls an OCI artifact (such as one made by `flux push artifact` or\n"
-	    "`pulumi-controller push`), verifies the manifest and layer digests while\n"
-	    "streaming, and unpacks the layer with the safe extractor into DIR.\n"
-	    "DIR must not exist or be empty; on failure nothing is left there, nor when\n"
-	    "stopped by SIGTERM or SIGINT.\n"
-	    "Prints the revision (<tag>@sha256:<manifest digest>) and the layer digest.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "A progress line is shown when standard error is a terminal.\n"
-	    "Exit status: 0 success, 1 failure, 2 bad usage (a malformed reference or\n"
-	    "--semver range included).\n",
-	.width = CLI_OCI_WIDTH,
-	.unknown = CLI_UNKNOWN_QUIET,
-};
+static const struct cli_cmd pull_cmd = { "pull", pull_usage, pull_opts, CLI_OCI_WIDTH, CLI_UNKNOWN_QUIET };
 
 static void print_result(const struct oci_pull_result *r)
 {
@@ -126,7 +123,7 @@ static int parse_flags(int argc, char **argv, int *operand)
 	memset(&flags, 0, sizeof(flags));
 	oci_pull_opts_default(&flags.po);
 	cli_oci_flags_init(&flags.oci);
-	return cli_parse(&pull_cmd, pull_opts, argc, argv, operand);
+	return cli_parse(&pull_cmd, argc, argv, operand);
 }
 
 /* The reference and what only the flags together say: 0, or -1 after

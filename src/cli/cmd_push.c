@@ -52,6 +52,23 @@ static int sign_format_flag(const struct cli_opt *o, const char *arg, const char
 	return 0;
 }
 
+static const char push_usage[] =
+	    "Usage: pulumi-controller push oci://HOST[:PORT]/REPO:TAG --path DIR [flags]\n"
+	    "\n"
+	    "Packs DIR as tar+gzip (entries relative to DIR, sorted, owners and times\n"
+	    "zeroed, modes kept; only directories and regular files) and pushes it as a\n"
+	    "Flux artifact: config application/vnd.cncf.flux.config.v1+json, one layer\n"
+	    "application/vnd.cncf.flux.content.v1.tar+gzip.  Blobs the registry already\n"
+	    "has are not uploaded again.  Prints the manifest digest.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "A progress line is shown when standard error is a terminal.\n"
+	    "Exit status: 0 success (pushed, and signed when asked), 1 failure (the push, or\n"
+	    "the signing after it: the digest is then printed all the same), 2 bad usage\n"
+	    "(an unreadable or unusable --sign-key included).\n";
+
 static const struct cli_opt push_opts[] = {
 	CLI_STRING(0, "path", &flags.po.path, "DIR", "the directory to push (required)"),
 	CLI_STRING(0, "source", &flags.po.source, "URL", "annotation org.opencontainers.image.source"),
@@ -76,27 +93,7 @@ static const struct cli_opt push_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd push_cmd = {
-	.name = "push",
-	.synopsis =
-	    "Usage: pulumi-controller push oci://HOST[:PORT]/REPO:TAG --path DIR [flags]\n"
-	    "\n"
-	    "Packs DIR as tar+gzip (entries relative to DIR, sorted, owners and times\n"
-	    "zeroed, modes kept; only directories and regular files) and pushes it as a\n"
-	    "Flux artifact: config application/vnd.cncf.flux.config.v1+json, one layer\n"
-	    "application/vnd.cncf.flux.content.v1.tar+gzip.  Blobs the registry already\n"
-	    "has are not uploaded again.  Prints the manifest digest.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "A progress line is shown when standard error is a terminal.\n"
-	    "Exit status: 0 success (pushed, and signed when asked), 1 failure (the push, or\n"
-	    "the signing after it: the digest is then printed all the same), 2 bad usage\n"
-	    "(an unreadable or unusable --sign-key included).\n",
-	.width = CLI_OCI_WIDTH,
-	.unknown = CLI_UNKNOWN_QUIET,
-};
+static const struct cli_cmd push_cmd = { "push", push_usage, push_opts, CLI_OCI_WIDTH, CLI_UNKNOWN_QUIET };
 
 /* The signing key, loaded before the push so a bad key costs no upload.
  * The password comes from a file or $COSIGN_PASSWORD, never argv. */
@@ -169,7 +166,7 @@ static int parse_flags(int argc, char **argv, int *operand)
 	flags.annotations = (struct cli_strings){ flags.annotation_v, 0, MAX_ANNOTATION_FLAGS };
 	flags.sign_formats = OCI_SIGN_SIMPLESIGNING;
 	cli_oci_flags_init(&flags.oci);
-	return cli_parse(&push_cmd, push_opts, argc, argv, operand);
+	return cli_parse(&push_cmd, argc, argv, operand);
 }
 
 /* The reference and the signing key, checked before anything is sent:

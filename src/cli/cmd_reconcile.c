@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "cli/cli.h"
 #include "cli/stackctl.h"
 
@@ -129,7 +130,7 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 			cJSON_Delete(last);
 			last = obj;
 			handled = stackctl_str(obj, "status.lastHandledReconcileAt");
-			if (handled != NULL && strcmp(handled, token) == 0) {
+			if (str_eq(handled, token)) {
 				*out = last;
 				last = NULL;
 				rc = 0;
@@ -218,7 +219,7 @@ static int stack_outcome(const cJSON *st, const char *ns, const char *name)
 	const char *rs = stackctl_str(ready, "status");
 	char changes[256];
 
-	if (rs != NULL && strcmp(rs, "True") == 0) {
+	if (str_eq(rs, "True")) {
 		stackctl_changes(stackctl_obj(st, "status.lastUpdate.resourceChanges"), changes, sizeof(changes));
 		ok_line("✔ Stack %s/%s reconciled: Ready at revision %s (last update: %s %s, %s)", ns, name,
 		    or_dash(stackctl_str(st, "status.lastAppliedRevision")),
@@ -231,7 +232,7 @@ static int stack_outcome(const cJSON *st, const char *ns, const char *name)
 		return 1;
 	}
 	fail_line("Stack %s/%s reconciliation failed%s: %s: %s", ns, name,
-	    stackctl_str(stalled, "status") && !strcmp(stackctl_str(stalled, "status"), "True") ?
+	    str_eq(stackctl_str(stalled, "status"), "True") ?
 	    " (Stalled: it is not retried until something changes)" : "",
 	    or_dash(stackctl_str(ready, "reason")), or_dash(stackctl_str(ready, "message")));
 	return 1;
@@ -361,7 +362,7 @@ static int reconcile_source(struct stackctl *sc, const char *ns, const struct so
 	if (wait_handled(sc, &s->res, ns, s->name, token, left > 0 ? (long)left : 1, &obj, &e) < 0)
 		return wait_failed("reconcile", s->kind, ns, s->name, timeout_text, &e);
 	ready = stackctl_condition(obj, "Ready");
-	if (stackctl_str(ready, "status") == NULL || strcmp(stackctl_str(ready, "status"), "True") != 0) {
+	if (!str_eq(stackctl_str(ready, "status"), "True")) {
 		fail_line("%s %s/%s reconciliation failed: %s: %s", s->kind, ns, s->name,
 		    or_dash(stackctl_str(ready, "reason")), or_dash(stackctl_str(ready, "message")));
 		cJSON_Delete(obj);
@@ -418,6 +419,22 @@ static int no_wait_flag(const struct cli_opt *o, const char *arg, const char *cm
 #define REFUSE_WAIT CLI_REFUSE(CLI_OPT_CALLBACK, "wait", CLI_OPTIONAL_ARG), \
 	CLI_REFUSE(CLI_OPT_BOOL, "no-wait", 0)
 
+static const char reconcile_usage[] =
+	    "Usage: pulumi-controller reconcile [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Asks the controller to reconcile the Stack now (the annotation\n"
+	    "reconcile.fluxcd.io/requestedAt, as `flux reconcile` sets it), waits until\n"
+	    "the controller has handled the request (status.lastHandledReconcileAt), and\n"
+	    "prints the outcome: the revision applied, or why the Stack is not Ready.\n"
+	    "A live progress line is shown when stdout is a terminal.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 the Stack is Ready after the reconcile, 1 it is not (its reason\n"
+	    "and message are printed), the wait timed out, the Stack is suspended or does\n"
+	    "not exist, or an API request failed; 2 bad usage.\n";
+
 static const struct cli_opt reconcile_opts[] = {
 	CLI_BOOL(0, "with-source", &args.with_source, "first ask the Stack's Flux source (GitRepository,\n"
 	    "OCIRepository, Bucket; for programRef its GitRepository)\nto reconcile, and wait for its new artifact"),
@@ -427,26 +444,20 @@ static const struct cli_opt reconcile_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd reconcile_cmd = {
-	.name = "reconcile",
-	.synopsis =
-	    "Usage: pulumi-controller reconcile [NAMESPACE/]NAME [flags]\n"
+static const struct cli_cmd reconcile_cmd = STACKCTL_CMD("reconcile", reconcile_usage, reconcile_opts);
+
+static const char suspend_usage[] =
+	    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
 	    "\n"
-	    "Asks the controller to reconcile the Stack now (the annotation\n"
-	    "reconcile.fluxcd.io/requestedAt, as `flux reconcile` sets it), waits until\n"
-	    "the controller has handled the request (status.lastHandledReconcileAt), and\n"
-	    "prints the outcome: the revision applied, or why the Stack is not Ready.\n"
-	    "A live progress line is shown when stdout is a terminal.\n"
+	    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
+	    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
+	    "interrupted.\n"
 	    "\n"
-	    "Flags:\n",
-	.epilogue =
+	    "Flags:\n"
+	    CLI_FLAGS
 	    "\n"
-	    "Exit status: 0 the Stack is Ready after the reconcile, 1 it is not (its reason\n"
-	    "and message are printed), the wait timed out, the Stack is suspended or does\n"
-	    "not exist, or an API request failed; 2 bad usage.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+	    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
+	    "2 bad usage.\n";
 
 static const struct cli_opt suspend_opts[] = {
 	REFUSE_WITH_SOURCE,
@@ -456,23 +467,20 @@ static const struct cli_opt suspend_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd suspend_cmd = {
-	.name = "suspend",
-	.synopsis =
-	    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
+static const struct cli_cmd suspend_cmd = STACKCTL_CMD("suspend", suspend_usage, suspend_opts);
+
+static const char resume_usage[] =
+	    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
 	    "\n"
-	    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
-	    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
-	    "interrupted.\n"
+	    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
+	    "for it as `pulumi-controller reconcile` does.\n"
 	    "\n"
-	    "Flags:\n",
-	.epilogue =
+	    "Flags:\n"
+	    CLI_FLAGS
 	    "\n"
-	    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
-	    "2 bad usage.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+	    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
+	    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
+	    "2 bad usage.\n";
 
 static const struct cli_opt resume_opts[] = {
 	{ .kind = CLI_OPT_CALLBACK, .name = "wait", .cb = wait_flag, .flags = CLI_OPTIONAL_ARG | CLI_HIDDEN },
@@ -484,34 +492,16 @@ static const struct cli_opt resume_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd resume_cmd = {
-	.name = "resume",
-	.synopsis =
-	    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
-	    "\n"
-	    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
-	    "for it as `pulumi-controller reconcile` does.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
-	    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
-	    "2 bad usage.\n",
-	.width = STACKCTL_HELP_WIDTH,
-	.unknown = CLI_UNKNOWN_SEE_HELP,
-};
+static const struct cli_cmd resume_cmd = STACKCTL_CMD("resume", resume_usage, resume_opts);
 
-/* The flags and the one NAME of reconcile, suspend or resume into `args`:
- * CLI_GO_ON, or the exit status. */
-static int parse_ctl(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv)
+/* The flags and the one NAME of reconcile, suspend or resume into `args`,
+ * and the connection: CLI_GO_ON with sc open, or the exit status. */
+static int open_ctl(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl *sc)
 {
-	memset(&args, 0, sizeof(args));
-	stackctl_flags_init(&args.f);
 	args.wait = 1;
 	args.timeout_ms = DEFAULT_TIMEOUT_MS;
 	args.timeout_text = "5m";
-	return stackctl_parse_one(cmd, opts, argc, argv, &args.f, 1, &args.ref);
+	return stackctl_open(cmd, argc, argv, &args.f, 1, &args.ref, sc);
 }
 
 int cmd_reconcile(int argc, char **argv)
@@ -522,14 +512,11 @@ int cmd_reconcile(int argc, char **argv)
 	char token[64], *patch;
 	int64_t deadline;
 	cJSON *st;
-	int rc = parse_ctl(&reconcile_cmd, reconcile_opts, argc, argv), has_source;
+	int rc = open_ctl(&reconcile_cmd, argc, argv, &sc), has_source;
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if (stackctl_connect(&a->f, "reconcile", &sc) != 0)
-		return 1;
 	deadline = clock_mono_ms() + a->timeout_ms;
-	stackctl_resolve_ref(&sc, &a->ref);
 	rc = 1;
 	if ((st = stackctl_get_stack(&sc, "reconcile", &a->ref)) == NULL)
 		goto out;
@@ -569,13 +556,10 @@ int cmd_suspend(int argc, char **argv)
 {
 	struct ctl_args *a = &args;
 	struct stackctl sc;
-	int rc = parse_ctl(&suspend_cmd, suspend_opts, argc, argv);
+	int rc = open_ctl(&suspend_cmd, argc, argv, &sc);
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if (stackctl_connect(&a->f, "suspend", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &a->ref);
 	rc = stackctl_patch_stack(&sc, "suspend", &a->ref, "{\"spec\":{\"suspend\":true}}") < 0;
 	if (rc == 0)
 		ok_line("✔ Stack %s/%s suspended", a->ref.ns, a->ref.name);
@@ -588,13 +572,10 @@ int cmd_resume(int argc, char **argv)
 	struct ctl_args *a = &args;
 	struct stackctl sc;
 	char token[64], *patch;
-	int rc = parse_ctl(&resume_cmd, resume_opts, argc, argv);
+	int rc = open_ctl(&resume_cmd, argc, argv, &sc);
 
 	if (rc != CLI_GO_ON)
 		return rc;
-	if (stackctl_connect(&a->f, "resume", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &a->ref);
 	stackctl_request_token(token, sizeof(token));
 	rc = 1;
 	if ((patch = request_patch(token, 1)) != NULL) {

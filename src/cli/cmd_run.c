@@ -201,6 +201,21 @@ static int events_addr_flag(const struct cli_opt *o, const char *arg, const char
 	CLI_DURATION(l, v, 1, LONG_MAX, "D", h, "--" l ": \"%s\" is not a positive duration (e.g. 15s)")
 #define RUN_COUNT(l, v, hi, h) CLI_NUMBER(l, v, 1, hi, "N", h, "--" l ": expected 1.." #hi)
 
+static const char run_usage[] =
+	    "Usage: pulumi-controller run [flags]\n"
+	    "\n"
+	    "Runs the controller: keeps every Stack (pulumi.com/v1) in the state its program\n"
+	    "declares.  It caches Stacks, the Flux sources GitRepository, OCIRepository and\n"
+	    "Bucket, and (metadata only) the ConfigMaps and Secrets Stacks refer to; queues\n"
+	    "the Stacks each change concerns, and reconciles them with --concurrency workers\n"
+	    "that run the pulumi CLI (docs/run.md, docs/stack-api.md).\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Durations are Go-style: 500ms, 15s, 1m30s.  Exit status: 0 after SIGTERM,\n"
+	    "1 on failure or when the Lease is lost, 2 on bad usage.\n";
+
 static const struct cli_opt run_opts[] = {
 	CLI_STRING(0, "kubeconfig", &flags.kubeconfig, "F", "kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n"
 	    "then ~/.kube/config)"),
@@ -264,43 +279,20 @@ static const struct cli_opt run_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd run_cmd = {
-	.name = "run",
-	.synopsis =
-	    "Usage: pulumi-controller run [flags]\n"
-	    "\n"
-	    "Runs the controller: keeps every Stack (pulumi.com/v1) in the state its program\n"
-	    "declares.  It caches Stacks, the Flux sources GitRepository, OCIRepository and\n"
-	    "Bucket, and (metadata only) the ConfigMaps and Secrets Stacks refer to; queues\n"
-	    "the Stacks each change concerns, and reconciles them with --concurrency workers\n"
-	    "that run the pulumi CLI (docs/run.md, docs/stack-api.md).\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Durations are Go-style: 500ms, 15s, 1m30s.  Exit status: 0 after SIGTERM,\n"
-	    "1 on failure or when the Lease is lost, 2 on bad usage.\n",
-	.width = 33,
-	.unknown = CLI_UNKNOWN_USAGE,
-};
+static const struct cli_cmd run_cmd = { "run", run_usage, run_opts, 33, CLI_UNKNOWN_USAGE };
 
 static void set_defaults(struct run_flags *f)
 {
-	memset(f, 0, sizeof(*f));
+	*f = (struct run_flags){
+		.le_id = "pulumi-controller-leader-election",
+		.metrics_addr = ":8080", .health_addr = ":9440",
+		.level = "info", .format = "json",
+		.concurrency = 4,
+		.lease_ms = 15000, .renew_ms = 10000, .retry_ms = 2000, .grace_ms = 30000,
+		.watch_idle_ms = 120000, .discovery_ms = 30000,
+		.events_queue = FLUX_NOTIFY_DEFAULT_QUEUE,
+	};
 	stack_opts_default(&f->so);
-	f->le_id = "pulumi-controller-leader-election";
-	f->metrics_addr = ":8080";
-	f->health_addr = ":9440";
-	f->level = "info";
-	f->format = "json";
-	f->concurrency = 4;
-	f->lease_ms = 15000;
-	f->renew_ms = 10000;
-	f->retry_ms = 2000;
-	f->grace_ms = 30000;
-	f->watch_idle_ms = 120000;
-	f->discovery_ms = 30000;
-	f->events_queue = FLUX_NOTIFY_DEFAULT_QUEUE;
 	f->job_ttl_ms = f->so.job_ttl_s * 1000;
 }
 
@@ -330,7 +322,7 @@ static int parse_flags(int argc, char **argv)
 	int operand, rc;
 
 	set_defaults(&flags);
-	if ((rc = cli_parse(&run_cmd, run_opts, argc, argv, &operand)) != CLI_GO_ON)
+	if ((rc = cli_parse(&run_cmd, argc, argv, &operand)) != CLI_GO_ON)
 		return rc;
 	if (operand < argc) {
 		fprintf(stderr, "run: unexpected argument \"%s\"\n", argv[operand]);

@@ -24,6 +24,24 @@ static struct run_update_flags {
 	const char *term, *level, *format;
 } flags;
 
+static const char run_update_usage[] =
+	    "Usage: pulumi-controller run-update --work-dir DIR --termination-log FILE [flags]\n"
+	    "\n"
+	    "Runs one Stack update inside a Job's pod (the controller's --runner=job): reads the\n"
+	    "update from $PULUMI_CONTROLLER_UPDATE (JSON, no secret values: those come in the\n"
+	    "environment variables it names), fetches and verifies the artifact, builds the\n"
+	    "workspace, runs pulumi as the controller would, writes the outputs Secret, and\n"
+	    "writes the result as JSON to the termination log.  The controller starts it; it\n"
+	    "is not meant to be run by hand.  docs/cli.md describes the input and the output.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Environment: PULUMI_CONTROLLER_UPDATE (required), KUBERNETES_SERVICE_HOST and\n"
+	    "KUBERNETES_SERVICE_PORT (for the outputs Secret).\n"
+	    "\n"
+	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n";
+
 static const struct cli_opt run_update_opts[] = {
 	CLI_STRING(0, "work-dir", &flags.o.work_dir, "DIR", "artifact store, workspace and PULUMI_HOME (required)"),
 	CLI_STRING(0, "termination-log", &flags.term, "FILE", "where the result goes (required; the pod's\n"
@@ -46,26 +64,7 @@ static const struct cli_opt run_update_opts[] = {
 };
 
 static const struct cli_cmd run_update_cmd = {
-	.name = "run-update",
-	.synopsis =
-	    "Usage: pulumi-controller run-update --work-dir DIR --termination-log FILE [flags]\n"
-	    "\n"
-	    "Runs one Stack update inside a Job's pod (the controller's --runner=job): reads the\n"
-	    "update from $PULUMI_CONTROLLER_UPDATE (JSON, no secret values: those come in the\n"
-	    "environment variables it names), fetches and verifies the artifact, builds the\n"
-	    "workspace, runs pulumi as the controller would, writes the outputs Secret, and\n"
-	    "writes the result as JSON to the termination log.  The controller starts it; it\n"
-	    "is not meant to be run by hand.  docs/cli.md describes the input and the output.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "Environment: PULUMI_CONTROLLER_UPDATE (required), KUBERNETES_SERVICE_HOST and\n"
-	    "KUBERNETES_SERVICE_PORT (for the outputs Secret).\n"
-	    "\n"
-	    "Exit status: 0 the operation succeeded, 1 it failed, 2 bad flags or input.\n",
-	.width = 29,
-	.unknown = CLI_UNKNOWN_USAGE,
+	"run-update", run_update_usage, run_update_opts, 29, CLI_UNKNOWN_USAGE
 };
 
 /* The image's pulumi: the first on the pod's PATH, so that the driver
@@ -103,7 +102,7 @@ static int parse_args(int argc, char **argv)
 	flags.o.service_account_dir = SA_DIR;
 	flags.level = "info";
 	flags.format = "json";
-	if ((rc = cli_parse(&run_update_cmd, run_update_opts, argc, argv, &operand)) != CLI_GO_ON)
+	if ((rc = cli_parse(&run_update_cmd, argc, argv, &operand)) != CLI_GO_ON)
 		return rc;
 	if (operand < argc) {
 		cli_errorf("run-update: unexpected argument \"%s\"", argv[operand]);

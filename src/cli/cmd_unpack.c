@@ -27,6 +27,22 @@ static struct unpack_flags {
 	const char *out, *digest, *level, *format;
 } flags;
 
+static const char unpack_usage[] =
+	    "Usage: pulumi-controller unpack ARCHIVE --out DIR [flags]\n"
+	    "\n"
+	    "Safely unpacks a tar, tar.gz or tar.zst archive into DIR, which must not\n"
+	    "exist (its parent must).  The archive is extracted into a staging directory\n"
+	    "beside DIR and renamed into place only when every entry passed the safety\n"
+	    "rules; otherwise nothing is left and one line on stderr names the entry and\n"
+	    "the rule.  Other formats (zip, cpio, 7z, ...) are refused.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "BYTES: digits with an optional K, M, G (powers of 1000) or Ki, Mi, Gi suffix.\n"
+	    "Exit status: 0 unpacked, 1 refused or failed, 2 bad usage.\n"
+	    "Rules and limits: docs/unpack.md\n";
+
 static const struct cli_opt unpack_opts[] = {
 	CLI_STRING(0, "out", &flags.out, "DIR", "directory to create (required)"),
 	CLI_BYTES("max-size", &flags.lim.max_total_bytes, "BYTES", "total bytes written (default 100Mi; -1 unlimited)",
@@ -45,26 +61,7 @@ static const struct cli_opt unpack_opts[] = {
 	CLI_END,
 };
 
-static const struct cli_cmd unpack_cmd = {
-	.name = "unpack",
-	.synopsis =
-	    "Usage: pulumi-controller unpack ARCHIVE --out DIR [flags]\n"
-	    "\n"
-	    "Safely unpacks a tar, tar.gz or tar.zst archive into DIR, which must not\n"
-	    "exist (its parent must).  The archive is extracted into a staging directory\n"
-	    "beside DIR and renamed into place only when every entry passed the safety\n"
-	    "rules; otherwise nothing is left and one line on stderr names the entry and\n"
-	    "the rule.  Other formats (zip, cpio, 7z, ...) are refused.\n"
-	    "\n"
-	    "Flags:\n",
-	.epilogue =
-	    "\n"
-	    "BYTES: digits with an optional K, M, G (powers of 1000) or Ki, Mi, Gi suffix.\n"
-	    "Exit status: 0 unpacked, 1 refused or failed, 2 bad usage.\n"
-	    "Rules and limits: docs/unpack.md\n",
-	.width = 25,
-	.unknown = CLI_UNKNOWN_USAGE,
-};
+static const struct cli_cmd unpack_cmd = { "unpack", unpack_usage, unpack_opts, 25, CLI_UNKNOWN_USAGE };
 
 /* The flags into `flags`, checked: CLI_GO_ON with *operand at the
  * archive, or the exit status. */
@@ -78,7 +75,7 @@ static int parse_args(int argc, char **argv, int *operand, struct digest *want)
 	/* One-shot commands log for a person at a terminal (docs/logging.md). */
 	flags.level = "warn";
 	flags.format = "text";
-	if ((rc = cli_parse(&unpack_cmd, unpack_opts, argc, argv, operand)) != CLI_GO_ON)
+	if ((rc = cli_parse(&unpack_cmd, argc, argv, operand)) != CLI_GO_ON)
 		return rc;
 	if (*operand != argc - 1 || flags.out == NULL) {
 		fprintf(stderr, "unpack: need exactly one ARCHIVE and --out DIR (see --help)\n");

@@ -27,16 +27,7 @@ static struct verify_flags {
 	struct cli_oci_flags oci;
 } flags;
 
-static const struct cli_opt verify_opts[] = {
-	CLI_STRINGS("key", &flags.keys, "FILE", "a trusted public key (repeatable; any one may match)"),
-	CLI_OCI_OPTS(&flags.oci),
-	CLI_HELP("show this help"),
-	CLI_END,
-};
-
-static const struct cli_cmd verify_cmd = {
-	.name = "verify",
-	.synopsis =
+static const char verify_usage[] =
 	    "Usage: pulumi-controller verify oci://HOST[:PORT]/REPO[:TAG|@DIGEST] --key FILE\n"
 	    "           [--key FILE...] [flags]\n"
 	    "\n"
@@ -49,15 +40,21 @@ static const struct cli_cmd verify_cmd = {
 	    "tag.  The signed payload must name the manifest's digest.  Prints the scheme,\n"
 	    "where the signature was found and the key that matched.\n"
 	    "\n"
-	    "Flags:\n",
-	.epilogue =
+	    "Flags:\n"
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 a signature verified; 1 no signature, or none verifies (the\n"
 	    "message names the scheme and what did not match); 2 bad usage or an unusable\n"
-	    "key file; 3 the registry could not be asked (network, auth, HTTP errors).\n",
-	.width = CLI_OCI_WIDTH,
-	.unknown = CLI_UNKNOWN_QUIET,
+	    "key file; 3 the registry could not be asked (network, auth, HTTP errors).\n";
+
+static const struct cli_opt verify_opts[] = {
+	CLI_STRINGS("key", &flags.keys, "FILE", "a trusted public key (repeatable; any one may match)"),
+	CLI_OCI_OPTS(&flags.oci),
+	CLI_HELP("show this help"),
+	CLI_END,
 };
+
+static const struct cli_cmd verify_cmd = { "verify", verify_usage, verify_opts, CLI_OCI_WIDTH, CLI_UNKNOWN_QUIET };
 
 /* Reads each key file into the keyring; -1 after printing the error. */
 static int load_keys(struct oci_keyring *k, const char *const *paths, size_t n)
@@ -133,7 +130,7 @@ static int parse_args(int argc, char **argv, struct oci_keyring **ring, struct o
 	flags.keys = (struct cli_strings){ flags.key_v, 0, MAX_KEY_FLAGS };
 	cli_oci_flags_init(&flags.oci);
 	*ring = NULL;
-	if ((rc = cli_parse(&verify_cmd, verify_opts, argc, argv, &operand)) != CLI_GO_ON)
+	if ((rc = cli_parse(&verify_cmd, argc, argv, &operand)) != CLI_GO_ON)
 		return rc;
 	if (operand != argc - 1 || flags.keys.n == 0) {
 		fprintf(stderr, "verify: need exactly one reference and at least one --key FILE\n");

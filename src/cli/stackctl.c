@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/duration.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -120,13 +121,14 @@ int stackctl_parse_ref(const char *arg, const char *flag_ns, struct stackctl_ref
 	return 0;
 }
 
-int stackctl_parse_one(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
-    const struct stackctl_flags *f, int see_help, struct stackctl_ref *ref)
+int stackctl_parse_one(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref)
 {
 	struct err e = { 0 };
-	int operand, rc = cli_parse(cmd, opts, argc, argv, &operand);
+	int operand, rc;
 
-	if (rc != CLI_GO_ON)
+	stackctl_flags_init(f);
+	if ((rc = cli_parse(cmd, argc, argv, &operand)) != CLI_GO_ON)
 		return rc;
 	if (argc - operand != 1) {
 		if (see_help)
@@ -196,6 +198,19 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 	kube_client_set_timeout_ms(sc->client, f->request_timeout_ms);
 	kube_client_set_retries(sc->client, CLI_RETRIES);
 	return 0;
+}
+
+int stackctl_open(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref, struct stackctl *sc)
+{
+	int rc = stackctl_parse_one(cmd, argc, argv, f, see_help, ref);
+
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(f, cmd->name, sc) != 0)
+		return 1;
+	stackctl_resolve_ref(sc, ref);
+	return CLI_GO_ON;
 }
 
 void stackctl_close(struct stackctl *sc)
@@ -310,13 +325,12 @@ int stackctl_patch_stack(struct stackctl *sc, const char *cmd, const struct stac
 void stackctl_request_token(char *buf, size_t n)
 {
 	struct timespec ts;
-	struct tm tm;
-	char secs[32];
+	char secs[CLOCK_RFC3339_LEN];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, n, "%s.%09ldZ", secs, (long)ts.tv_nsec);
+	clock_format_rfc3339(secs, sizeof(secs), ts.tv_sec);
+	/* "...:05Z" with the nanoseconds before its Z. */
+	snprintf(buf, n, "%.*s.%09ldZ", (int)strlen(secs) - 1, secs, (long)ts.tv_nsec);
 }
 
 /* ------------------------------------------------------------ reading objects */
@@ -377,12 +391,7 @@ int stackctl_true(const cJSON *obj, const char *path)
 
 const cJSON *stackctl_condition(const cJSON *obj, const char *type)
 {
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, stackctl_arr(obj, "status.conditions")) {
-		const char *t = stackctl_str(c, "type");
-		if (t != NULL && strcmp(t, type) == 0)
-			return c;
-	}
-	return NULL;
+	/* conditions that is not a list reads as none, as every field of the
+	 * server's here whose type is wrong. */
+	return stackctl_arr(obj, "status.conditions") ? kube_condition(obj, type) : NULL;
 }

@@ -53,8 +53,9 @@ cli_opt_cb stackctl_namespace_flag, stackctl_context_flag, stackctl_request_time
 	    stackctl_request_timeout_flag), \
 	CLI_HELP("show this help")
 
-/* The column the operator's commands align their flags' help at. */
-#define STACKCTL_HELP_WIDTH 25
+/* An operator's command (struct cli_cmd): their flags' help at one
+ * column, an unknown flag answered with a pointer to --help. */
+#define STACKCTL_CMD(name, usage, opts) { (name), (usage), (opts), 25, CLI_UNKNOWN_SEE_HELP }
 
 void stackctl_flags_init(struct stackctl_flags *f);
 
@@ -74,12 +75,13 @@ struct stackctl_ref {
 	char name[STACKCTL_NAME_MAX + 1];
 };
 
-/* Parses the flags by the table, then the command's one operand, a Stack:
- * CLI_GO_ON with ref set, or the exit status after saying what is wrong.
+/* Sets f's defaults, parses the flags by the command's table, then its one
+ * operand, a Stack: CLI_GO_ON with ref set, or the exit status after
+ * saying what is wrong.
  * see_help adds "(see pulumi-controller <cmd> --help)" to the message
  * for a wrong number of operands. */
-int stackctl_parse_one(const struct cli_cmd *cmd, const struct cli_opt *opts, int argc, char **argv,
-    const struct stackctl_flags *f, int see_help, struct stackctl_ref *ref);
+int stackctl_parse_one(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref);
 
 /* Splits and checks arg (a DNS subdomain name, optionally after a DNS
  * label namespace and '/'); a namespace given both ways must agree with
@@ -102,6 +104,12 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 void stackctl_close(struct stackctl *sc);
 /* Fills ref->ns from sc when the command line named none. */
 void stackctl_resolve_ref(const struct stackctl *sc, struct stackctl_ref *ref);
+
+/* What every command on one Stack does first: stackctl_parse_one, then
+ * stackctl_connect and stackctl_resolve_ref.  CLI_GO_ON with sc open (the
+ * caller closes it), or the exit status. */
+int stackctl_open(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref, struct stackctl *sc);
 
 /* GETs the Stack.  NULL after printing a message that names NS/NAME (not
  * found, not allowed, kind not served, or the server's error). */
