@@ -152,6 +152,12 @@ int cli_strings_add(struct cli_strings *s, const char *arg, const char *cmd, con
  * kind there (for whether it takes a value), fl its flags. */
 #define CLI_REFUSE(k, l, fl) { .kind = (k), .name = (l), .flags = CLI_REFUSED | (fl) }
 
+/* --log-level and --log-format as run, run-update and fetch take them (for
+ * cli_setup_logging), with the command's defaults in their help. */
+#define CLI_LOG_OPTS(level, format, default_level, default_format) \
+	CLI_STRING(0, "log-level", (level), "L", "debug, info, warn, error (default " default_level ")"), \
+	CLI_STRING(0, "log-format", (format), "F", "json or text (default " default_format ")")
+
 /* What follows getopt's own message about a flag it does not know (or one
  * missing its value): commands differ, and their tests read it. */
 enum cli_unknown {

@@ -84,8 +84,7 @@ static const struct cli_opt fetch_opts[] = {
 	  .bad = FETCH_BAD_DURATION, .lo = 0, .hi = FETCH_MAX_MS, .flags = CLI_BARE_SECONDS },
 	CLI_STRING(0, "host-override", &flags.o.host_override, "HOST",
 	    "replace the URL's host[:port] (default: $SOURCE_CONTROLLER_LOCALHOST)"),
-	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error (default warn)"),
-	CLI_STRING(0, "log-format", &flags.format, "F", "json or text (default text)"),
+	CLI_LOG_OPTS(&flags.level, &flags.format, "warn", "text"),
 	CLI_HELP("show this help"),
 	CLI_END,
 };

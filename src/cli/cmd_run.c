@@ -273,8 +273,7 @@ static const struct cli_opt run_opts[] = {
 	    "(docs/notifications.md; default: off)", events_addr_flag),
 	RUN_COUNT("events-queue-size", &flags.events_queue, 1000000, "events waiting to be posted at most; more are\n"
 	    "dropped and counted (default 1024)"),
-	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error (default info)"),
-	CLI_STRING(0, "log-format", &flags.format, "F", "json or text (default json)"),
+	CLI_LOG_OPTS(&flags.level, &flags.format, "info", "json"),
 	CLI_HELP("show this help"),
 	CLI_END,
 };

@@ -57,8 +57,7 @@ static const struct cli_opt run_update_opts[] = {
 	CLI_BYTES("max-artifact-size", &flags.o.max_artifact_bytes, "BYTES",
 	    "one artifact download (default 512Mi; -1: none); the\ncontroller passes its own --max-artifact-size",
 	    "--max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)"),
-	CLI_STRING(0, "log-level", &flags.level, "L", "debug, info, warn, error (default info)"),
-	CLI_STRING(0, "log-format", &flags.format, "F", "json or text (default json)"),
+	CLI_LOG_OPTS(&flags.level, &flags.format, "info", "json"),
 	CLI_HELP("show this help"),
 	CLI_END,
 };
