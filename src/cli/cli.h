@@ -14,25 +14,18 @@
 
 #define EXIT_USAGE 2
 
-int cmd_version(int argc, char **argv);
-int cmd_unpack(int argc, char **argv);
-int cmd_fetch(int argc, char **argv);
-int cmd_run(int argc, char **argv);
+/* A command: argv[0] is its name; it returns the process exit status. */
+typedef int cli_command(int argc, char **argv);
+
+/* The one-shot commands and the controller, each in cmd_<name>.c; verify
+ * exits 3 when the registry could not be asked. */
+cli_command cmd_version, cmd_unpack, cmd_fetch, cmd_run, cmd_pull, cmd_push, cmd_verify;
 /* The command a Job's pod runs (src/cli/cmd_run_update.c). */
-int cmd_run_update(int argc, char **argv);
-int cmd_pull(int argc, char **argv);
-int cmd_push(int argc, char **argv);
-int cmd_verify(int argc, char **argv);    /* cmd_verify.c; exit 3: registry unreachable */
-/* The operator's commands (src/cli/cmd_get.c, cmd_reconcile.c,
- * cmd_outputs.c, cmd_approve.c; docs/cli.md). */
-int cmd_get(int argc, char **argv);
-int cmd_reconcile(int argc, char **argv);
-int cmd_suspend(int argc, char **argv);
-int cmd_resume(int argc, char **argv);
-int cmd_outputs(int argc, char **argv);
-int cmd_history(int argc, char **argv);
-int cmd_preview(int argc, char **argv);   /* cmd_approve.c */
-int cmd_approve(int argc, char **argv);
+cli_command cmd_run_update;
+/* The operator's commands (docs/cli.md): cmd_get.c; reconcile, suspend and
+ * resume in cmd_reconcile.c; outputs and history in cmd_outputs.c;
+ * preview and approve in cmd_approve.c. */
+cli_command cmd_get, cmd_reconcile, cmd_suspend, cmd_resume, cmd_outputs, cmd_history, cmd_preview, cmd_approve;
 
 /* Shared by the commands: applies --log-level / --log-format values.
  * Returns 0, or -1 after printing what was wrong. */

@@ -162,35 +162,22 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 
 /* One line of the command's report, escaped: results on stdout, "✗ ..."
  * failures on stderr (after what stdout holds so far). */
-static void vsay(FILE *out, const char *prefix, const char *fmt, va_list ap)
+static void say(FILE *out, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(FILE *out, const char *prefix, const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
+	va_list ap;
 
+	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	fflush(stdout);
 	fprintf(out, "%s%s\n", prefix, log_printable(msg, shown, sizeof(shown)));
 	fflush(out);
 }
 
-static void fail_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay(stderr, "✗ ", fmt, ap);
-	va_end(ap);
-}
-
-static void ok_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void ok_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay(stdout, "", fmt, ap);
-	va_end(ap);
-}
+#define fail_line(...) say(stderr, "✗ ", __VA_ARGS__)
+#define ok_line(...) say(stdout, "", __VA_ARGS__)
 
 static const char *or_dash(const char *s)
 {
