@@ -25,9 +25,9 @@ FUZZ_SECONDS ?= 60
 # Extra libFuzzer flags; CI passes a fixed -seed so its short run is reproducible.
 FUZZ_FLAGS   ?=
 
-SRC_DIRS  := src src/base src/kube src/pulumi src/stack fluxsource oci
-LIB_SRCS  := $(filter-out src/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
-MAIN_SRC  := src/main.c
+MAIN_SRC  := src/cli/main.c
+SRC_DIRS  := src src/base src/kube src/pulumi src/stack src/cli fluxsource oci
+LIB_SRCS  := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 TOOL_SRCS := $(wildcard tests/tools/*.c)
@@ -64,7 +64,7 @@ deps:
 deps-real:
 	@bash scripts/deps-real.sh
 
-bin/pulumi-controller: $(REL_OBJS) $(REL_DIR)/src/main.o
+bin/pulumi-controller: $(REL_OBJS) $(REL_DIR)/$(MAIN_SRC:.c=.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
 
@@ -75,7 +75,7 @@ $(REL_DIR)/%.o: %.c
 # The sanitized build used by every test.
 sanitize: $(SAN_DIR)/pulumi-controller $(UNIT_BINS) $(TOOL_BINS)
 
-$(SAN_DIR)/pulumi-controller: $(SAN_OBJS) $(SAN_DIR)/src/main.o
+$(SAN_DIR)/pulumi-controller: $(SAN_OBJS) $(SAN_DIR)/$(MAIN_SRC:.c=.o)
 	$(CC) $(SAN_FLAGS) -pthread -o $@ $^ $(PKG_LIBS)
 
 $(SAN_DIR)/%.o: %.c

@@ -22,9 +22,9 @@ OVERLAYS = ["default", "namespaced", "crds", "rbac", "policy", "manager", "flux"
             "job-runner/rules", "job-runner/namespace"]
 REAL_KUBECTL = pathlib.Path(os.environ.get("REAL_DIR", str(ROOT / ".real"))) / "bin" / "kubectl"
 # How long the controller may still take after --shutdown-grace: cancelling running
-# updates the way the CLI expects (src/cmd_run.c STOP_CANCEL_MS).
+# updates the way the CLI expects (src/cli/cmd_run.c STOP_CANCEL_MS).
 CANCEL_S = int(re.search(r"#define STOP_CANCEL_MS (\d+)L",
-                         (ROOT / "src" / "cmd_run.c").read_text()).group(1)) // 1000
+                         (ROOT / "src" / "cli" / "cmd_run.c").read_text()).group(1)) // 1000
 
 
 def kubectl():

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cmd_stackctl.h"
+#include "cli/stackctl.h"
 
 /* 2026-12-01T12:00:00Z */
 #define NOW 1796126400LL

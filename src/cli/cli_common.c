@@ -1,5 +1,5 @@
 /*
- * cmd_common.c - small helpers shared by the subcommands (see cmd.h).
+ * cli_common.c - small helpers shared by the subcommands (see cli.h).
  */
 #include <errno.h>
 #include <signal.h>
@@ -10,26 +10,26 @@
 
 #include "base/err.h"
 #include "base/log.h"
-#include "cmd.h"
+#include "cli/cli.h"
 
-int cmd_setup_logging(const char *level, const char *format)
+int cli_setup_logging(const char *level, const char *format)
 {
 	enum log_level lv = LOG_INFO;
 	enum log_format fmt = LOG_JSON;
 
 	if (level != NULL && log_parse_level(level, &lv) < 0) {
-		cmd_errorf("invalid --log-level \"%s\" (debug, info, warn, error, off)", level);
+		cli_errorf("invalid --log-level \"%s\" (debug, info, warn, error, off)", level);
 		return -1;
 	}
 	if (format != NULL && log_parse_format(format, &fmt) < 0) {
-		cmd_errorf("invalid --log-format \"%s\" (json, text)", format);
+		cli_errorf("invalid --log-format \"%s\" (json, text)", format);
 		return -1;
 	}
 	log_setup(lv, fmt, stderr);
 	return 0;
 }
 
-int cmd_parse_bytes(const char *s, long long *out)
+int cli_parse_bytes(const char *s, long long *out)
 {
 	static const struct { const char *suffix; long long mult; } units[] = {
 		{ "", 1 }, { "K", 1000LL }, { "M", 1000000LL }, { "G", 1000000000LL },
@@ -70,7 +70,7 @@ static void on_stop_signal(int sig)
 	signal(sig, SIG_DFL);
 }
 
-const volatile int *cmd_cancel_on_signals(void)
+const volatile int *cli_cancel_on_signals(void)
 {
 	struct sigaction sa;
 
@@ -85,7 +85,7 @@ const volatile int *cmd_cancel_on_signals(void)
 	return &stop_flag;
 }
 
-int cmd_exit(int rc)
+int cli_exit(int rc)
 {
 	int sig = stop_signal;
 
@@ -99,7 +99,7 @@ int cmd_exit(int rc)
 	return 128 + sig;
 }
 
-void cmd_print_error(const char *cmd, const char *msg)
+void cli_print_error(const char *cmd, const char *msg)
 {
 	char head[ERR_MSG_MAX], line[ERR_MSG_MAX * 4];
 
@@ -107,7 +107,7 @@ void cmd_print_error(const char *cmd, const char *msg)
 	fprintf(stderr, "%s: %s\n", log_printable(cmd, head, sizeof(head)), log_printable(msg, line, sizeof(line)));
 }
 
-void cmd_errorf(const char *fmt, ...)
+void cli_errorf(const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX], line[ERR_MSG_MAX * 4];
 	va_list ap;

@@ -1,6 +1,6 @@
 /*
- * cmd_stackctl_format.c - how the operator's commands print
- * (cmd_stackctl.h): kubectl's AGE durations, kubectl-style tables, and
+ * stackctl_format.c - how the operator's commands print
+ * (stackctl.h): kubectl's AGE durations, kubectl-style tables, and
  * objects as -o json or -o yaml.  No API access here: the unit tests
  * (tests/unit/test_cmd_stackctl.c) drive all of it.
  */
@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/secret.h"
 #include "base/xalloc.h"
-#include "cmd_stackctl.h"
+#include "cli/stackctl.h"
 
 /* ------------------------------------------------------------ durations */
 

@@ -1,17 +1,17 @@
 /*
  * main.c - the command line: `pulumi-controller <command> [flags]`.
  *
- * main only picks the subcommand; each one lives in src/cmd_<name>.c.
+ * main only picks the subcommand; each one lives in src/cli/cmd_<name>.c.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/http.h"
-#include "cmd.h"
+#include "cli/cli.h"
 
 struct command {
 	const char *name;
-	int (*run)(int argc, char **argv);
+	cli_command *run;
 	const char *summary;
 };
 
@@ -47,10 +47,33 @@ static void usage(FILE *out)
 	    "Documentation: docs/README.md\n");
 }
 
-int main(int argc, char **argv)
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+/* Every command may talk HTTP (libcurl's global state is set up once, on
+ * this thread, before any other starts). */
+static int run_command(const struct command *c, int argc, char **argv)
 {
 	struct err e;
 	int rc;
+
+	if (http_global_init(&e) < 0) {
+		fprintf(stderr, "pulumi-controller: %s\n", e.msg);
+		return 1;
+	}
+	rc = c->run(argc, argv);
+	http_global_cleanup();
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const struct command *c;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -62,18 +85,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0)
 		return cmd_version(1, argv + 1);
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[1], commands[i].name) != 0)
-			continue;
-		if (http_global_init(&e) < 0) {
-			fprintf(stderr, "pulumi-controller: %s\n", e.msg);
-			return 1;
-		}
-		rc = commands[i].run(argc - 1, argv + 1);
-		http_global_cleanup();
-		return rc;
+	if ((c = find_command(argv[1])) == NULL) {
+		fprintf(stderr, "pulumi-controller: unknown command \"%s\"\n\n", argv[1]);
+		usage(stderr);
+		return EXIT_USAGE;
 	}
-	fprintf(stderr, "pulumi-controller: unknown command \"%s\"\n\n", argv[1]);
-	usage(stderr);
-	return EXIT_USAGE;
+	return run_command(c, argc - 1, argv + 1);
 }

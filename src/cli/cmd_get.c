@@ -10,16 +10,22 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "base/str.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 #define PAGE_LIMIT 500
 /* A continue chain longer than this is a broken server. */
 #define MAX_PAGES 10000
 
-static void get_usage(FILE *out)
-{
-	fprintf(out,
+/* The one get of this process: the flags' table points into it. */
+static struct get_flags {
+	struct stackctl_flags conn;
+	enum stackctl_output fmt;
+	int all;
+} flags;
+
+static const char get_usage[] =
 	    "Usage: pulumi-controller get [stacks] [NAME] [flags]\n"
 	    "\n"
 	    "Shows Stacks (pulumi.com/v1) as the controller last reported them: whether\n"
@@ -28,15 +34,20 @@ static void get_usage(FILE *out)
 	    "that Stack.  `get stacks` and `get` are the same.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  -A, --all-namespaces   Stacks of every namespace (adds a NAMESPACE column)\n"
-	    "  -o, --output FMT       json or yaml: the objects as the API server has them\n"
-	    "                         (a List without NAME), managedFields and kubectl's\n"
-	    "                         last-applied annotation left out\n"
-	    STACKCTL_COMMON_HELP
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 success (also when there is no Stack), 1 the API request failed\n"
-	    "or the Stack does not exist, 2 bad usage.  docs/cli.md has examples.\n");
-}
+	    "or the Stack does not exist, 2 bad usage.  docs/cli.md has examples.\n";
+
+static const struct cli_opt get_opts[] = {
+	CLI_BOOL('A', "all-namespaces", &flags.all, "Stacks of every namespace (adds a NAMESPACE column)"),
+	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: the objects as the API server has them\n"
+	    "(a List without NAME), managedFields and kubectl's\nlast-applied annotation left out"),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd get_cmd = STACKCTL_CMD("get", get_usage, get_opts);
 
 /* ------------------------------------------------------------ one row */
 
@@ -76,7 +87,7 @@ void stackctl_get_row(const cJSON *st, int64_t now, int with_ns, struct stackctl
 	long long seen = stackctl_int(st, "status.observedGeneration", -1);
 	int i = 0;
 
-	snprintf(b->ready, sizeof(b->ready), "%s", rs && (!strcmp(rs, "True") || !strcmp(rs, "False")) ? rs :
+	snprintf(b->ready, sizeof(b->ready), "%s", str_eq(rs, "True") || str_eq(rs, "False") ? rs :
 	    "Unknown");
 	if (gen >= 0 && seen >= 0 && seen < gen) {
 		/* The condition describes an older spec (kstatus: InProgress). */
@@ -178,7 +189,7 @@ static cJSON *list_all(struct stackctl *sc, const char *ns)
 		while (cJSON_IsArray(items) && items->child != NULL)
 			cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(items, items->child));
 		next = stackctl_str(page, "metadata.continue");
-		if (next != NULL && cont != NULL && strcmp(next, cont) == 0) {
+		if (str_eq(next, cont)) {
 			problem = "the API server sent the same continue token twice: the list would never end";
 			goto fail;
 		}
@@ -190,7 +201,7 @@ static cJSON *list_all(struct stackctl *sc, const char *ns)
 	return all;
 fail:
 	if (problem != NULL)
-		cmd_print_error("get", problem);
+		cli_print_error("get", problem);
 	cJSON_Delete(page);
 	cJSON_Delete(all);
 	free(cont);
@@ -222,7 +233,7 @@ static int print_list(cJSON *items, enum stackctl_output fmt, int have_fmt, cons
 		print_table(items, ns == NULL);
 	}
 	if (rc < 0)
-		cmd_print_error("get", e.msg);
+		cli_print_error("get", e.msg);
 	return rc < 0 ? 1 : 0;
 }
 
@@ -239,7 +250,7 @@ static int get_one(struct stackctl *sc, struct stackctl_ref *ref, enum stackctl_
 	if (have_fmt) {
 		rc = stackctl_print_doc(st, fmt, stdout, &e) < 0;
 		if (rc)
-			cmd_print_error("get", e.msg);
+			cli_print_error("get", e.msg);
 		cJSON_Delete(st);
 		return rc;
 	}
@@ -257,76 +268,61 @@ static int is_kind_word(const char *s)
 	return strcmp(s, "stacks") == 0 || strcmp(s, "stack") == 0 || strcmp(s, "stacks.pulumi.com") == 0;
 }
 
-int cmd_get(int argc, char **argv)
+/* The flags into `flags`, and the operands: [stacks] [NAME].  CLI_GO_ON
+ * with *name (NULL: all) and, for a NAME, ref set; or the exit status. */
+static int parse_args(int argc, char **argv, const char **name, struct stackctl_ref *ref)
 {
-	static const struct option longopts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "all-namespaces", no_argument, NULL, 'A' },
-		{ "output", required_argument, NULL, 'o' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct stackctl_flags f;
-	struct stackctl sc;
-	struct stackctl_ref ref;
-	enum stackctl_output fmt = STACKCTL_OUT_TABLE;
-	int all = 0, have_fmt = 0, ch, rc;
-	const char *name = NULL;
+	struct err e = { 0 };
+	int operand, rc;
 
-	stackctl_flags_init(&f);
-	while ((ch = getopt_long(argc, argv, "n:Ao:h", longopts, NULL)) != -1) {
-		if (ch == 'h') {
-			get_usage(stdout);
-			return 0;
-		}
-		if ((rc = stackctl_common_flag(&f, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-			continue;
-		}
-		if (ch == 'A') {
-			all = 1;
-		} else if (ch == 'o') {
-			if (stackctl_parse_output(optarg, &fmt) < 0)
-				return EXIT_USAGE;
-			have_fmt = 1;
-		} else {
-			cmd_errorf("get: see pulumi-controller get --help");
-			return EXIT_USAGE;
-		}
-	}
-	argc -= optind;
-	argv += optind;
+	stackctl_flags_init(&flags.conn);
+	if ((rc = cli_parse(&get_cmd, argc, argv, &operand)) != CLI_GO_ON)
+		return rc;
+	argc -= operand;
+	argv += operand;
 	if (argc > 0 && (argc == 2 || is_kind_word(argv[0]))) {
 		if (!is_kind_word(argv[0])) {
-			cmd_errorf("get: unknown kind \"%s\" (this command shows stacks)", argv[0]);
+			cli_errorf("get: unknown kind \"%s\" (this command shows stacks)", argv[0]);
 			return EXIT_USAGE;
 		}
 		argc--;
 		argv++;
 	}
 	if (argc > 1) {
-		cmd_errorf("get: one NAME at most");
+		cli_errorf("get: one NAME at most");
 		return EXIT_USAGE;
 	}
-	name = argc == 1 ? argv[0] : NULL;
-	if (all && (f.namespace != NULL || name != NULL)) {
-		cmd_errorf("get: -A lists every namespace; it takes neither --namespace nor a NAME");
+	*name = argc == 1 ? argv[0] : NULL;
+	if (flags.all && (flags.conn.namespace != NULL || *name != NULL)) {
+		cli_errorf("get: -A lists every namespace; it takes neither --namespace nor a NAME");
 		return EXIT_USAGE;
 	}
-	if (name != NULL) {
-		struct err e = { 0 };
-		if (stackctl_parse_ref(name, f.namespace, &ref, &e) < 0) {
-			cmd_print_error("get", e.msg);
-			return EXIT_USAGE;
-		}
+	if (*name != NULL && stackctl_parse_ref(*name, flags.conn.namespace, ref, &e) < 0) {
+		cli_print_error("get", e.msg);
+		return EXIT_USAGE;
 	}
-	if (stackctl_connect(&f, "get", &sc) != 0)
+	return CLI_GO_ON;
+}
+
+int cmd_get(int argc, char **argv)
+{
+	struct stackctl sc;
+	struct stackctl_ref ref;
+	int have_fmt, rc;
+	const char *name = NULL;
+
+	if ((rc = parse_args(argc, argv, &name, &ref)) != CLI_GO_ON)
+		return rc;
+	/* -o takes only json or yaml: the table is what no -o gives. */
+	have_fmt = flags.fmt != STACKCTL_OUT_TABLE;
+	if (stackctl_connect(&flags.conn, "get", &sc) != 0)
 		return 1;
 	if (name != NULL) {
-		rc = get_one(&sc, &ref, fmt, have_fmt);
+		rc = get_one(&sc, &ref, flags.fmt, have_fmt);
 	} else {
-		cJSON *items = list_all(&sc, all ? NULL : sc.namespace);
-		rc = items ? print_list(items, fmt, have_fmt, all ? NULL : sc.namespace) : 1;
+		const char *ns = flags.all ? NULL : sc.namespace;
+		cJSON *items = list_all(&sc, ns);
+		rc = items ? print_list(items, flags.fmt, have_fmt, ns) : 1;
 		cJSON_Delete(items);
 	}
 	stackctl_close(&sc);

@@ -1,5 +1,5 @@
 /*
- * cmd_oci.c - what `pull` and `push` share (src/cmd_oci.h): the registry
+ * cli_oci.c - what `pull` and `push` share (src/cli/cli_oci.h): the registry
  * flags, credentials from flags or a docker config, the client, and the
  * terminal progress line.
  */
@@ -14,10 +14,10 @@
 #include "base/duration.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "cmd.h"
-#include "cmd_oci.h"
+#include "cli/cli.h"
+#include "cli/cli_oci.h"
 
-void cmd_oci_flags_init(struct cmd_oci_flags *f)
+void cli_oci_flags_init(struct cli_oci_flags *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->retries = -1;
@@ -25,47 +25,21 @@ void cmd_oci_flags_init(struct cmd_oci_flags *f)
 	f->log_format = "text";
 }
 
-void cmd_oci_flags_free(struct cmd_oci_flags *f)
+void cli_oci_flags_free(struct cli_oci_flags *f)
 {
 	secret_free(f->creds);
 	f->creds = NULL;
 }
 
-int cmd_oci_flag(struct cmd_oci_flags *f, int code, const char *arg, const char *cmd)
+int cli_oci_creds_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	char *end;
+	struct cli_oci_flags *f = o->target;
 
-	switch (code) {
-	case CMD_OCI_CREDS:
-		cmd_oci_flags_free(f);
-		f->creds = strdup(arg);
-		/* Blank the argv copy so the password does not linger in ps. */
-		memset((char *)arg, 'x', strlen(arg));
-		return f->creds ? 0 : -1;
-	case CMD_OCI_PASSWORD_STDIN: f->password_stdin = 1; return 0;
-	case CMD_OCI_DOCKER_CONFIG: f->docker_config = arg; return 0;
-	case CMD_OCI_CA_FILE: f->ca_file = arg; return 0;
-	case CMD_OCI_PLAIN_HTTP: f->plain_http = 1; return 0;
-	case CMD_OCI_INSECURE_SKIP_TLS_VERIFY: f->insecure_skip_tls_verify = 1; return 0;
-	case CMD_OCI_TIMEOUT:
-		if (duration_parse_ms_or_seconds(arg, &f->timeout_ms) < 0 || f->timeout_ms < 1 ||
-		    f->timeout_ms > 86400000) {
-			cmd_errorf("%s: invalid --timeout \"%s\" (e.g. 30s, 500ms, 2m)", cmd, arg);
-			return -1;
-		}
-		return 0;
-	case CMD_OCI_RETRIES:
-		f->retries = (int)strtol(arg, &end, 10);
-		if (*arg == '\0' || *end != '\0' || f->retries < 0 || f->retries > 100) {
-			cmd_errorf("%s: invalid --retries \"%s\"", cmd, arg);
-			return -1;
-		}
-		return 0;
-	case CMD_OCI_LOG_LEVEL: f->log_level = arg; return 0;
-	case CMD_OCI_LOG_FORMAT: f->log_format = arg; return 0;
-	default:
-		return 1;
-	}
+	cli_oci_flags_free(f);
+	f->creds = strdup(arg);
+	/* Blank the argv copy so the password does not linger in ps. */
+	memset((char *)arg, 'x', strlen(arg));
+	return f->creds ? 0 : -1;
 }
 
 /* Reads one line (the password) from stdin. */
@@ -84,18 +58,18 @@ static char *read_password_stdin(void)
 	return line;
 }
 
-static int creds_from_flags(struct cmd_oci_flags *f, struct oci_creds *out, const char *cmd)
+static int creds_from_flags(struct cli_oci_flags *f, struct oci_creds *out, const char *cmd)
 {
 	char *colon;
 
 	memset(out, 0, sizeof(*out));
 	colon = strchr(f->creds, ':');
 	if (colon == f->creds) {
-		cmd_errorf("%s: --creds needs a user name (USER[:PASS])", cmd);
+		cli_errorf("%s: --creds needs a user name (USER[:PASS])", cmd);
 		return -1;
 	}
 	if (colon != NULL && f->password_stdin) {
-		cmd_errorf("%s: --creds USER:PASS and --password-stdin exclude each other", cmd);
+		cli_errorf("%s: --creds USER:PASS and --password-stdin exclude each other", cmd);
 		return -1;
 	}
 	out->username = colon ? strndup(f->creds, (size_t)(colon - f->creds)) : strdup(f->creds);
@@ -104,7 +78,7 @@ static int creds_from_flags(struct cmd_oci_flags *f, struct oci_creds *out, cons
 	} else if (f->password_stdin) {
 		out->password = read_password_stdin();
 		if (out->password == NULL) {
-			cmd_errorf("%s: --password-stdin: nothing to read on standard input", cmd);
+			cli_errorf("%s: --password-stdin: nothing to read on standard input", cmd);
 			oci_creds_free(out);
 			return -1;
 		}
@@ -151,7 +125,7 @@ static void show_progress(void *ud, const char *what, int64_t done, int64_t tota
 
 static struct progress progress_state;
 
-struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref *ref,
+struct oci_client *cli_oci_client(struct cli_oci_flags *f, const struct oci_ref *ref,
     const char *cmd, const volatile int *cancel, int *usage)
 {
 	struct oci_client_opts o = { .retries = -1 };
@@ -160,23 +134,23 @@ struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref 
 	struct err e = { 0 };
 
 	*usage = 0;
-	if (cmd_setup_logging(f->log_level, f->log_format) < 0) {
+	if (cli_setup_logging(f->log_level, f->log_format) < 0) {
 		*usage = 1;
 		return NULL;
 	}
 	if (f->password_stdin && f->creds == NULL) {
-		cmd_errorf("%s: --password-stdin needs --creds USER", cmd);
+		cli_errorf("%s: --password-stdin needs --creds USER", cmd);
 		*usage = 1;
 		return NULL;
 	}
 	if (f->plain_http && f->insecure_skip_tls_verify) {
-		cmd_errorf("%s: --plain-http (no TLS) and --insecure-skip-tls-verify (TLS without "
+		cli_errorf("%s: --plain-http (no TLS) and --insecure-skip-tls-verify (TLS without "
 		    "verification) exclude each other", cmd);
 		*usage = 1;
 		return NULL;
 	}
 	if (f->creds != NULL && f->docker_config != NULL) {
-		cmd_errorf("%s: --creds and --docker-config exclude each other", cmd);
+		cli_errorf("%s: --creds and --docker-config exclude each other", cmd);
 		*usage = 1;
 		return NULL;
 	}
@@ -186,7 +160,7 @@ struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref 
 			return NULL;
 		}
 	} else if (oci_docker_config_load(f->docker_config, ref->registry, &creds, &e) < 0) {
-		cmd_errorf("%s: %s", cmd, e.msg);
+		cli_errorf("%s: %s", cmd, e.msg);
 		return NULL;
 	}
 	o.plain_http = f->plain_http;
@@ -203,6 +177,6 @@ struct oci_client *cmd_oci_client(struct cmd_oci_flags *f, const struct oci_ref 
 	c = oci_client_new(ref->registry, &o, &e);
 	oci_creds_free(&creds);
 	if (c == NULL)
-		cmd_errorf("%s: %s", cmd, e.msg);
+		cli_errorf("%s: %s", cmd, e.msg);
 	return c;
 }

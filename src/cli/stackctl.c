@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl.c - the plumbing of the operator's commands (cmd_stackctl.h):
+ * stackctl.c - the plumbing of the operator's commands (stackctl.h):
  * the connection flags, Stack names on the command line, the kube client
  * made from the kubeconfig, API failures turned into messages that name
  * NS/NAME, and safe readers of objects the server sent.
@@ -10,11 +10,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/duration.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 const struct kube_resource stackctl_stack_res = { "pulumi.com", "v1", "stacks", "Stack", 1 };
 
@@ -31,45 +32,47 @@ void stackctl_flags_init(struct stackctl_flags *f)
 	f->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 }
 
-int stackctl_common_flag(struct stackctl_flags *f, int ch, const char *arg)
+int stackctl_namespace_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	switch (ch) {
-	case STACKCTL_OPT_KUBECONFIG:
-		f->kubeconfig = arg;
-		return 1;
-	case STACKCTL_OPT_CONTEXT:
-		if (*arg == '\0') {
-			cmd_errorf("--context: empty context name");
-			return -1;
-		}
-		f->context = arg;
-		return 1;
-	case 'n':
-		if (!stackctl_valid_name(arg, 63) || strchr(arg, '.') != NULL) {
-			cmd_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
-			return -1;
-		}
-		f->namespace = arg;
-		return 1;
-	case STACKCTL_OPT_REQUEST_TIMEOUT:
-		if (duration_parse_ms(arg, &f->request_timeout_ms) < 0 || f->request_timeout_ms <= 0) {
-			cmd_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
-			return -1;
-		}
-		return 1;
-	default:
-		return 0;
+	if (!stackctl_valid_name(arg, 63) || strchr(arg, '.') != NULL) {
+		cli_errorf("invalid --namespace \"%s\": a namespace is a DNS label (a-z, 0-9, '-')", arg);
+		return -1;
 	}
+	((struct stackctl_flags *)o->target)->namespace = arg;
+	return 0;
 }
 
-int stackctl_parse_output(const char *s, enum stackctl_output *out)
+int stackctl_context_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	if (strcmp(s, "json") == 0)
+	if (*arg == '\0') {
+		cli_errorf("--context: empty context name");
+		return -1;
+	}
+	((struct stackctl_flags *)o->target)->context = arg;
+	return 0;
+}
+
+int stackctl_request_timeout_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	long *ms = &((struct stackctl_flags *)o->target)->request_timeout_ms;
+
+	if (duration_parse_ms(arg, ms) < 0 || *ms <= 0) {
+		cli_errorf("invalid --request-timeout \"%s\" (a duration such as 30s or 1m)", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int stackctl_output_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	enum stackctl_output *out = o->target;
+
+	if (strcmp(arg, "json") == 0)
 		*out = STACKCTL_OUT_JSON;
-	else if (strcmp(s, "yaml") == 0)
+	else if (strcmp(arg, "yaml") == 0)
 		*out = STACKCTL_OUT_YAML;
 	else {
-		cmd_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", s);
+		cli_errorf("invalid -o \"%s\" (json or yaml; the default is a table)", arg);
 		return -1;
 	}
 	return 0;
@@ -118,6 +121,30 @@ int stackctl_parse_ref(const char *arg, const char *flag_ns, struct stackctl_ref
 	return 0;
 }
 
+int stackctl_parse_one(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref)
+{
+	struct err e = { 0 };
+	int operand, rc;
+
+	stackctl_flags_init(f);
+	if ((rc = cli_parse(cmd, argc, argv, &operand)) != CLI_GO_ON)
+		return rc;
+	if (argc - operand != 1) {
+		if (see_help)
+			cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)",
+			    cmd->name, cmd->name);
+		else
+			cli_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd->name);
+		return EXIT_USAGE;
+	}
+	if (stackctl_parse_ref(argv[operand], f->namespace, ref, &e) < 0) {
+		cli_print_error(cmd->name, e.msg);
+		return EXIT_USAGE;
+	}
+	return CLI_GO_ON;
+}
+
 /* ------------------------------------------------------------ the API */
 
 /* kube_config_load with --context: the kubeconfig files are the same
@@ -148,22 +175,22 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 
 	memset(sc, 0, sizeof(*sc));
 	/* What the kube client logs (a TLS warning) is for a person here. */
-	if (cmd_setup_logging("warn", "text") < 0)
+	if (cli_setup_logging("warn", "text") < 0)
 		return 1;
 	if (load_config(f, &cfg, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		return 1;
 	}
 	ns = f->namespace ? f->namespace : (cfg->namespace && *cfg->namespace ? cfg->namespace : "default");
 	sc->namespace = strdup(ns);
 	if (sc->namespace == NULL) {
 		kube_config_free(cfg);
-		cmd_print_error(cmd, "out of memory");
+		cli_print_error(cmd, "out of memory");
 		return 1;
 	}
 	sc->client = kube_client_new(cfg, &e);   /* consumes cfg */
 	if (sc->client == NULL) {
-		cmd_print_error(cmd, e.msg);
+		cli_print_error(cmd, e.msg);
 		stackctl_close(sc);
 		return 1;
 	}
@@ -171,6 +198,19 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 	kube_client_set_timeout_ms(sc->client, f->request_timeout_ms);
 	kube_client_set_retries(sc->client, CLI_RETRIES);
 	return 0;
+}
+
+int stackctl_open(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref, struct stackctl *sc)
+{
+	int rc = stackctl_parse_one(cmd, argc, argv, f, see_help, ref);
+
+	if (rc != CLI_GO_ON)
+		return rc;
+	if (stackctl_connect(f, cmd->name, sc) != 0)
+		return 1;
+	stackctl_resolve_ref(sc, ref);
+	return CLI_GO_ON;
 }
 
 void stackctl_close(struct stackctl *sc)
@@ -235,7 +275,7 @@ void stackctl_print_api_error(const char *cmd, const char *verb, const char *wha
 		    "the kubeconfig's user", verb, what, server_part(e));
 	else
 		snprintf(msg, sizeof(msg), "cannot %s %s: %s", verb, what, e->msg);
-	cmd_print_error(cmd, msg);
+	cli_print_error(cmd, msg);
 }
 
 void stackctl_print_object_error(const char *cmd, const char *verb, const char *kind, const char *ns,
@@ -260,7 +300,7 @@ cJSON *stackctl_get_stack(struct stackctl *sc, const char *cmd, const struct sta
 		char msg[700];
 		snprintf(msg, sizeof(msg), "Stack %s/%s: the API server's answer is not an object", ref->ns,
 		    ref->name);
-		cmd_print_error(cmd, msg);
+		cli_print_error(cmd, msg);
 		cJSON_Delete(obj);
 		return NULL;
 	}
@@ -285,13 +325,12 @@ int stackctl_patch_stack(struct stackctl *sc, const char *cmd, const struct stac
 void stackctl_request_token(char *buf, size_t n)
 {
 	struct timespec ts;
-	struct tm tm;
-	char secs[32];
+	char secs[CLOCK_RFC3339_LEN];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, n, "%s.%09ldZ", secs, (long)ts.tv_nsec);
+	clock_format_rfc3339(secs, sizeof(secs), ts.tv_sec);
+	/* "...:05Z" with the nanoseconds before its Z. */
+	snprintf(buf, n, "%.*s.%09ldZ", (int)strlen(secs) - 1, secs, (long)ts.tv_nsec);
 }
 
 /* ------------------------------------------------------------ reading objects */
@@ -352,12 +391,7 @@ int stackctl_true(const cJSON *obj, const char *path)
 
 const cJSON *stackctl_condition(const cJSON *obj, const char *type)
 {
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, stackctl_arr(obj, "status.conditions")) {
-		const char *t = stackctl_str(c, "type");
-		if (t != NULL && strcmp(t, type) == 0)
-			return c;
-	}
-	return NULL;
+	/* conditions that is not a list reads as none, as every field of the
+	 * server's here whose type is wrong. */
+	return stackctl_arr(obj, "status.conditions") ? kube_condition(obj, type) : NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl_reconcile.c - `pulumi-controller reconcile`, `suspend` and
+ * cmd_reconcile.c - `pulumi-controller reconcile`, `suspend` and
  * `resume`: the Flux reconcile-request protocol from the command line.
  *
  * reconcile writes a fresh token (the time, RFC 3339 with nanoseconds, as
@@ -12,7 +12,7 @@
  * Waiting is a GET a second: it costs the server nothing a watch would not,
  * and a dropped connection costs nothing either.  SIGINT/SIGTERM end the
  * wait (the request stays on the object) and then the process, by that
- * signal (cmd_exit).
+ * signal (cli_exit).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,8 +24,9 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "base/str.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 #define POLL_MS 1000L
 #define DEFAULT_TIMEOUT_MS (5L * 60 * 1000)
@@ -95,7 +96,7 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	char problem[ERR_MSG_MAX] = "";
 	cJSON *last = NULL;
 	/* Ctrl-C ends the wait at once, with the terminal line cleaned up. */
-	const volatile int *stop = cmd_cancel_on_signals();
+	const volatile int *stop = cli_cancel_on_signals();
 
 	*out = NULL;
 	for (;;) {
@@ -129,7 +130,7 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 			cJSON_Delete(last);
 			last = obj;
 			handled = stackctl_str(obj, "status.lastHandledReconcileAt");
-			if (handled != NULL && strcmp(handled, token) == 0) {
+			if (str_eq(handled, token)) {
 				*out = last;
 				last = NULL;
 				rc = 0;
@@ -161,35 +162,22 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 
 /* One line of the command's report, escaped: results on stdout, "✗ ..."
  * failures on stderr (after what stdout holds so far). */
-static void vsay(FILE *out, const char *prefix, const char *fmt, va_list ap)
+static void say(FILE *out, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(FILE *out, const char *prefix, const char *fmt, ...)
 {
 	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
+	va_list ap;
 
+	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	fflush(stdout);
 	fprintf(out, "%s%s\n", prefix, log_printable(msg, shown, sizeof(shown)));
 	fflush(out);
 }
 
-static void fail_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay(stderr, "✗ ", fmt, ap);
-	va_end(ap);
-}
-
-static void ok_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void ok_line(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsay(stdout, "", fmt, ap);
-	va_end(ap);
-}
+#define fail_line(...) say(stderr, "✗ ", __VA_ARGS__)
+#define ok_line(...) say(stdout, "", __VA_ARGS__)
 
 static const char *or_dash(const char *s)
 {
@@ -218,7 +206,7 @@ static int stack_outcome(const cJSON *st, const char *ns, const char *name)
 	const char *rs = stackctl_str(ready, "status");
 	char changes[256];
 
-	if (rs != NULL && strcmp(rs, "True") == 0) {
+	if (str_eq(rs, "True")) {
 		stackctl_changes(stackctl_obj(st, "status.lastUpdate.resourceChanges"), changes, sizeof(changes));
 		ok_line("✔ Stack %s/%s reconciled: Ready at revision %s (last update: %s %s, %s)", ns, name,
 		    or_dash(stackctl_str(st, "status.lastAppliedRevision")),
@@ -231,7 +219,7 @@ static int stack_outcome(const cJSON *st, const char *ns, const char *name)
 		return 1;
 	}
 	fail_line("Stack %s/%s reconciliation failed%s: %s: %s", ns, name,
-	    stackctl_str(stalled, "status") && !strcmp(stackctl_str(stalled, "status"), "True") ?
+	    str_eq(stackctl_str(stalled, "status"), "True") ?
 	    " (Stalled: it is not retried until something changes)" : "",
 	    or_dash(stackctl_str(ready, "reason")), or_dash(stackctl_str(ready, "message")));
 	return 1;
@@ -361,7 +349,7 @@ static int reconcile_source(struct stackctl *sc, const char *ns, const struct so
 	if (wait_handled(sc, &s->res, ns, s->name, token, left > 0 ? (long)left : 1, &obj, &e) < 0)
 		return wait_failed("reconcile", s->kind, ns, s->name, timeout_text, &e);
 	ready = stackctl_condition(obj, "Ready");
-	if (stackctl_str(ready, "status") == NULL || strcmp(stackctl_str(ready, "status"), "True") != 0) {
+	if (!str_eq(stackctl_str(ready, "status"), "True")) {
 		fail_line("%s %s/%s reconciliation failed: %s: %s", s->kind, ns, s->name,
 		    or_dash(stackctl_str(ready, "reason")), or_dash(stackctl_str(ready, "message")));
 		cJSON_Delete(obj);
@@ -375,11 +363,50 @@ static int reconcile_source(struct stackctl *sc, const char *ns, const struct so
 
 /* ------------------------------------------------------------ commands */
 
-enum { OPT_WITH_SOURCE = STACKCTL_OPT_FIRST_FREE, OPT_TIMEOUT, OPT_WAIT, OPT_NO_WAIT };
+/* The one reconcile, suspend or resume of this process: the tables point
+ * into it. */
+static struct ctl_args {
+	struct stackctl_flags f;
+	struct stackctl_ref ref;
+	int with_source, wait;
+	long timeout_ms;
+	const char *timeout_text;  /* the flag as given, for messages */
+} args;
 
-static void reconcile_usage(FILE *out)
+static int timeout_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	fprintf(out,
+	if (duration_parse_ms(arg, &args.timeout_ms) < 0 || args.timeout_ms <= 0) {
+		cli_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, arg);
+		return -1;
+	}
+	args.timeout_text = arg;
+	return 0;
+}
+
+/* --wait, --wait=true, --wait=false. */
+static int wait_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	if (arg != NULL && strcmp(arg, "true") && strcmp(arg, "false")) {
+		cli_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, arg);
+		return -1;
+	}
+	args.wait = arg == NULL || strcmp(arg, "true") == 0;
+	return 0;
+}
+
+static int no_wait_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	args.wait = 0;
+	return 0;
+}
+
+/* The three commands' flags are refused by the others with a pointer to
+ * their --help, not as unknown. */
+#define REFUSE_WITH_SOURCE CLI_REFUSE(CLI_OPT_BOOL, "with-source", 0)
+#define REFUSE_WAIT CLI_REFUSE(CLI_OPT_CALLBACK, "wait", CLI_OPTIONAL_ARG), \
+	CLI_REFUSE(CLI_OPT_BOOL, "no-wait", 0)
+
+static const char reconcile_usage[] =
 	    "Usage: pulumi-controller reconcile [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Asks the controller to reconcile the Stack now (the annotation\n"
@@ -389,218 +416,164 @@ static void reconcile_usage(FILE *out)
 	    "A live progress line is shown when stdout is a terminal.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  --with-source          first ask the Stack's Flux source (GitRepository,\n"
-	    "                         OCIRepository, Bucket; for programRef its GitRepository)\n"
-	    "                         to reconcile, and wait for its new artifact\n"
-	    "  --timeout D            how long to wait for it all (default 5m)\n"
-	    STACKCTL_COMMON_HELP
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 the Stack is Ready after the reconcile, 1 it is not (its reason\n"
 	    "and message are printed), the wait timed out, the Stack is suspended or does\n"
-	    "not exist, or an API request failed; 2 bad usage.\n");
-}
+	    "not exist, or an API request failed; 2 bad usage.\n";
 
-static void suspend_usage(FILE *out, const char *cmd)
-{
-	if (strcmp(cmd, "suspend") == 0)
-		fprintf(out,
-		    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
-		    "\n"
-		    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
-		    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
-		    "interrupted.\n"
-		    "\n"
-		    "Flags:\n"
-		    STACKCTL_COMMON_HELP
-		    "\n"
-		    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
-		    "2 bad usage.\n");
-	else
-		fprintf(out,
-		    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
-		    "\n"
-		    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
-		    "for it as `pulumi-controller reconcile` does.\n"
-		    "\n"
-		    "Flags:\n"
-		    "  --wait=false, --no-wait  do not wait for the reconcile\n"
-		    "  --timeout D            how long to wait (default 5m)\n"
-		    STACKCTL_COMMON_HELP
-		    "\n"
-		    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
-		    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
-		    "2 bad usage.\n");
-}
-
-struct ctl_args {
-	struct stackctl_flags f;
-	struct stackctl_ref ref;
-	int with_source, wait;
-	long timeout_ms;
-	const char *timeout_text;  /* the flag as given, for messages */
+static const struct cli_opt reconcile_opts[] = {
+	CLI_BOOL(0, "with-source", &args.with_source, "first ask the Stack's Flux source (GitRepository,\n"
+	    "OCIRepository, Bucket; for programRef its GitRepository)\nto reconcile, and wait for its new artifact"),
+	CLI_CALLBACK(0, "timeout", NULL, "D", "how long to wait for it all (default 5m)", timeout_flag),
+	REFUSE_WAIT,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
 };
 
-/* The flags and the one NAME of reconcile, suspend and resume.  -1 help
- * printed (exit 0), EXIT_USAGE, or 0. */
-static int parse_ctl(const char *cmd, int argc, char **argv, struct ctl_args *a)
-{
-	static const struct option longopts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "with-source", no_argument, NULL, OPT_WITH_SOURCE },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "wait", optional_argument, NULL, OPT_WAIT },
-		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
-		{ NULL, 0, NULL, 0 },
-	};
-	int is_reconcile = strcmp(cmd, "reconcile") == 0, is_resume = strcmp(cmd, "resume") == 0, ch, rc;
-	struct err e = { 0 };
-	void (*usage)(FILE *) = NULL;
+static const struct cli_cmd reconcile_cmd = STACKCTL_CMD("reconcile", reconcile_usage, reconcile_opts);
 
-	memset(a, 0, sizeof(*a));
-	stackctl_flags_init(&a->f);
-	a->wait = 1;
-	a->timeout_ms = DEFAULT_TIMEOUT_MS;
-	a->timeout_text = "5m";
-	if (is_reconcile)
-		usage = reconcile_usage;
-	while ((ch = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
-		if (ch == 'h') {
-			if (usage)
-				usage(stdout);
-			else
-				suspend_usage(stdout, cmd);
-			return -1;
-		}
-		if ((rc = stackctl_common_flag(&a->f, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-			continue;
-		}
-		if (ch == OPT_WITH_SOURCE && is_reconcile) {
-			a->with_source = 1;
-		} else if (ch == OPT_TIMEOUT && (is_reconcile || is_resume)) {
-			if (duration_parse_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms <= 0) {
-				cmd_errorf("%s: invalid --timeout \"%s\" (a duration such as 90s or 5m)", cmd, optarg);
-				return EXIT_USAGE;
-			}
-			a->timeout_text = optarg;
-		} else if (ch == OPT_WAIT && is_resume) {
-			if (optarg != NULL && strcmp(optarg, "true") && strcmp(optarg, "false")) {
-				cmd_errorf("%s: invalid --wait \"%s\" (true or false)", cmd, optarg);
-				return EXIT_USAGE;
-			}
-			a->wait = optarg == NULL || strcmp(optarg, "true") == 0;
-		} else if (ch == OPT_NO_WAIT && is_resume) {
-			a->wait = 0;
-		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME (see pulumi-controller %s --help)", cmd,
-		    cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], a->f.namespace, &a->ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
+static const char suspend_usage[] =
+	    "Usage: pulumi-controller suspend [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Sets spec.suspend: the controller runs nothing for the Stack and leaves its\n"
+	    "status as it was, until `pulumi-controller resume`.  A running update is not\n"
+	    "interrupted.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 suspended, 1 the Stack does not exist or the request failed,\n"
+	    "2 bad usage.\n";
+
+static const struct cli_opt suspend_opts[] = {
+	REFUSE_WITH_SOURCE,
+	CLI_REFUSE(CLI_OPT_STRING, "timeout", 0),
+	REFUSE_WAIT,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
+};
+
+static const struct cli_cmd suspend_cmd = STACKCTL_CMD("suspend", suspend_usage, suspend_opts);
+
+static const char resume_usage[] =
+	    "Usage: pulumi-controller resume [NAMESPACE/]NAME [flags]\n"
+	    "\n"
+	    "Clears spec.suspend and requests a reconcile in the same write, then waits\n"
+	    "for it as `pulumi-controller reconcile` does.\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 resumed (and, when waiting, Ready), 1 not Ready after the\n"
+	    "reconcile, the wait timed out, the Stack does not exist or a request failed,\n"
+	    "2 bad usage.\n";
+
+static const struct cli_opt resume_opts[] = {
+	{ .kind = CLI_OPT_CALLBACK, .name = "wait", .cb = wait_flag, .flags = CLI_OPTIONAL_ARG | CLI_HIDDEN },
+	{ .kind = CLI_OPT_CALLBACK, .name = "no-wait", .cb = no_wait_flag, .flags = CLI_NO_ARG,
+	  .label = "--wait=false, --no-wait", .help = "do not wait for the reconcile" },
+	CLI_CALLBACK(0, "timeout", NULL, "D", "how long to wait (default 5m)", timeout_flag),
+	REFUSE_WITH_SOURCE,
+	STACKCTL_COMMON_OPTS(&args.f),
+	CLI_END,
+};
+
+static const struct cli_cmd resume_cmd = STACKCTL_CMD("resume", resume_usage, resume_opts);
+
+/* The flags and the one NAME of reconcile, suspend or resume into `args`,
+ * and the connection: CLI_GO_ON with sc open, or the exit status. */
+static int open_ctl(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl *sc)
+{
+	args.wait = 1;
+	args.timeout_ms = DEFAULT_TIMEOUT_MS;
+	args.timeout_text = "5m";
+	return stackctl_open(cmd, argc, argv, &args.f, 1, &args.ref, sc);
 }
 
 int cmd_reconcile(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
 	struct source src;
 	char token[64], *patch;
 	int64_t deadline;
 	cJSON *st;
-	int rc = parse_ctl("reconcile", argc, argv, &a), has_source;
+	int rc = open_ctl(&reconcile_cmd, argc, argv, &sc), has_source;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "reconcile", &sc) != 0)
-		return 1;
-	deadline = clock_mono_ms() + a.timeout_ms;
-	stackctl_resolve_ref(&sc, &a.ref);
+	if (rc != CLI_GO_ON)
+		return rc;
+	deadline = clock_mono_ms() + a->timeout_ms;
 	rc = 1;
-	if ((st = stackctl_get_stack(&sc, "reconcile", &a.ref)) == NULL)
+	if ((st = stackctl_get_stack(&sc, "reconcile", &a->ref)) == NULL)
 		goto out;
 	if (stackctl_true(st, "spec.suspend")) {
 		/* As flux: a suspended object would never answer. */
-		fail_line("Stack %s/%s is suspended: resume it first (pulumi-controller resume %s/%s)", a.ref.ns,
-		    a.ref.name, a.ref.ns, a.ref.name);
+		fail_line("Stack %s/%s is suspended: resume it first (pulumi-controller resume %s/%s)", a->ref.ns,
+		    a->ref.name, a->ref.ns, a->ref.name);
 		goto out;
 	}
-	if (a.with_source) {
-		has_source = stack_source(st, &a.ref, &src);
+	if (a->with_source) {
+		has_source = stack_source(st, &a->ref, &src);
 		if (has_source < 0)
 			goto out;
 		if (has_source == 0)
 			ok_line("► Stack %s/%s has an ociSource: no source object; the controller resolves the "
-			    "reference itself (every ociSource.interval)", a.ref.ns, a.ref.name);
-		else if (reconcile_source(&sc, a.ref.ns, &src, deadline, a.timeout_text) != 0)
+			    "reference itself (every ociSource.interval)", a->ref.ns, a->ref.name);
+		else if (reconcile_source(&sc, a->ref.ns, &src, deadline, a->timeout_text) != 0)
 			goto out;
 	}
-	ok_line("► annotating Stack %s/%s", a.ref.ns, a.ref.name);
+	ok_line("► annotating Stack %s/%s", a->ref.ns, a->ref.name);
 	stackctl_request_token(token, sizeof(token));
 	if ((patch = request_patch(token, 0)) == NULL)
 		goto out;
-	rc = stackctl_patch_stack(&sc, "reconcile", &a.ref, patch) < 0;
+	rc = stackctl_patch_stack(&sc, "reconcile", &a->ref, patch) < 0;
 	free(patch);
 	if (rc == 0) {
 		int64_t left = deadline - clock_mono_ms();
-		rc = wait_outcome(&sc, "reconcile", &a.ref, token, left > 0 ? (long)left : 1, a.timeout_text);
+		rc = wait_outcome(&sc, "reconcile", &a->ref, token, left > 0 ? (long)left : 1, a->timeout_text);
 	}
 out:
 	cJSON_Delete(st);
 	stackctl_close(&sc);
-	return cmd_exit(rc);
+	return cli_exit(rc);
 }
 
 int cmd_suspend(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
-	int rc = parse_ctl("suspend", argc, argv, &a);
+	int rc = open_ctl(&suspend_cmd, argc, argv, &sc);
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "suspend", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &a.ref);
-	rc = stackctl_patch_stack(&sc, "suspend", &a.ref, "{\"spec\":{\"suspend\":true}}") < 0;
+	if (rc != CLI_GO_ON)
+		return rc;
+	rc = stackctl_patch_stack(&sc, "suspend", &a->ref, "{\"spec\":{\"suspend\":true}}") < 0;
 	if (rc == 0)
-		ok_line("✔ Stack %s/%s suspended", a.ref.ns, a.ref.name);
+		ok_line("✔ Stack %s/%s suspended", a->ref.ns, a->ref.name);
 	stackctl_close(&sc);
 	return rc;
 }
 
 int cmd_resume(int argc, char **argv)
 {
-	struct ctl_args a;
+	struct ctl_args *a = &args;
 	struct stackctl sc;
 	char token[64], *patch;
-	int rc = parse_ctl("resume", argc, argv, &a);
+	int rc = open_ctl(&resume_cmd, argc, argv, &sc);
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&a.f, "resume", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &a.ref);
+	if (rc != CLI_GO_ON)
+		return rc;
 	stackctl_request_token(token, sizeof(token));
 	rc = 1;
 	if ((patch = request_patch(token, 1)) != NULL) {
-		rc = stackctl_patch_stack(&sc, "resume", &a.ref, patch) < 0;
+		rc = stackctl_patch_stack(&sc, "resume", &a->ref, patch) < 0;
 		free(patch);
 	}
 	if (rc == 0) {
-		ok_line("✔ Stack %s/%s resumed", a.ref.ns, a.ref.name);
-		if (a.wait)
-			rc = wait_outcome(&sc, "resume", &a.ref, token, a.timeout_ms, a.timeout_text);
+		ok_line("✔ Stack %s/%s resumed", a->ref.ns, a->ref.name);
+		if (a->wait)
+			rc = wait_outcome(&sc, "resume", &a->ref, token, a->timeout_ms, a->timeout_text);
 	}
 	stackctl_close(&sc);
-	return cmd_exit(rc);
+	return cli_exit(rc);
 }

@@ -1,7 +1,7 @@
 /*
- * cmd_stackctl.h - what the operator's commands share: `get`, `reconcile`,
- * `suspend`, `resume`, `outputs` and `history` (src/cmd_get.c and
- * src/cmd_stackctl*.c).  They talk to the API server the way kubectl and
+ * stackctl.h - what the operator's commands share: `get`, `reconcile`,
+ * `suspend`, `resume`, `outputs` and `history` (src/cli/cmd_get.c,
+ * cmd_reconcile.c, cmd_outputs.c, cmd_approve.c; plumbing in stackctl*.c).  They talk to the API server the way kubectl and
  * flux do (a kubeconfig, --context, -n), read Stacks as the controller
  * writes them (docs/stack-api.md) and print for people (tables) or for
  * programs (-o json|yaml).  docs/cli.md is their manual.
@@ -10,15 +10,15 @@
  * is missing or of the wrong type reads as absent, never as a crash, and
  * text from the server is printed with its control characters escaped.
  */
-#ifndef PC_CMD_STACKCTL_H
-#define PC_CMD_STACKCTL_H
+#ifndef PC_CLI_STACKCTL_H
+#define PC_CLI_STACKCTL_H
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "base/err.h"
+#include "cli/cli.h"
 #include "kube/kube.h"
 
 #define STACKCTL_ANN_REQUESTED "reconcile.fluxcd.io/requestedAt"
@@ -36,37 +36,36 @@ struct stackctl_flags {
 	long request_timeout_ms;
 };
 
-enum {
-	STACKCTL_OPT_KUBECONFIG = 1000,
-	STACKCTL_OPT_CONTEXT,
-	STACKCTL_OPT_REQUEST_TIMEOUT,
-	STACKCTL_OPT_FIRST_FREE,       /* commands number their own long options from here */
-};
+/* The connection flags' callbacks: they check the value (the message
+ * names the flag) and store it into the struct stackctl_flags o->target. */
+cli_opt_cb stackctl_namespace_flag, stackctl_context_flag, stackctl_request_timeout_flag;
 
-#define STACKCTL_COMMON_OPTIONS \
-	{ "kubeconfig", required_argument, NULL, STACKCTL_OPT_KUBECONFIG }, \
-	{ "context", required_argument, NULL, STACKCTL_OPT_CONTEXT }, \
-	{ "namespace", required_argument, NULL, 'n' }, \
-	{ "request-timeout", required_argument, NULL, STACKCTL_OPT_REQUEST_TIMEOUT }, \
-	{ "help", no_argument, NULL, 'h' }
+/* The connection flags' entries, for a command's table (cli.h); f is the
+ * command's static struct stackctl_flags.  --help lists them last. */
+#define STACKCTL_COMMON_OPTS(f) \
+	CLI_CALLBACK('n', "namespace", (f), "NS", "the Stack's namespace (default: the kubeconfig context's)", \
+	    stackctl_namespace_flag), \
+	CLI_STRING(0, "kubeconfig", &(f)->kubeconfig, "F", "kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n" \
+	    "then ~/.kube/config)"), \
+	CLI_CALLBACK(0, "context", (f), "NAME", "the kubeconfig context to use (default: current-context)", \
+	    stackctl_context_flag), \
+	CLI_CALLBACK(0, "request-timeout", (f), "D", "limit on one API request (default 30s)", \
+	    stackctl_request_timeout_flag), \
+	CLI_HELP("show this help")
 
-#define STACKCTL_COMMON_HELP \
-	"  -n, --namespace NS     the Stack's namespace (default: the kubeconfig context's)\n" \
-	"  --kubeconfig F         kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n" \
-	"                         then ~/.kube/config)\n" \
-	"  --context NAME         the kubeconfig context to use (default: current-context)\n" \
-	"  --request-timeout D    limit on one API request (default 30s)\n" \
-	"  -h, --help             show this help\n"
+/* An operator's command (struct cli_cmd): their flags' help at one
+ * column, an unknown flag answered with a pointer to --help. */
+#define STACKCTL_CMD(name, usage, opts) { (name), (usage), (opts), 25, CLI_UNKNOWN_SEE_HELP }
 
 void stackctl_flags_init(struct stackctl_flags *f);
-/* Applies a common option: 1 when ch was one (and its value good), 0 when
- * it is not a common option, -1 after printing why the value is bad. */
-int stackctl_common_flag(struct stackctl_flags *f, int ch, const char *arg);
 
 /* -o: table (the default), json or yaml. */
 enum stackctl_output { STACKCTL_OUT_TABLE, STACKCTL_OUT_JSON, STACKCTL_OUT_YAML };
-/* -1 after printing why, for anything but json and yaml. */
-int stackctl_parse_output(const char *s, enum stackctl_output *out);
+/* -o's callback: json or yaml into the enum stackctl_output o->target;
+ * -1 after printing why, for anything else. */
+cli_opt_cb stackctl_output_flag;
+#define STACKCTL_OUTPUT_OPT(v, h) CLI_CALLBACK('o', "output", (1 ? (v) : (enum stackctl_output *)0), "FMT", \
+	(h), stackctl_output_flag)
 
 /* ------------------------------------------------------------ names */
 
@@ -75,6 +74,14 @@ struct stackctl_ref {
 	char ns[STACKCTL_NAME_MAX + 1];        /* "" until resolved */
 	char name[STACKCTL_NAME_MAX + 1];
 };
+
+/* Sets f's defaults, parses the flags by the command's table, then its one
+ * operand, a Stack: CLI_GO_ON with ref set, or the exit status after
+ * saying what is wrong.
+ * see_help adds "(see pulumi-controller <cmd> --help)" to the message
+ * for a wrong number of operands. */
+int stackctl_parse_one(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref);
 
 /* Splits and checks arg (a DNS subdomain name, optionally after a DNS
  * label namespace and '/'); a namespace given both ways must agree with
@@ -97,6 +104,12 @@ int stackctl_connect(const struct stackctl_flags *f, const char *cmd, struct sta
 void stackctl_close(struct stackctl *sc);
 /* Fills ref->ns from sc when the command line named none. */
 void stackctl_resolve_ref(const struct stackctl *sc, struct stackctl_ref *ref);
+
+/* What every command on one Stack does first: stackctl_parse_one, then
+ * stackctl_connect and stackctl_resolve_ref.  CLI_GO_ON with sc open (the
+ * caller closes it), or the exit status. */
+int stackctl_open(const struct cli_cmd *cmd, int argc, char **argv, struct stackctl_flags *f, int see_help,
+    struct stackctl_ref *ref, struct stackctl *sc);
 
 /* GETs the Stack.  NULL after printing a message that names NS/NAME (not
  * found, not allowed, kind not served, or the server's error). */

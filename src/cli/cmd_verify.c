@@ -5,7 +5,7 @@
  * reference resolves to carries a cosign signature (a Sigstore bundle
  * referrer, or the sha256-<hex>.sig tag) made by one of the keys and naming
  * that very digest.  The library does the work (oci_verify, oci/verify.c);
- * registry flags are the shared ones (src/cmd_oci.h).
+ * registry flags are the shared ones (src/cli/cli_oci.h).
  */
 #include <libgen.h>
 #include <stdio.h>
@@ -14,15 +14,20 @@
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "cmd.h"
-#include "cmd_oci.h"
+#include "cli/cli.h"
+#include "cli/cli_oci.h"
 
 #define MAX_KEY_FLAGS 64
 #define EXIT_UNREACHABLE 3
 
-static void verify_usage(FILE *out)
-{
-	fprintf(out,
+/* The one verify of this process: the flags' table points into it. */
+static struct verify_flags {
+	const char *key_v[MAX_KEY_FLAGS];
+	struct cli_strings keys;
+	struct cli_oci_flags oci;
+} flags;
+
+static const char verify_usage[] =
 	    "Usage: pulumi-controller verify oci://HOST[:PORT]/REPO[:TAG|@DIGEST] --key FILE\n"
 	    "           [--key FILE...] [flags]\n"
 	    "\n"
@@ -36,19 +41,23 @@ static void verify_usage(FILE *out)
 	    "where the signature was found and the key that matched.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  --key FILE             a trusted public key (repeatable; any one may match)\n"
-	    CMD_OCI_HELP
-	    "  -h, --help             show this help\n"
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 a signature verified; 1 no signature, or none verifies (the\n"
 	    "message names the scheme and what did not match); 2 bad usage or an unusable\n"
-	    "key file; 3 the registry could not be asked (network, auth, HTTP errors).\n");
-}
+	    "key file; 3 the registry could not be asked (network, auth, HTTP errors).\n";
 
-enum { VERIFY_KEY = 1 };
+static const struct cli_opt verify_opts[] = {
+	CLI_STRINGS("key", &flags.keys, "FILE", "a trusted public key (repeatable; any one may match)"),
+	CLI_OCI_OPTS(&flags.oci),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd verify_cmd = { "verify", verify_usage, verify_opts, CLI_OCI_WIDTH, CLI_UNKNOWN_QUIET };
 
 /* Reads each key file into the keyring; -1 after printing the error. */
-static int load_keys(struct oci_keyring *k, char *const *paths, size_t n)
+static int load_keys(struct oci_keyring *k, const char *const *paths, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		char *pem = NULL, *copy = strdup(paths[i]);
@@ -57,7 +66,7 @@ static int load_keys(struct oci_keyring *k, char *const *paths, size_t n)
 		int rc;
 
 		if (copy == NULL || fs_read_file(paths[i], 64 * 1024, &pem, &len, &e) < 0) {
-			cmd_errorf("verify: key %s: %s", paths[i], copy ? e.msg : "out of memory");
+			cli_errorf("verify: key %s: %s", paths[i], copy ? e.msg : "out of memory");
 			free(copy);
 			return -1;
 		}
@@ -65,7 +74,7 @@ static int load_keys(struct oci_keyring *k, char *const *paths, size_t n)
 		free(pem);
 		free(copy);
 		if (rc < 0) {
-			cmd_errorf("verify: %s (file %s)", e.msg, paths[i]);
+			cli_errorf("verify: %s (file %s)", e.msg, paths[i]);
 			return -1;
 		}
 	}
@@ -93,7 +102,7 @@ static int run_verify(struct oci_client *client, const struct oci_ref *ref, cons
 	int rc;
 
 	if (resolve_digest(client, ref, &digest, &e) < 0) {
-		cmd_print_error("verify", e.msg);
+		cli_print_error("verify", e.msg);
 		return e.code == ERR_NOTFOUND ? 1 : EXIT_UNREACHABLE;
 	}
 	rc = oci_verify(client, ref->repository, digest, k, &res, &e);
@@ -101,7 +110,7 @@ static int run_verify(struct oci_client *client, const struct oci_ref *ref, cons
 		printf("verified %s/%s@%s\nscheme: %s\nsignature: %s\nkey: %s\n", ref->registry,
 		    ref->repository, digest, oci_sig_scheme_name(res.scheme), res.signature, res.key_name);
 	} else {
-		cmd_print_error("verify", e.msg);
+		cli_print_error("verify", e.msg);
 		rc = (e.code == ERR_NOTFOUND || e.code == ERR_REFUSED || e.code == ERR_INVALID) ? 1 :
 		    EXIT_UNREACHABLE;
 	}
@@ -110,68 +119,53 @@ static int run_verify(struct oci_client *client, const struct oci_ref *ref, cons
 	return rc;
 }
 
+/* The flags into `flags`, the keys into *ring and the reference into ref:
+ * CLI_GO_ON, or the exit status after saying what is wrong. */
+static int parse_args(int argc, char **argv, struct oci_keyring **ring, struct oci_ref *ref)
+{
+	struct err e = { 0 };
+	int operand, rc;
+
+	memset(&flags, 0, sizeof(flags));
+	flags.keys = (struct cli_strings){ flags.key_v, 0, MAX_KEY_FLAGS };
+	cli_oci_flags_init(&flags.oci);
+	*ring = NULL;
+	if ((rc = cli_parse(&verify_cmd, argc, argv, &operand)) != CLI_GO_ON)
+		return rc;
+	if (operand != argc - 1 || flags.keys.n == 0) {
+		fprintf(stderr, "verify: need exactly one reference and at least one --key FILE\n");
+		return EXIT_USAGE;
+	}
+	*ring = oci_keyring_new();
+	if (*ring == NULL || load_keys(*ring, flags.keys.v, flags.keys.n) < 0)
+		return EXIT_USAGE;
+	if (oci_ref_parse(argv[operand], ref, &e) < 0) {
+		cli_errorf("verify: %s", e.msg);
+		return EXIT_USAGE;
+	}
+	return CLI_GO_ON;
+}
+
 int cmd_verify(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "key", required_argument, NULL, VERIFY_KEY },
-		CMD_OCI_LONG_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char *keys[MAX_KEY_FLAGS];
-	size_t nkeys = 0;
-	struct cmd_oci_flags f;
-	struct oci_keyring *ring = NULL;
+	struct oci_keyring *ring;
 	struct oci_ref ref;
 	struct oci_client *client;
-	struct err e = { 0 };
-	int c, rc, usage;
+	int rc, usage;
 
-	cmd_oci_flags_init(&f);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			verify_usage(stdout);
-			cmd_oci_flags_free(&f);
-			return 0;
-		case VERIFY_KEY:
-			if (nkeys >= MAX_KEY_FLAGS) {
-				fprintf(stderr, "verify: more than %d --key flags\n", MAX_KEY_FLAGS);
-				goto usage;
-			}
-			keys[nkeys++] = optarg;
-			break;
-		default:
-			if (cmd_oci_flag(&f, c, optarg, "verify") != 0)
-				goto usage;
-		}
-	}
-	if (optind != argc - 1 || nkeys == 0) {
-		fprintf(stderr, "verify: need exactly one reference and at least one --key FILE\n");
-		goto usage;
-	}
-	ring = oci_keyring_new();
-	if (ring == NULL || load_keys(ring, keys, nkeys) < 0)
-		goto usage;
-	if (oci_ref_parse(argv[optind], &ref, &e) < 0) {
-		cmd_errorf("verify: %s", e.msg);
-		goto usage;
-	}
-	client = cmd_oci_client(&f, &ref, "verify", NULL, &usage);
-	cmd_oci_flags_free(&f);
-	if (client == NULL) {
-		oci_ref_free(&ref);
+	if ((rc = parse_args(argc, argv, &ring, &ref)) != CLI_GO_ON) {
 		oci_keyring_free(ring);
-		return usage ? EXIT_USAGE : EXIT_UNREACHABLE;
+		cli_oci_flags_free(&flags.oci);
+		return rc;
 	}
-	rc = run_verify(client, &ref, ring);
+	client = cli_oci_client(&flags.oci, &ref, "verify", NULL, &usage);
+	cli_oci_flags_free(&flags.oci);
+	if (client == NULL)
+		rc = usage ? EXIT_USAGE : EXIT_UNREACHABLE;
+	else
+		rc = run_verify(client, &ref, ring);
 	oci_client_free(client);
 	oci_ref_free(&ref);
 	oci_keyring_free(ring);
 	return rc;
-usage:
-	oci_keyring_free(ring);
-	cmd_oci_flags_free(&f);
-	return EXIT_USAGE;
 }

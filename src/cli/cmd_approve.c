@@ -11,7 +11,6 @@
  * the one shown.  The approval is an ordinary spec change, so the API
  * server's audit log records who approved.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,86 +19,58 @@
 #include <cjson/cJSON.h>
 
 #include "base/err.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "base/str.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 #include "kube/kube.h"
 
 #define APPROVE_ATTEMPTS 5
 
-enum { OPT_PLAN = STACKCTL_OPT_FIRST_FREE };
-
-struct approve_flags {
+/* The one preview or approve of this process: the tables point into it. */
+static struct approve_flags {
 	struct stackctl_flags conn;
 	const char *plan;
 	int yes;
-};
+} flags;
 
-static void preview_usage(FILE *out)
-{
-	fprintf(out,
+static const char preview_usage[] =
 	    "Usage: pulumi-controller preview [NAMESPACE/]NAME [flags]\n\n"
 	    "Prints the plan of a Stack with spec.approval: Manual that awaits approval: its id,\n"
 	    "revision, change summary and steps (op, URN, changed properties).\n\n"
-	    "Flags:\n" STACKCTL_COMMON_HELP "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
 	    "Exit status: 0 a plan is shown, 1 none awaits approval or the Stack cannot be read,\n"
-	    "2 bad usage.  docs/approvals.md\n");
-}
+	    "2 bad usage.  docs/approvals.md\n";
 
-static void approve_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_opt preview_opts[] = {
+	/* approve's, refused with a pointer to --help (-y is unknown here). */
+	CLI_REFUSE(CLI_OPT_STRING, "plan", 0),
+	CLI_REFUSE(CLI_OPT_BOOL, "yes", 0),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd preview_cmd = STACKCTL_CMD("preview", preview_usage, preview_opts);
+
+static const char approve_usage[] =
 	    "Usage: pulumi-controller approve [NAMESPACE/]NAME [--plan ID] [--yes] [flags]\n\n"
 	    "Shows the plan awaiting approval and sets spec.approvedPlan to its id (a merge patch).\n"
 	    "Refuses when the plan in status is not ID, or changed since it was shown.\n\n"
 	    "Flags:\n"
-	    "  --plan ID              approve only this plan id (what the reviewer saw elsewhere)\n"
-	    "  -y, --yes              do not ask (needed when stdin is not a terminal)\n"
-	    STACKCTL_COMMON_HELP "\n"
-	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n");
-}
+	    CLI_FLAGS
+	    "\n"
+	    "Exit status: 0 approved, 1 refused or failed, 2 bad usage.  docs/approvals.md\n";
 
-/* 0 to go on, 1 after --help (exit 0), EXIT_USAGE after a usage error. */
-static int parse(int argc, char **argv, struct approve_flags *f, int approve, struct stackctl_ref *ref)
-{
-	static const struct option long_opts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "plan", required_argument, NULL, OPT_PLAN },
-		{ "yes", no_argument, NULL, 'y' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *cmd = approve ? "approve" : "preview";
-	struct err e;
-	int ch, rc;
+static const struct cli_opt approve_opts[] = {
+	CLI_STRING(0, "plan", &flags.plan, "ID", "approve only this plan id (what the reviewer saw elsewhere)"),
+	CLI_BOOL('y', "yes", &flags.yes, "do not ask (needed when stdin is not a terminal)"),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
 
-	memset(f, 0, sizeof(*f));
-	stackctl_flags_init(&f->conn);
-	while ((ch = getopt_long(argc, argv, approve ? "n:yh" : "n:h", long_opts, NULL)) != -1) {
-		if (ch == 'h') {
-			(approve ? approve_usage : preview_usage)(stdout);
-			return 1;
-		}
-		if ((rc = stackctl_common_flag(&f->conn, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-		} else if (approve && ch == OPT_PLAN) {
-			f->plan = optarg;
-		} else if (approve && ch == 'y') {
-			f->yes = 1;
-		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], f->conn.namespace, ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
+static const struct cli_cmd approve_cmd = STACKCTL_CMD("approve", approve_usage, approve_opts);
+
 
 static const cJSON *preview_of(const cJSON *obj)
 {
@@ -169,7 +140,7 @@ static cJSON *read_pending(struct stackctl *sc, const char *cmd, const struct st
 		char msg[600];
 		snprintf(msg, sizeof(msg), "Stack %s/%s has no plan awaiting approval (status.preview is empty; "
 		    "is spec.approval Manual?)", ref->ns, ref->name);
-		cmd_print_error(cmd, msg);
+		cli_print_error(cmd, msg);
 		cJSON_Delete(obj);
 		return NULL;
 	}
@@ -178,18 +149,14 @@ static cJSON *read_pending(struct stackctl *sc, const char *cmd, const struct st
 
 int cmd_preview(int argc, char **argv)
 {
-	struct approve_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
 	char shown[2 * STACKCTL_NAME_MAX + 2];
 	cJSON *obj;
-	int rc = parse(argc, argv, &f, 0, &ref);
+	int rc = stackctl_open(&preview_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
 
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	if ((rc = stackctl_connect(&f.conn, "preview", &sc)) != 0)
+	if (rc != CLI_GO_ON)
 		return rc;
-	stackctl_resolve_ref(&sc, &ref);
 	obj = read_pending(&sc, "preview", &ref);
 	snprintf(shown, sizeof(shown), "%s/%s", ref.ns, ref.name);
 	if (obj)
@@ -205,7 +172,7 @@ static int confirmed(const char *id)
 	char line[16];
 
 	if (!isatty(STDIN_FILENO)) {
-		cmd_print_error("approve", "stdin is not a terminal: pass --yes to approve without asking");
+		cli_print_error("approve", "stdin is not a terminal: pass --yes to approve without asking");
 		return 0;
 	}
 	print_escaped("Approve plan %s? [y/N] ", id, "?");
@@ -253,35 +220,32 @@ static int set_approval(struct stackctl *sc, const struct stackctl_ref *ref, con
 		/* The Stack changed since it was read: only the same plan may go on. */
 		if ((obj = read_pending(sc, "approve", ref)) == NULL)
 			return -1;
-		if (strcmp(kube_obj_str(preview_of(obj), "planId"), id) != 0) {
+		if (!str_eq(kube_obj_str(preview_of(obj), "planId"), id)) {
 			char msg[400];
 			snprintf(msg, sizeof(msg), "the plan of %s/%s changed since it was shown (now %s): not "
 			    "approved; review it again", ref->ns, ref->name, kube_obj_str(preview_of(obj), "planId"));
-			cmd_print_error("approve", msg);
+			cli_print_error("approve", msg);
 			cJSON_Delete(obj);
 			return -1;
 		}
 	}
-	cmd_print_error("approve", "the Stack keeps changing; not approved");
+	cli_print_error("approve", "the Stack keeps changing; not approved");
 	cJSON_Delete(obj);
 	return -1;
 }
 
 int cmd_approve(int argc, char **argv)
 {
-	struct approve_flags f;
+	struct approve_flags *f = &flags;
 	struct stackctl_ref ref;
 	struct stackctl sc;
 	char shown[65], where[2 * STACKCTL_NAME_MAX + 2];
 	const char *id;
 	cJSON *obj;
-	int rc = parse(argc, argv, &f, 1, &ref);
+	int rc = stackctl_open(&approve_cmd, argc, argv, &f->conn, 0, &ref, &sc);
 
-	if (rc != 0)
-		return rc == 1 ? 0 : rc;
-	if ((rc = stackctl_connect(&f.conn, "approve", &sc)) != 0)
+	if (rc != CLI_GO_ON)
 		return rc;
-	stackctl_resolve_ref(&sc, &ref);
 	snprintf(where, sizeof(where), "%s/%s", ref.ns, ref.name);
 	if ((obj = read_pending(&sc, "approve", &ref)) == NULL) {
 		stackctl_close(&sc);
@@ -290,14 +254,14 @@ int cmd_approve(int argc, char **argv)
 	id = kube_obj_str(preview_of(obj), "planId");
 	snprintf(shown, sizeof(shown), "%s", id);
 	print_plan(where, preview_of(obj));
-	if (f.plan && strcmp(f.plan, shown) != 0) {
+	if (f->plan && strcmp(f->plan, shown) != 0) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "the plan awaiting approval is %s, not %s: not approved; review it "
-		    "again", shown, f.plan);
-		cmd_print_error("approve", msg);
+		    "again", shown, f->plan);
+		cli_print_error("approve", msg);
 		rc = 1;
-	} else if (!f.yes && !confirmed(shown)) {
-		cmd_print_error("approve", "not approved");
+	} else if (!f->yes && !confirmed(shown)) {
+		cli_print_error("approve", "not approved");
 		rc = 1;
 	} else {
 		/* set_approval owns obj from here (it may replace it). */

@@ -14,7 +14,7 @@
  * --cache-dump (also written at exit), which the tests compare with the
  * server's state.
  */
-#include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -30,7 +30,7 @@
 #include "base/metrics.h"
 #include "base/proc.h"
 #include "base/url.h"
-#include "cmd.h"
+#include "cli/cli.h"
 #include "fluxsource/fluxsource.h"
 #include "kube/kube.h"
 #include "stack/stack.h"
@@ -161,78 +161,6 @@ static void on_new_leader(void *ud, const char *id)
 
 /* ------------------------------------------------------------ command */
 
-static void run_usage(FILE *out)
-{
-	fprintf(out,
-	    "Usage: pulumi-controller run [flags]\n"
-	    "\n"
-	    "Runs the controller: keeps every Stack (pulumi.com/v1) in the state its program\n"
-	    "declares.  It caches Stacks, the Flux sources GitRepository, OCIRepository and\n"
-	    "Bucket, and (metadata only) the ConfigMaps and Secrets Stacks refer to; queues\n"
-	    "the Stacks each change concerns, and reconciles them with --concurrency workers\n"
-	    "that run the pulumi CLI (docs/run.md, docs/stack-api.md).\n"
-	    "\n"
-	    "Flags:\n"
-	    "  --kubeconfig F                 kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n"
-	    "                                 then ~/.kube/config)\n"
-	    "  --namespace NS                 watch only NS (default: all namespaces)\n"
-	    "  --watch-label-selector S       only Stacks matching the label selector S (sharding)\n"
-	    "  --watch-configs-label-selector S  only ConfigMaps/Secrets matching S (Flux's\n"
-	    "                                 convention: reconcile.fluxcd.io/watch=Enabled;\n"
-	    "                                 default: all)\n"
-	    "  --watch-idle-timeout D         resume a watch that received nothing for D\n"
-	    "                                 (default 2m: two of the server's bookmarks)\n"
-	    "  --storage-path DIR             artifact store, workspaces and PULUMI_HOME\n"
-	    "                                 (default /var/lib/pulumi-controller)\n"
-	    "  --pulumi-bin PATH              the pulumi CLI (default: pulumi from PATH)\n"
-	    "  --pulumi-home DIR              PULUMI_HOME shared by all Stacks (default\n"
-	    "                                 STORAGE/pulumi-home)\n"
-	    "  --update-timeout D             one update, unless spec.timeout says (default 30m)\n"
-	    "  --max-artifact-size BYTES      one artifact download (default 512Mi; -1: none)\n"
-	    "  --requeue-dependency D         retry while a source or reference is missing\n"
-	    "                                 (default 30s)\n"
-	    "  --discovery-interval D         look again this often for Flux kinds the server\n"
-	    "                                 did not serve (Flux installed later; default 30s)\n"
-	    "  --max-update-failures N        consecutive failures before Stalled (default 5)\n"
-	    "  --runner local|job             where updates run by default: here, or as a\n"
-	    "                                 Kubernetes Job per update (default local;\n"
-	    "                                 spec.runner.type overrides it per Stack)\n"
-	    "  --job-image IMAGE              the image the Jobs run (this controller's own);\n"
-	    "                                 required for --runner job or any Stack with\n"
-	    "                                 spec.runner.type Job\n"
-	    "  --max-concurrent-jobs N        Jobs running at once for this shard's Stacks\n"
-	    "                                 (default 10; the rest wait for a slot)\n"
-	    "  --job-plugins-dir DIR          Pulumi plugins the job image carries at DIR\n"
-	    "                                 (run-update links them into its PULUMI_HOME)\n"
-	    "  --job-ttl D                    finished Jobs are deleted after D (default 1h)\n"
-	    "  --job-start-timeout D          a Job whose pod has not started after D fails\n"
-	    "                                 its update with the pod's reason (default 5m)\n"
-	    "  --leader-elect                 run only while holding the Lease\n"
-	    "  --leader-election-id ID        Lease name (default pulumi-controller-leader-election)\n"
-	    "  --leader-election-namespace NS Lease namespace (default: the config's namespace)\n"
-	    "  --lease-duration D             default 15s\n"
-	    "  --renew-deadline D             default 10s\n"
-	    "  --retry-period D               default 2s\n"
-	    "  --concurrency N                reconcile workers (default 4)\n"
-	    "  --shutdown-grace D             wait for running updates on SIGTERM before\n"
-	    "                                 cancelling them (default 30s)\n"
-	    "  --metrics-addr ADDR            Prometheus /metrics on ADDR (default :8080; 0 disables)\n"
-	    "  --health-addr ADDR             /healthz and /readyz on ADDR (default :9440; 0 disables)\n"
-	    "  --cache-dump F                 write a cache summary to F on SIGUSR1 and at exit\n"
-	    "  --events-addr URL              also post every Stack event to Flux's\n"
-	    "                                 notification-controller at URL, e.g.\n"
-	    "                                 http://notification-controller.flux-system.svc./\n"
-	    "                                 (docs/notifications.md; default: off)\n"
-	    "  --events-queue-size N          events waiting to be posted at most; more are\n"
-	    "                                 dropped and counted (default 1024)\n"
-	    "  --log-level L                  debug, info, warn, error (default info)\n"
-	    "  --log-format F                 json or text (default json)\n"
-	    "  -h, --help                     show this help\n"
-	    "\n"
-	    "Durations are Go-style: 500ms, 15s, 1m30s.  Exit status: 0 after SIGTERM,\n"
-	    "1 on failure or when the Lease is lost, 2 on bad usage.\n");
-}
-
 struct run_flags {
 	const char *kubeconfig, *le_id, *le_ns, *metrics_addr, *health_addr;
 	const char *level, *format, *cache_dump;
@@ -243,166 +171,134 @@ struct run_flags {
 	struct stack_opts so;
 };
 
-/* A whole number in [lo, hi]; -1 when not. */
-static long parse_count(const char *s, long lo, long hi)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
+/* The one run of this process: the flags' table points into it. */
+static struct run_flags flags;
 
-	return *s && *end == '\0' && v >= lo && v <= hi ? v : -1;
+static int runner_flag(const struct cli_opt *o, const char *arg, const char *cmd)
+{
+	if (strcmp(arg, "local") != 0 && strcmp(arg, "job") != 0) {
+		cli_errorf("%s: --runner: expected local or job", cmd);
+		return -1;
+	}
+	flags.so.runner_job = strcmp(arg, "job") == 0;
+	return 0;
 }
 
-static int parse_flags(int argc, char **argv, struct run_flags *f)
+static int events_addr_flag(const struct cli_opt *o, const char *arg, const char *cmd)
 {
-	static const struct option longopts[] = {
-		{ "kubeconfig", required_argument, NULL, 'k' },
-		{ "namespace", required_argument, NULL, 'n' },
-		{ "watch-label-selector", required_argument, NULL, 'l' },
-		{ "watch-configs-label-selector", required_argument, NULL, 'w' },
-		{ "watch-idle-timeout", required_argument, NULL, 'W' },
-		{ "storage-path", required_argument, NULL, 's' },
-		{ "pulumi-bin", required_argument, NULL, 'b' },
-		{ "pulumi-home", required_argument, NULL, 'p' },
-		{ "update-timeout", required_argument, NULL, 'u' },
-		{ "max-artifact-size", required_argument, NULL, 'z' },
-		{ "requeue-dependency", required_argument, NULL, 'q' },
-		{ "discovery-interval", required_argument, NULL, 'X' },
-		{ "max-update-failures", required_argument, NULL, 'f' },
-		{ "runner", required_argument, NULL, 1001 },
-		{ "job-image", required_argument, NULL, 1002 },
-		{ "max-concurrent-jobs", required_argument, NULL, 1003 },
-		{ "job-ttl", required_argument, NULL, 1004 },
-		{ "job-start-timeout", required_argument, NULL, 1005 },
-		{ "job-plugins-dir", required_argument, NULL, 1006 },
-		{ "leader-elect", no_argument, NULL, 'E' },
-		{ "leader-election-id", required_argument, NULL, 'I' },
-		{ "leader-election-namespace", required_argument, NULL, 'N' },
-		{ "lease-duration", required_argument, NULL, 'D' },
-		{ "renew-deadline", required_argument, NULL, 'R' },
-		{ "retry-period", required_argument, NULL, 'P' },
-		{ "concurrency", required_argument, NULL, 'c' },
-		{ "shutdown-grace", required_argument, NULL, 'g' },
-		{ "metrics-addr", required_argument, NULL, 'm' },
-		{ "health-addr", required_argument, NULL, 'H' },
-		{ "cache-dump", required_argument, NULL, 'C' },
-		{ "events-addr", required_argument, NULL, 'A' },
-		{ "events-queue-size", required_argument, NULL, 'Q' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "log-format", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int ch;
+	struct err e;
 
-	memset(f, 0, sizeof(*f));
+	if (flux_notify_check_url(arg, &e) < 0) {
+		cli_errorf("%s: --events-addr: %s", cmd, e.msg);
+		return -1;
+	}
+	flags.events_addr = arg;
+	return 0;
+}
+
+/* Every duration flag of run: Go-style, more than zero. */
+#define RUN_DURATION(l, v, h) \
+	CLI_DURATION(l, v, 1, LONG_MAX, "D", h, "--" l ": \"%s\" is not a positive duration (e.g. 15s)")
+#define RUN_COUNT(l, v, hi, h) CLI_NUMBER(l, v, 1, hi, "N", h, "--" l ": expected 1.." #hi)
+
+static const char run_usage[] =
+	    "Usage: pulumi-controller run [flags]\n"
+	    "\n"
+	    "Runs the controller: keeps every Stack (pulumi.com/v1) in the state its program\n"
+	    "declares.  It caches Stacks, the Flux sources GitRepository, OCIRepository and\n"
+	    "Bucket, and (metadata only) the ConfigMaps and Secrets Stacks refer to; queues\n"
+	    "the Stacks each change concerns, and reconciles them with --concurrency workers\n"
+	    "that run the pulumi CLI (docs/run.md, docs/stack-api.md).\n"
+	    "\n"
+	    "Flags:\n"
+	    CLI_FLAGS
+	    "\n"
+	    "Durations are Go-style: 500ms, 15s, 1m30s.  Exit status: 0 after SIGTERM,\n"
+	    "1 on failure or when the Lease is lost, 2 on bad usage.\n";
+
+static const struct cli_opt run_opts[] = {
+	CLI_STRING(0, "kubeconfig", &flags.kubeconfig, "F", "kubeconfig file(s) (default: $KUBECONFIG, in-cluster,\n"
+	    "then ~/.kube/config)"),
+	CLI_STRING(0, "namespace", &flags.so.namespace, "NS", "watch only NS (default: all namespaces)"),
+	CLI_STRING(0, "watch-label-selector", &flags.so.label_selector, "S",
+	    "only Stacks matching the label selector S (sharding)"),
+	{ .kind = CLI_OPT_STRING, .name = "watch-configs-label-selector", .target = &flags.so.configs_selector,
+	  .argh = "S", .flags = CLI_EMPTY_IS_UNSET, .help = "only ConfigMaps/Secrets matching S (Flux's\n"
+	  "convention: reconcile.fluxcd.io/watch=Enabled;\ndefault: all)" },
+	RUN_DURATION("watch-idle-timeout", &flags.watch_idle_ms, "resume a watch that received nothing for D\n"
+	    "(default 2m: two of the server's bookmarks)"),
+	CLI_STRING(0, "storage-path", &flags.so.storage_path, "DIR", "artifact store, workspaces and PULUMI_HOME\n"
+	    "(default /var/lib/pulumi-controller)"),
+	CLI_STRING(0, "pulumi-bin", &flags.so.pulumi_bin, "PATH", "the pulumi CLI (default: pulumi from PATH)"),
+	CLI_STRING(0, "pulumi-home", &flags.so.pulumi_home, "DIR", "PULUMI_HOME shared by all Stacks (default\n"
+	    "STORAGE/pulumi-home)"),
+	RUN_DURATION("update-timeout", &flags.so.update_timeout_ms,
+	    "one update, unless spec.timeout says (default 30m)"),
+	CLI_BYTES("max-artifact-size", &flags.so.max_artifact_bytes, "BYTES",
+	    "one artifact download (default 512Mi; -1: none)",
+	    "--max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)"),
+	RUN_DURATION("requeue-dependency", &flags.so.requeue_dependency_ms,
+	    "retry while a source or reference is missing\n(default 30s)"),
+	RUN_DURATION("discovery-interval", &flags.discovery_ms, "look again this often for Flux kinds the server\n"
+	    "did not serve (Flux installed later; default 30s)"),
+	RUN_COUNT("max-update-failures", &flags.so.max_failures, 1000,
+	    "consecutive failures before Stalled (default 5)"),
+	CLI_CALLBACK(0, "runner", NULL, "local|job", "where updates run by default: here, or as a\n"
+	    "Kubernetes Job per update (default local;\nspec.runner.type overrides it per Stack)", runner_flag),
+	{ .kind = CLI_OPT_STRING, .name = "job-image", .target = &flags.so.job_image, .argh = "IMAGE",
+	  .flags = CLI_EMPTY_IS_UNSET, .help = "the image the Jobs run (this controller's own);\n"
+	  "required for --runner job or any Stack with\nspec.runner.type Job" },
+	RUN_COUNT("max-concurrent-jobs", &flags.so.max_concurrent_jobs, 100000,
+	    "Jobs running at once for this shard's Stacks\n(default 10; the rest wait for a slot)"),
+	{ .kind = CLI_OPT_STRING, .name = "job-plugins-dir", .target = &flags.so.job_plugins_dir, .argh = "DIR",
+	  .flags = CLI_EMPTY_IS_UNSET, .help = "Pulumi plugins the job image carries at DIR\n"
+	  "(run-update links them into its PULUMI_HOME)" },
+	RUN_DURATION("job-ttl", &flags.job_ttl_ms, "finished Jobs are deleted after D (default 1h)"),
+	RUN_DURATION("job-start-timeout", &flags.so.job_start_timeout_ms,
+	    "a Job whose pod has not started after D fails\nits update with the pod's reason (default 5m)"),
+	CLI_BOOL(0, "leader-elect", &flags.leader_elect, "run only while holding the Lease"),
+	CLI_STRING(0, "leader-election-id", &flags.le_id, "ID", "Lease name (default pulumi-controller-leader-election)"),
+	CLI_STRING(0, "leader-election-namespace", &flags.le_ns, "NS", "Lease namespace (default: the config's namespace)"),
+	RUN_DURATION("lease-duration", &flags.lease_ms, "default 15s"),
+	RUN_DURATION("renew-deadline", &flags.renew_ms, "default 10s"),
+	RUN_DURATION("retry-period", &flags.retry_ms, "default 2s"),
+	RUN_COUNT("concurrency", &flags.concurrency, 1024, "reconcile workers (default 4)"),
+	RUN_DURATION("shutdown-grace", &flags.grace_ms, "wait for running updates on SIGTERM before\n"
+	    "cancelling them (default 30s)"),
+	CLI_STRING(0, "metrics-addr", &flags.metrics_addr, "ADDR", "Prometheus /metrics on ADDR (default :8080; 0 disables)"),
+	CLI_STRING(0, "health-addr", &flags.health_addr, "ADDR", "/healthz and /readyz on ADDR (default :9440; 0 disables)"),
+	CLI_STRING(0, "cache-dump", &flags.cache_dump, "F", "write a cache summary to F on SIGUSR1 and at exit"),
+	CLI_CALLBACK(0, "events-addr", NULL, "URL", "also post every Stack event to Flux's\n"
+	    "notification-controller at URL, e.g.\nhttp://notification-controller.flux-system.svc./\n"
+	    "(docs/notifications.md; default: off)", events_addr_flag),
+	RUN_COUNT("events-queue-size", &flags.events_queue, 1000000, "events waiting to be posted at most; more are\n"
+	    "dropped and counted (default 1024)"),
+	CLI_LOG_OPTS(&flags.level, &flags.format, "info", "json"),
+	CLI_HELP("show this help"),
+	CLI_END,
+};
+
+static const struct cli_cmd run_cmd = { "run", run_usage, run_opts, 33, CLI_UNKNOWN_USAGE };
+
+static void set_defaults(struct run_flags *f)
+{
+	*f = (struct run_flags){
+		.le_id = "pulumi-controller-leader-election",
+		.metrics_addr = ":8080", .health_addr = ":9440",
+		.level = "info", .format = "json",
+		.concurrency = 4,
+		.lease_ms = 15000, .renew_ms = 10000, .retry_ms = 2000, .grace_ms = 30000,
+		.watch_idle_ms = 120000, .discovery_ms = 30000,
+		.events_queue = FLUX_NOTIFY_DEFAULT_QUEUE,
+	};
 	stack_opts_default(&f->so);
-	f->le_id = "pulumi-controller-leader-election";
-	f->metrics_addr = ":8080";
-	f->health_addr = ":9440";
-	f->level = "info";
-	f->format = "json";
-	f->concurrency = 4;
-	f->lease_ms = 15000;
-	f->renew_ms = 10000;
-	f->retry_ms = 2000;
-	f->grace_ms = 30000;
-	f->watch_idle_ms = 120000;
-	f->discovery_ms = 30000;
-	f->events_queue = FLUX_NOTIFY_DEFAULT_QUEUE;
 	f->job_ttl_ms = f->so.job_ttl_s * 1000;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		long *dur = NULL, v;
-		switch (ch) {
-		case 'k': f->kubeconfig = optarg; break;
-		case 'n': f->so.namespace = optarg; break;
-		case 'l': f->so.label_selector = optarg; break;
-		case 'w': f->so.configs_selector = *optarg ? optarg : NULL; break;
-		case 's': f->so.storage_path = optarg; break;
-		case 'b': f->so.pulumi_bin = optarg; break;
-		case 'p': f->so.pulumi_home = optarg; break;
-		case 'u': dur = &f->so.update_timeout_ms; break;
-		case 'q': dur = &f->so.requeue_dependency_ms; break;
-		case 'z':
-			if (cmd_parse_bytes(optarg, &f->so.max_artifact_bytes) < 0) {
-				fprintf(stderr, "run: --max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)\n", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 'f':
-			if ((v = parse_count(optarg, 1, 1000)) < 0) {
-				fprintf(stderr, "run: --max-update-failures: expected 1..1000\n");
-				return EXIT_USAGE;
-			}
-			f->so.max_failures = (int)v;
-			break;
-		case 1001:
-			if (strcmp(optarg, "local") != 0 && strcmp(optarg, "job") != 0) {
-				fprintf(stderr, "run: --runner: expected local or job\n");
-				return EXIT_USAGE;
-			}
-			f->so.runner_job = strcmp(optarg, "job") == 0;
-			break;
-		case 1002: f->so.job_image = *optarg ? optarg : NULL; break;
-		case 1003:
-			if ((v = parse_count(optarg, 1, 100000)) < 0) {
-				fprintf(stderr, "run: --max-concurrent-jobs: expected 1..100000\n");
-				return EXIT_USAGE;
-			}
-			f->so.max_concurrent_jobs = (int)v;
-			break;
-		case 1004: dur = &f->job_ttl_ms; break;
-		case 1005: dur = &f->so.job_start_timeout_ms; break;
-		case 1006: f->so.job_plugins_dir = *optarg ? optarg : NULL; break;
-		case 'E': f->leader_elect = 1; break;
-		case 'I': f->le_id = optarg; break;
-		case 'N': f->le_ns = optarg; break;
-		case 'D': dur = &f->lease_ms; break;
-		case 'R': dur = &f->renew_ms; break;
-		case 'P': dur = &f->retry_ms; break;
-		case 'g': dur = &f->grace_ms; break;
-		case 'W': dur = &f->watch_idle_ms; break;
-		case 'X': dur = &f->discovery_ms; break;
-		case 'c':
-			if ((v = parse_count(optarg, 1, 1024)) < 0) {
-				fprintf(stderr, "run: --concurrency: expected 1..1024\n");
-				return EXIT_USAGE;
-			}
-			f->concurrency = (int)v;
-			break;
-		case 'm': f->metrics_addr = optarg; break;
-		case 'H': f->health_addr = optarg; break;
-		case 'C': f->cache_dump = optarg; break;
-		case 'A': {
-			struct err ue;
-			if (flux_notify_check_url(optarg, &ue) < 0) {
-				fprintf(stderr, "run: --events-addr: %s\n", ue.msg);
-				return EXIT_USAGE;
-			}
-			f->events_addr = optarg;
-			break;
-		}
-		case 'Q':
-			if ((f->events_queue = parse_count(optarg, 1, 1000000)) < 0) {
-				fprintf(stderr, "run: --events-queue-size: expected 1..1000000\n");
-				return EXIT_USAGE;
-			}
-			break;
-		case 'L': f->level = optarg; break;
-		case 'F': f->format = optarg; break;
-		case 'h': run_usage(stdout); return 0;
-		default: run_usage(stderr); return EXIT_USAGE;
-		}
-		if (dur != NULL && (duration_parse_ms(optarg, dur) < 0 || *dur <= 0)) {
-			fprintf(stderr, "run: %s: \"%s\" is not a positive duration (e.g. 15s)\n",
-			    argv[optind - 1], optarg);
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "run: unexpected argument \"%s\"\n", argv[optind]);
-		return EXIT_USAGE;
-	}
+}
+
+/* What no single flag can check, and the values derived from the flags;
+ * CLI_GO_ON or EXIT_USAGE. */
+static int check_flags(struct run_flags *f)
+{
 	if (f->so.runner_job && f->so.job_image == NULL) {
 		fprintf(stderr, "run: --runner job needs --job-image (the image the update Jobs run)\n");
 		return EXIT_USAGE;
@@ -414,9 +310,24 @@ static int parse_flags(int argc, char **argv, struct run_flags *f)
 	}
 	/* whole seconds: libcurl's stall check counts seconds */
 	f->so.watch_idle_timeout_s = f->watch_idle_ms < 1000 ? 1 : f->watch_idle_ms / 1000;
-	if (cmd_setup_logging(f->level, f->format) < 0)
+	if (cli_setup_logging(f->level, f->format) < 0)
 		return EXIT_USAGE;
-	return -1;
+	return CLI_GO_ON;
+}
+
+/* The flags into `flags`: CLI_GO_ON, or the exit status. */
+static int parse_flags(int argc, char **argv)
+{
+	int operand, rc;
+
+	set_defaults(&flags);
+	if ((rc = cli_parse(&run_cmd, argc, argv, &operand)) != CLI_GO_ON)
+		return rc;
+	if (operand < argc) {
+		fprintf(stderr, "run: unexpected argument \"%s\"\n", argv[operand]);
+		return EXIT_USAGE;
+	}
+	return check_flags(&flags);
 }
 
 static int start_probes(struct run *rt, const struct run_flags *f, struct kube_serve *probes[2],
@@ -626,7 +537,7 @@ static int stop_all(struct run *rt, struct kube_serve *probes[2], long grace_ms)
 
 int cmd_run(int argc, char **argv)
 {
-	struct run_flags f;
+	struct run_flags *f = &flags;
 	struct run rt;
 	struct kube_serve *probes[2] = { NULL, NULL };
 	struct err e;
@@ -634,10 +545,10 @@ int cmd_run(int argc, char **argv)
 	int rc;
 	int64_t t0 = clock_mono_ms();
 
-	if ((rc = parse_flags(argc, argv, &f)) >= 0)
+	if ((rc = parse_flags(argc, argv)) != CLI_GO_ON)
 		return rc;
 	memset(&rt, 0, sizeof(rt));
-	rt.cache_dump = f.cache_dump;
+	rt.cache_dump = f->cache_dump;
 	/* Signals are taken synchronously by the main thread; every thread
 	 * started from here on inherits the mask. */
 	sigemptyset(&sigs);
@@ -647,13 +558,13 @@ int cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	err_clear(&e);
-	if (start(&rt, &f, probes, &e) < 0)
+	if (start(&rt, f, probes, &e) < 0)
 		rc = -1;
 	else
-		rc = main_loop(&rt, &f, &sigs, t0, &e);
+		rc = main_loop(&rt, f, &sigs, t0, &e);
 	if (rc < 0)
 		log_error("cannot run", "error", e.msg, NULL);
-	if (stop_all(&rt, probes, f.grace_ms) < 0) {
+	if (stop_all(&rt, probes, f->grace_ms) < 0) {
 		/* Threads of ours still run: no library cleanup (main's
 		 * http_global_cleanup) may happen under them, so exit here. */
 		fflush(NULL);

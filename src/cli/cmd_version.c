@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "cli/cli.h"
 
 int cmd_version(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * cmd_stackctl_outputs.c - `pulumi-controller outputs` and `history`: what
+ * cmd_outputs.c - `pulumi-controller outputs` and `history`: what
  * the last successful update produced, and the updates before it.
  *
  * outputs reads the Secret <name>-outputs that the controller writes after
@@ -19,18 +19,21 @@
 #include "base/base64.h"
 #include "base/secret.h"
 #include "base/xalloc.h"
-#include "cmd.h"
-#include "cmd_stackctl.h"
+#include "cli/cli.h"
+#include "cli/stackctl.h"
 
 static const struct kube_resource secret_res = { "", "v1", "secrets", "Secret", 1 };
 
 #define MASK "[secret]"
 
-enum { OPT_SHOW_SECRETS = STACKCTL_OPT_FIRST_FREE };
+/* The one outputs or history of this process: the tables point into it. */
+static struct outputs_flags {
+	struct stackctl_flags conn;
+	enum stackctl_output fmt;
+	int show_secrets;
+} flags;
 
-static void outputs_usage(FILE *out)
-{
-	fprintf(out,
+static const char outputs_usage[] =
 	    "Usage: pulumi-controller outputs [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Prints the Stack's outputs from the Secret NAME-outputs the controller writes\n"
@@ -38,19 +41,23 @@ static void outputs_usage(FILE *out)
 	    "even decoded unless --show-secrets is given.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  --show-secrets         print the values of secret outputs too\n"
-	    "  -o, --output FMT       json or yaml: an object of output name -> value (as\n"
-	    "                         the Secret holds it: structured values are JSON text)\n"
-	    STACKCTL_COMMON_HELP
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 success, 1 the Stack or its outputs Secret does not exist (no\n"
 	    "successful update yet), the Secret is not the Stack's, or a request failed;\n"
-	    "2 bad usage.\n");
-}
+	    "2 bad usage.\n";
 
-static void history_usage(FILE *out)
-{
-	fprintf(out,
+static const struct cli_opt outputs_opts[] = {
+	CLI_BOOL(0, "show-secrets", &flags.show_secrets, "print the values of secret outputs too"),
+	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: an object of output name -> value (as\n"
+	    "the Secret holds it: structured values are JSON text)"),
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
+
+static const struct cli_cmd outputs_cmd = STACKCTL_CMD("outputs", outputs_usage, outputs_opts);
+
+static const char history_usage[] =
 	    "Usage: pulumi-controller history [NAMESPACE/]NAME [flags]\n"
 	    "\n"
 	    "Prints the Stack's last updates (status.history, at most 10, newest first):\n"
@@ -59,70 +66,22 @@ static void history_usage(FILE *out)
 	    "docs/cli.md says how to roll back to one of them.\n"
 	    "\n"
 	    "Flags:\n"
-	    "  -o, --output FMT       json or yaml: status.history as the controller wrote it\n"
-	    STACKCTL_COMMON_HELP
+	    CLI_FLAGS
 	    "\n"
 	    "Exit status: 0 success (also with no history yet), 1 the Stack does not exist\n"
-	    "or the request failed, 2 bad usage.\n");
-}
+	    "or the request failed, 2 bad usage.\n";
 
-/* Flags and the one NAME; -1 when help was printed, EXIT_USAGE, or 0. */
-static int parse_args(const char *cmd, int argc, char **argv, struct stackctl_flags *f,
-    struct stackctl_ref *ref, enum stackctl_output *fmt, int *show_secrets)
-{
-	static const struct option longopts[] = {
-		STACKCTL_COMMON_OPTIONS,
-		{ "output", required_argument, NULL, 'o' },
-		{ "show-secrets", no_argument, NULL, OPT_SHOW_SECRETS },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct err e = { 0 };
-	int ch, rc;
+static const struct cli_opt history_opts[] = {
+	STACKCTL_OUTPUT_OPT(&flags.fmt, "json or yaml: status.history as the controller wrote it"),
+	CLI_REFUSE(CLI_OPT_BOOL, "show-secrets", 0),    /* outputs' */
+	STACKCTL_COMMON_OPTS(&flags.conn),
+	CLI_END,
+};
 
-	stackctl_flags_init(f);
-	*fmt = STACKCTL_OUT_TABLE;
-	while ((ch = getopt_long(argc, argv, "n:o:h", longopts, NULL)) != -1) {
-		if (ch == 'h') {
-			(show_secrets ? outputs_usage : history_usage)(stdout);
-			return -1;
-		}
-		if ((rc = stackctl_common_flag(f, ch, optarg)) != 0) {
-			if (rc < 0)
-				return EXIT_USAGE;
-		} else if (ch == 'o') {
-			if (stackctl_parse_output(optarg, fmt) < 0)
-				return EXIT_USAGE;
-		} else if (ch == OPT_SHOW_SECRETS && show_secrets != NULL) {
-			*show_secrets = 1;
-		} else {
-			cmd_errorf("%s: see pulumi-controller %s --help", cmd, cmd);
-			return EXIT_USAGE;
-		}
-	}
-	if (argc - optind != 1) {
-		cmd_errorf("%s: expected one Stack, NAMESPACE/NAME or NAME", cmd);
-		return EXIT_USAGE;
-	}
-	if (stackctl_parse_ref(argv[optind], f->namespace, ref, &e) < 0) {
-		cmd_print_error(cmd, e.msg);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
+static const struct cli_cmd history_cmd = STACKCTL_CMD("history", history_usage, history_opts);
+
 
 /* ------------------------------------------------------------ outputs */
-
-static int owned_by(const cJSON *secret, const char *uid)
-{
-	const cJSON *o;
-
-	cJSON_ArrayForEach(o, stackctl_arr(secret, "metadata.ownerReferences")) {
-		const char *k = stackctl_str(o, "kind"), *u = stackctl_str(o, "uid");
-		if (k && u && uid && strcmp(k, "Stack") == 0 && strcmp(u, uid) == 0)
-			return 1;
-	}
-	return 0;
-}
 
 /* The annotation's key list (a JSON array of strings; caller frees), or
  * NULL when it is missing or not that. */
@@ -224,7 +183,7 @@ static int print_outputs(cJSON *outs, enum stackctl_output fmt, const struct sta
 
 	if (fmt != STACKCTL_OUT_TABLE) {
 		if (stackctl_print_doc(outs, fmt, stdout, &e) < 0) {
-			cmd_print_error("outputs", e.msg);
+			cli_print_error("outputs", e.msg);
 			return 1;
 		}
 		return 0;
@@ -255,24 +214,27 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 	if (strlen(name) > STACKCTL_NAME_MAX) {
 		snprintf(msg, sizeof(msg), "Stack %s/%s: its name leaves no room for an outputs Secret (%s)",
 		    ref->ns, ref->name, name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		return NULL;
 	}
 	secret = kube_get(sc->client, &secret_res, ref->ns, name, NULL, &e);
 	if (secret == NULL && e.code == ERR_NOTFOUND && strstr(e.msg, "\" not found") != NULL) {
 		snprintf(msg, sizeof(msg), "Stack %s/%s has no outputs yet: Secret %s/%s does not exist (the "
 		    "controller writes it after the first successful update)", ref->ns, ref->name, ref->ns, name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		return NULL;
 	}
 	if (secret == NULL) {
 		stackctl_print_object_error("outputs", "get", "Secret", ref->ns, name, &e);
 		return NULL;
 	}
-	if (!owned_by(secret, stackctl_str(st, "metadata.uid"))) {
+	/* ownerReferences that is not a list reads as none, as every field of
+	 * the server's here whose type is wrong. */
+	if (stackctl_arr(secret, "metadata.ownerReferences") == NULL ||
+	    !kube_owned_by(secret, "Stack", stackctl_str(st, "metadata.uid"))) {
 		snprintf(msg, sizeof(msg), "Secret %s/%s is not owned by Stack %s/%s (no ownerReference with its "
 		    "uid): not shown", ref->ns, name, ref->ns, ref->name);
-		cmd_print_error("outputs", msg);
+		cli_print_error("outputs", msg);
 		wipe_tree(secret);
 		cJSON_Delete(secret);
 		return NULL;
@@ -282,18 +244,16 @@ static cJSON *outputs_secret(struct stackctl *sc, const struct stackctl_ref *ref
 
 int cmd_outputs(int argc, char **argv)
 {
-	struct stackctl_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
+	int undecodable = 0, show, rc = stackctl_open(&outputs_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
 	enum stackctl_output fmt;
-	int show = 0, undecodable = 0, rc = parse_args("outputs", argc, argv, &f, &ref, &fmt, &show);
 	cJSON *st = NULL, *secret = NULL, *keys = NULL, *outs;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&f, "outputs", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &ref);
+	if (rc != CLI_GO_ON)
+		return rc;
+	show = flags.show_secrets;
+	fmt = flags.fmt;
 	rc = 1;
 	if ((st = stackctl_get_stack(&sc, "outputs", &ref)) == NULL ||
 	    (secret = outputs_secret(&sc, &ref, st)) == NULL)
@@ -360,20 +320,16 @@ static void print_history(const cJSON *hist)
 
 int cmd_history(int argc, char **argv)
 {
-	struct stackctl_flags f;
 	struct stackctl_ref ref;
 	struct stackctl sc;
-	enum stackctl_output fmt;
-	int rc = parse_args("history", argc, argv, &f, &ref, &fmt, NULL);
+	int rc = stackctl_open(&history_cmd, argc, argv, &flags.conn, 0, &ref, &sc);
+	enum stackctl_output fmt = flags.fmt;   /* read after stackctl_open set it */
 	const cJSON *hist;
 	struct err e = { 0 };
 	cJSON *st;
 
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if (stackctl_connect(&f, "history", &sc) != 0)
-		return 1;
-	stackctl_resolve_ref(&sc, &ref);
+	if (rc != CLI_GO_ON)
+		return rc;
 	rc = 1;
 	if ((st = stackctl_get_stack(&sc, "history", &ref)) != NULL) {
 		hist = stackctl_arr(st, "status.history");
@@ -383,7 +339,7 @@ int cmd_history(int argc, char **argv)
 			rc = stackctl_print_doc(hist ? hist : empty, fmt, stdout, &e) < 0;
 			cJSON_Delete(empty);
 			if (rc)
-				cmd_print_error("history", e.msg);
+				cli_print_error("history", e.msg);
 		} else if (hist == NULL || hist->child == NULL) {
 			fprintf(stderr, "Stack %s/%s has no update history yet.\n", ref.ns, ref.name);
 		} else {
