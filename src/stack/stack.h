@@ -9,7 +9,7 @@
  * the artifact store (fluxsource/, oci/), and writes status, Events and the
  * outputs Secret.  docs/stack-api.md is the user's view of the same.
  *
- * It sits between `run` (src/cmd_run.c: process, signals, leader election,
+ * It sits between `run` (src/cli/cmd_run.c: process, signals, leader election,
  * probes) and the libraries below it:
  *
  *     cmd_run --> stack --> {pulumi, kube, fluxsource, oci} --> base

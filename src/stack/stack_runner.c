@@ -1,6 +1,6 @@
 /*
  * stack_runner.c - one update inside a Job's pod: what `pulumi-controller
- * run-update` (src/cmd_run_update.c) does once its flags are read.
+ * run-update` (src/cli/cmd_run_update.c) does once its flags are read.
  *
  *     input      PULUMI_CONTROLLER_UPDATE, the JSON the controller put into
  *                the pod's environment (stack_run_input_parse, in
