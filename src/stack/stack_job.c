@@ -73,23 +73,35 @@ static int recorded(const cJSON *job)
 	return at(at(at(job, "metadata"), "annotations"), STACK_JOB_ANN_RECORDED) != NULL;
 }
 
-/* Background propagation: its pod goes with it (an API DELETE of a Job
- * orphans pods by default). */
-static int delete_job(struct stack_pass *p, const char *name, struct err *e)
+/* Deletes the Job name, but only while it is the Job the pass saw (uid):
+ * the Job cache can be behind the server, and a Job of that name created
+ * since (the same op at the same inputs, run again) must not be killed by a
+ * decision about the old one.  Background propagation: its pod goes with it
+ * (an API DELETE of a Job orphans pods by default).  0 deleted or gone; 1
+ * another Job holds the name now; -1 with e set. */
+static int delete_job(struct stack_pass *p, const char *name, const char *uid, struct err *e)
 {
-	char *path = kube_path(&jobs_res, p->ns, name, NULL), full[1200];
+	char *path = kube_path(&jobs_res, p->ns, name, NULL), opts[200];
 	long status = 0;
 	char *body = NULL;
 	int rc;
 
 	if (path == NULL)
 		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	snprintf(full, sizeof(full), "%s?propagationPolicy=Background", path);
-	free(path);
-	rc = kube_request(p->sc->client, "DELETE", full, NULL, NULL, &status, &body, e);
+	if (uid && strlen(uid) < 64 && strspn(uid, "0123456789abcdefABCDEF-") == strlen(uid))
+		snprintf(opts, sizeof(opts), "{\"propagationPolicy\":\"Background\",\"preconditions\":{\"uid\":\"%s\"}}",
+		    uid);
+	else
+		snprintf(opts, sizeof(opts), "{\"propagationPolicy\":\"Background\"}");
+	rc = kube_request(p->sc->client, "DELETE", path, "application/json", opts, &status, &body, e);
 	free(body);
+	free(path);
 	if (rc < 0 && e->code == ERR_NOTFOUND)
 		return 0;
+	if (rc < 0 && e->code == ERR_CONFLICT) {
+		err_clear(e);
+		return 1;
+	}
 	return rc;
 }
 
@@ -306,19 +318,23 @@ static int64_t job_end_us(const cJSON *job)
 
 /* The status holds this finished Job's outcome already: its recorded mark
  * could not be written after the status was (stack_job_after_status).
- * status.lastUpdate is of this operation and has the Job's start and end
- * (to the second, as the status writes them); a later Job of these inputs
- * is created only after that status was written, so it cannot match. */
+ * status.lastUpdate.jobUid (status.preview.jobUid for a plan, which writes
+ * no lastUpdate) names the Job it was read from.  A status written before
+ * jobUid existed is matched by operation and the Job's start and end, to
+ * the second as the status has them: a Job made again within the same
+ * second would match too, which the uid rules out. */
 static int recorded_in_status(const struct stack_pass *p, const char *op, const cJSON *job)
 {
 	int64_t start = job_start_us(job), end = job_end_us(job);
 	int64_t st = stack_parse_time_us(stack_status_str(p, "lastUpdate.startTime"));
 	int64_t en = stack_parse_time_us(stack_status_str(p, "lastUpdate.endTime"));
+	const char *uid = kube_obj_str(job, "metadata.uid");
 
-	/* A plan is no update (lastUpdate stays): its record names the Job. */
 	if (str_eq(op, STACK_JOB_OP_PLAN))
-		return stack_job_finished(job) && kube_obj_str(job, "metadata.uid") &&
-		    str_eq(stack_status_str(p, "preview.jobUid"), kube_obj_str(job, "metadata.uid"));
+		return stack_job_finished(job) && str_eq(stack_status_str(p, "preview.jobUid"), uid);
+	if (stack_status_str(p, "lastUpdate.jobUid"))
+		return stack_job_finished(job) && str_eq(stack_status_str(p, "lastUpdate.type"), op) &&
+		    str_eq(stack_status_str(p, "lastUpdate.jobUid"), uid);
 	return stack_job_finished(job) && start > 0 && end > 0 && st > 0 && en > 0 &&
 	    str_eq(stack_status_str(p, "lastUpdate.type"), op) && st / 1000000 == start / 1000000 &&
 	    en / 1000000 == end / 1000000;
@@ -634,7 +650,7 @@ static int job_running(struct stack_pass *p, const char *op, const char *name, c
 	}
 	outcome_not_started(p, op, pod);
 	cJSON_Delete(pod);
-	if (delete_job(p, name, &e) < 0)
+	if (delete_job(p, name, kube_obj_str(job, "metadata.uid"), &e) < 0)
 		log_warn("cannot delete a Job whose pod never started", "job", name, "error", e.msg, NULL);
 	stack_job_slot_release(p->sc, key);
 	return 0;
@@ -670,10 +686,16 @@ int stack_job_step(struct stack_pass *p, const char *op)
 	 * replaced. */
 	if (job && (recorded(job) || recorded_in_status(p, op, job)) &&
 	    kube_obj_str(job, "metadata.deletionTimestamp") == NULL) {
+		int rc = delete_job(p, name, kube_obj_str(job, "metadata.uid"), &e);
 		cJSON_Delete(job);
 		job = NULL;
-		if (delete_job(p, name, &e) < 0)
+		if (rc < 0)
 			return retry_later(p, &e);
+		if (rc > 0) {   /* the cache has not seen the Job made since: its watch brings it */
+			stack_verdict(p, STACK_WAITING, "JobRunning", GONE_RETRY_MS, "the Job %s was made again "
+			    "since this controller last saw it; waiting for it", name);
+			return 1;
+		}
 		stack_job_slot_release(p->sc, key);
 	}
 	if (job && kube_obj_str(job, "metadata.deletionTimestamp") != NULL) {

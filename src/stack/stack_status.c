@@ -251,6 +251,10 @@ static cJSON *update_entry(const struct stack_pass *p, int with_outputs)
 		cJSON_AddNumberToObject(u, "failures", o->ok ? 0 : p->failures);
 		if (p->request)
 			cJSON_AddStringToObject(u, "reconcileRequest", p->request);
+		/* Which Job this outcome was read from: that Job is never read
+		 * again as a new outcome, even when its recorded mark is lost. */
+		if (p->job_recorded_uid[0])
+			cJSON_AddStringToObject(u, "jobUid", p->job_recorded_uid);
 	}
 	cJSON_AddStringToObject(u, "startTime", start);
 	cJSON_AddStringToObject(u, "endTime", end);

@@ -468,6 +468,9 @@ def test_a_reconcile_request_is_handled_once_its_job_has_run(fake_kubelet):
     assert w.cond(obj, "Ready")["status"] == "True"
     assert len(obj["status"]["history"]) == history + 1
     assert obj["status"]["lastUpdate"]["state"] == "succeeded"
+    # The outcome names its Job: a Job made again within the second the last one ended in
+    # matched that outcome by its times, and was replaced before it ran (seen: 4 runs in 6).
+    assert obj["status"]["lastUpdate"]["jobUid"] == job["metadata"]["uid"]
     # The outcome read is this Job's: its recorded mark (patched after the status write).
     def marked():
         j = job_now(w, name)
