@@ -14,6 +14,13 @@
 #   .real/bin/pulumi-language-nodejs    github.com/pulumi/pulumi/sdk/v3 ($PULUMI_NODEJS_HOST_VERSION),
 #                                       stub tests/real/pulumi-nodejs
 #   .real/bin/pulumi-resource-pulumi-nodejs  launcher of Node.js dynamic providers
+#   .real/bin/pulumi-language-python    github.com/pulumi/pulumi/sdk/v3 ($PULUMI_PYTHON_HOST_VERSION),
+#                                       stub tests/real/pulumi-python; with its exec shim
+#                                       pulumi-language-python-exec from the same module
+#   .real/python/venv                   a venv (/usr/bin/python3 -m venv) with pulumi
+#                                       ($PULUMI_PYTHON_SDK_VERSION) from PyPI by pip
+#   .real/bin/pulumi-language-go        github.com/pulumi/pulumi/sdk/v3 ($PULUMI_GO_HOST_VERSION),
+#                                       stub tests/real/pulumi-go
 #   .real/bin/semver-oracle             tests/real/semver: Masterminds/semver ($MASTERMINDS_SEMVER_VERSION)
 #                                       and fluxcd/pkg/version ($FLUXCD_PKG_VERSION_VERSION), what
 #                                       Flux's OCIRepository selects a tag with
@@ -38,7 +45,7 @@
 #   .real/manifest.env                  what was built, read by tests/e2e/real_fixtures.py
 #
 # Versions live in tests/real/versions.env only; the stub Go modules under
-# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs,semver,flux/*,s3}/ pin the same versions (checked below).  Each
+# tests/real/{kube,etcd,pulumi,pulumi-yaml,pulumi-nodejs,pulumi-python,pulumi-go,semver,flux/*,s3}/ pin the same versions (checked below).  Each
 # component has a stamp (a hash of the Go version, its pinned versions and its
 # stub module / source files): a second run
 # with nothing changed does no Go work and takes seconds.  The Go module and
@@ -51,7 +58,8 @@
 #
 # Environment: GO (default: go), REAL_DIR (default: <repo>/.real),
 # REAL_JOBS (go build -p, default 2), REAL_NICE (default 10), REAL_COMPONENTS
-# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs flux notification s3 cosign).
+# (default: all; any of semver kube etcd pulumi pulumi-yaml pulumi-nodejs pulumi-python
+# pulumi-go flux notification s3 cosign).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +68,8 @@ REAL=${REAL_DIR:-$ROOT/.real}
 BIN=$REAL/bin
 PROVIDER=$REAL/provider/pulumi-resource-standin
 NODE_PROGRAM=$SPEC/programs/nodefiles
+PYTHON_PROGRAM=$SPEC/programs/pyfiles
+PYTHON=${REAL_PYTHON:-/usr/bin/python3}
 LOGS=$REAL/logs
 STAMPS=$REAL/stamps
 GO=${GO:-go}
@@ -138,6 +148,14 @@ check_pins() {
 		{ say "$mod does not require sdk/v3 $PULUMI_NODEJS_HOST_VERSION"; ok=0; }
 	grep -q "\"@pulumi/pulumi\": \"$PULUMI_NODEJS_SDK_VERSION\"" "$NODE_PROGRAM/package.json" ||
 		{ say "$NODE_PROGRAM/package.json does not pin @pulumi/pulumi $PULUMI_NODEJS_SDK_VERSION"; ok=0; }
+	mod=$SPEC/pulumi-python/go.mod
+	pin_matches "$mod" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_PYTHON_HOST_VERSION" ||
+		{ say "$mod does not require sdk/v3 $PULUMI_PYTHON_HOST_VERSION"; ok=0; }
+	grep -qx "pulumi==$PULUMI_PYTHON_SDK_VERSION" "$PYTHON_PROGRAM/requirements.txt" ||
+		{ say "$PYTHON_PROGRAM/requirements.txt does not pin pulumi==$PULUMI_PYTHON_SDK_VERSION"; ok=0; }
+	mod=$SPEC/pulumi-go/go.mod
+	pin_matches "$mod" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_GO_HOST_VERSION" ||
+		{ say "$mod does not require sdk/v3 $PULUMI_GO_HOST_VERSION"; ok=0; }
 	mod=$SPEC/etcd/go.mod
 	pin_matches "$mod" go.etcd.io/etcd/server/v3 "$ETCD_GO_VERSION" ||
 		{ say "$mod does not require go.etcd.io/etcd/server/v3 $ETCD_GO_VERSION"; ok=0; }
@@ -333,6 +351,75 @@ build_pulumi_nodejs() {
 	echo "$key" >"$STAMPS/npm"
 }
 
+# The Python language host (built from sdk/v3, see its stub's go.mod) with
+# the exec shim it runs programs through (pulumi-language-python-exec, looked
+# up next to the host's own executable), and a venv holding the pulumi
+# package from PyPI at the version the test program's requirements.txt pins.
+# The host predates runtime options sent over RPC, so it never sees a
+# program's `virtualenv` option: the tests put this venv first on PATH
+# (VIRTUAL_ENV set) instead, see tests/e2e/FIDELITY.md.
+build_pulumi_python() {
+	local key log=$LOGS/pulumi-python.log src
+	key=$(inputs_key "$PULUMI_PYTHON_HOST_VERSION" "$SPEC/pulumi-python/go.mod" "$SPEC/pulumi-python/go.sum")
+	if up_to_date pulumi-python "$key" "$BIN/pulumi-language-python" "$BIN/pulumi-language-python-exec"; then
+		say "pulumi-language-python $PULUMI_PYTHON_HOST_VERSION: up to date"
+	else
+		say "building pulumi-language-python $PULUMI_PYTHON_HOST_VERSION (log: $log)"
+		if ! go_build "$log" "$SPEC/pulumi-python" \
+			"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_PYTHON_HOST_VERSION" \
+			github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python; then
+			fail pulumi-python "go build of pulumi-language-python from sdk/v3 $PULUMI_PYTHON_HOST_VERSION failed" "$log"
+			return
+		fi
+		if ! src=$(cd "$SPEC/pulumi-python" &&
+			"$GO" list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3 2>>"$log") ||
+			! [ -f "$src/python/cmd/pulumi-language-python-exec" ]; then
+			fail pulumi-python "no python/cmd/pulumi-language-python-exec in sdk/v3 $PULUMI_PYTHON_HOST_VERSION" "$log"
+			return
+		fi
+		install -m 0755 "$src/python/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
+		echo "$key" >"$STAMPS/pulumi-python"
+	fi
+
+	local piplog=$LOGS/pip.log venv=$REAL/python/venv
+	key=$(inputs_key "$PULUMI_PYTHON_SDK_VERSION $("$PYTHON" --version 2>&1)" "$PYTHON_PROGRAM/requirements.txt")
+	if [ -f "$STAMPS/pip" ] && [ "$(cat "$STAMPS/pip")" = "$key" ] && [ -x "$venv/bin/python" ]; then
+		say "pulumi $PULUMI_PYTHON_SDK_VERSION (pip, $venv): up to date"
+		return
+	fi
+	say "installing pulumi $PULUMI_PYTHON_SDK_VERSION into $venv with pip (log: $piplog)"
+	rm -rf "$venv"
+	if ! "$PYTHON" -m venv "$venv" >"$piplog" 2>&1 ||
+		! nice -n "$NICE" "$venv/bin/python" -m pip install --disable-pip-version-check --no-input \
+			-r "$PYTHON_PROGRAM/requirements.txt" >>"$piplog" 2>&1; then
+		fail pip "a venv with pulumi $PULUMI_PYTHON_SDK_VERSION ($PYTHON -m venv, pip install) failed" "$piplog"
+		return
+	fi
+	# What pip resolved, for the log and for whoever compares two machines.
+	"$venv/bin/python" -m pip freeze --disable-pip-version-check >>"$piplog" 2>&1 || true
+	echo "$key" >"$STAMPS/pip"
+}
+
+# The Go language host.  It left the sdk/v3 module after v3.66.0 (v3.67.0 no
+# longer has go/pulumi-language-go) and its own module is not on the proxy,
+# so it is built from there.  It runs `go` from PATH to build the program.
+build_pulumi_go() {
+	local key log=$LOGS/pulumi-go.log
+	key=$(inputs_key "$PULUMI_GO_HOST_VERSION" "$SPEC/pulumi-go/go.mod" "$SPEC/pulumi-go/go.sum")
+	if up_to_date pulumi-go "$key" "$BIN/pulumi-language-go"; then
+		say "pulumi-language-go $PULUMI_GO_HOST_VERSION: up to date"
+		return
+	fi
+	say "building pulumi-language-go $PULUMI_GO_HOST_VERSION (log: $log)"
+	if ! go_build "$log" "$SPEC/pulumi-go" \
+		"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_GO_HOST_VERSION" \
+		github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go; then
+		fail pulumi-go "go build of pulumi-language-go from sdk/v3 $PULUMI_GO_HOST_VERSION failed" "$log"
+		return
+	fi
+	echo "$key" >"$STAMPS/pulumi-go"
+}
+
 # The semver oracle: a small program of our own (tests/real/semver/main.go)
 # over the libraries Flux selects OCIRepository tags with; seconds to build.
 build_semver_oracle() {
@@ -477,6 +564,9 @@ write_manifest() {
 		echo "PULUMI_YAML_VERSION=$PULUMI_YAML_VERSION"
 		echo "PULUMI_NODEJS_HOST_VERSION=$PULUMI_NODEJS_HOST_VERSION"
 		echo "PULUMI_NODEJS_SDK_VERSION=$PULUMI_NODEJS_SDK_VERSION"
+		echo "PULUMI_PYTHON_HOST_VERSION=$PULUMI_PYTHON_HOST_VERSION"
+		echo "PULUMI_PYTHON_SDK_VERSION=$PULUMI_PYTHON_SDK_VERSION"
+		echo "PULUMI_GO_HOST_VERSION=$PULUMI_GO_HOST_VERSION"
 		echo "STANDIN_PROVIDER_VERSION=$STANDIN_PROVIDER_VERSION"
 		echo "MASTERMINDS_SEMVER_VERSION=$MASTERMINDS_SEMVER_VERSION"
 		echo "FLUXCD_PKG_VERSION_VERSION=$FLUXCD_PKG_VERSION_VERSION"
@@ -507,6 +597,8 @@ wanted etcd && build_etcd
 wanted pulumi && build_pulumi
 wanted pulumi-yaml && build_pulumi_yaml
 wanted pulumi-nodejs && build_pulumi_nodejs
+wanted pulumi-python && build_pulumi_python
+wanted pulumi-go && build_pulumi_go
 if wanted flux; then
 	build_flux_controller source-controller "$FLUX_SOURCE_CONTROLLER_VERSION"
 	build_flux_controller kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION"

@@ -24,6 +24,7 @@ python3-pytest-xdist
 python3-yaml
 python3-cryptography
 python3-pip
+python3-venv
 nginx-light
 docker-registry
 skopeo

@@ -67,8 +67,9 @@ static const struct cli_cmd run_update_cmd = {
 };
 
 /* The image's pulumi: the first on the pod's PATH, so that the driver
- * (which builds the CLI's PATH from nothing) runs the one the image
- * provides, with its language hosts beside it.  NULL leaves the lookup
+ * runs the one the image provides, its directory first on the CLI's PATH
+ * (then the pod's own, which has the image's toolchains), with its
+ * language hosts beside it.  NULL leaves the lookup
  * to the driver (and its error to the result). */
 static const char *image_pulumi(char *buf, size_t n)
 {

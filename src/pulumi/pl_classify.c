@@ -175,6 +175,42 @@ void pl_set_message(struct pl_result *r, const char *op, const char *text,
 	free(masked);
 }
 
+/*
+ * A toolchain the CLI or a language host runs from PATH is missing (`go` for
+ * the Go host and `pulumi install`, `python3`, `node`): the program's name
+ * as the text names it, in name.  The texts are the ones those programs
+ * print: the SDK's executable.FindExecutable ("unable to find program: go"),
+ * the Python host ("Failed to locate any of [python3 python] on your PATH")
+ * and Go's exec.LookPath (`exec: "node": executable file not found in $PATH`).
+ */
+static int missing_toolchain(const char *text, char *name, size_t len)
+{
+	static const struct { const char *before, *stop; } pats[] = {
+		{ "unable to find program: ", " \t\r\n'\"," },
+		{ "Failed to locate any of [", "]\n" },
+		{ "exec: \"", "\"\n" },
+	};
+	static const char lookpath_tail[] = "\": executable file not found";
+
+	for (size_t i = 0; text && i < sizeof(pats) / sizeof(pats[0]); i++) {
+		const char *p = strstr(text, pats[i].before);
+		size_t n;
+
+		if (p == NULL)
+			continue;
+		p += strlen(pats[i].before);
+		n = strcspn(p, pats[i].stop);
+		/* exec.LookPath's text names any command; only "not found" is ours. */
+		if (i == 2 && strncmp(p + n, lookpath_tail, strlen(lookpath_tail)) != 0)
+			continue;
+		if (n == 0 || n > 64)
+			continue;
+		snprintf(name, len, "%.*s", (int)n, p);
+		return 1;
+	}
+	return 0;
+}
+
 static enum pl_status status_from_texts(const struct proc_result *pr, const struct pl_events *ev)
 {
 	const char *out = pr->out, *err = pr->errout;
@@ -182,6 +218,11 @@ static enum pl_status status_from_texts(const struct proc_result *pr, const stru
 	/* The CLI runs but its language host for the program's runtime is not
 	 * installed: an installation problem, like a missing CLI. */
 	if (contains(err, "failed to load language plugin"))
+		return PL_CLI_MISSING;
+	/* Likewise a toolchain the program's language needs: no retry helps
+	 * until the image has it, and the message names it (pl_classify). */
+	char tool[72];
+	if (missing_toolchain(err, tool, sizeof(tool)) || missing_toolchain(out, tool, sizeof(tool)))
 		return PL_CLI_MISSING;
 	if (contains(err, "the stack is currently locked by") ||
 	    contains(err, "[409] Conflict: Another update is currently in progress."))
@@ -286,7 +327,16 @@ void pl_classify(const char *op, const struct proc_result *pr, const struct pl_e
 	} else {
 		if (r->status == PL_CONFLICT)
 			parse_lock(err, &r->lock);
-		reason(r->status, pr, out, err, ev, text, sizeof(text));
+		char tool[72];
+		size_t n = 0;
+
+		/* The toolchain's name first: the CLI's own line ("installing
+		 * dependencies: unable to find program: go") buries it. */
+		if (r->status == PL_CLI_MISSING &&
+		    (missing_toolchain(err, tool, sizeof(tool)) || missing_toolchain(out, tool, sizeof(tool))))
+			n = (size_t)snprintf(text, sizeof(text), "the program's toolchain `%s` is not on the "
+					     "controller's PATH (docs/run.md, Toolchains); ", tool);
+		reason(r->status, pr, out, err, ev, text + n, sizeof(text) - n);
 		pl_set_message(r, op, text, secrets, n_secrets);
 	}
 	free(out);

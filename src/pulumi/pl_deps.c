@@ -170,6 +170,23 @@ int pl_dependency_key(const char *workdir, char *out, size_t outlen, struct err 
 	return 1;
 }
 
+int pl_runtime_is(const char *workdir, const char *name)
+{
+	static const char *const names[2] = { "Pulumi.yaml", "Pulumi.yml" };
+	char path[4096];
+	yaml_document_t doc;
+	const char *rt;
+	struct err e;
+	int is;
+
+	if (pl_yaml_load_first(workdir, names, path, sizeof(path), &doc, &e) <= 0)
+		return 0;
+	rt = runtime_name(&doc, pl_yaml_get(&doc, yaml_document_get_root_node(&doc), "runtime"));
+	is = rt != NULL && strcmp(rt, name) == 0;
+	yaml_document_delete(&doc);
+	return is;
+}
+
 /* The virtualenv option of a python runtime, when it is a plain relative
  * path inside the directory ("venv", "env/py"), else NULL. */
 static int virtualenv_option(const char *workdir, char *out, size_t n)

@@ -134,6 +134,10 @@ yaml_node_t *pl_yaml_get(yaml_document_t *d, yaml_node_t *map, const char *key);
 int pl_yaml_load_first(const char *workdir, const char *const names[2], char *path,
 		       size_t pathlen, yaml_document_t *doc, struct err *e);
 
+/* 1 when <workdir>/Pulumi.yaml (or .yml) names the runtime `name`
+ * (`runtime: go` or `runtime: {name: go}`); 0 otherwise, unreadable too. */
+int pl_runtime_is(const char *workdir, const char *name);
+
 /* Reads `name:` from <workdir>/Pulumi.yaml (or .yml) into out.  -1 + e. */
 int pl_project_name(const char *workdir, char *out, size_t outlen, struct err *e);
 

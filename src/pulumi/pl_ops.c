@@ -74,6 +74,14 @@ int pl_install(struct pl_stack *st, const char *key, struct pl_result *r)
 	free(prev);
 	unlink(marker);
 	pl_strv_add(&a, "install");
+	/* A Go program's install would download every plugin the CLI guesses
+	 * from the module graph: any github.com/pulumi/pulumi-* module, used or
+	 * not (sdk/v3 v3.274.1 requires pulumi-cloud-sdk/go, hence a plugin
+	 * "cloud-sdk" no program uses), and it fails without internet access.
+	 * `up` still installs the plugins the program does use, as for a YAML
+	 * program; the install then only fetches the modules (go mod download). */
+	if (pl_runtime_is(st->workdir, "go"))
+		pl_strv_add(&a, "--no-plugins");
 	rc = pl_call(st, &c, &a, r, NULL);
 	pl_strv_free(&a);
 	if (rc == 0 && key) {

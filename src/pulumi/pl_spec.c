@@ -18,6 +18,7 @@
 #include "base/secret.h"
 #include "base/url.h"
 
+/* Only when the controller itself has no PATH (see child_search_path). */
 #define DEFAULT_PATH     "/usr/local/bin:/usr/bin:/bin"
 #define DEFAULT_TIMEOUT  (60L * 60 * 1000)
 
@@ -366,6 +367,23 @@ char *pl_spec_redact(const struct pl_spec *sp, const char *s)
 	return out;
 }
 
+/*
+ * The pulumi child's PATH after the CLI's own directory: the caller's, else
+ * the controller's own PATH, as the user's image set it.  The CLI and its
+ * language hosts run toolchains from PATH (`go`, `python3`, `node`, `npm`),
+ * and images put them where they like (Go's and Pulumi's own images put `go`
+ * in /usr/local/go/bin), so a fixed list would lose them; a Stack may not set
+ * PATH itself (reserved_env_name), the image decides.
+ */
+static const char *child_search_path(const struct pl_spec *sp)
+{
+	const char *p = getenv("PATH");
+
+	if (sp->search_path)
+		return sp->search_path;
+	return p && *p ? p : DEFAULT_PATH;
+}
+
 struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 {
 	struct pl_stack *st;
@@ -386,7 +404,7 @@ struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 		return NULL;
 	}
 	st->bin = dup_or_null(sp->pulumi_bin ? sp->pulumi_bin : "pulumi", &st->oom);
-	st->search_path = dup_or_null(sp->search_path ? sp->search_path : DEFAULT_PATH, &st->oom);
+	st->search_path = dup_or_null(child_search_path(sp), &st->oom);
 	st->pulumi_home = dup_or_null(sp->pulumi_home, &st->oom);
 	st->home = dup_or_null(sp->home ? sp->home : sp->pulumi_home, &st->oom);
 	st->workdir = dup_or_null(sp->workdir, &st->oom);

@@ -82,7 +82,7 @@ struct pl_config_item {
  * pl_open; the caller keeps ownership of what it passed. */
 struct pl_spec {
 	const char *pulumi_bin;        /* path, or a name looked up in search_path; NULL: "pulumi" */
-	const char *search_path;       /* the child's PATH; NULL: /usr/local/bin:/usr/bin:/bin */
+	const char *search_path;       /* the child's PATH; NULL: this process's PATH (else /usr/local/bin:/usr/bin:/bin) */
 	const char *home;              /* the child's HOME; NULL: pulumi_home */
 	const char *pulumi_home;       /* PULUMI_HOME, shared by all stacks (one plugin cache); required */
 	const char *workdir;           /* the directory holding Pulumi.yaml; required */

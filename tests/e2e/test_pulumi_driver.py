@@ -633,11 +633,12 @@ def test_cli_missing_and_too_old(any_pulumi_world, tmp_path):
 def test_missing_language_host_is_classified(any_pulumi_world):
     w = any_pulumi_world
     w.ready()
-    # Python, not Node.js: deps-real builds the Node.js host next to the real CLI.
-    w.write_program("name: demo\nruntime: python\n")
+    # dotnet: a host the CLI counts as bundled (never downloaded, unlike java) and deps-real
+    # does not build (it builds the Node.js, Python and Go hosts next to the real CLI).
+    w.write_program("name: demo\nruntime: dotnet\n")
     rc, res, _ = w.drive("up")
     assert res["status"] == "cli-missing"
-    assert "no language plugin 'pulumi-language-python'" in res["message"]
+    assert "no language plugin 'pulumi-language-dotnet'" in res["message"]
     assert res["summary"]["present"] is False
 
 

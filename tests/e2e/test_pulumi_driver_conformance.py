@@ -122,10 +122,10 @@ def test_driver_failures_on_both_clis(driver):
     d.ok("cancel")
     assert [p for p in lock_dir.iterdir()] == []
 
-    (d.work / "Pulumi.yaml").write_text(PROGRAM.replace("runtime: yaml", "runtime: python"))
+    (d.work / "Pulumi.yaml").write_text(PROGRAM.replace("runtime: yaml", "runtime: dotnet"))
     res = d.drive("preview")
     assert res["status"] == "cli-missing"
-    assert "no language plugin 'pulumi-language-python'" in res["message"]
+    assert "no language plugin 'pulumi-language-dotnet'" in res["message"]
 
 
 def test_driver_plans_reruns_and_failed_resources_on_both_clis(driver, tmp_path):

@@ -279,14 +279,15 @@ def test_yaml_unknown_reference_in_a_property_stops_the_program(si, tmp_path, pc
 
 
 def test_missing_language_host(si, tmp_path):
-    """A runtime without a language host (python: built on neither side)."""
-    write_program(si, "name: demo\nruntime: python\n")
+    """A runtime without a language host (dotnet: one the CLI counts as bundled, so it
+    never downloads it, and built on neither side)."""
+    write_program(si, "name: demo\nruntime: dotnet\n")
     log = tmp_path / "ev"
     p = run(si, "preview", "--event-log", str(log), "--stack", "dev", env=DEBUG)
     assert p.returncode == 1
     assert p.stdout == "Previewing update (dev):\n"
-    assert p.stderr == ("error: failed to load language plugin python: no language plugin "
-                        "'pulumi-language-python' found in the workspace or on your $PATH\n")
+    assert p.stderr == ("error: failed to load language plugin dotnet: no language plugin "
+                        "'pulumi-language-dotnet' found in the workspace or on your $PATH\n")
     assert events(log) == [{"sequence": 0, "timestamp": events(log)[0]["timestamp"],
                             "cancelEvent": {}}]
     p = run(si, "up", "--yes", "--skip-preview", "--stack", "dev")
@@ -294,7 +295,7 @@ def test_missing_language_host(si, tmp_path):
     h = json.loads(run(si, "stack", "history", "--json", "--stack", "dev").stdout)
     assert len(h) == 1 and h[0]["result"] == "failed" and h[0]["resourceChanges"] == {}
     p = run(si, "install")
-    assert p.returncode == 1 and p.stderr.startswith("error: load language plugin python: ")
+    assert p.returncode == 1 and p.stderr.startswith("error: load language plugin dotnet: ")
 
 
 def test_mutations_need_yes_in_non_interactive_mode(si):

@@ -630,6 +630,35 @@ static void test_install_once_per_revision(void **state)
 	pl_close(st);
 }
 
+/* A Go program's install skips the plugins the CLI would guess from its
+ * module graph (pl_install); every other runtime's install is unchanged. */
+static void test_install_of_a_go_program_fetches_no_plugins(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st = pl_open(&s, &e);
+	char path[400], *log;
+	FILE *fp;
+
+	assert_int_equal(pl_install(st, NULL, &r), 0);
+	pl_result_free(&r);
+	snprintf(path, sizeof(path), "%s/Pulumi.yaml", f->work);
+	fp = fopen(path, "w");
+	fputs("name: demo\nruntime:\n  name: go\n  options:\n    buildTarget: out\n", fp);
+	fclose(fp);
+	assert_int_equal(pl_install(st, NULL, &r), 0);
+	pl_result_free(&r);
+	log = calls(f);
+	/* the YAML program's first, as before; then the Go program's */
+	assert_non_null(strstr(log, "ARGS: --non-interactive install\n"));
+	assert_non_null(strstr(log, "ARGS: --non-interactive install --no-plugins\n"));
+	assert_true(strstr(log, "install\n") < strstr(log, "install --no-plugins\n"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_stack_created_meanwhile_is_selected(void **state)
 {
 	struct fixture *f = *state;
@@ -685,6 +714,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_version_minimum, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_poll_failure_is_an_internal_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_install_once_per_revision, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_install_of_a_go_program_fetches_no_plugins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupt_is_sticky, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stack_created_meanwhile_is_selected, setup, teardown),
 	};

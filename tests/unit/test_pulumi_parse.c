@@ -526,6 +526,31 @@ static void test_classify(void **state)
 	assert_string_equal(r.message, "up: failed without a diagnostic (exit code 1)");
 }
 
+/* A toolchain missing from PATH is an installation problem (cli-missing,
+ * Stalled PulumiUnavailable), and the message names it first. */
+static void test_classify_missing_toolchain(void **state)
+{
+	struct pl_result r;
+
+	(void)state;
+	/* `pulumi install` of a Go program without `go` on PATH (v3.274.1, seen). */
+	assert_int_equal(classify(1, "", "error: installing dependencies: unable to find program: go\n",
+				  &r), PL_CLI_MISSING);
+	assert_string_equal(r.message, "up: the program's toolchain `go` is not on the controller's PATH "
+			    "(docs/run.md, Toolchains); installing dependencies: unable to find program: go");
+	/* The Python host without python3 or python. */
+	assert_int_equal(classify(1, "", "error: Failed to locate any of [python3 python] on your PATH.  "
+				  "Have you installed Python 3.6 or greater?\n", &r), PL_CLI_MISSING);
+	assert_non_null(strstr(r.message, "toolchain `python3 python` is not on"));
+	/* Go's exec.LookPath, as a Node.js host says it. */
+	assert_int_equal(classify(1, "", "error: exec: \"node\": executable file not found in $PATH\n",
+				  &r), PL_CLI_MISSING);
+	assert_non_null(strstr(r.message, "toolchain `node` is not on"));
+	/* exec.LookPath's prefix for another failure is no missing toolchain. */
+	assert_int_equal(classify(1, "", "error: exec: \"node\": permission denied\n", &r), PL_FAILED);
+	assert_string_equal(r.message, "up: exec: \"node\": permission denied");
+}
+
 /* An unknown reference: Pulumi YAML reports it only as info#err lines the
  * CLI prints coloured under the stack's row (v3.274.1, seen). */
 static void test_classify_coloured_yaml_error_on_stdout(void **state)
@@ -652,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_classify_interrupted),
 		cmocka_unit_test(test_classify_yaml_template_error),
 		cmocka_unit_test(test_classify_coloured_yaml_error_on_stdout),
+		cmocka_unit_test(test_classify_missing_toolchain),
 		cmocka_unit_test(test_classify_timeout_missing_policy),
 		cmocka_unit_test(test_message_is_one_bounded_line),
 		cmocka_unit_test(test_spec_redact_masks_the_secrets_pl_open_records),
