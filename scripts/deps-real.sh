@@ -316,21 +316,34 @@ prepare_pulumi_home() {
 # launcher of Node.js dynamic providers, and the program's node_modules
 # (npm ci from the committed lock file into .real/nodejs; the fixture links it
 # into each copy of the program).
-build_pulumi_nodejs() {
-	local key log=$LOGS/pulumi-nodejs.log
-	key=$(inputs_key "$PULUMI_NODEJS_HOST_VERSION" "$SPEC/pulumi-nodejs/go.mod" "$SPEC/pulumi-nodejs/go.sum")
-	if up_to_date pulumi-nodejs "$key" "$BIN/pulumi-language-nodejs"; then
-		say "pulumi-language-nodejs $PULUMI_NODEJS_HOST_VERSION: up to date"
-	else
-		say "building pulumi-language-nodejs $PULUMI_NODEJS_HOST_VERSION (log: $log)"
-		if ! go_build "$log" "$SPEC/pulumi-nodejs" \
-			"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_NODEJS_HOST_VERSION" \
-			github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs; then
-			fail pulumi-nodejs "go build of pulumi-language-nodejs from sdk/v3 $PULUMI_NODEJS_HOST_VERSION failed" "$log"
-			return
-		fi
-		echo "$key" >"$STAMPS/pulumi-nodejs"
+# A language host built from github.com/pulumi/pulumi/sdk/v3 at version (its
+# own module is not on the Go module proxy), with the stub module
+# tests/real/pulumi-<lang>: .real/bin/pulumi-language-<lang>.  Extra outputs
+# (more files the host needs beside it) count for "up to date" too.  Sets
+# SDK_HOST_BUILT=1 when it built.  1 when the build failed (reported).
+sdk_host() { # lang version package [extra outputs...]
+	local lang=$1 version=$2 pkg=$3 key log=$LOGS/pulumi-$1.log
+	shift 3
+	SDK_HOST_BUILT=0
+	key=$(inputs_key "$version" "$SPEC/pulumi-$lang/go.mod" "$SPEC/pulumi-$lang/go.sum")
+	if up_to_date "pulumi-$lang" "$key" "$BIN/pulumi-language-$lang" "$@"; then
+		say "pulumi-language-$lang $version: up to date"
+		return 0
 	fi
+	say "building pulumi-language-$lang $version (log: $log)"
+	if ! go_build "$log" "$SPEC/pulumi-$lang" \
+		"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" "$pkg"; then
+		fail "pulumi-$lang" "go build of pulumi-language-$lang from sdk/v3 $version failed" "$log"
+		return 1
+	fi
+	echo "$key" >"$STAMPS/pulumi-$lang"
+	SDK_HOST_BUILT=1
+}
+
+build_pulumi_nodejs() {
+	local key
+	sdk_host nodejs "$PULUMI_NODEJS_HOST_VERSION" github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs ||
+		return 0   # reported; the others still build
 	install -m 0755 "$SPEC/pulumi-nodejs/pulumi-resource-pulumi-nodejs" "$BIN/pulumi-resource-pulumi-nodejs"
 
 	local npmlog=$LOGS/npm.log dir=$REAL/nodejs
@@ -359,26 +372,19 @@ build_pulumi_nodejs() {
 # program's `virtualenv` option: the tests put this venv first on PATH
 # (VIRTUAL_ENV set) instead, see tests/e2e/FIDELITY.md.
 build_pulumi_python() {
-	local key log=$LOGS/pulumi-python.log src
-	key=$(inputs_key "$PULUMI_PYTHON_HOST_VERSION" "$SPEC/pulumi-python/go.mod" "$SPEC/pulumi-python/go.sum")
-	if up_to_date pulumi-python "$key" "$BIN/pulumi-language-python" "$BIN/pulumi-language-python-exec"; then
-		say "pulumi-language-python $PULUMI_PYTHON_HOST_VERSION: up to date"
-	else
-		say "building pulumi-language-python $PULUMI_PYTHON_HOST_VERSION (log: $log)"
-		if ! go_build "$log" "$SPEC/pulumi-python" \
-			"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_PYTHON_HOST_VERSION" \
-			github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python; then
-			fail pulumi-python "go build of pulumi-language-python from sdk/v3 $PULUMI_PYTHON_HOST_VERSION failed" "$log"
-			return
-		fi
+	local key src log=$LOGS/pulumi-python.log exec=$BIN/pulumi-language-python-exec
+	sdk_host python "$PULUMI_PYTHON_HOST_VERSION" github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python \
+		"$exec" || return 0
+	if [ "$SDK_HOST_BUILT" = 1 ]; then
+		# The host runs this script beside it; it is in the same sdk/v3 directory.
 		if ! src=$(cd "$SPEC/pulumi-python" &&
 			"$GO" list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3 2>>"$log") ||
 			! [ -f "$src/python/cmd/pulumi-language-python-exec" ]; then
+			rm -f "$STAMPS/pulumi-python"
 			fail pulumi-python "no python/cmd/pulumi-language-python-exec in sdk/v3 $PULUMI_PYTHON_HOST_VERSION" "$log"
 			return
 		fi
-		install -m 0755 "$src/python/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
-		echo "$key" >"$STAMPS/pulumi-python"
+		install -m 0755 "$src/python/cmd/pulumi-language-python-exec" "$exec"
 	fi
 
 	local piplog=$LOGS/pip.log venv=$REAL/python/venv
@@ -404,20 +410,7 @@ build_pulumi_python() {
 # longer has go/pulumi-language-go) and its own module is not on the proxy,
 # so it is built from there.  It runs `go` from PATH to build the program.
 build_pulumi_go() {
-	local key log=$LOGS/pulumi-go.log
-	key=$(inputs_key "$PULUMI_GO_HOST_VERSION" "$SPEC/pulumi-go/go.mod" "$SPEC/pulumi-go/go.sum")
-	if up_to_date pulumi-go "$key" "$BIN/pulumi-language-go"; then
-		say "pulumi-language-go $PULUMI_GO_HOST_VERSION: up to date"
-		return
-	fi
-	say "building pulumi-language-go $PULUMI_GO_HOST_VERSION (log: $log)"
-	if ! go_build "$log" "$SPEC/pulumi-go" \
-		"-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_GO_HOST_VERSION" \
-		github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go; then
-		fail pulumi-go "go build of pulumi-language-go from sdk/v3 $PULUMI_GO_HOST_VERSION failed" "$log"
-		return
-	fi
-	echo "$key" >"$STAMPS/pulumi-go"
+	sdk_host go "$PULUMI_GO_HOST_VERSION" github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go || return 0
 }
 
 # The semver oracle: a small program of our own (tests/real/semver/main.go)
