@@ -80,6 +80,25 @@ static int hopeless(const struct err *e)
 	return e->code == ERR_NOTFOUND || e->code == ERR_AUTH;
 }
 
+/* One line of the command's report, escaped: results on stdout, "✗ ..."
+ * failures on stderr (after what stdout holds so far). */
+static void say(FILE *out, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(FILE *out, const char *prefix, const char *fmt, ...)
+{
+	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	fprintf(out, "%s%s\n", prefix, log_printable(msg, shown, sizeof(shown)));
+	fflush(out);
+}
+
+#define fail_line(...) say(stderr, "✗ ", __VA_ARGS__)
+#define ok_line(...) say(stdout, "", __VA_ARGS__)
+
 /*
  * Waits until the object's status.lastHandledReconcileAt equals token,
  * GETting it every second for at most timeout_ms, with a progress line
@@ -98,6 +117,10 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	/* Ctrl-C ends the wait at once, with the terminal line cleaned up. */
 	const volatile int *stop = cli_cancel_on_signals();
 
+	/* Only now, with the handler in place: a script that reads this line
+	 * and sends SIGINT must see the wait end, not the default kill. */
+	if (!tty)
+		ok_line("◎ waiting for %s %s/%s to be reconciled", r->kind, ns, name);
 	*out = NULL;
 	for (;;) {
 		int64_t now = clock_mono_ms(), left = deadline - now;
@@ -160,25 +183,6 @@ static int wait_handled(struct stackctl *sc, const struct kube_resource *r, cons
 	return rc;
 }
 
-/* One line of the command's report, escaped: results on stdout, "✗ ..."
- * failures on stderr (after what stdout holds so far). */
-static void say(FILE *out, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(FILE *out, const char *prefix, const char *fmt, ...)
-{
-	char msg[ERR_MSG_MAX * 2], shown[ERR_MSG_MAX * 8];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fflush(stdout);
-	fprintf(out, "%s%s\n", prefix, log_printable(msg, shown, sizeof(shown)));
-	fflush(out);
-}
-
-#define fail_line(...) say(stderr, "✗ ", __VA_ARGS__)
-#define ok_line(...) say(stdout, "", __VA_ARGS__)
-
 static const char *or_dash(const char *s)
 {
 	return s && *s ? s : "-";
@@ -233,8 +237,6 @@ static int wait_outcome(struct stackctl *sc, const char *cmd, const struct stack
 	cJSON *st = NULL;
 	int rc;
 
-	if (!isatty(STDOUT_FILENO))
-		ok_line("◎ waiting for Stack %s/%s to be reconciled", ref->ns, ref->name);
 	if (wait_handled(sc, &stackctl_stack_res, ref->ns, ref->name, token, timeout_ms, &st, &e) < 0)
 		return wait_failed(cmd, "Stack", ref->ns, ref->name, timeout_text, &e);
 	rc = stack_outcome(st, ref->ns, ref->name);
@@ -343,8 +345,6 @@ static int reconcile_source(struct stackctl *sc, const char *ns, const struct so
 		return 1;
 	}
 	cJSON_Delete(res);
-	if (!isatty(STDOUT_FILENO))
-		ok_line("◎ waiting for %s %s/%s to be reconciled", s->kind, ns, s->name);
 	left = deadline - clock_mono_ms();
 	if (wait_handled(sc, &s->res, ns, s->name, token, left > 0 ? (long)left : 1, &obj, &e) < 0)
 		return wait_failed("reconcile", s->kind, ns, s->name, timeout_text, &e);
