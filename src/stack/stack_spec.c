@@ -656,6 +656,44 @@ static int parse_safety(const cJSON *spec, struct stack_spec *s, struct err *e)
 	return parse_prereqs(spec, s, e);
 }
 
+/*
+ * Fields of the operator's Stack that the schema takes (so its manifests
+ * apply as written) but this controller does not act on yet.  Ignoring one
+ * would surprise: a workspaceTemplate run in the controller's own pod, an
+ * access token never set.  Each is refused by name until it is served; the
+ * operator's no-ops (expectNoRefreshChanges, retryOnUpdateConflict,
+ * shallow, workspaceReclaimPolicy, updateTemplate) are accepted and mean
+ * nothing here either (docs/migrating-from-pko.md).
+ */
+static int refuse_unserved(const cJSON *spec, struct err *e)
+{
+	static const struct { const char *field, *instead; } unserved[] = {
+		{ "workspaceTemplate", "runner: {type: Job, podTemplate}" },
+		{ "serviceAccountName", "runner: {type: Job, serviceAccountName}" },
+		{ "gitAuth", "a Flux GitRepository's secretRef in spec.fluxSource" },
+		{ "gitAuthSecret", "a Flux GitRepository's secretRef in spec.fluxSource" },
+		{ "envSecrets", "envRefs of type Secret" },
+		{ "accessTokenSecret", "envRefs: {PULUMI_ACCESS_TOKEN: {type: Secret, ...}}" },
+		{ "secrets", "secretsRef" },
+		{ "environment", "the environment in the stack's Pulumi.<stack>.yaml" },
+		{ "targetDependents", "targets that list the dependents" },
+		{ "useLocalStackOnly", "a stack created beforehand (a missing one is created)" },
+		{ "runProgram", "destroy without it" },
+	};
+
+	for (size_t i = 0; i < sizeof(unserved) / sizeof(unserved[0]); i++) {
+		const cJSON *v = item(spec, unserved[i].field);
+		if (v == NULL || cJSON_IsNull(v) || cJSON_IsFalse(v) ||
+		    ((cJSON_IsArray(v) || cJSON_IsObject(v)) && cJSON_GetArraySize(v) == 0) ||
+		    (cJSON_IsString(v) && v->valuestring[0] == '\0'))
+			continue;
+		return err_set(e, ERR_INVALID, "spec.%s: the operator's field is not acted on by this "
+		    "controller yet; use %s (docs/migrating-from-pko.md)", unserved[i].field,
+		    unserved[i].instead), -1;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------ the spec */
 
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *s,
@@ -682,7 +720,8 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 		return err_set(e, ERR_NOMEM, "out of memory"), -1;
 	if (s->stack == NULL || s->stack[0] == '\0')
 		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
-	if (parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
+	if (refuse_unserved(spec, e) < 0 ||
+	    parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
 	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, s, e) < 0 || parse_env(spec, s, e) < 0)
 		return -1;
 	if (get_bool(spec, "refresh", "spec.refresh", &s->refresh, e) < 0 ||

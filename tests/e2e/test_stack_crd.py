@@ -17,8 +17,8 @@ CLASSIC = SAMPLES / "classic-stack.yaml"
 V1, V1ALPHA1 = "pulumi.com/v1", "pulumi.com/v1alpha1"
 FLUX = {"sourceRef": {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
                       "name": "repo"}}
-SOURCE_RULE = ("exactly one source is needed; set one of fluxSource, ociSource or programRef "
-               "(projectRepo is refused by the controller)")
+SOURCE_RULE = ("exactly one source is needed; set one of fluxSource, ociSource, programRef, "
+               "projectRepo or workspaceTemplate.spec.local")
 STACK_RULE = ("stack names the Pulumi stack; only a classic programRef Stack may leave it out "
               "(its stack is then the Stack's own name)")
 REF_RULE = "ociSource.ref needs exactly one of tag, digest or semver"
@@ -142,12 +142,11 @@ def test_a_schema_error_that_blocks_the_rules_says_so(any_kubeapi):
     """An unsupported enum value (or a wrong type) stops the server before the CEL
     rules, and it adds a cause saying they were not checked."""
     api = any_kubeapi
-    status = _refusal(api, stack("bad", stack="dev", fluxSource={"sourceRef": dict(
-        FLUX["sourceRef"], kind="HelmRepository")}, ociSource={"url": "oci://r/x", "ref": {}}))
+    status = _refusal(api, stack("bad", stack="dev", fluxSource=FLUX, runner={"type": "Pod"},
+                                 ociSource={"url": "oci://r/x", "ref": {}}))
     assert status["details"]["causes"] == [
-        {"reason": "FieldValueNotSupported", "field": "spec.fluxSource.sourceRef.kind",
-         "message": 'Unsupported value: "HelmRepository": supported values: '
-                    '"GitRepository", "OCIRepository", "Bucket"'},
+        {"reason": "FieldValueNotSupported", "field": "spec.runner.type",
+         "message": 'Unsupported value: "Pod": supported values: "Local", "Job"'},
         {"reason": "FieldValueInvalid", "field": "<nil>",
          "message": "Invalid value: null: some validation rules were not checked because the "
                     "object was invalid; correct the existing errors to complete validation"}]

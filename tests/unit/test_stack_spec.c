@@ -517,6 +517,24 @@ static void reserved_env_names_refused(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'HOME': {'value': '/'}}}", "spec.envs.HOME", "reserved");
 }
 
+static void operators_unserved_fields_are_refused_by_name(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	refused("{'stack': 'dev', " FLUX ", 'workspaceTemplate': {'spec': {'image': 'pulumi/pulumi'}}}",
+	    "spec.workspaceTemplate", "not acted on");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'token'}", "spec.accessTokenSecret",
+	    "PULUMI_ACCESS_TOKEN");
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws']}", "spec.envSecrets", "not acted on");
+	refused("{'stack': 'dev', " FLUX ", 'targetDependents': true}", "spec.targetDependents", "not acted on");
+	/* Empty, false or the operator's no-ops: nothing to act on. */
+	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'targetDependents': false, "
+	    "'serviceAccountName': '', 'expectNoRefreshChanges': true, 'retryOnUpdateConflict': true, "
+	    "'workspaceReclaimPolicy': 'Delete', 'updateTemplate': {'spec': {'ttlAfterCompleted': '1h'}}}", &s);
+	stack_spec_free(&s);
+}
+
 static void env_refs_and_classic_envs(void **state)
 {
 	struct stack_spec s;
@@ -997,6 +1015,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(flux_source_of_every_kind),
 		cmocka_unit_test(reserved_env_names_refused),
+		cmocka_unit_test(operators_unserved_fields_are_refused_by_name),
 		cmocka_unit_test(flux_source_refusals),
 		cmocka_unit_test(oci_source_refs),
 		cmocka_unit_test(oci_source_options),
