@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/base64.h"
+#include "base/mem.h"
 #include "base/fs.h"
 #include "base/proc.h"
 #include "base/secret.h"
@@ -36,11 +37,7 @@ void oci_challenge_free(struct oci_challenge *c)
 {
 	if (c == NULL)
 		return;
-	free(c->scheme);
-	free(c->realm);
-	free(c->service);
-	free(c->scope);
-	free(c->error);
+	mem_free_all(c->scheme, c->realm, c->service, c->scope, c->error);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -19,17 +19,14 @@
 
 #include "base/digest.h"
 #include "base/str.h"
+#include "base/mem.h"
 #include "oci/internal.h"
 
 #define MAX_DESCRIPTORS 10000
 
 static void descriptor_free(struct oci_descriptor *d)
 {
-	free(d->media_type);
-	free(d->digest);
-	free(d->os);
-	free(d->arch);
-	free(d->variant);
+	mem_free_all(d->media_type, d->digest, d->os, d->arch, d->variant);
 	memset(d, 0, sizeof(*d));
 }
 

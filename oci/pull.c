@@ -26,6 +26,7 @@
 #include "base/http.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/mem.h"
 #include "oci/internal.h"
 
 #define READ_CHUNK (256 * 1024)
@@ -43,13 +44,8 @@ void oci_pull_result_free(struct oci_pull_result *r)
 {
 	if (r == NULL)
 		return;
-	free(r->tag);
-	free(r->revision);
-	free(r->manifest_digest);
-	free(r->index_digest);
-	free(r->platform);
-	free(r->layer_digest);
-	free(r->layer_media_type);
+	mem_free_all(r->tag, r->revision, r->manifest_digest, r->index_digest,
+		     r->platform, r->layer_digest, r->layer_media_type);
 	oci_annotations_free(r->annotations, r->nannotations);
 	memset(r, 0, sizeof(*r));
 }

@@ -16,6 +16,7 @@
 
 #include "base/digest.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/str.h"
 
 #define DOCKER_HUB_API "registry-1.docker.io"
@@ -25,10 +26,7 @@ void oci_ref_free(struct oci_ref *r)
 {
 	if (r == NULL)
 		return;
-	free(r->registry);
-	free(r->repository);
-	free(r->tag);
-	free(r->digest);
+	mem_free_all(r->registry, r->repository, r->tag, r->digest);
 	memset(r, 0, sizeof(*r));
 }
 

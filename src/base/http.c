@@ -60,15 +60,16 @@ static int is_2xx(long s) { return s >= 200 && s < 300; }
 
 void http_opts_default(struct http_opts *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->connect_timeout_ms = 10000;
-	o->timeout_ms = 300000;
-	o->stall_timeout_ms = 30000;
-	o->retries = 3;
-	o->backoff_initial_ms = 500;
-	o->backoff_max_ms = 30000;
-	o->max_bytes = -1;
-	o->max_redirects = 10;
+	*o = (struct http_opts){
+		.connect_timeout_ms = 10000,
+		.timeout_ms = 300000,
+		.stall_timeout_ms = 30000,
+		.retries = 3,
+		.backoff_initial_ms = 500,
+		.backoff_max_ms = 30000,
+		.max_bytes = -1,
+		.max_redirects = 10,
+	};
 }
 
 /*

@@ -4,6 +4,7 @@
  * lookup in a response.  No transfer state: http.c does the requests.
  */
 #include "base/http.h"
+#include "base/mem.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -83,9 +84,7 @@ void http_response_free(struct http_response *r)
 {
 	if (r == NULL)
 		return;
-	free(r->body);
-	free(r->raw_headers);
-	free(r->effective_url);
+	mem_free_all(r->body, r->raw_headers, r->effective_url);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -20,6 +20,7 @@
 
 #include "base/base64.h"
 #include "base/fs.h"
+#include "base/mem.h"
 #include "base/secret.h"
 #include "base/str.h"
 #include "base/url.h"
@@ -31,17 +32,11 @@ void kube_config_free(struct kube_config *c)
 {
 	if (c == NULL)
 		return;
-	free(c->source);
-	free(c->server);
-	free(c->namespace);
-	free(c->ca_file);
-	free(c->ca_pem);
-	free(c->client_cert_file);
-	free(c->client_key_file);
-	free(c->client_cert_pem);
+	mem_free_all(c->source, c->server, c->namespace, c->ca_file, c->ca_pem,
+		     c->client_cert_file, c->client_key_file, c->client_cert_pem,
+		     c->token_file);
 	secret_free(c->client_key_pem);
 	secret_free(c->token);
-	free(c->token_file);
 	if (c->exec) {
 		free(c->exec->command);
 		free(c->exec->api_version);
