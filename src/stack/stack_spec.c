@@ -65,6 +65,23 @@ static int get_str(const cJSON *o, const char *k, const char *field, char **out,
 	return 0;
 }
 
+/* A string field that is either absent or the one value this controller
+ * supports; any other is refused, naming it and saying why (the tail). */
+static int get_only(const cJSON *o, const char *k, const char *field, const char *only, const char *why,
+    struct err *e)
+{
+	char *v;
+	int other;
+
+	if (get_str(o, k, field, &v, e) < 0)
+		return -1;
+	other = v != NULL && strcmp(v, only) != 0;
+	if (other)
+		err_set(e, ERR_INVALID, "%s: \"%s\" is not supported; %s", field, v, why);
+	free(v);
+	return other ? -1 : 0;
+}
+
 /* An object field: 0 with *out (NULL when absent or null); -1 when it is
  * something else, which must not be read as "absent" (a string secretRef
  * would otherwise pull anonymously). */
@@ -390,21 +407,13 @@ static int parse_flux_source(const cJSON *fs, struct stack_spec *s, struct err *
 static int parse_oci_verify(const cJSON *v, struct stack_spec *s, struct err *e)
 {
 	const cJSON *sec;
-	char *provider = NULL;
 
 	if (v == NULL || cJSON_IsNull(v))
 		return 0;
 	if (!cJSON_IsObject(v))
 		return err_set(e, ERR_INVALID, "spec.ociSource.verify: must be an object"), -1;
-	if (get_str(v, "provider", "spec.ociSource.verify.provider", &provider, e) < 0)
+	if (get_only(v, "provider", "spec.ociSource.verify.provider", "cosign", "only cosign is", e) < 0)
 		return -1;
-	if (provider != NULL && strcmp(provider, "cosign") != 0) {
-		err_set(e, ERR_INVALID, "spec.ociSource.verify.provider: \"%s\" is not supported; only "
-		    "cosign is", provider);
-		free(provider);
-		return -1;
-	}
-	free(provider);
 	if (item(v, "matchOIDCIdentity") != NULL || item(v, "trustedRootSecretRef") != NULL)
 		return err_set(e, ERR_INVALID, "spec.ociSource.verify.%s: keyless verification is not "
 		    "supported; give the public keys in verify.secretRef", item(v, "matchOIDCIdentity") ?
@@ -423,7 +432,6 @@ static int parse_oci_verify(const cJSON *v, struct stack_spec *s, struct err *e)
 static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e)
 {
 	const cJSON *ref, *sel, *sec, *cert;
-	char *op = NULL;
 	int nref;
 
 	s->source = STACK_SRC_OCI;
@@ -432,15 +440,9 @@ static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e
 	    get_obj(os, "layerSelector", "spec.ociSource.layerSelector", &sel, e) < 0 ||
 	    get_obj(os, "secretRef", "spec.ociSource.secretRef", &sec, e) < 0 ||
 	    get_obj(os, "certSecretRef", "spec.ociSource.certSecretRef", &cert, e) < 0 ||
-	    get_str(sel, "operation", "spec.ociSource.layerSelector.operation", &op, e) < 0)
+	    get_only(sel, "operation", "spec.ociSource.layerSelector.operation", "extract",
+	        "a program is always extracted (extract)", e) < 0)
 		return -1;
-	if (op != NULL && strcmp(op, "extract") != 0) {
-		err_set(e, ERR_INVALID, "spec.ociSource.layerSelector.operation: \"%s\" is not supported; a "
-		    "program is always extracted (extract)", op);
-		free(op);
-		return -1;
-	}
-	free(op);
 	if (get_str(os, "url", "spec.ociSource.url", &s->oci_url, e) < 0 ||
 	    get_str(os, "dir", "spec.ociSource.dir", &s->dir, e) < 0 ||
 	    get_str(ref, "tag", "spec.ociSource.ref.tag", &s->oci_tag, e) < 0 ||
