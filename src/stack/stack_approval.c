@@ -98,20 +98,6 @@ static const char *approved_by(struct stack_pass *p, const char *id)
 	return NULL;
 }
 
-static void summary_text(const cJSON *changes, char *buf, size_t n)
-{
-	const cJSON *c;
-	size_t len = 0;
-
-	buf[0] = '\0';
-	cJSON_ArrayForEach(c, changes)
-		if (strcmp(c->string, "same") != 0 && len < n)
-			len += (size_t)snprintf(buf + len, n - len, "%s%d to %s", len ? ", " : "",
-			    (int)c->valuedouble, c->string);
-	if (len == 0)
-		snprintf(buf, n, "no resource changes");
-}
-
 /* Ready=False, Reconciling=True, AwaitingApproval=True with the commands
  * that approve the plan. */
 static void await(struct stack_pass *p, const char *reason, const char *id, const char *why)
@@ -124,7 +110,7 @@ static void await(struct stack_pass *p, const char *reason, const char *id, cons
 	 * only polled, so a new tag must still be looked for while waiting. */
 	long poll = p->spec.source == STACK_SRC_OCI && p->spec.oci_digest == NULL ? p->spec.oci_interval_ms : 0;
 
-	summary_text(cJSON_GetObjectItemCaseSensitive(pv, "changeSummary"), sum, sizeof(sum));
+	stack_plan_summary_text(cJSON_GetObjectItemCaseSensitive(pv, "changeSummary"), sum, sizeof(sum));
 	stack_verdict(p, STACK_WAITING, reason, poll, "%splan %s (%s) at revision %s awaits approval: run "
 	    "`pulumi-controller approve %s/%s --plan %s`, or `kubectl -n %s patch stack %s --type merge "
 	    "-p '{\"spec\":{\"approvedPlan\":\"%s\"}}'`", why ? why : "", id, sum,

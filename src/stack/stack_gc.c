@@ -133,63 +133,43 @@ static int each_entry(const char *dir, void (*fn)(void *ud, const char *dir, con
 	return 0;
 }
 
+/* One sweep of a two-level tree: <dir>/<group>/<name>, the key of an entry
+ * being "<group>/<name>" (artifacts/<algo>/<hex>, workspaces/<ns>/<name>). */
 struct sweep {
-	struct in_use *u;
-	const char *algo;
-	const char *ns;
+	const struct strset *keep;      /* the keys in use */
+	int artifacts;                  /* only directories older than STACK_GC_MIN_AGE_S go */
+	const char *group;
 	int removed;
 };
 
-static void artifact_entry(void *ud, const char *dir, const char *name)
+static void leaf_entry(void *ud, const char *dir, const char *name)
 {
 	struct sweep *s = ud;
-	char key[300], path[PATH_MAX];
+	char key[600], path[PATH_MAX];
 
-	snprintf(key, sizeof(key), "%s/%s", s->algo, name);
+	snprintf(key, sizeof(key), "%s/%s", s->group, name);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!fs_is_dir(path) || set_has(&s->u->digests, key) || !old_enough(path))
+	if (set_has(s->keep, key) || (s->artifacts && (!fs_is_dir(path) || !old_enough(path))))
 		return;
 	if (remove_tree(path) == 0)
 		s->removed++;
 }
 
-static void algo_entry(void *ud, const char *dir, const char *name)
+static void group_entry(void *ud, const char *dir, const char *name)
 {
 	struct sweep *s = ud;
 	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	s->algo = name;
+	s->group = name;
 	if (fs_is_dir(path))
-		each_entry(path, artifact_entry, s);
-}
-
-static void workspace_entry(void *ud, const char *dir, const char *name)
-{
-	struct sweep *s = ud;
-	char key[600], path[PATH_MAX];
-
-	snprintf(key, sizeof(key), "%s/%s", s->ns, name);
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!set_has(&s->u->keys, key) && remove_tree(path) == 0)
-		s->removed++;
-}
-
-static void namespace_entry(void *ud, const char *dir, const char *name)
-{
-	struct sweep *s = ud;
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	s->ns = name;
-	if (fs_is_dir(path))
-		each_entry(path, workspace_entry, s);
+		each_entry(path, leaf_entry, s);
 }
 
 void stack_ctl_gc(struct stack_ctl *sc)
 {
 	struct in_use u;
-	struct sweep s;
+	struct sweep artifacts = { .artifacts = 1 }, workspaces = { 0 };
 	char dir[PATH_MAX];
 
 	if (sc->stacks.inf == NULL || !stack_ctl_synced(sc))
@@ -198,15 +178,15 @@ void stack_ctl_gc(struct stack_ctl *sc)
 	u.sc = sc;
 	kube_informer_each(sc->stacks.inf, collect_key, &u);
 	collect_digests(&u);
-	memset(&s, 0, sizeof(s));
-	s.u = &u;
+	artifacts.keep = &u.digests;
 	stack_store_artifacts_dir(sc, dir, sizeof(dir));
-	each_entry(dir, algo_entry, &s);
+	each_entry(dir, group_entry, &artifacts);
+	workspaces.keep = &u.keys;
 	snprintf(dir, sizeof(dir), "%s/workspaces", sc->o.storage_path);
-	each_entry(dir, namespace_entry, &s);
-	if (s.removed > 0) {
+	each_entry(dir, group_entry, &workspaces);
+	if (artifacts.removed + workspaces.removed > 0) {
 		char n[16];
-		snprintf(n, sizeof(n), "%d", s.removed);
+		snprintf(n, sizeof(n), "%d", artifacts.removed + workspaces.removed);
 		log_info("removed unused artifacts and workspaces", "count", n, NULL);
 	}
 	set_free(&u.keys);

@@ -174,32 +174,34 @@ static int resolve(struct stack_pass *p, int lenient)
 	for (size_t i = 0; rc == 0 && i < s->n_config; i++) {
 		char *val;
 		int r = resolve_value(p, &list, &s->config[i].v, &val, missing, sizeof(missing), &e);
-		if (r < 0 || (r == 1 && !lenient)) {
+		if (r == 1 && lenient)
+			continue;
+		if (r != 0) {
 			rc = r;
 			break;
 		}
-		if (r == 1)
-			continue;
-		p->in.config[p->in.n_config].key = s->config[i].key;
-		p->in.config[p->in.n_config].value = val;
-		p->in.config[p->in.n_config].secret = s->config[i].secret || s->config[i].v.kind == STACK_VAL_SECRET;
-		p->in.config[p->in.n_config].structured = s->config[i].v.structured;
-		p->in.n_config++;
+		p->in.config[p->in.n_config++] = (struct pl_config_item){
+			.key = s->config[i].key,
+			.value = val,
+			.secret = s->config[i].secret || s->config[i].v.kind == STACK_VAL_SECRET,
+			.structured = s->config[i].v.structured,
+		};
 	}
 	for (size_t i = 0; rc == 0 && i < s->n_env; i++) {
 		char *val;
 		int r = resolve_value(p, &list, &s->env[i].v, &val, missing, sizeof(missing), &e);
-		if (r < 0 || (r == 1 && !lenient)) {
+		if (r == 1 && lenient)
+			continue;
+		if (r != 0) {
 			rc = r;
 			break;
 		}
-		if (r == 1)
-			continue;
-		p->in.env[p->in.n_env].name = s->env[i].name;
-		p->in.env[p->in.n_env].value = val;
 		/* ConfigMap values are not secret (they may well equal config values). */
-		p->in.env[p->in.n_env].secret = s->env[i].v.kind == STACK_VAL_SECRET;
-		p->in.n_env++;
+		p->in.env[p->in.n_env++] = (struct pl_env_var){
+			.name = s->env[i].name,
+			.value = val,
+			.secret = s->env[i].v.kind == STACK_VAL_SECRET,
+		};
 	}
 	fetched_free(list);
 	if (p->in.refs)

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/mem.h"
 #include "stack/stack_exec.h"
 
 /* How long a woken Stack keeps a free slot for its pass. */
@@ -99,9 +100,7 @@ static long run_find(const struct stack_job_slots *s, const char *job)
 
 static void slot_job_free(struct slot_job *j)
 {
-	free(j->job);
-	free(j->stack);
-	free(j->uid);
+	mem_free_all(j->job, j->stack, j->uid);
 }
 
 /* Fills *j with copies of job, stack and uid (NULL stays NULL); -1 when

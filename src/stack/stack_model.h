@@ -341,6 +341,9 @@ const char *stack_approval_applied(const struct stack_pass *p);
 /* status.preview.steps from a plan: op and URN of every change, at most
  * max; *omitted counts the rest.  Caller frees. */
 cJSON *stack_plan_steps(const char *text, int max, int *omitted);
+/* A preview's changeSummary ({"create": 1, "same": 2}) in words into buf:
+ * "1 to create", or "no resource changes". */
+void stack_plan_summary_text(const cJSON *changes, char *buf, size_t n);
 
 /* Adds the AwaitingApproval / Drifted conditions to out (status writes). */
 void stack_safety_conditions(const struct stack_pass *p, cJSON *out, const cJSON *old,

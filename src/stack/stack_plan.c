@@ -12,6 +12,7 @@
  * revision: a new commit that changes nothing the plan does keeps its
  * approval, and an approval can never apply a plan with other steps.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,23 @@ static cJSON *changed_properties(const cJSON *goal)
 	return names;
 }
 
+/* Appends sep (unless buf is still empty) and the formatted text to buf, of
+ * n bytes.  *len counts what was asked for, so once it reaches n the rest
+ * is left out and buf keeps what fitted. */
+static void __attribute__((format(printf, 5, 6)))
+text_add(char *buf, size_t n, size_t *len, const char *sep, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (*len < n && *len > 0)
+		*len += (size_t)snprintf(buf + *len, n - *len, "%s", sep);
+	if (*len >= n)
+		return;
+	va_start(ap, fmt);
+	*len += (size_t)vsnprintf(buf + *len, n - *len, fmt, ap);
+	va_end(ap);
+}
+
 static void join_steps(const cJSON *steps, char *buf, size_t n)
 {
 	const cJSON *s;
@@ -249,8 +267,21 @@ static void join_steps(const cJSON *steps, char *buf, size_t n)
 
 	buf[0] = '\0';
 	cJSON_ArrayForEach(s, steps)
-		if (cJSON_IsString(s) && strcmp(s->valuestring, "same") != 0 && len < n)
-			len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", s->valuestring);
+		if (cJSON_IsString(s) && strcmp(s->valuestring, "same") != 0)
+			text_add(buf, n, &len, ",", "%s", s->valuestring);
+}
+
+void stack_plan_summary_text(const cJSON *changes, char *buf, size_t n)
+{
+	const cJSON *c;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	cJSON_ArrayForEach(c, changes)
+		if (strcmp(c->string, "same") != 0)
+			text_add(buf, n, &len, ", ", "%d to %s", (int)c->valuedouble, c->string);
+	if (len == 0)
+		snprintf(buf, n, "no resource changes");
 }
 
 cJSON *stack_plan_steps(const char *text, int max, int *omitted)

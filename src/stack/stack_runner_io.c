@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/xalloc.h"
 #include "kube/kube.h"
 #include "pulumi/pulumi.h"
@@ -46,23 +47,10 @@ void stack_run_input_free(struct stack_run_input *in)
 {
 	if (in == NULL)
 		return;
-	free(in->operation);
-	free(in->namespace);
-	free(in->name);
-	free(in->stack);
-	free(in->fingerprint);
-	free(in->url);
-	free(in->digest);
-	free(in->revision);
-	free(in->manifest_digest);
-	free(in->layer_digest);
-	free(in->index_digest);
-	free(in->media_type);
-	free(in->dir);
-	free(in->backend);
-	free(in->secrets_provider);
-	free(in->backend_env);
-	free(in->secrets_provider_env);
+	mem_free_all(in->operation, in->namespace, in->name, in->stack, in->fingerprint, in->url, in->digest,
+	    in->revision, in->manifest_digest, in->layer_digest, in->index_digest, in->media_type, in->dir,
+	    in->backend, in->secrets_provider, in->backend_env, in->secrets_provider_env, in->outputs_secret,
+	    in->cancel_lock, in->plan_secret, in->plan_id, in->plan_after);
 	pairs_free(in->config, in->n_config);
 	pairs_free(in->secret_config, in->n_secret_config);
 	pairs_free(in->config_from_env, in->n_config_from_env);
@@ -70,12 +58,22 @@ void stack_run_input_free(struct stack_run_input *in)
 	strings_free(in->env, in->n_env);
 	strings_free(in->targets, in->n_targets);
 	strings_free(in->policy_packs, in->n_policy_packs);
-	free(in->outputs_secret);
-	free(in->cancel_lock);
-	free(in->plan_secret);
-	free(in->plan_id);
-	free(in->plan_after);
 	free(in);
+}
+
+/* obj.field into *v when it is what is() accepts: 0 (*v NULL when absent
+ * or null); -1 with "<path> must be <what>" when it is something else. */
+static int typed(const cJSON *obj, const char *path, const char *field, cJSON_bool (*is)(const cJSON *),
+    const char *what, const cJSON **v, struct err *e)
+{
+	*v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	if (*v == NULL || cJSON_IsNull(*v)) {
+		*v = NULL;
+		return 0;
+	}
+	if (!is(*v))
+		return err_set(e, ERR_INVALID, INPUT ": %s must be %s", path, what), -1;
+	return 0;
 }
 
 /* obj.field as an owned string into *out: required (NULL or missing is an
@@ -83,45 +81,39 @@ void stack_run_input_free(struct stack_run_input *in)
 static int get_str(const cJSON *obj, const char *path, const char *field, int required, char **out,
     struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	const cJSON *v;
 
-	if (v == NULL || cJSON_IsNull(v)) {
-		if (required)
-			return err_set(e, ERR_INVALID, INPUT ": %s is required", path), -1;
-		return 0;
-	}
-	if (!cJSON_IsString(v))
-		return err_set(e, ERR_INVALID, INPUT ": %s must be a string", path), -1;
-	if (v->valuestring[0] == '\0') {
-		if (required)
-			return err_set(e, ERR_INVALID, INPUT ": %s must not be empty", path), -1;
-		return 0;
-	}
-	*out = xstrdup(v->valuestring);
+	if (typed(obj, path, field, cJSON_IsString, "a string", &v, e) < 0)
+		return -1;
+	if (required && v == NULL)
+		return err_set(e, ERR_INVALID, INPUT ": %s is required", path), -1;
+	if (required && v->valuestring[0] == '\0')
+		return err_set(e, ERR_INVALID, INPUT ": %s must not be empty", path), -1;
+	if (v != NULL && v->valuestring[0] != '\0')
+		*out = xstrdup(v->valuestring);
 	return 0;
 }
 
 static int get_bool(const cJSON *obj, const char *path, const char *field, int *out, struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	const cJSON *v;
 
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsBool(v))
-		return err_set(e, ERR_INVALID, INPUT ": %s must be true or false", path), -1;
-	*out = cJSON_IsTrue(v);
+	if (typed(obj, path, field, cJSON_IsBool, "true or false", &v, e) < 0)
+		return -1;
+	if (v != NULL)
+		*out = cJSON_IsTrue(v);
 	return 0;
 }
 
 static int get_strings(const cJSON *obj, const char *field, char ***out, size_t *n, struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field), *it;
+	const cJSON *v, *it;
 	int i = 0;
 
-	if (v == NULL || cJSON_IsNull(v))
+	if (typed(obj, field, field, cJSON_IsArray, "an array of strings", &v, e) < 0)
+		return -1;
+	if (v == NULL)
 		return 0;
-	if (!cJSON_IsArray(v))
-		return err_set(e, ERR_INVALID, INPUT ": %s must be an array of strings", field), -1;
 	*out = xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(char *));
 	cJSON_ArrayForEach(it, v) {
 		if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
@@ -135,12 +127,12 @@ static int get_strings(const cJSON *obj, const char *field, char ***out, size_t 
 static int get_pairs(const cJSON *obj, const char *field, struct stack_run_pair **out, size_t *n,
     struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field), *it;
+	const cJSON *v, *it;
 
-	if (v == NULL || cJSON_IsNull(v))
+	if (typed(obj, field, field, cJSON_IsObject, "an object of strings", &v, e) < 0)
+		return -1;
+	if (v == NULL)
 		return 0;
-	if (!cJSON_IsObject(v))
-		return err_set(e, ERR_INVALID, INPUT ": %s must be an object of strings", field), -1;
 	*out = xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(**out));
 	cJSON_ArrayForEach(it, v) {
 		/* The key only: a value may be a plaintext config value, and even

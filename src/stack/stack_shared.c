@@ -18,17 +18,18 @@
 
 void stack_opts_default(struct stack_opts *o)
 {
-	memset(o, 0, sizeof(*o));
-	o->storage_path = "/var/lib/pulumi-controller";
-	o->update_timeout_ms = 30L * 60 * 1000;
-	o->max_artifact_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES;
-	o->requeue_dependency_ms = 30000;
-	o->lock_grace_ms = 45000;
-	o->max_failures = 5;
-	o->watch_idle_timeout_s = 120;
-	o->max_concurrent_jobs = 10;
-	o->job_ttl_s = 3600;
-	o->job_start_timeout_ms = 5L * 60 * 1000;
+	*o = (struct stack_opts){
+		.storage_path = "/var/lib/pulumi-controller",
+		.update_timeout_ms = 30L * 60 * 1000,
+		.max_artifact_bytes = FLUX_DEFAULT_MAX_ARTIFACT_BYTES,
+		.requeue_dependency_ms = 30000,
+		.lock_grace_ms = 45000,
+		.max_failures = 5,
+		.watch_idle_timeout_s = 120,
+		.max_concurrent_jobs = 10,
+		.job_ttl_s = 3600,
+		.job_start_timeout_ms = 5L * 60 * 1000,
+	};
 }
 
 /* The kinds being watched (a Flux kind not served is left out). */

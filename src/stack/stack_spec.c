@@ -19,6 +19,7 @@
 
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/secret.h"
 #include "stack/stack_model.h"
 
@@ -34,19 +35,51 @@ static const cJSON *item(const cJSON *o, const char *k)
 	return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
+/* o[k] into *v when it is what is() accepts: 0 (*v NULL when absent or
+ * null); -1 with "field: must be <what>" when it is something else. */
+static int typed(const cJSON *o, const char *k, const char *field, cJSON_bool (*is)(const cJSON *),
+    const char *what, const cJSON **v, struct err *e)
+{
+	*v = item(o, k);
+	if (*v == NULL || cJSON_IsNull(*v)) {
+		*v = NULL;
+		return 0;
+	}
+	if (!is(*v)) {
+		*v = NULL;
+		return err_set(e, ERR_INVALID, "%s: must be %s", field, what), -1;
+	}
+	return 0;
+}
+
 /* A string field: NULL when absent; -1 when present but not a string. */
 static int get_str(const cJSON *o, const char *k, const char *field, char **out, struct err *e)
 {
-	const cJSON *v = item(o, k);
+	const cJSON *v;
 
 	*out = NULL;
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsString(v))
-		return err_set(e, ERR_INVALID, "%s: must be a string", field), -1;
-	if ((*out = strdup(v->valuestring)) == NULL)
+	if (typed(o, k, field, cJSON_IsString, "a string", &v, e) < 0)
+		return -1;
+	if (v != NULL && (*out = strdup(v->valuestring)) == NULL)
 		return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
 	return 0;
+}
+
+/* A string field that is either absent or the one value this controller
+ * supports; any other is refused, naming it and saying why (the tail). */
+static int get_only(const cJSON *o, const char *k, const char *field, const char *only, const char *why,
+    struct err *e)
+{
+	char *v;
+	int other;
+
+	if (get_str(o, k, field, &v, e) < 0)
+		return -1;
+	other = v != NULL && strcmp(v, only) != 0;
+	if (other)
+		err_set(e, ERR_INVALID, "%s: \"%s\" is not supported; %s", field, v, why);
+	free(v);
+	return other ? -1 : 0;
 }
 
 /* An object field: 0 with *out (NULL when absent or null); -1 when it is
@@ -54,39 +87,34 @@ static int get_str(const cJSON *o, const char *k, const char *field, char **out,
  * would otherwise pull anonymously). */
 static int get_obj(const cJSON *o, const char *k, const char *field, const cJSON **out, struct err *e)
 {
-	const cJSON *v = item(o, k);
-
-	*out = NULL;
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsObject(v))
-		return err_set(e, ERR_INVALID, "%s: must be an object", field), -1;
-	*out = v;
-	return 0;
+	return typed(o, k, field, cJSON_IsObject, "an object", out, e);
 }
 
 static int get_bool(const cJSON *o, const char *k, const char *field, int *out, struct err *e)
 {
-	const cJSON *v = item(o, k);
+	const cJSON *v;
 
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsBool(v))
-		return err_set(e, ERR_INVALID, "%s: must be true or false", field), -1;
-	*out = cJSON_IsTrue(v);
+	if (typed(o, k, field, cJSON_IsBool, "true or false", &v, e) < 0)
+		return -1;
+	if (v != NULL)
+		*out = cJSON_IsTrue(v);
 	return 0;
 }
+
+#define DURATION_WANTED "a positive duration such as 90s or 5m"
 
 /* A Go duration string ("90s", "5m"); *ms left alone when absent. */
 static int get_duration(const cJSON *o, const char *k, const char *field, long *ms, struct err *e)
 {
-	const cJSON *v = item(o, k);
+	const cJSON *v;
 	long d;
 
-	if (v == NULL || cJSON_IsNull(v))
+	if (typed(o, k, field, cJSON_IsString, DURATION_WANTED, &v, e) < 0)
+		return -1;
+	if (v == NULL)
 		return 0;
-	if (!cJSON_IsString(v) || duration_parse_ms(v->valuestring, &d) < 0 || d <= 0)
-		return err_set(e, ERR_INVALID, "%s: must be a positive duration such as 90s or 5m", field), -1;
+	if (duration_parse_ms(v->valuestring, &d) < 0 || d <= 0)
+		return err_set(e, ERR_INVALID, "%s: must be " DURATION_WANTED, field), -1;
 	*ms = d;
 	return 0;
 }
@@ -94,11 +122,13 @@ static int get_duration(const cJSON *o, const char *k, const char *field, long *
 /* A whole number of seconds; *ms left alone when absent or 0. */
 static int get_seconds(const cJSON *o, const char *k, const char *field, long *ms, struct err *e)
 {
-	const cJSON *v = item(o, k);
+	const cJSON *v;
 
-	if (v == NULL || cJSON_IsNull(v))
+	if (typed(o, k, field, cJSON_IsNumber, "a number of seconds", &v, e) < 0)
+		return -1;
+	if (v == NULL)
 		return 0;
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 10L * 365 * 86400)
+	if (v->valuedouble < 0 || v->valuedouble > 10L * 365 * 86400)
 		return err_set(e, ERR_INVALID, "%s: must be a number of seconds", field), -1;
 	if (v->valuedouble > 0)
 		*ms = (long)v->valuedouble * 1000;
@@ -108,15 +138,15 @@ static int get_seconds(const cJSON *o, const char *k, const char *field, long *m
 static int get_strings(const cJSON *o, const char *k, const char *field, char ***out, size_t *n,
     struct err *e)
 {
-	const cJSON *v = item(o, k), *it;
+	const cJSON *v, *it;
 	size_t i = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (v == NULL || cJSON_IsNull(v))
+	if (typed(o, k, field, cJSON_IsArray, "a list of strings", &v, e) < 0)
+		return -1;
+	if (v == NULL)
 		return 0;
-	if (!cJSON_IsArray(v))
-		return err_set(e, ERR_INVALID, "%s: must be a list of strings", field), -1;
 	if ((*out = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(char *))) == NULL)
 		return err_set(e, ERR_NOMEM, "%s: out of memory", field), -1;
 	cJSON_ArrayForEach(it, v) {
@@ -233,12 +263,10 @@ static int add_env(struct stack_spec *s, const char *field, const char *name, st
 /* config: strings raw, anything else as JSON text set leaf by leaf. */
 static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *cfg = item(spec, "config"), *it;
+	const cJSON *cfg, *it;
 
-	if (cfg == NULL || cJSON_IsNull(cfg))
-		return 0;
-	if (!cJSON_IsObject(cfg))
-		return err_set(e, ERR_INVALID, "spec.config: must be a map of keys to values"), -1;
+	if (typed(spec, "config", "spec.config", cJSON_IsObject, "a map of keys to values", &cfg, e) < 0)
+		return -1;
 	cJSON_ArrayForEach(it, cfg) {
 		struct stack_config *c;
 		if (add_config(s, "spec.config", it->string, e) < 0)
@@ -261,38 +289,34 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 
 static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *refs = item(spec, "configRef"), *sec = item(spec, "secretsRef"), *it;
+	const cJSON *refs, *sec, *it;
 	char f[200];
 
-	if (refs != NULL && !cJSON_IsNull(refs)) {
-		if (!cJSON_IsObject(refs))
-			return err_set(e, ERR_INVALID, "spec.configRef: must be a map"), -1;
-		cJSON_ArrayForEach(it, refs) {
-			struct stack_config *c;
-			int json = 0;
-			if (add_config(s, "spec.configRef", it->string, e) < 0)
-				return -1;
-			c = &s->config[s->n_config - 1];
-			snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
-			if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
-				return -1;
-			strncat(f, ".json", sizeof(f) - strlen(f) - 1);
-			if (get_bool(it, "json", f, &json, e) < 0)
-				return -1;
-			c->v.structured = json;
-		}
+	if (typed(spec, "configRef", "spec.configRef", cJSON_IsObject, "a map", &refs, e) < 0)
+		return -1;
+	cJSON_ArrayForEach(it, refs) {
+		struct stack_config *c;
+		int json = 0;
+		if (add_config(s, "spec.configRef", it->string, e) < 0)
+			return -1;
+		c = &s->config[s->n_config - 1];
+		snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
+		if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
+			return -1;
+		strncat(f, ".json", sizeof(f) - strlen(f) - 1);
+		if (get_bool(it, "json", f, &json, e) < 0)
+			return -1;
+		c->v.structured = json;
 	}
-	if (sec != NULL && !cJSON_IsNull(sec)) {
-		if (!cJSON_IsObject(sec))
-			return err_set(e, ERR_INVALID, "spec.secretsRef: must be a map"), -1;
-		cJSON_ArrayForEach(it, sec) {
-			if (add_config(s, "spec.secretsRef", it->string, e) < 0)
-				return -1;
-			s->config[s->n_config - 1].secret = 1;
-			snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
-			if (parse_resource_ref(it, f, &s->config[s->n_config - 1].v, e) < 0)
-				return -1;
-		}
+	if (typed(spec, "secretsRef", "spec.secretsRef", cJSON_IsObject, "a map", &sec, e) < 0)
+		return -1;
+	cJSON_ArrayForEach(it, sec) {
+		if (add_config(s, "spec.secretsRef", it->string, e) < 0)
+			return -1;
+		s->config[s->n_config - 1].secret = 1;
+		snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
+		if (parse_resource_ref(it, f, &s->config[s->n_config - 1].v, e) < 0)
+			return -1;
 	}
 	for (size_t i = 0; i < s->n_config; i++)
 		for (size_t j = i + 1; j < s->n_config; j++)
@@ -305,19 +329,17 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 /* envRefs (the operator's) and envs (the classic map). */
 static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *refs = item(spec, "envRefs"), *envs = item(spec, "envs"), *it;
+	const cJSON *refs, *envs = item(spec, "envs"), *it;
 	char f[200];
 
-	if (refs != NULL && !cJSON_IsNull(refs)) {
-		if (!cJSON_IsObject(refs))
-			return err_set(e, ERR_INVALID, "spec.envRefs: must be a map"), -1;
-		cJSON_ArrayForEach(it, refs) {
-			if (add_env(s, "spec.envRefs", it->string, e) < 0)
-				return -1;
-			snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
-			if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
-				return -1;
-		}
+	if (typed(spec, "envRefs", "spec.envRefs", cJSON_IsObject, "a map", &refs, e) < 0)
+		return -1;
+	cJSON_ArrayForEach(it, refs) {
+		if (add_env(s, "spec.envRefs", it->string, e) < 0)
+			return -1;
+		snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
+		if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
+			return -1;
 	}
 	if (envs == NULL || cJSON_IsNull(envs))
 		return 0;
@@ -385,21 +407,13 @@ static int parse_flux_source(const cJSON *fs, struct stack_spec *s, struct err *
 static int parse_oci_verify(const cJSON *v, struct stack_spec *s, struct err *e)
 {
 	const cJSON *sec;
-	char *provider = NULL;
 
 	if (v == NULL || cJSON_IsNull(v))
 		return 0;
 	if (!cJSON_IsObject(v))
 		return err_set(e, ERR_INVALID, "spec.ociSource.verify: must be an object"), -1;
-	if (get_str(v, "provider", "spec.ociSource.verify.provider", &provider, e) < 0)
+	if (get_only(v, "provider", "spec.ociSource.verify.provider", "cosign", "only cosign is", e) < 0)
 		return -1;
-	if (provider != NULL && strcmp(provider, "cosign") != 0) {
-		err_set(e, ERR_INVALID, "spec.ociSource.verify.provider: \"%s\" is not supported; only "
-		    "cosign is", provider);
-		free(provider);
-		return -1;
-	}
-	free(provider);
 	if (item(v, "matchOIDCIdentity") != NULL || item(v, "trustedRootSecretRef") != NULL)
 		return err_set(e, ERR_INVALID, "spec.ociSource.verify.%s: keyless verification is not "
 		    "supported; give the public keys in verify.secretRef", item(v, "matchOIDCIdentity") ?
@@ -418,7 +432,6 @@ static int parse_oci_verify(const cJSON *v, struct stack_spec *s, struct err *e)
 static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e)
 {
 	const cJSON *ref, *sel, *sec, *cert;
-	char *op = NULL;
 	int nref;
 
 	s->source = STACK_SRC_OCI;
@@ -427,15 +440,9 @@ static int parse_oci_source(const cJSON *os, struct stack_spec *s, struct err *e
 	    get_obj(os, "layerSelector", "spec.ociSource.layerSelector", &sel, e) < 0 ||
 	    get_obj(os, "secretRef", "spec.ociSource.secretRef", &sec, e) < 0 ||
 	    get_obj(os, "certSecretRef", "spec.ociSource.certSecretRef", &cert, e) < 0 ||
-	    get_str(sel, "operation", "spec.ociSource.layerSelector.operation", &op, e) < 0)
+	    get_only(sel, "operation", "spec.ociSource.layerSelector.operation", "extract",
+	        "a program is always extracted (extract)", e) < 0)
 		return -1;
-	if (op != NULL && strcmp(op, "extract") != 0) {
-		err_set(e, ERR_INVALID, "spec.ociSource.layerSelector.operation: \"%s\" is not supported; a "
-		    "program is always extracted (extract)", op);
-		free(op);
-		return -1;
-	}
-	free(op);
 	if (get_str(os, "url", "spec.ociSource.url", &s->oci_url, e) < 0 ||
 	    get_str(os, "dir", "spec.ociSource.dir", &s->dir, e) < 0 ||
 	    get_str(ref, "tag", "spec.ociSource.ref.tag", &s->oci_tag, e) < 0 ||
@@ -611,12 +618,10 @@ static int parse_prereqs(const cJSON *spec, struct stack_spec *s, struct err *e)
 	};
 
 	for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++) {
-		const cJSON *v = item(spec, lists[l].key), *it;
+		const cJSON *v, *it;
 		size_t i = 0;
-		if (v == NULL || cJSON_IsNull(v))
-			continue;
-		if (!cJSON_IsArray(v))
-			return err_set(e, ERR_INVALID, "%s: must be a list", lists[l].field), -1;
+		if (typed(spec, lists[l].key, lists[l].field, cJSON_IsArray, "a list", &v, e) < 0)
+			return -1;
 		cJSON_ArrayForEach(it, v)
 			if (add_prereq(s, it, lists[l].field, i++, lists[l].flux, e) < 0)
 				return -1;
@@ -774,24 +779,10 @@ static void strings_free(char **v, size_t n)
 
 void stack_spec_free(struct stack_spec *s)
 {
-	free(s->stack);
-	free(s->src_kind);
-	free(s->src_name);
-	free(s->dir);
-	free(s->oci_url);
-	free(s->oci_tag);
-	free(s->oci_digest);
-	free(s->oci_semver);
-	free(s->oci_media_type);
-	free(s->oci_secret);
-	free(s->oci_cert_secret);
-	free(s->oci_verify_secret);
-	free(s->prog_repo);
-	free(s->prog_ref);
-	free(s->backend);
-	free(s->secrets_provider);
-	free(s->cloud_ignored);
-	free(s->cloud_shadowed);
+	mem_free_all(s->stack, s->src_kind, s->src_name, s->dir, s->oci_url, s->oci_tag, s->oci_digest,
+	    s->oci_semver, s->oci_media_type, s->oci_secret, s->oci_cert_secret, s->oci_verify_secret,
+	    s->prog_repo, s->prog_ref, s->backend, s->secrets_provider, s->cloud_ignored, s->cloud_shadowed,
+	    s->approved_plan);
 	for (size_t i = 0; i < s->n_config; i++) {
 		free(s->config[i].key);
 		value_free(&s->config[i].v);
@@ -804,7 +795,6 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->env);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
-	free(s->approved_plan);
 	for (size_t i = 0; i < s->n_prereqs; i++) {
 		free(s->prereqs[i].name);
 		free(s->prereqs[i].namespace);
@@ -816,9 +806,6 @@ void stack_spec_free(struct stack_spec *s)
 
 void stack_artifact_free(struct stack_artifact *a)
 {
-	free(a->revision);
-	free(a->digest);
-	free(a->url);
-	free(a->index_digest);
+	mem_free_all(a->revision, a->digest, a->url, a->index_digest);
 	memset(a, 0, sizeof(*a));
 }

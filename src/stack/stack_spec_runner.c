@@ -173,41 +173,50 @@ static int check_affinity(const cJSON *v, struct err *e)
 	    only_keys(v, "spec.runner.podTemplate.spec.affinity", keys, e) < 0 ? -1 : 0;
 }
 
+/* Checks each item of the list v (at most max), with the item's index for
+ * the messages, by check(item, field, index, ctx). */
+static int each_item(const cJSON *v, const char *field, int max,
+    int (*check)(const cJSON *it, const char *field, int i, const cJSON *ctx, struct err *e),
+    const cJSON *ctx, struct err *e)
+{
+	const cJSON *it;
+	int i = 0;
+
+	if (bounded_array(v, field, max, e) < 0)
+		return -1;
+	cJSON_ArrayForEach(it, v)
+		if (check(it, field, i++, ctx, e) < 0)
+			return -1;
+	return 0;
+}
+
 /* env: literal values and references (the kubelet resolves them), never
  * a name the controller's own contract with the pod uses. */
-static int check_env(const cJSON *v, struct err *e)
+static int env_item(const cJSON *it, const char *field, int i, const cJSON *ctx, struct err *e)
 {
 	static const char *const keys[] = { "name", "value", "valueFrom", NULL };
 	static const char *const from_keys[] = { "secretKeyRef", "configMapKeyRef", "fieldRef",
 		"resourceFieldRef", NULL };
-	const char *field = "spec.runner.podTemplate.spec.env";
-	const cJSON *it;
-	int i = 0;
+	const char *name = kube_obj_str(it, "name");
+	const cJSON *val = item(it, "value"), *from = item(it, "valueFrom");
 
-	if (bounded_array(v, field, MAX_ENV, e) < 0)
+	if (!cJSON_IsObject(it) || name == NULL || name[0] == '\0' || strlen(name) > KEY_MAX)
+		return err_set(e, ERR_INVALID, "%s[%d].name: is required", field, i), -1;
+	if (only_keys(it, field, keys, e) < 0)
 		return -1;
-	cJSON_ArrayForEach(it, v) {
-		const char *name = kube_obj_str(it, "name");
-		const cJSON *val = item(it, "value"), *from = item(it, "valueFrom");
-		if (!cJSON_IsObject(it) || name == NULL || name[0] == '\0' || strlen(name) > KEY_MAX)
-			return err_set(e, ERR_INVALID, "%s[%d].name: is required", field, i), -1;
-		if (only_keys(it, field, keys, e) < 0)
-			return -1;
-		if (stack_env_reserved(name))
-			return err_set(e, ERR_INVALID, "%s[%d].name \"%s\": reserved (the controller sets it)",
-			    field, i, name), -1;
-		if (present(val) && (!cJSON_IsString(val) || strlen(val->valuestring) > MAX_VALUE_BYTES))
-			return err_set(e, ERR_INVALID, "%s[%d].value: a string of at most %d bytes", field, i,
-			    MAX_VALUE_BYTES), -1;
-		if (present(val) && present(from))
-			return err_set(e, ERR_INVALID, "%s[%d]: value and valueFrom are exclusive", field, i), -1;
-		if (present(from) && (!cJSON_IsObject(from) ||
-		    only_keys(from, "spec.runner.podTemplate.spec.env[].valueFrom", from_keys, e) < 0 ||
-		    json_size(from) > MAX_VALUE_BYTES))
-			return e->msg[0] ? -1 : (err_set(e, ERR_INVALID, "%s[%d].valueFrom: must be an object",
-			    field, i), -1);
-		i++;
-	}
+	if (stack_env_reserved(name))
+		return err_set(e, ERR_INVALID, "%s[%d].name \"%s\": reserved (the controller sets it)",
+		    field, i, name), -1;
+	if (present(val) && (!cJSON_IsString(val) || strlen(val->valuestring) > MAX_VALUE_BYTES))
+		return err_set(e, ERR_INVALID, "%s[%d].value: a string of at most %d bytes", field, i,
+		    MAX_VALUE_BYTES), -1;
+	if (present(val) && present(from))
+		return err_set(e, ERR_INVALID, "%s[%d]: value and valueFrom are exclusive", field, i), -1;
+	if (present(from) && (!cJSON_IsObject(from) ||
+	    only_keys(from, "spec.runner.podTemplate.spec.env[].valueFrom", from_keys, e) < 0 ||
+	    json_size(from) > MAX_VALUE_BYTES))
+		return e->msg[0] ? -1 : (err_set(e, ERR_INVALID, "%s[%d].valueFrom: must be an object",
+		    field, i), -1);
 	return 0;
 }
 
@@ -218,34 +227,26 @@ static int reserved_volume(const char *name)
 }
 
 /* The volume kinds "restricted" allows; hostPath and the rest refused. */
-static int check_volumes(const cJSON *v, struct err *e)
+static int volume_item(const cJSON *it, const char *field, int i, const cJSON *ctx, struct err *e)
 {
 	static const char *const kinds[] = { "name", "secret", "configMap", "emptyDir", "projected",
 		"persistentVolumeClaim", "downwardAPI", "csi", "ephemeral", NULL };
-	const char *field = "spec.runner.podTemplate.spec.volumes";
-	const cJSON *it;
-	int i = 0;
+	const char *name = kube_obj_str(it, "name");
 
-	if (bounded_array(v, field, MAX_VOLUMES, e) < 0)
+	if (!cJSON_IsObject(it) || name == NULL || !dns_label(name, 63))
+		return err_set(e, ERR_INVALID, "%s[%d].name: must be a DNS label", field, i), -1;
+	if (reserved_volume(name))
+		return err_set(e, ERR_INVALID, "%s[%d].name \"%s\": reserved (the controller's own volume)",
+		    field, i, name), -1;
+	if (present(item(it, "hostPath")))
+		return err_set(e, ERR_INVALID, "%s[%d].hostPath: not allowed (a Job must not reach "
+		    "into its node)", field, i), -1;
+	if (only_keys(it, field, kinds, e) < 0)
 		return -1;
-	cJSON_ArrayForEach(it, v) {
-		const char *name = kube_obj_str(it, "name");
-		if (!cJSON_IsObject(it) || name == NULL || !dns_label(name, 63))
-			return err_set(e, ERR_INVALID, "%s[%d].name: must be a DNS label", field, i), -1;
-		if (reserved_volume(name))
-			return err_set(e, ERR_INVALID, "%s[%d].name \"%s\": reserved (the controller's own volume)",
-			    field, i, name), -1;
-		if (present(item(it, "hostPath")))
-			return err_set(e, ERR_INVALID, "%s[%d].hostPath: not allowed (a Job must not reach "
-			    "into its node)", field, i), -1;
-		if (only_keys(it, field, kinds, e) < 0)
-			return -1;
-		if (cJSON_GetArraySize(it) != 2)
-			return err_set(e, ERR_INVALID, "%s[%d]: exactly one volume source", field, i), -1;
-		if (json_size(it) > MAX_BLOB_BYTES)
-			return err_set(e, ERR_INVALID, "%s[%d]: larger than %d bytes", field, i, MAX_BLOB_BYTES), -1;
-		i++;
-	}
+	if (cJSON_GetArraySize(it) != 2)
+		return err_set(e, ERR_INVALID, "%s[%d]: exactly one volume source", field, i), -1;
+	if (json_size(it) > MAX_BLOB_BYTES)
+		return err_set(e, ERR_INVALID, "%s[%d]: larger than %d bytes", field, i, MAX_BLOB_BYTES), -1;
 	return 0;
 }
 
@@ -277,30 +278,23 @@ static int mount_path_ok(const char *path)
 	return 1;
 }
 
-static int check_mounts(const cJSON *v, const cJSON *volumes, struct err *e)
+/* volumeMounts: of the pod's own volumes, outside the controller's paths. */
+static int mount_item(const cJSON *it, const char *field, int i, const cJSON *volumes, struct err *e)
 {
 	static const char *const keys[] = { "name", "mountPath", "readOnly", "subPath", NULL };
-	const char *field = "spec.runner.podTemplate.spec.volumeMounts";
-	const cJSON *it;
-	int i = 0;
+	const char *name = kube_obj_str(it, "name"), *path = kube_obj_str(it, "mountPath");
+	const char *sub = kube_obj_str(it, "subPath");
 
-	if (bounded_array(v, field, MAX_VOLUMES, e) < 0)
-		return -1;
-	cJSON_ArrayForEach(it, v) {
-		const char *name = kube_obj_str(it, "name"), *path = kube_obj_str(it, "mountPath");
-		const char *sub = kube_obj_str(it, "subPath");
-		if (!cJSON_IsObject(it) || only_keys(it, field, keys, e) < 0)
-			return e->msg[0] ? -1 : (err_set(e, ERR_INVALID, "%s[%d]: must be an object", field, i), -1);
-		if (name == NULL || !has_volume(volumes, name))
-			return err_set(e, ERR_INVALID, "%s[%d].name: must name one of podTemplate.spec.volumes",
-			    field, i), -1;
-		if (path == NULL || !mount_path_ok(path))
-			return err_set(e, ERR_INVALID, "%s[%d].mountPath: an absolute path without \"..\" outside "
-			    "/tmp, /work, /var/run and the system directories", field, i), -1;
-		if (sub && (sub[0] == '/' || strstr(sub, "..")))
-			return err_set(e, ERR_INVALID, "%s[%d].subPath: a relative path without \"..\"", field, i), -1;
-		i++;
-	}
+	if (!cJSON_IsObject(it) || only_keys(it, field, keys, e) < 0)
+		return e->msg[0] ? -1 : (err_set(e, ERR_INVALID, "%s[%d]: must be an object", field, i), -1);
+	if (name == NULL || !has_volume(volumes, name))
+		return err_set(e, ERR_INVALID, "%s[%d].name: must name one of podTemplate.spec.volumes",
+		    field, i), -1;
+	if (path == NULL || !mount_path_ok(path))
+		return err_set(e, ERR_INVALID, "%s[%d].mountPath: an absolute path without \"..\" outside "
+		    "/tmp, /work, /var/run and the system directories", field, i), -1;
+	if (sub && (sub[0] == '/' || strstr(sub, "..")))
+		return err_set(e, ERR_INVALID, "%s[%d].subPath: a relative path without \"..\"", field, i), -1;
 	return 0;
 }
 
@@ -335,9 +329,12 @@ static int parse_pod_spec(const cJSON *ps, struct stack_runner *r, struct err *e
 	        "spec.runner.podTemplate.spec.nodeSelector", LABEL_VALUE_MAX, 0, e) < 0) ||
 	    (present(item(ps, "tolerations")) && check_tolerations(item(ps, "tolerations"), e) < 0) ||
 	    (present(item(ps, "affinity")) && check_affinity(item(ps, "affinity"), e) < 0) ||
-	    (present(item(ps, "env")) && check_env(item(ps, "env"), e) < 0) ||
-	    (present(item(ps, "volumes")) && check_volumes(item(ps, "volumes"), e) < 0) ||
-	    (present(item(ps, "volumeMounts")) && check_mounts(item(ps, "volumeMounts"), item(ps, "volumes"), e) < 0))
+	    (present(item(ps, "env")) && each_item(item(ps, "env"), "spec.runner.podTemplate.spec.env", MAX_ENV,
+	        env_item, NULL, e) < 0) ||
+	    (present(item(ps, "volumes")) && each_item(item(ps, "volumes"), "spec.runner.podTemplate.spec.volumes",
+	        MAX_VOLUMES, volume_item, NULL, e) < 0) ||
+	    (present(item(ps, "volumeMounts")) && each_item(item(ps, "volumeMounts"),
+	        "spec.runner.podTemplate.spec.volumeMounts", MAX_VOLUMES, mount_item, item(ps, "volumes"), e) < 0))
 		return -1;
 	return keep(&r->resources, item(ps, "resources"), e) < 0 ||
 	    keep(&r->node_selector, item(ps, "nodeSelector"), e) < 0 ||
