@@ -26,6 +26,8 @@ cli_command cmd_run_update;
  * resume in cmd_reconcile.c; outputs and history in cmd_outputs.c;
  * preview and approve in cmd_approve.c. */
 cli_command cmd_get, cmd_reconcile, cmd_suspend, cmd_resume, cmd_outputs, cmd_history, cmd_preview, cmd_approve;
+/* cmd_migrate.c: what moving from the Pulumi Kubernetes Operator changes (read only). */
+cli_command cmd_migrate;
 
 /* Shared by the commands: applies --log-level / --log-format values.
  * Returns 0, or -1 after printing what was wrong. */

@@ -14,10 +14,6 @@
 #include "cli/cli.h"
 #include "cli/stackctl.h"
 
-#define PAGE_LIMIT 500
-/* A continue chain longer than this is a broken server. */
-#define MAX_PAGES 10000
-
 /* The one get of this process: the flags' table points into it. */
 static struct get_flags {
 	struct stackctl_flags conn;
@@ -158,56 +154,6 @@ static void tidy(cJSON *obj)
 	}
 }
 
-/* Every page of the list, into one array (caller frees); NULL after
- * printing why. */
-static cJSON *list_all(struct stackctl *sc, const char *ns)
-{
-	cJSON *all = cJSON_CreateArray(), *page = NULL;
-	char *cont = NULL;
-	const char *problem = NULL;
-	int pages = 0;
-
-	do {
-		struct kube_list_opts o = { .limit = PAGE_LIMIT, .continue_token = cont };
-		struct err e = { 0 };
-		cJSON *items;
-		const char *next;
-
-		cJSON_Delete(page);
-		if ((page = kube_list(sc->client, &stackctl_stack_res, ns, &o, &e)) == NULL) {
-			char what[300] = "Stacks";
-			if (ns != NULL)
-				snprintf(what, sizeof(what), "Stacks in namespace %s", ns);
-			stackctl_print_api_error("get", "list", what, NULL, &e);
-			goto fail;
-		}
-		items = cJSON_GetObjectItemCaseSensitive(page, "items");
-		if (!cJSON_IsObject(page) || (items != NULL && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
-			problem = "the API server's Stack list has no items array";
-			goto fail;
-		}
-		while (cJSON_IsArray(items) && items->child != NULL)
-			cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(items, items->child));
-		next = stackctl_str(page, "metadata.continue");
-		if (str_eq(next, cont)) {
-			problem = "the API server sent the same continue token twice: the list would never end";
-			goto fail;
-		}
-		free(cont);
-		cont = next != NULL && *next ? strdup(next) : NULL;
-	} while (cont != NULL && ++pages < MAX_PAGES);
-	cJSON_Delete(page);
-	free(cont);
-	return all;
-fail:
-	if (problem != NULL)
-		cli_print_error("get", problem);
-	cJSON_Delete(page);
-	cJSON_Delete(all);
-	free(cont);
-	return NULL;
-}
-
 static int print_list(cJSON *items, enum stackctl_output fmt, int have_fmt, const char *ns)
 {
 	struct err e = { 0 };
@@ -321,7 +267,7 @@ int cmd_get(int argc, char **argv)
 		rc = get_one(&sc, &ref, flags.fmt, have_fmt);
 	} else {
 		const char *ns = flags.all ? NULL : sc.namespace;
-		cJSON *items = list_all(&sc, ns);
+		cJSON *items = stackctl_list_stacks(&sc, "get", ns);
 		rc = items ? print_list(items, flags.fmt, have_fmt, ns) : 1;
 		cJSON_Delete(items);
 	}

@@ -24,6 +24,7 @@ static const struct command commands[] = {
 	{ "history",   cmd_history,   "show a Stack's last updates" },
 	{ "preview",   cmd_preview,   "print the plan a Stack awaits approval for" },
 	{ "approve",   cmd_approve,   "approve the plan a Stack awaits (spec.approvedPlan)" },
+	{ "migrate",   cmd_migrate,   "say what moving from the Pulumi Kubernetes Operator changes" },
 	{ "run",       cmd_run,       "run the controller (watch Stacks and Flux sources, reconcile)" },
 	{ "run-update", cmd_run_update, "run one update inside a Job's pod (started by the controller)" },
 	{ "fetch",     cmd_fetch,     "download a Flux artifact, verify its digest and unpack it" },

@@ -14,6 +14,7 @@
 #include "base/duration.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "cli/cli.h"
 #include "cli/stackctl.h"
 
@@ -394,4 +395,58 @@ const cJSON *stackctl_condition(const cJSON *obj, const char *type)
 	/* conditions that is not a list reads as none, as every field of the
 	 * server's here whose type is wrong. */
 	return stackctl_arr(obj, "status.conditions") ? kube_condition(obj, type) : NULL;
+}
+
+/* ------------------------------------------------------------ lists */
+
+#define PAGE_LIMIT 500
+/* A continue chain longer than this is a broken server. */
+#define MAX_PAGES 10000
+
+cJSON *stackctl_list_stacks(struct stackctl *sc, const char *cmd, const char *ns)
+{
+	cJSON *all = cJSON_CreateArray(), *page = NULL;
+	char *cont = NULL;
+	const char *problem = NULL;
+	int pages = 0;
+
+	do {
+		struct kube_list_opts o = { .limit = PAGE_LIMIT, .continue_token = cont };
+		struct err e = { 0 };
+		cJSON *items;
+		const char *next;
+
+		cJSON_Delete(page);
+		if ((page = kube_list(sc->client, &stackctl_stack_res, ns, &o, &e)) == NULL) {
+			char what[300] = "Stacks";
+			if (ns != NULL)
+				snprintf(what, sizeof(what), "Stacks in namespace %s", ns);
+			stackctl_print_api_error(cmd, "list", what, NULL, &e);
+			goto fail;
+		}
+		items = cJSON_GetObjectItemCaseSensitive(page, "items");
+		if (!cJSON_IsObject(page) || (items != NULL && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
+			problem = "the API server's Stack list has no items array";
+			goto fail;
+		}
+		while (cJSON_IsArray(items) && items->child != NULL)
+			cJSON_AddItemToArray(all, cJSON_DetachItemViaPointer(items, items->child));
+		next = stackctl_str(page, "metadata.continue");
+		if (str_eq(next, cont)) {
+			problem = "the API server sent the same continue token twice: the list would never end";
+			goto fail;
+		}
+		free(cont);
+		cont = next != NULL && *next ? strdup(next) : NULL;
+	} while (cont != NULL && ++pages < MAX_PAGES);
+	cJSON_Delete(page);
+	free(cont);
+	return all;
+fail:
+	if (problem != NULL)
+		cli_print_error(cmd, problem);
+	cJSON_Delete(page);
+	cJSON_Delete(all);
+	free(cont);
+	return NULL;
 }

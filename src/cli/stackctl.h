@@ -126,6 +126,10 @@ void stackctl_print_api_error(const char *cmd, const char *verb, const char *wha
 void stackctl_print_object_error(const char *cmd, const char *verb, const char *kind, const char *ns,
     const char *name, const struct err *e);
 
+/* Every Stack of namespace ns (NULL: of all), every page of the list, into
+ * one array (caller frees); NULL after printing why, as cmd. */
+cJSON *stackctl_list_stacks(struct stackctl *sc, const char *cmd, const char *ns);
+
 /* A merge patch of the Stack; 0, or -1 after printing why. */
 int stackctl_patch_stack(struct stackctl *sc, const char *cmd, const struct stackctl_ref *ref,
     const char *patch);

@@ -220,7 +220,9 @@ struct stack_spec {
 	int job_mode;                     /* updates run as Jobs (spec.runner, --runner) */
 };
 
-/* Parses obj's spec; ERR_INVALID with a message naming the field. */
+/* Parses obj's spec; ERR_INVALID with a message naming the field.  out
+ * holds what was parsed before a failure too: the caller frees it with
+ * stack_spec_free either way. */
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *out,
     struct err *e);
 void stack_spec_free(struct stack_spec *s);

@@ -136,3 +136,81 @@ def test_a_stack_stored_under_pkos_crd_keeps_its_fields_after_the_takeover(any_b
     assert got["status"]["lastUpdate"] == status["lastUpdate"]
     assert got["status"]["projectInfo"] == status["projectInfo"]
     assert got["status"]["outputs"] == status["outputs"]
+
+
+# PKO's Update kind, as far as migrate --check reads it (written here).
+PKO_UPDATE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "updates.auto.pulumi.com"},
+    "spec": {
+        "group": "auto.pulumi.com", "scope": "Namespaced",
+        "names": {"plural": "updates", "singular": "update", "kind": "Update",
+                  "listKind": "UpdateList"},
+        "versions": [{
+            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+        }],
+    },
+}
+
+
+def _migrate(api, pc_bin, *args):
+    from test_cli import run
+    return run(pc_bin, "migrate", *args, kubeconfig=api.kubeconfig)
+
+
+def test_migrate_check_says_what_each_stack_becomes_and_writes_nothing(any_kubeapi, pc_bin,
+                                                                      tmp_path):
+    from test_cli import table
+    api, ns = any_kubeapi, any_kubeapi.namespace
+    plain = {"apiVersion": "pulumi.com/v1", "kind": "Stack",
+             "metadata": {"name": "plain", "namespace": ns},
+             "spec": {"stack": "dev", "fluxSource": {"sourceRef": {
+                 "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                 "name": "programs"}}}}
+    kept = json.loads(json.dumps(plain))
+    kept["metadata"].update(name="kept", finalizers=["finalizer.stack.pulumi.com"])
+    kept["spec"]["retryOnUpdateConflict"] = True
+    for doc in (plain, kept):
+        api.client.create(doc, "stacks", ns)
+    manifest, _ = _stacks_only(CORPUS / "git-branch.yaml", ns, tmp_path)
+    api.kubectl("apply", "-f", manifest)
+    crd = tmp_path / "update-crd.json"
+    crd.write_text(json.dumps(PKO_UPDATE_CRD))
+    api.kubectl("apply", "-f", crd)
+    api.kubectl("wait", "--for=condition=Established", "crd/updates.auto.pulumi.com",
+                "--timeout=60s")
+    update = {"apiVersion": "auto.pulumi.com/v1alpha1", "kind": "Update",
+              "metadata": {"name": "network-up-1", "namespace": ns},
+              "spec": {"type": "up"}}
+    wait_for(lambda: api.kubectl("apply", "-f", "-", input=json.dumps(update),
+                                 check=False).returncode == 0, 60, what="Updates served")
+    before = api.client.get("pulumi.com/v1", "stacks", "kept", ns)["metadata"]["resourceVersion"]
+
+    r = _migrate(api, pc_bin, "--check", "-n", ns)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {row["NAME"]: row for row in table(r.stdout.split("\nUpdate ")[0])}
+    assert rows["plain"]["VERDICT"] == "ok"
+    assert rows["kept"]["VERDICT"] == "change"
+    assert "the finalizer is taken off" in rows["kept"]["WHAT CHANGES"]
+    assert "retryOnUpdateConflict means nothing here" in rows["kept"]["WHAT CHANGES"]
+    assert rows["network"]["VERDICT"] in ("refused", "change")
+    if rows["network"]["VERDICT"] == "refused":
+        assert "spec." in rows["network"]["WHAT CHANGES"]
+    assert f"Update {ns}/network-up-1 of the operator has not finished" in r.stdout
+    assert api.client.get("pulumi.com/v1", "stacks", "kept", ns)["metadata"][
+        "resourceVersion"] == before
+
+    # the Update finished: only the refusal, if any, keeps the exit status at 1
+    api.client.patch("auto.pulumi.com/v1alpha1", "updates", "network-up-1",
+                     {"status": {"conditions": [{"type": "Complete", "status": "True",
+                                                 "reason": "Updated", "message": "",
+                                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+                     ns, subresource="status")
+    api.client.delete("pulumi.com/v1", "stacks", "network", ns)
+    r = _migrate(api, pc_bin, "--check", "-n", ns)
+    assert "has not finished" not in r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    api.client.patch("pulumi.com/v1", "stacks", "kept", {"metadata": {"finalizers": None}}, ns)
