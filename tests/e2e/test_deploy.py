@@ -261,8 +261,18 @@ LEADER_RULES = {("coordination.k8s.io", "leases"): ["create", "get", "update"],
                 ("", "events"): ["create", "patch"]}
 
 
+def is_user_role(doc):
+    """deploy/default/user_roles.yaml: ClusterRoles for people, aggregated into Kubernetes'
+    edit, admin and view; never bound to the controller."""
+    labels = doc.get("metadata", {}).get("labels") or {}
+    return doc["kind"] == "ClusterRole" and any(
+        k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels)
+
+
 def check_least_privilege(docs, deletable):
     for d in docs:
+        if is_user_role(d):
+            continue
         for rule in d.get("rules", []):
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
             assert not {"deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
@@ -277,10 +287,32 @@ def test_cluster_role_is_exactly_what_the_code_calls():
     docs = render("default")
     assert rules_of(docs, "ClusterRole", "pulumi-controller") == EXPECTED_RULES
     assert rules_of(docs, "Role", "pulumi-controller-leader-election") == LEADER_RULES
-    assert [d["metadata"]["name"] for d in docs if d["kind"] in ("ClusterRole", "Role")] == \
+    assert [d["metadata"]["name"] for d in docs
+            if d["kind"] in ("ClusterRole", "Role") and not is_user_role(d)] == \
         ["pulumi-controller-leader-election", "pulumi-controller"]
     assert not flag(container(docs)["args"], "job-image")
     check_least_privilege(docs, set())
+
+
+def test_user_roles_aggregate_into_edit_and_view_and_are_bound_to_nobody():
+    """Editing Stacks and Programs is added to edit and admin, reading them to view;
+    status stays the controller's, and no binding in the install names these roles."""
+    docs = render("default")
+    users = {d["metadata"]["name"]: d for d in docs if is_user_role(d)}
+    assert sorted(users) == ["pulumi-controller-stacks-edit", "pulumi-controller-stacks-view"]
+    edit, view = users["pulumi-controller-stacks-edit"], users["pulumi-controller-stacks-view"]
+    assert set(edit["metadata"]["labels"]) == {"rbac.authorization.k8s.io/aggregate-to-edit",
+                                               "rbac.authorization.k8s.io/aggregate-to-admin"}
+    assert set(view["metadata"]["labels"]) == {"rbac.authorization.k8s.io/aggregate-to-view"}
+    for role in (edit, view):
+        for rule in role["rules"]:
+            assert rule["apiGroups"] == ["pulumi.com"]
+            assert "*" not in rule["verbs"] + rule["resources"]
+    edited = {r for rule in edit["rules"] for r in rule["resources"]}
+    assert edited == {"stacks", "programs"}, "status is written by the controller only"
+    assert {v for rule in view["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    assert not [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and d["roleRef"]["name"] in users]
 
 
 def job_runner_overlay(tmp_path, base, component, **fields):
