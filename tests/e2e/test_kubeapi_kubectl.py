@@ -413,6 +413,7 @@ def test_stack_and_flux_kinds_print_their_columns(any_kubeapi, tmp_path):
     api.patch_status("pulumi.com/v1", "stacks", "web", {
         "observedGeneration": 1, "artifact": {"revision": "main@sha1:abc", "digest": "sha256:0"},
         "lastAppliedRevision": "main@sha1:abc",
+        "lastUpdate": {"state": "succeeded", "lastAttemptedCommit": "main@sha1:abc"},
         "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded",
                         "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, ns)
     out = api.kubectl("get", "stacks").stdout.splitlines()
@@ -420,6 +421,15 @@ def test_stack_and_flux_kinds_print_their_columns(any_kubeapi, tmp_path):
     assert out[1].split()[:4] == ["web", "True", "Succeeded", "main@sha1:abc"]
     wide = api.kubectl("get", "stacks", "-o", "wide").stdout.splitlines()
     assert "STACK" in wide[0].split() and "org/web/dev" in wide[1].split()
+    # PKO's columns, by their names, for its users' scripts
+    assert all(c in wide[0] for c in ("LAST UPDATE", "LAST COMMIT", "RECONCILING", "STALLED",
+                                      "PERMALINK")), wide[0]
+    head, cells = wide[0], wide[1].ljust(len(wide[0]))
+    starts = {c: head.index(c) for c in ("LAST UPDATE", "LAST COMMIT", "RECONCILING", "STALLED")}
+    row = {c: cells[i:].split(maxsplit=1)[0] if cells[i:].strip() and cells[i] != " " else ""
+           for c, i in starts.items()}
+    assert row == {"LAST UPDATE": "succeeded", "LAST COMMIT": "main@sha1:abc", "RECONCILING": "",
+                   "STALLED": ""}
     got = api.client.get("pulumi.com/v1", "stacks", "web", ns)
     assert got["spec"]["config"] == {"replicas": 3, "tags": {"a": "b"}}
     bad = tmp_path / "bad.yaml"
