@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/locked.h"
 #include "base/mem.h"
 #include "stack/stack_exec.h"
 
@@ -357,14 +358,9 @@ int stack_job_slots_used(struct stack_ctl *sc)
 
 size_t stack_job_slots_waiting(struct stack_ctl *sc)
 {
-	size_t n;
-
 	if (sc->slots == NULL)
 		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = sc->slots->nwait;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
+	return locked_size(&sc->slots->lock, &sc->slots->nwait);
 }
 
 /* The backstop: the head of the queue looks again every
@@ -431,14 +427,9 @@ void stack_job_slot_release(struct stack_ctl *sc, const char *job_key)
 
 unsigned long stack_job_slot_mark(struct stack_ctl *sc)
 {
-	unsigned long n;
-
 	if (sc->slots == NULL)
 		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = sc->slots->takes;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
+	return locked_ulong(&sc->slots->lock, &sc->slots->takes);
 }
 
 /* Removes stack_key from the queue (all of it when since is ULONG_MAX; else
