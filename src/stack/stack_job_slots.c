@@ -38,6 +38,7 @@
  * set (lock_counted).
  */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,12 +92,21 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
-static long run_find(const struct stack_job_slots *s, const char *job)
+/* The index of the first of the n elements of size bytes at v whose string
+ * member at offset off is key, or -1.  The running Jobs and the waiting
+ * Stacks are both short unsorted arrays looked up by a name; one search
+ * serves both (run_find, wait_find). */
+static long find_named(const void *v, size_t n, size_t size, size_t off, const char *key)
 {
-	for (size_t i = 0; i < s->nrun; i++)
-		if (strcmp(s->run[i].job, job) == 0)
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(*(char *const *)((const char *)v + i * size + off), key) == 0)
 			return (long)i;
 	return -1;
+}
+
+static long run_find(const struct stack_job_slots *s, const char *job)
+{
+	return find_named(s->run, s->nrun, sizeof(*s->run), offsetof(struct slot_job, job), job);
 }
 
 static void slot_job_free(struct slot_job *j)
@@ -145,10 +155,7 @@ static int run_remove(struct stack_job_slots *s, const char *job)
 
 static long wait_find(const struct stack_job_slots *s, const char *stack)
 {
-	for (size_t i = 0; i < s->nwait; i++)
-		if (strcmp(s->wait[i].stack, stack) == 0)
-			return (long)i;
-	return -1;
+	return find_named(s->wait, s->nwait, sizeof(*s->wait), offsetof(struct slot_waiter, stack), stack);
 }
 
 /* Appends stack (it keeps its place if it waits already); it is not woken. */
