@@ -95,10 +95,11 @@ static int ensure_unnamed(struct stack_pass *p, const struct kube_resource *r, c
 static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
     struct err *e)
 {
+	const char *kind = kube_obj_str(want, "kind"), *name = kube_obj_str(want, "metadata.name");
 	char what[400];
 
-	snprintf(what, sizeof(what), "the %s %s/%s", kube_obj_str(want, "kind"), p->ns,
-	    kube_obj_str(want, "metadata.name"));
+	/* want is NULL only when building it ran out of memory. */
+	snprintf(what, sizeof(what), "the %s %s/%s", kind ? kind : "object", p->ns, name ? name : "");
 	if (ensure_unnamed(p, r, want, key, e) < 0)
 		return err_prefix(e, "%s", what), -1;
 	return 0;
