@@ -28,6 +28,7 @@
 #include "base/digest.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "oci/internal.h"
 
 #define EPOCH_CREATED "1970-01-01T00:00:00Z"
@@ -37,8 +38,7 @@ void oci_push_result_free(struct oci_push_result *r)
 {
 	if (r == NULL)
 		return;
-	free(r->manifest_digest);
-	free(r->layer_digest);
+	mem_free_all(r->manifest_digest, r->layer_digest);
 	memset(r, 0, sizeof(*r));
 }
 

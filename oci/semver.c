@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
+
 #define MAX_RANGE_LEN 512   /* Masterminds' MaxConstraintLen */
 #define MAX_GROUPS 32       /* MaxConstraintGroups */
 #define MAX_VERSION_LEN 256 /* MaxVersionLen */
@@ -588,9 +590,7 @@ void oci_semver_range_free(struct oci_semver_range *r)
 {
 	if (r == NULL)
 		return;
-	free(r->cmps);
-	free(r->text);
-	free(r);
+	mem_free_all(r->cmps, r->text, r);
 }
 
 /* ---------------- ranges: matching (Masterminds' rules, operator by operator) ---------------- */

@@ -28,6 +28,7 @@
 #include <openssl/sha.h>
 
 #include "base/base64.h"
+#include "base/mem.h"
 #include "base/str.h"
 
 struct oci_key {
@@ -373,8 +374,7 @@ void oci_signer_free(struct oci_signer *s)
 	if (s == NULL)
 		return;
 	EVP_PKEY_free(s->pkey);
-	free(s->name);
-	free(s);
+	mem_free_all(s->name, s);
 }
 
 int oci_signer_sign(const struct oci_signer *s, const unsigned char *data, size_t len,

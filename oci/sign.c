@@ -27,6 +27,7 @@
 #include "base/base64.h"
 #include "base/clock.h"
 #include "base/digest.h"
+#include "base/mem.h"
 #include "base/str.h"
 #include "oci/internal.h"
 #include "oci/sig_internal.h"
@@ -338,12 +339,7 @@ static int sign_bundle(struct oci_client *c, const char *scope, const char *repo
 	rc = 0;
 out:
 	oci_manifest_free(&target);
-	free(tdigest);
-	free(tbody);
-	free(statement);
-	free(bundle);
-	free(manifest);
-	free(rdigest);
+	mem_free_all(tdigest, tbody, statement, bundle, manifest, rdigest);
 	cJSON_Delete(root);
 	cJSON_Delete(entry);
 	return rc;

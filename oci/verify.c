@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/digest.h"
+#include "base/mem.h"
 #include "base/str.h"
 #include "oci/internal.h"
 #include "oci/sig_internal.h"
@@ -40,8 +41,7 @@ void oci_verify_result_free(struct oci_verify_result *r)
 {
 	if (r == NULL)
 		return;
-	free(r->key_name);
-	free(r->signature);
+	mem_free_all(r->key_name, r->signature);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -7,8 +7,11 @@
  *
  *	mem_free_all(c->source, c->server, c->namespace);
  *
- * Only plain heap pointers belong here: members that need their own free
- * function (secret_free, cJSON_Delete...) keep their own line.
+ * Only plain heap pointers belong in mem_free_all.  Members of one type
+ * that share a free function of their own (a structure's cJSON trees) are
+ * a list too, with mem_release_all:
+ *
+ *	mem_release_all(cJSON, cJSON_Delete, r->labels, r->env, r->volumes);
  */
 #ifndef PC_MEM_H
 #define PC_MEM_H
@@ -25,5 +28,15 @@ static inline void mem_free_each(void *const ptrs[], size_t n)
 /* The arguments are evaluated once (sizeof does not evaluate them). */
 #define mem_free_all(...) \
 	mem_free_each((void *const[]){ __VA_ARGS__ }, sizeof((void *const[]){ __VA_ARGS__ }) / sizeof(void *))
+
+/* fn(p) for each pointer p, of type type *, in order; NULL is passed on
+ * (the free functions it is meant for accept it). */
+#define mem_release_all(type, fn, ...) \
+	do { \
+		type *const mem_release_[] = { __VA_ARGS__ }; \
+		for (size_t mem_release_i = 0; mem_release_i < sizeof(mem_release_) / sizeof(mem_release_[0]); \
+		    mem_release_i++) \
+			fn(mem_release_[mem_release_i]); \
+	} while (0)
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/locked.h"
 #include "kube/kube_informer_priv.h"
 
 #define MAX_INDEX_VALUES 16
@@ -358,12 +359,7 @@ cJSON *kube_informer_get(struct kube_informer *inf, const char *ns, const char *
 
 size_t kube_informer_count(struct kube_informer *inf)
 {
-	size_t n;
-
-	pthread_mutex_lock(&inf->lock);
-	n = inf->store.count;
-	pthread_mutex_unlock(&inf->lock);
-	return n;
+	return locked_size(&inf->lock, &inf->store.count);
 }
 
 static void collect_key(void *ud, const char *key, void *value)
@@ -440,12 +436,7 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
 
 int kube_informer_synced(struct kube_informer *inf)
 {
-	int s;
-
-	pthread_mutex_lock(&inf->lock);
-	s = inf->synced;
-	pthread_mutex_unlock(&inf->lock);
-	return s;
+	return locked_int(&inf->lock, &inf->synced);
 }
 
 int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)

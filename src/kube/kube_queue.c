@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/locked.h"
 #include "base/metrics.h"
 #include "kube/kube_priv.h"
 
@@ -400,12 +401,7 @@ void kube_queue_done(struct kube_queue *q, const char *key)
 
 size_t kube_queue_len(struct kube_queue *q)
 {
-	size_t n;
-
-	pthread_mutex_lock(&q->lock);
-	n = q->len;
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return locked_size(&q->lock, &q->len);
 }
 
 void kube_queue_shutdown(struct kube_queue *q)

@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/metrics.h"
 
 /* The CLI writes a log file into $PULUMI_HOME/logs for every command
@@ -50,12 +51,8 @@ void pl_result_free(struct pl_result *r)
 {
 	if (r == NULL)
 		return;
-	cJSON_Delete(r->summary.changes);
-	cJSON_Delete(r->outputs);
-	cJSON_Delete(r->outputs_plain);
-	cJSON_Delete(r->history);
-	free(r->out_tail);
-	free(r->err_tail);
+	mem_release_all(cJSON, cJSON_Delete, r->summary.changes, r->outputs, r->outputs_plain, r->history);
+	mem_free_all(r->out_tail, r->err_tail);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -57,7 +57,7 @@ static cJSON *owned_object(const struct stack_pass *p, const char *api_version, 
  * (rules, subjects) differs.  One that is not the Stack's (someone else's
  * Secret or binding of that name) is refused (ERR_REFUSED) and left as it
  * is, as the local runner refuses a foreign outputs Secret.  Consumes want. */
-static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
+static int ensure_unnamed(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
     struct err *e)
 {
 	const char *name = kube_obj_str(want, "metadata.name");
@@ -86,6 +86,22 @@ static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *wa
 	if (res == NULL)
 		return -1;
 	cJSON_Delete(res);
+	return 0;
+}
+
+/* ensure_unnamed, its error naming the object ("the Role ns/name: ..."):
+ * every caller wants that, and want is consumed before they could read
+ * its kind and name back. */
+static int ensure(struct stack_pass *p, const struct kube_resource *r, cJSON *want, const char *key,
+    struct err *e)
+{
+	const char *kind = kube_obj_str(want, "kind"), *name = kube_obj_str(want, "metadata.name");
+	char what[400];
+
+	/* want is NULL only when building it ran out of memory. */
+	snprintf(what, sizeof(what), "the %s %s/%s", kind ? kind : "object", p->ns, name ? name : "");
+	if (ensure_unnamed(p, r, want, key, e) < 0)
+		return err_prefix(e, "%s", what), -1;
 	return 0;
 }
 
@@ -138,9 +154,7 @@ int stack_job_ensure_runner(struct stack_pass *p, const char *op, struct err *e)
 		return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
 	if (have == NULL) {
 		err_clear(e);
-		if (ensure(p, &sa_res, owned_object(p, "v1", "ServiceAccount", name), NULL, e) < 0)
-			return err_prefix(e, "the ServiceAccount %s/%s", p->ns, name), -1;
-		return 0;
+		return ensure(p, &sa_res, owned_object(p, "v1", "ServiceAccount", name), NULL, e);
 	}
 	owner = owner_stack_uid(have);
 	if (owner == NULL || !str_eq(owner, kube_obj_str(p->obj, "metadata.uid"))) {
@@ -164,9 +178,7 @@ int stack_job_ensure_secret(struct stack_pass *p, const char *secret, int with_s
 		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(s, "metadata"),
 		    "annotations"), STACK_ANN_SECRETS, "[]");
 	cJSON_AddStringToObject(s, "type", "Opaque");
-	if (ensure(p, &secrets_res, s, NULL, e) < 0)
-		return err_prefix(e, "the Secret %s/%s", p->ns, secret), -1;
-	return 0;
+	return ensure(p, &secrets_res, s, NULL, e);
 }
 
 /* The Secret secret (empty until the pod writes it), and a Role + RoleBinding
@@ -190,7 +202,7 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *se
 	cJSON_AddItemToObject(rule, "verbs", cJSON_CreateStringArray((const char *[]){ "get", "update" }, 2));
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "rules"), rule);
 	if (ensure(p, &roles_res, r, "rules", e) < 0)
-		return err_prefix(e, "the Role %s/%s", p->ns, role), -1;
+		return -1;
 	b = owned_object(p, "rbac.authorization.k8s.io/v1", "RoleBinding", role);
 	subj = cJSON_CreateObject();
 	cJSON_AddStringToObject(subj, "kind", "ServiceAccount");
@@ -201,9 +213,7 @@ int stack_job_ensure_writer(struct stack_pass *p, const char *op, const char *se
 	cJSON_AddStringToObject(ref, "apiGroup", "rbac.authorization.k8s.io");
 	cJSON_AddStringToObject(ref, "kind", "Role");
 	cJSON_AddStringToObject(ref, "name", role);
-	if (ensure(p, &bindings_res, b, "subjects", e) < 0)
-		return err_prefix(e, "the RoleBinding %s/%s", p->ns, role), -1;
-	return 0;
+	return ensure(p, &bindings_res, b, "subjects", e);
 }
 
 /* <name>-outputs and <name>-outputs-writer (for <name>-runner, never the
@@ -261,9 +271,7 @@ int stack_job_ensure_inputs(struct stack_pass *p, struct err *e)
 	s = owned_object(p, "v1", "Secret", name);
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	cJSON_AddItemToObject(s, "data", data);
-	if (ensure(p, &secrets_res, s, "data", e) < 0)
-		return err_prefix(e, "the Secret %s/%s", p->ns, name), -1;
-	return 0;
+	return ensure(p, &secrets_res, s, "data", e);
 }
 
 int stack_job_plan_access(struct stack_pass *p, struct err *e)

@@ -38,10 +38,12 @@
  * set (lock_counted).
  */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/locked.h"
 #include "base/mem.h"
 #include "stack/stack_exec.h"
 
@@ -90,12 +92,21 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
-static long run_find(const struct stack_job_slots *s, const char *job)
+/* The index of the first of the n elements of size bytes at v whose string
+ * member at offset off is key, or -1.  The running Jobs and the waiting
+ * Stacks are both short unsorted arrays looked up by a name; one search
+ * serves both (run_find, wait_find). */
+static long find_named(const void *v, size_t n, size_t size, size_t off, const char *key)
 {
-	for (size_t i = 0; i < s->nrun; i++)
-		if (strcmp(s->run[i].job, job) == 0)
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(*(char *const *)((const char *)v + i * size + off), key) == 0)
 			return (long)i;
 	return -1;
+}
+
+static long run_find(const struct stack_job_slots *s, const char *job)
+{
+	return find_named(s->run, s->nrun, sizeof(*s->run), offsetof(struct slot_job, job), job);
 }
 
 static void slot_job_free(struct slot_job *j)
@@ -144,10 +155,7 @@ static int run_remove(struct stack_job_slots *s, const char *job)
 
 static long wait_find(const struct stack_job_slots *s, const char *stack)
 {
-	for (size_t i = 0; i < s->nwait; i++)
-		if (strcmp(s->wait[i].stack, stack) == 0)
-			return (long)i;
-	return -1;
+	return find_named(s->wait, s->nwait, sizeof(*s->wait), offsetof(struct slot_waiter, stack), stack);
 }
 
 /* Appends stack (it keeps its place if it waits already); it is not woken. */
@@ -357,14 +365,9 @@ int stack_job_slots_used(struct stack_ctl *sc)
 
 size_t stack_job_slots_waiting(struct stack_ctl *sc)
 {
-	size_t n;
-
 	if (sc->slots == NULL)
 		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = sc->slots->nwait;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
+	return locked_size(&sc->slots->lock, &sc->slots->nwait);
 }
 
 /* The backstop: the head of the queue looks again every
@@ -431,14 +434,9 @@ void stack_job_slot_release(struct stack_ctl *sc, const char *job_key)
 
 unsigned long stack_job_slot_mark(struct stack_ctl *sc)
 {
-	unsigned long n;
-
 	if (sc->slots == NULL)
 		return 0;
-	pthread_mutex_lock(&sc->slots->lock);
-	n = sc->slots->takes;
-	pthread_mutex_unlock(&sc->slots->lock);
-	return n;
+	return locked_ulong(&sc->slots->lock, &sc->slots->takes);
 }
 
 /* Removes stack_key from the queue (all of it when since is ULONG_MAX; else

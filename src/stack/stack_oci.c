@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/digest.h"
 #include "base/fs.h"
+#include "base/locked.h"
 #include "base/log.h"
 #include "base/secret.h"
 #include "base/str.h"
@@ -321,12 +322,7 @@ static void maybe_prune(struct stack_ctl *sc, const char *spare)
 
 size_t stack_oci_cache_count(struct stack_ctl *sc)
 {
-	size_t n;
-
-	pthread_mutex_lock(&sc->oci_lock);
-	n = sc->oci_polls.count;
-	pthread_mutex_unlock(&sc->oci_lock);
-	return n;
+	return locked_size(&sc->oci_lock, &sc->oci_polls.count);
 }
 
 /* A new resolution replaces the old; the verifications of the old one

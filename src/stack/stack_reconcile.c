@@ -614,28 +614,31 @@ typedef int (*stack_step_fn)(struct stack_pass *p);
 /* Which phases a step runs in (stack_model.h, enum stack_phase). */
 #define IN(ph) STACK_PHASE_BIT(STACK_PHASE_##ph)
 #define LIVE (IN(UPDATING) | IN(AWAITING) | IN(DRIFTED) | IN(BACKING_OFF) | IN(IDLE))
+/* A row: step_<name>, logged as "<name>" (the name a log line gives is
+ * the function's, so the two cannot drift apart). */
+#define STEP(name, in) { #name, step_##name, in }
 
 static const struct {
 	const char *name;
 	stack_step_fn fn;
 	unsigned phases;
 } steps[] = {
-	{ "suspend", step_suspend, IN(SUSPENDED) },
-	{ "spec", step_spec, IN(FINALIZING) | LIVE },
-	{ "finalize", step_finalize, IN(FINALIZING) },
-	{ "finalizer", step_finalizer, LIVE },
-	{ "prereqs", step_prereqs, LIVE },
-	{ "source", step_source, LIVE },
-	{ "inputs", step_inputs, LIVE },
-	{ "awaiting", step_awaiting, LIVE },
-	{ "drift", step_drift, LIVE },
-	{ "decide", step_decide, LIVE },
-	{ "fresh", step_fresh, LIVE },
-	{ "artifact", step_artifact, LIVE },
-	{ "workspace", step_workspace, LIVE },
-	{ "approval", step_approval, LIVE },
-	{ "update", step_update, LIVE },
-	{ "outputs", step_outputs, LIVE },
+	STEP(suspend, IN(SUSPENDED)),
+	STEP(spec, IN(FINALIZING) | LIVE),
+	STEP(finalize, IN(FINALIZING)),
+	STEP(finalizer, LIVE),
+	STEP(prereqs, LIVE),
+	STEP(source, LIVE),
+	STEP(inputs, LIVE),
+	STEP(awaiting, LIVE),
+	STEP(drift, LIVE),
+	STEP(decide, LIVE),
+	STEP(fresh, LIVE),
+	STEP(artifact, LIVE),
+	STEP(workspace, LIVE),
+	STEP(approval, LIVE),
+	STEP(update, LIVE),
+	STEP(outputs, LIVE),
 };
 
 /* ------------------------------------------------------------ the end */

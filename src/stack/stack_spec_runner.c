@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "stack/stack_model.h"
 
 #define MAX_MAP_ENTRIES 32
@@ -415,15 +416,8 @@ int stack_runner_parse(const cJSON *spec, const struct stack_opts *o, struct sta
 void stack_runner_free(struct stack_runner *r)
 {
 	free(r->service_account);
-	cJSON_Delete(r->labels);
-	cJSON_Delete(r->annotations);
-	cJSON_Delete(r->resources);
-	cJSON_Delete(r->node_selector);
-	cJSON_Delete(r->tolerations);
-	cJSON_Delete(r->affinity);
-	cJSON_Delete(r->env);
-	cJSON_Delete(r->volumes);
-	cJSON_Delete(r->volume_mounts);
+	mem_release_all(cJSON, cJSON_Delete, r->labels, r->annotations, r->resources, r->node_selector,
+	    r->tolerations, r->affinity, r->env, r->volumes, r->volume_mounts);
 	memset(r, 0, sizeof(*r));
 }
 
