@@ -633,6 +633,8 @@ static int parse_source(const cJSON *spec, const char *name, struct stack_spec *
 	static const char *git_fields[] = { "commit", "branch", "repoDir", "gitAuth", "gitAuthSecret" };
 	static const char *sources[] = { "fluxSource", "ociSource", "programRef" };
 
+	if (present(spec, "projectRepo") && !cJSON_IsString(item(spec, "projectRepo")))
+		return err_set(e, ERR_INVALID, "spec.projectRepo: must be a string (a Git URL)"), -1;
 	/* The operator too reads them only with projectRepo (and refuses them
 	 * without it): ignored, they would leave a Stack on another source. */
 	for (size_t i = 0; !git && i < sizeof(git_fields) / sizeof(git_fields[0]); i++)
