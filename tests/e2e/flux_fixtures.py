@@ -5,7 +5,9 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
     git_server      session-scoped GitServer: `git http-backend` (it ships with git)
                     behind a small CGI shim on 127.0.0.1; repositories are bare
                     repositories made and committed to with the real `git`:
-                    .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name)
+                    .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name);
+                    .require_auth(repo, username, password | bearer) serves a repository
+                    only with those credentials (401 otherwise, counted in .refused)
     s3_server       session-scoped S3Server: .real/bin/s3-server (gofakes3, in memory):
                     .endpoint (host:port), .put_objects(bucket, {key: bytes}) (the bucket
                     then holds exactly those objects)
@@ -32,6 +34,7 @@ test has its own): the tests that write a source's status by hand (hostile archi
 that never get an artifact, the Kubernetes tests that create Flux objects to see how the API
 server treats them) share the session's API server with it and must not race it.
 """
+import base64
 import json
 import os
 import pathlib
@@ -78,8 +81,32 @@ class _GitCGIHandler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         self.server.access.append(f"{self.command} {self.path}")
 
+    def _authorized(self, path):
+        """The repository's credentials (GitServer.require_auth) are in the request: HTTP
+        basic auth, or a bearer token, as source-controller sends them."""
+        repo = path.lstrip("/").split(".git", 1)[0]
+        want = self.server.credentials.get(repo)
+        if want is None:
+            return True
+        got = self.headers.get("Authorization") or ""
+        scheme, _, value = got.partition(" ")
+        if scheme.lower() == "basic" and want.get("basic"):
+            try:
+                return base64.b64decode(value).decode() == want["basic"]
+            except ValueError:
+                return False
+        return scheme.lower() == "bearer" and want.get("bearer") is not None and \
+            value == want["bearer"]
+
     def _run(self):
         path, _, query = self.path.partition("?")
+        if not self._authorized(path):
+            self.server.refused.append(f"{self.command} {path}")
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {"GIT_PROJECT_ROOT": str(self.server.root), "GIT_HTTP_EXPORT_ALL": "1",
@@ -126,6 +153,8 @@ class GitServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _GitCGIHandler)
         self.httpd.root = self.root
         self.httpd.access = []
+        self.httpd.credentials = {}     # repo -> {"basic": "user:password", "bearer": token}
+        self.httpd.refused = []         # requests answered 401
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -136,6 +165,19 @@ class GitServer:
 
     def url(self, repo):
         return f"http://127.0.0.1:{self.port}/{repo}.git"
+
+    def require_auth(self, repo, username=None, password=None, bearer=None):
+        """From now on the repository is served only to requests with these credentials
+        (basic auth username:password, or a bearer token); others get 401.  The
+        test's own pushes go to the bare repository directly, past the server."""
+        self.httpd.credentials[repo] = {
+            "basic": f"{username}:{password}" if username is not None else None,
+            "bearer": bearer}
+
+    @property
+    def refused(self):
+        """The requests answered 401 ("GET /ns/repo.git/info/refs")."""
+        return list(self.httpd.refused)
 
     def git(self, *args, cwd=None):
         env = dict(os.environ, **GIT_IDENTITY, GIT_CONFIG_NOSYSTEM="1",
