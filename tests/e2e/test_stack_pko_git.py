@@ -191,8 +191,9 @@ def test_wrong_password_then_put_right(stack_world):
     w.secret("creds", {"user": USER, "pw": PASSWORD})
     w._wait("wrong", lambda: secret_data(w, "wrong-git-auth")[1].get("password") == PASSWORD, 120,
             "wrong-git-auth rewritten")
-    repo = git_repository(w, "wrong")
-    assert repo["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"] != before
+    # the same pass applies the GitRepository after the Secret
+    w._wait("wrong", lambda: git_repository(w, "wrong")["metadata"]["annotations"][
+        "reconcile.fluxcd.io/requestedAt"] != before, 60, "a new reconcile request")
     source_fetched(w, "wrong", files, sha)
     obj = w.wait_ready("wrong", revision=f"main@sha1:{sha}")
     assert obj["status"]["outputs"]["message"] == "hello"
