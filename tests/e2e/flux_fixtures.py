@@ -8,6 +8,9 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
                     .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name);
                     .require_auth(repo, username, password | bearer) serves a repository
                     only with those credentials (401 otherwise, counted in .refused)
+    git_ssh_server  session-scoped GitSSHServer: sshd on 127.0.0.1 serving the same
+                    repositories over SSH to one client key (.identity, .known_hosts,
+                    .url(repo)); skipped when openssh-server is not installed
     s3_server       session-scoped S3Server: .real/bin/s3-server (gofakes3, in memory):
                     .endpoint (host:port), .put_objects(bucket, {key: bytes}) (the bucket
                     then holds exactly those objects)
@@ -38,8 +41,10 @@ import base64
 import json
 import os
 import pathlib
+import pwd
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -238,6 +243,89 @@ class GitServer:
 def git_server():
     base = tempfile.mkdtemp(prefix="pc-git-")
     server = GitServer(base)
+    yield server
+    server.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# -- the Git server over SSH ------------------------------------------------------------
+
+SSHD = "/usr/sbin/sshd"
+# Only `git-upload-pack '<path>'` (a clone or fetch) runs for the one authorized key.
+SSH_FORCE_COMMAND = """#!/bin/sh
+case "$SSH_ORIGINAL_COMMAND" in
+"git-upload-pack "*) exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" ;;
+*) echo "only git-upload-pack is served" >&2; exit 1 ;;
+esac
+"""
+
+
+class GitSSHServer:
+    """sshd on 127.0.0.1 serving a GitServer's bare repositories over SSH (key auth only,
+    one client key, only git-upload-pack).  .identity is the client's private key
+    (OpenSSH format), .known_hosts the line a user puts in a known_hosts file for this
+    server ([127.0.0.1]:port <host key>), .url(repo) the repository's ssh:// URL."""
+
+    def __init__(self, git, base):
+        if not os.path.exists(SSHD):
+            pytest.skip("openssh-server is not installed (apt-get install openssh-server)")
+        self.git = git
+        self.base = pathlib.Path(base)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        keys = {}
+        for name in ("host", "client"):
+            path = self.base / f"{name}_key"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"pc-test-{name}",
+                            "-f", str(path)], check=True, capture_output=True)
+            keys[name] = path
+        (self.base / "authorized_keys").write_text(keys["client"].with_suffix(".pub").read_text())
+        force = self.base / "git-only"
+        force.write_text(SSH_FORCE_COMMAND)
+        force.chmod(0o755)
+        self.identity = keys["client"].read_text()
+        self.port = free_port()
+        host_pub = keys["host"].with_suffix(".pub").read_text().split()
+        self.known_hosts = f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n"
+        config = self.base / "sshd_config"
+        config.write_text("\n".join([
+            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {keys['host']}",
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}", f"AllowUsers {self.user}",
+            "PubkeyAuthentication yes", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
+            "StrictModes no", "UsePAM no", "DisableForwarding yes", "PermitTTY no",
+            f"ForceCommand {force}", f"PidFile {self.base / 'sshd.pid'}", ""]))
+        os.makedirs("/run/sshd", exist_ok=True)     # its privilege separation directory
+        self.log_path = self.base / "sshd.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self._listening, 30, interval=0.1, what="sshd listening")
+
+    def _listening(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"sshd exited:\n{_log_tail(self.log_path, 2000)}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def url(self, repo):
+        return f"ssh://{self.user}@127.0.0.1:{self.port}{self.git.root}/{repo}.git"
+
+    def tail(self, n=4000):
+        return _log_tail(self.log_path, n)
+
+    def close(self):
+        _terminate(self.proc, 10)
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def git_ssh_server(git_server):
+    base = tempfile.mkdtemp(prefix="pc-git-ssh-")
+    server = GitSSHServer(git_server, base)
     yield server
     server.close()
     shutil.rmtree(base, ignore_errors=True)
@@ -611,6 +699,6 @@ def new_token():
     return secrets.token_hex(6)
 
 
-__all__ = ["GitServer", "S3Server", "FluxControllers", "NotificationController",
+__all__ = ["GitServer", "GitSSHServer", "S3Server", "FluxControllers", "NotificationController",
            "render_notification_crds", "RealFluxSources", "SHARD_LABEL",
            "SOURCE_FINALIZER", "new_token"]

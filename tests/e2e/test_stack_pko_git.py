@@ -247,3 +247,38 @@ def test_missing_secret_key_and_foreign_secret(stack_world):
     assert data == {"note": "mine"}
     assert _get(w, "gitrepositories", "taken-program") is None
     w.assert_no_secret(PASSWORD)
+
+
+def test_ssh_key_with_known_hosts_reaches_ready(stack_world, request):
+    """gitAuth.sshAuth: the private key and, in the same Secret, the server's known_hosts
+    (source-controller checks the host key against it).  Real tier: cloned over SSH from
+    sshd on loopback (flux_fixtures.GitSSHServer)."""
+    w = stack_world
+    files = w.program_files("stack-basic")
+    if w.tier == "real":
+        ssh = request.getfixturevalue("git_ssh_server")
+        sha = w.git_server.commit(repo_of(w, "sshrepo"), {f"infra/{k}": v for k, v in files.items()})
+        url, identity, known_hosts = ssh.url(repo_of(w, "sshrepo")), ssh.identity, ssh.known_hosts
+    else:
+        sha, url = SHA0, "ssh://git@git.example.test/acme/sshrepo.git"
+        identity = "-----BEGIN OPENSSH PRIVATE KEY-----\nemulator-tier-key\n-----END OPENSSH PRIVATE KEY-----\n"
+        known_hosts = "git.example.test ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEmulatorTierHostKey\n"
+    w.secret("deploy-key", {"id_ed25519": identity, "known_hosts": known_hosts})
+    pko_stack(w, "viassh", projectRepo=url, branch="main", repoDir="infra",
+              gitAuth={"sshAuth": {"sshPrivateKey": ref("deploy-key", "id_ed25519")}})
+    w.controller()
+
+    repo = git_repository(w, "viassh")
+    assert repo["spec"]["url"] == url
+    assert repo["spec"]["secretRef"] == {"name": "viassh-git-auth"}
+    _, data = secret_data(w, "viassh-git-auth")
+    assert data == {"identity": identity, "known_hosts": known_hosts}
+    source_fetched(w, "viassh", files, sha)
+    try:
+        obj = w.wait_ready("viassh", revision=f"main@sha1:{sha}")
+    except AssertionError as e:
+        extra = f"\nsshd log:\n{ssh.tail()}{w.flux.explain()}" if w.tier == "real" else ""
+        raise AssertionError(f"{e}{extra}") from None
+    assert obj["status"]["outputs"]["message"] == "hello"
+    assert "Git credentials: sshAuth from Secret deploy-key" in w.cond(obj, "Ready")["message"]
+    w.assert_no_secret(identity.strip().splitlines()[1])
