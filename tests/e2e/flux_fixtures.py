@@ -262,8 +262,8 @@ esac
 
 class GitSSHServer:
     """sshd on 127.0.0.1 serving a GitServer's bare repositories over SSH (key auth only,
-    one client key, only git-upload-pack).  .identity is the client's private key
-    (OpenSSH format), .known_hosts the line a user puts in a known_hosts file for this
+    two client keys, only git-upload-pack).  .identity is a client's private key
+    (OpenSSH format), .locked_identity another encrypted with .passphrase, .known_hosts the line a user puts in a known_hosts file for this
     server ([127.0.0.1]:port <host key>), .url(repo) the repository's ssh:// URL."""
 
     def __init__(self, git, base):
@@ -274,16 +274,19 @@ class GitSSHServer:
         self.base.mkdir(parents=True, exist_ok=True)
         self.user = pwd.getpwuid(os.getuid()).pw_name
         keys = {}
-        for name in ("host", "client"):
+        self.passphrase = "ssh-Key-Passphrase-" + secrets.token_hex(4)
+        for name, phrase in (("host", ""), ("client", ""), ("locked", self.passphrase)):
             path = self.base / f"{name}_key"
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"pc-test-{name}",
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", phrase, "-C", f"pc-test-{name}",
                             "-f", str(path)], check=True, capture_output=True)
             keys[name] = path
-        (self.base / "authorized_keys").write_text(keys["client"].with_suffix(".pub").read_text())
+        (self.base / "authorized_keys").write_text(
+            keys["client"].with_suffix(".pub").read_text() + keys["locked"].with_suffix(".pub").read_text())
         force = self.base / "git-only"
         force.write_text(SSH_FORCE_COMMAND)
         force.chmod(0o755)
         self.identity = keys["client"].read_text()
+        self.locked_identity = keys["locked"].read_text()     # encrypted with .passphrase
         self.port = free_port()
         host_pub = keys["host"].with_suffix(".pub").read_text().split()
         self.known_hosts = f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n"

@@ -4,7 +4,9 @@ GitRepository <name>-program the controller owns, whose credentials the controll
 into the Secret <name>-git-auth in source-controller's shape.  Both tiers:
 
     [real]      the real source-controller clones from the loopback Git server
-                (flux_fixtures.GitServer), which asks for basic auth
+                (flux_fixtures.GitServer), which asks for basic auth, or over SSH from
+                sshd on loopback (flux_fixtures.GitSSHServer: skipped without
+                openssh-server)
     [emulator]  the test writes the GitRepository's status as source-controller would
                 (what it writes for a clone that worked, or for one refused 401)
 
@@ -282,3 +284,22 @@ def test_ssh_key_with_known_hosts_reaches_ready(stack_world, request):
     assert obj["status"]["outputs"]["message"] == "hello"
     assert "Git credentials: sshAuth from Secret deploy-key" in w.cond(obj, "Ready")["message"]
     w.assert_no_secret(identity.strip().splitlines()[1])
+
+    # An encrypted key and its passphrase (sshAuth.password), from another Secret.
+    if w.tier == "real":
+        locked, phrase = ssh.locked_identity, ssh.passphrase
+    else:
+        locked, phrase = identity.replace("emulator", "locked"), "emulator-Passphrase-31"
+    w.secret("locked-key", {"key": locked, "known_hosts": known_hosts})
+    w.secret("key-phrase", {"phrase": phrase})
+    pko_stack(w, "locked", projectRepo=url, branch="main", repoDir="infra",
+              gitAuth={"sshAuth": {"sshPrivateKey": ref("locked-key", "key"),
+                                   "password": ref("key-phrase", "phrase")}})
+    git_repository(w, "locked")
+    w._wait("locked", lambda: _get(w, "secrets", "locked-git-auth"), 60, "locked-git-auth")
+    _, data = secret_data(w, "locked-git-auth")
+    assert data == {"identity": locked, "known_hosts": known_hosts, "password": phrase}
+    source_fetched(w, "locked", files, sha)
+    obj = w.wait_ready("locked", revision=f"main@sha1:{sha}")
+    assert "sshAuth from Secret locked-key, Secret key-phrase" in w.cond(obj, "Ready")["message"]
+    w.assert_no_secret(phrase, locked.strip().splitlines()[1])
