@@ -243,6 +243,26 @@ def test_missing_secret_key_and_foreign_secret(stack_world):
     _, data = secret_data(w, "ssh-git-auth")
     assert sorted(data) == ["identity", "known_hosts"]
 
+    # A GitHub App: source-controller's githubApp* keys and provider github; a
+    # gitAuthSecret with accessToken: basic auth as git, as the operator sends it.
+    w.secret("app", {"id": "123456", "pem": "-----BEGIN RSA PRIVATE KEY-----\nnot-a-key\n"})
+    w.secret("tok-creds", {"accessToken": PASSWORD, "username": "ignored"})
+    pko_stack(w, "app", projectRepo="https://github.com/acme/app", branch="main",
+              gitAuth={"githubApp": {"appID": ref("app", "id"),
+                                     "installationID": {"type": "Literal", "literal": {"value": "7890"}},
+                                     "privateKey": ref("app", "pem")}})
+    pko_stack(w, "toksec", projectRepo="https://git.example.test/acme/toksec.git", branch="main",
+              gitAuthSecret="tok-creds")
+    repo = git_repository(w, "app")
+    assert repo["spec"]["provider"] == "github" and repo["spec"]["secretRef"] == {"name": "app-git-auth"}
+    _, data = secret_data(w, "app-git-auth")
+    assert data == {"githubAppID": "123456", "githubAppInstallationID": "7890",
+                    "githubAppPrivateKey": "-----BEGIN RSA PRIVATE KEY-----\nnot-a-key\n"}
+    git_repository(w, "toksec")
+    _, data = secret_data(w, "toksec-git-auth")
+    assert data == {"username": "git", "password": PASSWORD}
+    assert "provider" not in git_repository(w, "toksec")["spec"]
+
     obj = w.wait_condition("taken", "Stalled", "True", "GitCredentialsConflict")
     assert "not overwritten" in w.cond(obj, "Ready")["message"]
     _, data = secret_data(w, "taken-git-auth")
