@@ -129,6 +129,12 @@ def test_basic_auth_branch_and_repo_dir_reach_ready(stack_world):
     assert obj["status"]["outputs"]["message"] == "hello"
     msg = w.cond(obj, "Ready")["message"]
     assert "Git credentials: basicAuth from Secret git-creds" in msg, msg
+
+    # <name>-git-auth deleted by hand: written again (the Stack is queued by its deletion).
+    w._call(lambda c: c.delete("v1", "secrets", "net-git-auth", w.namespace))
+    w._wait("net", lambda: (_get(w, "secrets", "net-git-auth") or {}).get("data"), 60,
+            "net-git-auth written again")
+    assert secret_data(w, "net-git-auth")[1] == {"username": USER, "password": PASSWORD}
     w.assert_no_secret(PASSWORD)
 
 
