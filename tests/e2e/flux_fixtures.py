@@ -6,8 +6,8 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
                     behind a small CGI shim on 127.0.0.1; repositories are bare
                     repositories made and committed to with the real `git`:
                     .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name);
-                    .require_auth(repo, username, password | bearer) serves a repository
-                    only with those credentials (401 otherwise, counted in .refused)
+                    .require_auth(repo, username, password) serves a repository only
+                    with those basic-auth credentials (401 otherwise, counted in .refused)
     git_ssh_server  session-scoped GitSSHServer: sshd on 127.0.0.1 serving the same
                     repositories over SSH to one client key (.identity, .known_hosts,
                     .url(repo)); skipped when openssh-server is not installed
@@ -87,21 +87,17 @@ class _GitCGIHandler(BaseHTTPRequestHandler):
         self.server.access.append(f"{self.command} {self.path}")
 
     def _authorized(self, path):
-        """The repository's credentials (GitServer.require_auth) are in the request: HTTP
-        basic auth, or a bearer token, as source-controller sends them."""
+        """The repository's credentials (GitServer.require_auth) are in the request, as
+        HTTP basic auth."""
         repo = path.lstrip("/").split(".git", 1)[0]
         want = self.server.credentials.get(repo)
         if want is None:
             return True
-        got = self.headers.get("Authorization") or ""
-        scheme, _, value = got.partition(" ")
-        if scheme.lower() == "basic" and want.get("basic"):
-            try:
-                return base64.b64decode(value).decode() == want["basic"]
-            except ValueError:
-                return False
-        return scheme.lower() == "bearer" and want.get("bearer") is not None and \
-            value == want["bearer"]
+        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        try:
+            return scheme.lower() == "basic" and base64.b64decode(value).decode() == want
+        except ValueError:
+            return False
 
     def _run(self):
         path, _, query = self.path.partition("?")
@@ -158,7 +154,7 @@ class GitServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _GitCGIHandler)
         self.httpd.root = self.root
         self.httpd.access = []
-        self.httpd.credentials = {}     # repo -> {"basic": "user:password", "bearer": token}
+        self.httpd.credentials = {}     # repo -> "user:password"
         self.httpd.refused = []         # requests answered 401
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -171,13 +167,11 @@ class GitServer:
     def url(self, repo):
         return f"http://127.0.0.1:{self.port}/{repo}.git"
 
-    def require_auth(self, repo, username=None, password=None, bearer=None):
-        """From now on the repository is served only to requests with these credentials
-        (basic auth username:password, or a bearer token); others get 401.  The
-        test's own pushes go to the bare repository directly, past the server."""
-        self.httpd.credentials[repo] = {
-            "basic": f"{username}:{password}" if username is not None else None,
-            "bearer": bearer}
+    def require_auth(self, repo, username, password):
+        """From now on the repository is served only to requests with these basic-auth
+        credentials; others get 401.  The test's own pushes go to the bare repository
+        directly, past the server."""
+        self.httpd.credentials[repo] = f"{username}:{password}"
 
     @property
     def refused(self):
