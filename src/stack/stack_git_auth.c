@@ -11,7 +11,8 @@
  * the values are copied into a Secret the controller owns,
  * <name>-git-auth: owner reference to the Stack (deleted with it), labels as
  * the GitRepository's, rewritten when what it is made from changes (the
- * Stack's "ref" index queues it on a change of those Secrets).  A Secret of
+ * Stack's "ref" index queues it on a change of those Secrets), and then
+ * source-controller asked to fetch again (stack_source.c).  A Secret of
  * that name the controller did not make for this Stack is never
  * overwritten.
  *
@@ -321,6 +322,7 @@ static int write_owned(struct stack_pass *p, const struct creds *c, struct stack
 	}
 	snprintf(out->version, sizeof(out->version), "%s",
 	    kube_obj_str(res, "metadata.resourceVersion") ? kube_obj_str(res, "metadata.resourceVersion") : "");
+	out->changed = 1;
 	cJSON_Delete(res);
 	return 0;
 }

@@ -117,6 +117,34 @@ static char *program_git_url(const char *repo)
 
 #define FLUX_REQUESTED_AT "reconcile.fluxcd.io/requestedAt"
 
+/* source-controller reads a secretRef only when it reconciles: credentials
+ * that changed (a password put right) ask it to fetch again now, as `flux
+ * reconcile` does, rather than at the next interval.  A merge patch, not
+ * part of the apply: the controller does not own the annotation, so a
+ * user's `flux reconcile` is never undone.  A failure only delays the
+ * fetch to the interval. */
+static void request_fetch(struct stack_pass *p, const struct stack_kind *k, const char *version)
+{
+	cJSON *doc = cJSON_CreateObject(), *res = NULL;
+	char *patch;
+	struct err e;
+
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(doc, "metadata"), "annotations"),
+	    FLUX_REQUESTED_AT, version);
+	patch = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	if (patch == NULL)
+		err_set(&e, ERR_NOMEM, "out of memory");
+	else
+		res = kube_patch(p->sc->client, k->served, p->ns, p->spec.src_name, NULL, KUBE_PATCH_MERGE, patch,
+		    NULL, 0, &e);
+	free(patch);
+	if (res == NULL)
+		log_warn("cannot ask source-controller to fetch again", "namespace", p->ns, "name", p->spec.src_name,
+		    "error", e.msg, NULL);
+	cJSON_Delete(res);
+}
+
 /* Server-side apply of the GitRepository the Stack owns: created when
  * missing, its url/ref/interval (and credentials) kept as programRef or
  * projectRepo say, and the Stack's Flux shard label copied.  Fields the
@@ -150,12 +178,6 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	if (cJSON_IsString(shard))
 		cJSON_AddStringToObject(labels, FLUX_SHARD_LABEL, shard->valuestring);
 	cJSON_AddItemToObject(md, "ownerReferences", stack_git_owner_refs(p));
-	/* source-controller reads a secretRef only when it reconciles: new
-	 * credentials (a password put right) ask it to fetch again now rather
-	 * than at the next interval. */
-	if (creds->secret[0])
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "annotations"), FLUX_REQUESTED_AT,
-		    creds->version);
 	spec = cJSON_AddObjectToObject(doc, "spec");
 	cJSON_AddStringToObject(spec, "url", url);
 	free(url);
@@ -176,6 +198,8 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	if (res == NULL)
 		return -1;
 	cJSON_Delete(res);
+	if (creds->changed)
+		request_fetch(p, k, creds->version);
 	return 0;
 }
 

@@ -79,11 +79,13 @@ int stack_verify_oci(struct stack_pass *p, const char *poll_key, const char *rev
 /* stack_git_auth.c.  What the GitRepository <name>-program of a projectRepo
  * Stack authenticates with: secret is its secretRef ("" none), the Secret
  * the controller owns (<name>-git-auth), and version that Secret's
- * resourceVersion; github: spec.provider github (a GitHub App). */
+ * resourceVersion; github: spec.provider github (a GitHub App); changed:
+ * this pass created or rewrote it. */
 struct stack_git_creds {
 	char secret[300];
 	char version[64];
 	int github;
+	int changed;
 };
 /* Writes <name>-git-auth from spec.gitAuth / gitAuthSecret and says in
  * p->note which kind of credential came from which Secret (never a value).
