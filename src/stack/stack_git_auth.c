@@ -135,12 +135,7 @@ static int copy_ref(struct stack_pass *p, const struct stack_value *v, const cha
 	cJSON *sec;
 	int rc;
 
-	if (v->kind == STACK_VAL_LITERAL) {
-		if (known_hosts) {
-			stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "%s: an SSH key must come from a Secret, "
-			    "whose key known_hosts holds the server's host keys", field);
-			return 1;
-		}
+	if (v->kind == STACK_VAL_LITERAL) {   /* never an SSH key: stack_spec.c refuses that */
 		if (add(c, out_key, v->literal, strlen(v->literal)) < 0) {
 			stack_verdict(p, STACK_WAITING, "GitCredentialsFailed", 1000, "out of memory");
 			return 1;

@@ -532,6 +532,10 @@ static int parse_git_auth(const cJSON *spec, struct stack_spec *s, struct err *e
 		if (get_obj(ga, "sshAuth", "spec.gitAuth.sshAuth", &sub, e) < 0 ||
 		    git_auth_ref(sub, "sshPrivateKey", "spec.gitAuth.sshAuth.sshPrivateKey", a, e) < 0)
 			return -1;
+		/* source-controller needs the server's host keys beside the key. */
+		if (a->v[0].kind != STACK_VAL_SECRET)
+			return err_set(e, ERR_INVALID, "spec.gitAuth.sshAuth.sshPrivateKey: must be type Secret; "
+			    "its Secret holds the server's host keys in key known_hosts too"), -1;
 		return present(sub, "password") ?
 		    git_auth_ref(sub, "password", "spec.gitAuth.sshAuth.password", a, e) : 0;
 	}

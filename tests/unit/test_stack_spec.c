@@ -418,6 +418,9 @@ static void git_auth_refusals(void **state)
 	    "spec.gitAuth.sshAuth.sshPrivateKey");
 	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': 'key'}}",
 	    "spec.gitAuth.sshAuth", "object");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': {'sshPrivateKey': "
+	    "{'type': 'Literal', 'literal': {'value': 'k'}}}}}", "spec.gitAuth.sshAuth.sshPrivateKey", "Secret",
+	    "known_hosts");
 	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'accessToken': "
 	    "{'type': 'Env', 'env': {'name': 'TOKEN'}}}}", "spec.gitAuth.accessToken.type", "Env");
 	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'accessToken': "
