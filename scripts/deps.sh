@@ -29,6 +29,7 @@ nginx-light
 docker-registry
 skopeo
 apache2-utils
+openssh-server
 openssl
 zstd
 gzip

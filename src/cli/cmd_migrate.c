@@ -80,7 +80,7 @@ static int has_finalizer(const cJSON *st)
 /* The changes a reader should know of, for a Stack the controller takes. */
 static void changes_of(const cJSON *st, const struct stack_spec *s, char *notes)
 {
-	static const char *noops[] = { "expectNoRefreshChanges", "retryOnUpdateConflict", "shallow",
+	static const char *noops[] = { "expectNoRefreshChanges", "retryOnUpdateConflict",
 		"workspaceReclaimPolicy", "updateTemplate" };
 	char text[512];
 
@@ -88,6 +88,19 @@ static void changes_of(const cJSON *st, const struct stack_spec *s, char *notes)
 		snprintf(text, sizeof(text), "a Flux GitRepository %s is made for projectRepo", s->src_name ?
 		    s->src_name : "<name>-program");
 		note(notes, text);
+		/* PKO's own workspace clone is shallow or not; source-controller's always is. */
+		if (stackctl_true(st, "spec.shallow"))
+			note(notes, "shallow changes nothing (source-controller fetches one commit's tree)");
+		if (s->git_auth.kind != STACK_GIT_NONE) {
+			snprintf(text, sizeof(text), "its credentials are copied into Secret %s-git-auth",
+			    stackctl_str(st, "metadata.name") ? stackctl_str(st, "metadata.name") : "<name>");
+			note(notes, text);
+		}
+		/* source-controller checks SSH host keys; PKO's images carried them. */
+		if (s->git_auth.kind == STACK_GIT_SSH)
+			note(notes, "SSH needs key known_hosts in the private key's Secret");
+		else if (s->git_auth.kind == STACK_GIT_SECRET)
+			note(notes, "an sshPrivateKey in gitAuthSecret needs key known_hosts beside it");
 	}
 	if (stackctl_str(st, "spec.programRef.name") != NULL)
 		note(notes, "the Program is rendered by this controller");

@@ -252,7 +252,8 @@ struct source {
 };
 
 /* The Flux source object of a Stack: fluxSource.sourceRef, or the
- * GitRepository <name>-program the controller keeps for programRef.
+ * GitRepository <name>-program the controller keeps for programRef and
+ * projectRepo.
  * 1 found, 0 none (ociSource), -1 after printing why not. */
 static int stack_source(const cJSON *st, const struct stackctl_ref *ref, struct source *s)
 {
@@ -267,7 +268,7 @@ static int stack_source(const cJSON *st, const struct stackctl_ref *ref, struct 
 
 	memset(s, 0, sizeof(*s));
 	if (stackctl_obj(st, "spec.fluxSource") == NULL) {
-		if (stackctl_obj(st, "spec.programRef") == NULL)
+		if (stackctl_obj(st, "spec.programRef") == NULL && stackctl_str(st, "spec.projectRepo") == NULL)
 			return 0;
 		api = "source.toolkit.fluxcd.io/v1";
 		kind = "GitRepository";

@@ -84,7 +84,7 @@ static int source_index(const cJSON *obj, char **out, int max)
 
 	if (cJSON_IsObject(ref))
 		return add_value(out, 0, max, str_or_empty(kube_obj_str(ref, "kind")), ns, kube_obj_str(ref, "name"));
-	if (cJSON_IsObject(at(spec, "programRef")) && name != NULL) {
+	if ((cJSON_IsObject(at(spec, "programRef")) || cJSON_IsString(at(spec, "projectRepo"))) && name != NULL) {
 		char src[300];
 		snprintf(src, sizeof(src), "%s-program", name);
 		return add_value(out, 0, max, "GitRepository", ns, src);
@@ -123,6 +123,19 @@ static int ref_index(const cJSON *obj, char **out, int max)
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "secretRef"), "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "certSecretRef"), "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(at(os, "verify"), "secretRef"), "name"));
+	/* projectRepo's credentials: their Secret changed, <name>-git-auth is
+	 * rewritten; that one changed or deleted (by hand, or the garbage
+	 * collector after a Stack of the same name), it is written again. */
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(spec, "gitAuthSecret"));
+	n = refs_of_map(at(spec, "gitAuth"), ns, out, n, max);
+	cJSON_ArrayForEach(it, at(spec, "gitAuth"))
+		n = refs_of_map(it, ns, out, n, max);
+	if (cJSON_IsString(at(spec, "projectRepo")) && (at(spec, "gitAuth") || at(spec, "gitAuthSecret")) &&
+	    kube_obj_str(obj, "metadata.name") != NULL) {
+		char own[300];
+		snprintf(own, sizeof(own), "%s-git-auth", kube_obj_str(obj, "metadata.name"));
+		n = add_value(out, n, max, "Secret", ns, own);
+	}
 	return n;
 }
 

@@ -180,6 +180,21 @@ struct stack_runner {
 	cJSON *env, *volumes, *volume_mounts;
 };
 
+/* The operator's Git credentials (spec.gitAuth, spec.gitAuthSecret), which
+ * stack_git_auth.c writes into the Secret <name>-git-auth in
+ * source-controller's shape.  v[] by kind: SSH {private key, passphrase
+ * (optional)}, TOKEN {token}, BASIC {user name, password}, APP {app id,
+ * installation id, private key}; n of them are set. */
+enum stack_git_auth_kind {
+	STACK_GIT_NONE, STACK_GIT_SECRET, STACK_GIT_SSH, STACK_GIT_TOKEN, STACK_GIT_BASIC, STACK_GIT_APP,
+};
+struct stack_git_auth {
+	enum stack_git_auth_kind kind;
+	char *secret;                     /* SECRET: the gitAuthSecret, read as the operator reads it */
+	struct stack_value v[3];
+	int n;
+};
+
 /* A parsed, validated spec.  Every string is owned; stack_spec_free. */
 struct stack_spec {
 	char *stack;
@@ -193,6 +208,8 @@ struct stack_spec {
 	int oci_verify;                   /* ociSource.verify (cosign, keys in oci_verify_secret) */
 	char *oci_verify_secret;
 	char *prog_repo, *prog_ref;       /* PROGRAM */
+	int project_repo;                 /* PROGRAM from the operator's projectRepo (branch/commit in prog_ref) */
+	struct stack_git_auth git_auth;   /* with projectRepo */
 	char *backend, *secrets_provider;
 	char *cloud_ignored;              /* a `cloud` value that is no backend URL */
 	char *cloud_shadowed;             /* a `cloud` URL that spec.backend overrides */

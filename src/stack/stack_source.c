@@ -8,6 +8,9 @@
  *                artifact is used even while the source is failing);
  *   programRef   the same, through the GitRepository <name>-program the
  *                controller creates and keeps in step with programRef;
+ *   projectRepo  the operator's Git source: the same GitRepository, its ref
+ *                from branch or commit, its secretRef the Secret
+ *                stack_git_auth.c writes from gitAuth / gitAuthSecret;
  *   ociSource    straight from the registry: the reference (tag, digest or
  *                semver) resolved to a manifest and its layer, at most once
  *                per interval per repository and reference however many
@@ -112,12 +115,44 @@ static char *program_git_url(const char *repo)
 
 #define FLUX_SHARD_LABEL "sharding.fluxcd.io/key"
 
-/* Server-side apply of the GitRepository the Stack owns: created when
- * missing, its url/ref/interval kept as programRef says, and the Stack's
- * Flux shard label copied. */
-static int ensure_program_source(struct stack_pass *p, const struct stack_kind *k, struct err *e)
+#define FLUX_REQUESTED_AT "reconcile.fluxcd.io/requestedAt"
+
+/* source-controller reads a secretRef only when it reconciles: credentials
+ * that changed (a password put right) ask it to fetch again now, as `flux
+ * reconcile` does, rather than at the next interval.  A merge patch, not
+ * part of the apply: the controller does not own the annotation, so a
+ * user's `flux reconcile` is never undone.  A failure only delays the
+ * fetch to the interval. */
+static void request_fetch(struct stack_pass *p, const struct stack_kind *k, const char *version)
 {
-	cJSON *doc = cJSON_CreateObject(), *md, *labels, *spec, *ref, *owners, *owner;
+	cJSON *doc = cJSON_CreateObject(), *res = NULL;
+	char *patch;
+	struct err e;
+
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(doc, "metadata"), "annotations"),
+	    FLUX_REQUESTED_AT, version);
+	patch = cJSON_PrintUnformatted(doc);
+	cJSON_Delete(doc);
+	if (patch == NULL)
+		err_set(&e, ERR_NOMEM, "out of memory");
+	else
+		res = kube_patch(p->sc->client, k->served, p->ns, p->spec.src_name, NULL, KUBE_PATCH_MERGE, patch,
+		    NULL, 0, &e);
+	free(patch);
+	if (res == NULL)
+		log_warn("cannot ask source-controller to fetch again", "namespace", p->ns, "name", p->spec.src_name,
+		    "error", e.msg, NULL);
+	cJSON_Delete(res);
+}
+
+/* Server-side apply of the GitRepository the Stack owns: created when
+ * missing, its url/ref/interval (and credentials) kept as programRef or
+ * projectRepo say, and the Stack's Flux shard label copied.  Fields the
+ * spec no longer sets (a secretRef) leave with the apply. */
+static int ensure_program_source(struct stack_pass *p, const struct stack_kind *k,
+    const struct stack_git_creds *creds, struct err *e)
+{
+	cJSON *doc = cJSON_CreateObject(), *md, *labels, *spec, *ref;
 	const cJSON *shard;
 	char api[128], interval[32], label[STACK_LABEL_VALUE_MAX];
 	char *text, *url = program_git_url(p->spec.prog_repo);
@@ -142,23 +177,17 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	    cJSON_GetObjectItemCaseSensitive(p->obj, "metadata"), "labels"), FLUX_SHARD_LABEL);
 	if (cJSON_IsString(shard))
 		cJSON_AddStringToObject(labels, FLUX_SHARD_LABEL, shard->valuestring);
-	owners = cJSON_AddArrayToObject(md, "ownerReferences");
-	owner = cJSON_CreateObject();
-	cJSON_AddStringToObject(owner, "apiVersion", kube_obj_str(p->obj, "apiVersion") ?
-	    kube_obj_str(p->obj, "apiVersion") : "pulumi.com/v1");
-	cJSON_AddStringToObject(owner, "kind", "Stack");
-	cJSON_AddStringToObject(owner, "name", p->name);
-	cJSON_AddStringToObject(owner, "uid", kube_obj_str(p->obj, "metadata.uid") ?
-	    kube_obj_str(p->obj, "metadata.uid") : "");
-	cJSON_AddBoolToObject(owner, "controller", 1);
-	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(owners, owner);
+	cJSON_AddItemToObject(md, "ownerReferences", stack_git_owner_refs(p));
 	spec = cJSON_AddObjectToObject(doc, "spec");
 	cJSON_AddStringToObject(spec, "url", url);
 	free(url);
 	cJSON_AddStringToObject(spec, "interval", interval);
 	ref = cJSON_AddObjectToObject(spec, "ref");
 	program_git_ref(p->spec.prog_ref, ref);
+	if (creds->secret[0])
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(spec, "secretRef"), "name", creds->secret);
+	if (creds->github)
+		cJSON_AddStringToObject(spec, "provider", "github");
 	text = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	if (text == NULL)
@@ -169,6 +198,8 @@ static int ensure_program_source(struct stack_pass *p, const struct stack_kind *
 	if (res == NULL)
 		return -1;
 	cJSON_Delete(res);
+	if (creds->changed)
+		request_fetch(p, k, creds->version);
 	return 0;
 }
 
@@ -179,20 +210,25 @@ static int resolve_flux(struct stack_pass *p)
 	struct stack_kind *k = stack_ctl_source_kind(p->sc, p->spec.src_kind);
 	const cJSON *art;
 	const char *status = NULL, *msg;
+	const char *field = p->spec.project_repo ? "spec.projectRepo" : "spec.programRef";
+	struct stack_git_creds creds;
 	cJSON *src;
 	struct err e;
 
 	if (k == NULL) {
 		stack_verdict(p, STACK_STALLED, "SourceKindNotServed", 0,
 		    "%s (source.toolkit.fluxcd.io) is not served by the API server: Flux's "
-		    "source-controller and its CRDs are needed%s", p->spec.src_kind,
-		    p->spec.source == STACK_SRC_PROGRAM ? " for spec.programRef" : "");
+		    "source-controller and its CRDs are needed%s%s", p->spec.src_kind,
+		    p->spec.source == STACK_SRC_PROGRAM ? " for " : "",
+		    p->spec.source == STACK_SRC_PROGRAM ? field : "");
 		return 1;
 	}
-	if (p->spec.source == STACK_SRC_PROGRAM && ensure_program_source(p, k, &e) < 0) {
+	if (p->spec.source == STACK_SRC_PROGRAM && stack_git_auth_prepare(p, &creds))
+		return 1;
+	if (p->spec.source == STACK_SRC_PROGRAM && ensure_program_source(p, k, &creds, &e) < 0) {
 		stack_verdict(p, STACK_WAITING, "SourceNotFound", p->sc->o.requeue_dependency_ms,
-		    "cannot create or update GitRepository %s/%s for spec.programRef: %s", p->ns,
-		    p->spec.src_name, e.msg);
+		    "cannot create or update GitRepository %s/%s for %s: %s", p->ns,
+		    p->spec.src_name, field, e.msg);
 		return 1;
 	}
 	src = kube_informer_get(k->inf, p->ns, p->spec.src_name);

@@ -8,6 +8,8 @@
  *   stack_verify.c     signatures: ociSource.verify, a Flux source's
  *                      SourceVerified
  *   stack_source.c     the source's artifact: resolve, then fetch
+ *   stack_git_auth.c   projectRepo's credentials, in the Secret its
+ *                      GitRepository reads
  *   stack_workspace.c  each Stack's own copy of the program tree
  *   stack_gc.c         the artifact store's garbage collection
  */
@@ -73,6 +75,25 @@ void stack_source_verified_store(struct stack_ctl *sc, const char *poll_key, con
 int stack_verify_flux(struct stack_pass *p, const cJSON *src, const char *revision);
 int stack_verify_oci(struct stack_pass *p, const char *poll_key, const char *revision, const char *manifest,
     const char *index);
+
+/* stack_git_auth.c.  What the GitRepository <name>-program of a projectRepo
+ * Stack authenticates with: secret is its secretRef ("" none), the Secret
+ * the controller owns (<name>-git-auth), and version that Secret's
+ * resourceVersion; github: spec.provider github (a GitHub App); changed:
+ * this pass created or rewrote it. */
+struct stack_git_creds {
+	char secret[300];
+	char version[64];
+	int github;
+	int changed;
+};
+/* Writes <name>-git-auth from spec.gitAuth / gitAuthSecret and says in
+ * p->note which kind of credential came from which Secret (never a value).
+ * 0 to go on with out filled; 1 when decided (p->v: a Secret or key
+ * missing, a Secret of that name not the controller's, an API error). */
+int stack_git_auth_prepare(struct stack_pass *p, struct stack_git_creds *out);
+/* The ownerReferences of an object the Stack owns (controller: true). */
+cJSON *stack_git_owner_refs(const struct stack_pass *p);
 
 /* Builds (or reuses) the Stack's workspace from p->tree and spec.dir:
  * p->workdir.  1 when decided (ProgramNotFound...), 0 to go on. */

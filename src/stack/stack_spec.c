@@ -490,19 +490,161 @@ static int parse_program_ref(const cJSON *pr, const char *name, struct stack_spe
 	return 0;
 }
 
+static int valid_object_name(const char *s);
+
+/* One credential value of gitAuth: a ResourceRef (Secret, or Literal, which
+ * the operator's schema takes too). */
+static int git_auth_ref(const cJSON *o, const char *k, const char *field, struct stack_git_auth *a,
+    struct err *e)
+{
+	const cJSON *ref = item(o, k);
+
+	if (ref == NULL || cJSON_IsNull(ref))
+		return err_set(e, ERR_INVALID, "%s: is required", field), -1;
+	return parse_resource_ref(ref, field, &a->v[a->n++], e);
+}
+
+static int present(const cJSON *o, const char *k)
+{
+	return item(o, k) != NULL && !cJSON_IsNull(item(o, k));
+}
+
+/* gitAuthSecret, else gitAuth's first of sshAuth, accessToken, githubApp and
+ * basicAuth: the order in which the operator picks one. */
+static int parse_git_auth(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	struct stack_git_auth *a = &s->git_auth;
+	const cJSON *ga = NULL, *sub = NULL;
+
+	if (get_str(spec, "gitAuthSecret", "spec.gitAuthSecret", &a->secret, e) < 0 ||
+	    get_obj(spec, "gitAuth", "spec.gitAuth", &ga, e) < 0)
+		return -1;
+	if (a->secret != NULL && a->secret[0] != '\0') {
+		if (!valid_object_name(a->secret))
+			return err_set(e, ERR_INVALID, "spec.gitAuthSecret: must be the name of a Secret"), -1;
+		a->kind = STACK_GIT_SECRET;
+		return 0;
+	}
+	if (ga == NULL)
+		return 0;
+	if (present(ga, "sshAuth")) {
+		a->kind = STACK_GIT_SSH;
+		if (get_obj(ga, "sshAuth", "spec.gitAuth.sshAuth", &sub, e) < 0 ||
+		    git_auth_ref(sub, "sshPrivateKey", "spec.gitAuth.sshAuth.sshPrivateKey", a, e) < 0)
+			return -1;
+		/* source-controller needs the server's host keys beside the key. */
+		if (a->v[0].kind != STACK_VAL_SECRET)
+			return err_set(e, ERR_INVALID, "spec.gitAuth.sshAuth.sshPrivateKey: must be type Secret; "
+			    "its Secret holds the server's host keys in key known_hosts too"), -1;
+		return present(sub, "password") ?
+		    git_auth_ref(sub, "password", "spec.gitAuth.sshAuth.password", a, e) : 0;
+	}
+	if (present(ga, "accessToken")) {
+		a->kind = STACK_GIT_TOKEN;
+		return git_auth_ref(ga, "accessToken", "spec.gitAuth.accessToken", a, e);
+	}
+	if (present(ga, "githubApp")) {
+		a->kind = STACK_GIT_APP;
+		if (get_obj(ga, "githubApp", "spec.gitAuth.githubApp", &sub, e) < 0 ||
+		    git_auth_ref(sub, "appID", "spec.gitAuth.githubApp.appID", a, e) < 0 ||
+		    git_auth_ref(sub, "installationID", "spec.gitAuth.githubApp.installationID", a, e) < 0)
+			return -1;
+		return git_auth_ref(sub, "privateKey", "spec.gitAuth.githubApp.privateKey", a, e);
+	}
+	if (present(ga, "basicAuth")) {
+		a->kind = STACK_GIT_BASIC;
+		if (get_obj(ga, "basicAuth", "spec.gitAuth.basicAuth", &sub, e) < 0 ||
+		    git_auth_ref(sub, "userName", "spec.gitAuth.basicAuth.userName", a, e) < 0)
+			return -1;
+		return git_auth_ref(sub, "password", "spec.gitAuth.basicAuth.password", a, e);
+	}
+	return err_set(e, ERR_INVALID, "spec.gitAuth: set one of sshAuth, accessToken, githubApp and "
+	    "basicAuth"), -1;
+}
+
+/* The operator's Git source: projectRepo with exactly one of branch and
+ * commit (the operator refuses both and neither), the program in repoDir.
+ * It becomes the GitRepository <name>-program, as the classic programRef
+ * does; shallow is accepted and changes nothing (source-controller fetches
+ * one commit's tree whatever it says). */
+static int parse_project_repo(const cJSON *spec, const char *name, struct stack_spec *s, struct err *e)
+{
+	size_t n = strlen(name) + sizeof("-program"), hex = 0;
+	char *branch = NULL, *commit = NULL;
+	int shallow = 0, rc = -1;
+
+	s->source = STACK_SRC_PROGRAM;
+	s->project_repo = 1;
+	if (get_str(spec, "projectRepo", "spec.projectRepo", &s->prog_repo, e) < 0 ||
+	    get_str(spec, "branch", "spec.branch", &branch, e) < 0 ||
+	    get_str(spec, "commit", "spec.commit", &commit, e) < 0 ||
+	    get_str(spec, "repoDir", "spec.repoDir", &s->dir, e) < 0 ||
+	    get_bool(spec, "shallow", "spec.shallow", &shallow, e) < 0)
+		goto out;
+	if (s->prog_repo == NULL || s->prog_repo[0] == '\0') {
+		err_set(e, ERR_INVALID, "spec.projectRepo: must be the URL of a Git repository");
+		goto out;
+	}
+	if (branch != NULL && branch[0] != '\0' && commit != NULL && commit[0] != '\0') {
+		err_set(e, ERR_INVALID, "spec.branch, spec.commit: set one of them, not both");
+		goto out;
+	}
+	if (commit != NULL && commit[0] != '\0') {
+		while (commit[hex] && strchr("0123456789abcdefABCDEF", commit[hex]))
+			hex++;
+		if (hex != 40 || commit[hex] != '\0') {
+			err_set(e, ERR_INVALID, "spec.commit: must be a full commit SHA (40 hexadecimal digits)");
+			goto out;
+		}
+		for (size_t i = 0; i < hex; i++)    /* GitRepository's ref.commit is lower case */
+			if (commit[i] >= 'A' && commit[i] <= 'F')
+				commit[i] = (char)(commit[i] - 'A' + 'a');
+		s->prog_ref = commit;
+		commit = NULL;
+	} else if (branch != NULL && branch[0] != '\0') {
+		/* "refs/heads/x" or "x": stack_source.c's ref rules then read it as a branch. */
+		size_t m = strlen(branch) + sizeof("refs/heads/");
+		if ((s->prog_ref = malloc(m)) == NULL) {
+			err_set(e, ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		snprintf(s->prog_ref, m, "%s%s", strncmp(branch, "refs/", 5) == 0 ? "" : "refs/heads/", branch);
+	} else {
+		err_set(e, ERR_INVALID, "spec.branch: with spec.projectRepo, set branch (to follow) or commit "
+		    "(to pin)");
+		goto out;
+	}
+	if (parse_git_auth(spec, s, e) < 0)
+		goto out;
+	if ((s->src_kind = strdup("GitRepository")) == NULL || (s->src_name = malloc(n)) == NULL) {
+		err_set(e, ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	snprintf(s->src_name, n, "%s-program", name);
+	rc = 0;
+out:
+	free(branch);
+	free(commit);
+	return rc;
+}
+
 static int parse_source(const cJSON *spec, const char *name, struct stack_spec *s, struct err *e)
 {
 	const cJSON *fs = item(spec, "fluxSource"), *os = item(spec, "ociSource");
 	const cJSON *pr = item(spec, "programRef");
-	int n = cJSON_IsObject(fs) + cJSON_IsObject(os) + cJSON_IsObject(pr);
-
-	static const char *git_fields[] = { "projectRepo", "commit", "branch", "repoDir" };
-
-	for (size_t i = 0; i < sizeof(git_fields) / sizeof(git_fields[0]); i++)
-		if (item(spec, git_fields[i]) != NULL && !cJSON_IsNull(item(spec, git_fields[i])))
-			return err_set(e, ERR_INVALID, "spec.%s: the controller never clones Git; use a Flux "
-			    "GitRepository in spec.fluxSource (or the classic spec.programRef.repo)", git_fields[i]), -1;
+	int git = present(spec, "projectRepo");
+	int n = cJSON_IsObject(fs) + cJSON_IsObject(os) + cJSON_IsObject(pr) + git;
+	static const char *git_fields[] = { "commit", "branch", "repoDir", "gitAuth", "gitAuthSecret" };
 	static const char *sources[] = { "fluxSource", "ociSource", "programRef" };
+
+	if (present(spec, "projectRepo") && !cJSON_IsString(item(spec, "projectRepo")))
+		return err_set(e, ERR_INVALID, "spec.projectRepo: must be a string (a Git URL)"), -1;
+	/* The operator too reads them only with projectRepo (and refuses them
+	 * without it): ignored, they would leave a Stack on another source. */
+	for (size_t i = 0; !git && i < sizeof(git_fields) / sizeof(git_fields[0]); i++)
+		if (present(spec, git_fields[i]) && !(cJSON_IsString(item(spec, git_fields[i])) &&
+		    item(spec, git_fields[i])->valuestring[0] == '\0'))
+			return err_set(e, ERR_INVALID, "spec.%s: only with spec.projectRepo", git_fields[i]), -1;
 
 	/* A source given as a string or a list would otherwise be ignored, and
 	 * the Stack would run from whichever source happened to be an object. */
@@ -512,12 +654,14 @@ static int parse_source(const cJSON *spec, const char *name, struct stack_spec *
 			return err_set(e, ERR_INVALID, "spec.%s: must be an object", sources[i]), -1;
 	}
 	if (n != 1)
-		return err_set(e, ERR_INVALID, "spec: set exactly one of fluxSource, ociSource and programRef "
-		    "(found %d)", n), -1;
+		return err_set(e, ERR_INVALID, "spec: set exactly one of fluxSource, ociSource, programRef and "
+		    "projectRepo (found %d)", n), -1;
 	if (cJSON_IsObject(fs))
 		return parse_flux_source(fs, s, e);
 	if (cJSON_IsObject(os))
 		return parse_oci_source(os, s, e);
+	if (git)
+		return parse_project_repo(spec, name, s, e);
 	return parse_program_ref(pr, name, s, e);
 }
 
@@ -675,8 +819,6 @@ static int refuse_unserved(const cJSON *spec, struct err *e)
 	static const struct { const char *field, *instead; } unserved[] = {
 		{ "workspaceTemplate", "runner: {type: Job, podTemplate}" },
 		{ "serviceAccountName", "runner: {type: Job, serviceAccountName}" },
-		{ "gitAuth", "a Flux GitRepository's secretRef in spec.fluxSource" },
-		{ "gitAuthSecret", "a Flux GitRepository's secretRef in spec.fluxSource" },
 		{ "envSecrets", "envRefs of type Secret" },
 		{ "accessTokenSecret", "envRefs: {PULUMI_ACCESS_TOKEN: {type: Secret, ...}}" },
 		{ "secrets", "secretsRef" },
@@ -793,6 +935,9 @@ void stack_spec_free(struct stack_spec *s)
 		value_free(&s->env[i].v);
 	}
 	free(s->env);
+	free(s->git_auth.secret);
+	for (int i = 0; i < s->git_auth.n; i++)
+		value_free(&s->git_auth.v[i]);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
 	for (size_t i = 0; i < s->n_prereqs; i++) {

@@ -5,7 +5,12 @@ kube-apiserver (real_fixtures.real_kube), with real servers for their sources.
     git_server      session-scoped GitServer: `git http-backend` (it ships with git)
                     behind a small CGI shim on 127.0.0.1; repositories are bare
                     repositories made and committed to with the real `git`:
-                    .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name)
+                    .commit(repo, files, message) -> commit sha, .url(repo), .tag(repo, name);
+                    .require_auth(repo, username, password) serves a repository only
+                    with those basic-auth credentials (401 otherwise, counted in .refused)
+    git_ssh_server  session-scoped GitSSHServer: sshd on 127.0.0.1 serving the same
+                    repositories over SSH to one client key (.identity, .known_hosts,
+                    .url(repo)); skipped when openssh-server is not installed
     s3_server       session-scoped S3Server: .real/bin/s3-server (gofakes3, in memory):
                     .endpoint (host:port), .put_objects(bucket, {key: bytes}) (the bucket
                     then holds exactly those objects)
@@ -32,11 +37,14 @@ test has its own): the tests that write a source's status by hand (hostile archi
 that never get an artifact, the Kubernetes tests that create Flux objects to see how the API
 server treats them) share the session's API server with it and must not race it.
 """
+import base64
 import json
 import os
 import pathlib
+import pwd
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -78,8 +86,28 @@ class _GitCGIHandler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         self.server.access.append(f"{self.command} {self.path}")
 
+    def _authorized(self, path):
+        """The repository's credentials (GitServer.require_auth) are in the request, as
+        HTTP basic auth."""
+        repo = path.lstrip("/").split(".git", 1)[0]
+        want = self.server.credentials.get(repo)
+        if want is None:
+            return True
+        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        try:
+            return scheme.lower() == "basic" and base64.b64decode(value).decode() == want
+        except ValueError:
+            return False
+
     def _run(self):
         path, _, query = self.path.partition("?")
+        if not self._authorized(path):
+            self.server.refused.append(f"{self.command} {path}")
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         env = {"GIT_PROJECT_ROOT": str(self.server.root), "GIT_HTTP_EXPORT_ALL": "1",
@@ -126,6 +154,8 @@ class GitServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _GitCGIHandler)
         self.httpd.root = self.root
         self.httpd.access = []
+        self.httpd.credentials = {}     # repo -> "user:password"
+        self.httpd.refused = []         # requests answered 401
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -136,6 +166,17 @@ class GitServer:
 
     def url(self, repo):
         return f"http://127.0.0.1:{self.port}/{repo}.git"
+
+    def require_auth(self, repo, username, password):
+        """From now on the repository is served only to requests with these basic-auth
+        credentials; others get 401.  The test's own pushes go to the bare repository
+        directly, past the server."""
+        self.httpd.credentials[repo] = f"{username}:{password}"
+
+    @property
+    def refused(self):
+        """The requests answered 401 ("GET /ns/repo.git/info/refs")."""
+        return list(self.httpd.refused)
 
     def git(self, *args, cwd=None):
         env = dict(os.environ, **GIT_IDENTITY, GIT_CONFIG_NOSYSTEM="1",
@@ -196,6 +237,92 @@ class GitServer:
 def git_server():
     base = tempfile.mkdtemp(prefix="pc-git-")
     server = GitServer(base)
+    yield server
+    server.close()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# -- the Git server over SSH ------------------------------------------------------------
+
+SSHD = "/usr/sbin/sshd"
+# Only `git-upload-pack '<path>'` (a clone or fetch) runs for the one authorized key.
+SSH_FORCE_COMMAND = """#!/bin/sh
+case "$SSH_ORIGINAL_COMMAND" in
+"git-upload-pack "*) exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" ;;
+*) echo "only git-upload-pack is served" >&2; exit 1 ;;
+esac
+"""
+
+
+class GitSSHServer:
+    """sshd on 127.0.0.1 serving a GitServer's bare repositories over SSH (key auth only,
+    two client keys, only git-upload-pack).  .identity is a client's private key
+    (OpenSSH format), .locked_identity another encrypted with .passphrase, .known_hosts the line a user puts in a known_hosts file for this
+    server ([127.0.0.1]:port <host key>), .url(repo) the repository's ssh:// URL."""
+
+    def __init__(self, git, base):
+        if not os.path.exists(SSHD):
+            pytest.skip("openssh-server is not installed (apt-get install openssh-server)")
+        self.git = git
+        self.base = pathlib.Path(base)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        keys = {}
+        self.passphrase = "ssh-Key-Passphrase-" + secrets.token_hex(4)
+        for name, phrase in (("host", ""), ("client", ""), ("locked", self.passphrase)):
+            path = self.base / f"{name}_key"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", phrase, "-C", f"pc-test-{name}",
+                            "-f", str(path)], check=True, capture_output=True)
+            keys[name] = path
+        (self.base / "authorized_keys").write_text(
+            keys["client"].with_suffix(".pub").read_text() + keys["locked"].with_suffix(".pub").read_text())
+        force = self.base / "git-only"
+        force.write_text(SSH_FORCE_COMMAND)
+        force.chmod(0o755)
+        self.identity = keys["client"].read_text()
+        self.locked_identity = keys["locked"].read_text()     # encrypted with .passphrase
+        self.port = free_port()
+        host_pub = keys["host"].with_suffix(".pub").read_text().split()
+        self.known_hosts = f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n"
+        config = self.base / "sshd_config"
+        config.write_text("\n".join([
+            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {keys['host']}",
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}", f"AllowUsers {self.user}",
+            "PubkeyAuthentication yes", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
+            "StrictModes no", "UsePAM no", "DisableForwarding yes", "PermitTTY no",
+            f"ForceCommand {force}", f"PidFile {self.base / 'sshd.pid'}", ""]))
+        os.makedirs("/run/sshd", exist_ok=True)     # its privilege separation directory
+        self.log_path = self.base / "sshd.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self._listening, 30, interval=0.1, what="sshd listening")
+
+    def _listening(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"sshd exited:\n{_log_tail(self.log_path, 2000)}")
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def url(self, repo):
+        return f"ssh://{self.user}@127.0.0.1:{self.port}{self.git.root}/{repo}.git"
+
+    def tail(self, n=4000):
+        return _log_tail(self.log_path, n)
+
+    def close(self):
+        _terminate(self.proc, 10)
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def git_ssh_server(git_server):
+    base = tempfile.mkdtemp(prefix="pc-git-ssh-")
+    server = GitSSHServer(git_server, base)
     yield server
     server.close()
     shutil.rmtree(base, ignore_errors=True)
@@ -569,6 +696,6 @@ def new_token():
     return secrets.token_hex(6)
 
 
-__all__ = ["GitServer", "S3Server", "FluxControllers", "NotificationController",
+__all__ = ["GitServer", "GitSSHServer", "S3Server", "FluxControllers", "NotificationController",
            "render_notification_crds", "RealFluxSources", "SHARD_LABEL",
            "SOURCE_FINALIZER", "new_token"]

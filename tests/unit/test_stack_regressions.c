@@ -74,8 +74,8 @@ static int check_all(void **state)
 	return n ? -1 : 0;
 }
 
-/* docs/stack-api.md: "projectRepo, commit, branch, repoDir ... refused by
- * the controller (Stalled, SpecInvalid, "use a Flux source")". */
+/* The operator's Git fields beside another source, or of the wrong type:
+ * refused naming the field, never ignored. */
 static void operator_git_fields_refused(void **state)
 {
 	(void)state;

@@ -279,16 +279,157 @@ static void exactly_one_source(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'programRef': {'repo': 'https://x/y.git'}}", "exactly one");
 	refused("{'stack': 'dev', " FLUX ", 'ociSource': {'url': 'oci://r.io/a'}, "
 	    "'programRef': {'repo': 'https://x/y.git'}}", "found 3");
-	/* The operator's Git fields: never cloned by this controller. */
-	refused("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/net.git'}", "spec.projectRepo",
-	    "Flux");
-	refused("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/net.git', " FLUX "}",
-	    "spec.projectRepo");
+	/* The operator's Git source is one of them. */
+	refused("{'stack': 'dev', 'projectRepo': 'https://github.com/acme/net.git', 'branch': 'main', " FLUX "}",
+	    "exactly one", "projectRepo", "found 2");
 	/* A second source of the wrong type is refused, not ignored (found by fuzz_stack_spec). */
 	refused("{'stack': 'dev', " FLUX ", 'ociSource': 'oci://r.io/a'}", "spec.ociSource", "object");
 	refused("{'stack': 'dev', " FLUX ", 'programRef': ['https://x/y.git']}", "spec.programRef", "object");
 	accepted("{'stack': 'dev', " FLUX ", 'ociSource': null}", &s);
 	stack_spec_free(&s);
+}
+
+/* ------------------------------------------------------------ the operator's Git source */
+
+#define REPO "'projectRepo': 'https://git.example.com/acme/infra.git'"
+#define SHA40 "3f7c2a9e1b5d4c8f0a6e2d9b7c1f4a3e5d8b0c2a"
+
+/* projectRepo with branch or commit: the GitRepository web-program, as for
+ * the classic programRef; repoDir is the artifact's directory. */
+static void project_repo_makes_its_git_repository(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': 'network', 'shallow': true}", &s);
+	assert_int_equal(s.source, STACK_SRC_PROGRAM);
+	assert_true(s.project_repo);
+	assert_string_equal(s.src_kind, "GitRepository");
+	assert_string_equal(s.src_name, "web-program");
+	assert_string_equal(s.prog_repo, "https://git.example.com/acme/infra.git");
+	assert_string_equal(s.prog_ref, "refs/heads/main");
+	assert_string_equal(s.dir, "network");
+	assert_int_equal(s.git_auth.kind, STACK_GIT_NONE);
+	stack_spec_free(&s);
+
+	/* A fully qualified branch stays as it is; a commit (upper case too) is pinned. */
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'refs/heads/release'}", &s);
+	assert_string_equal(s.prog_ref, "refs/heads/release");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'commit': '3F7C2A9E1B5D4C8F0A6E2D9B7C1F4A3E5D8B0C2A'}", &s);
+	assert_string_equal(s.prog_ref, SHA40);
+	assert_null(s.dir);
+	stack_spec_free(&s);
+	/* An empty branch beside a commit is no branch (the operator's omitempty). */
+	accepted("{'stack': 'dev', " REPO ", 'branch': '', 'commit': '" SHA40 "'}", &s);
+	assert_string_equal(s.prog_ref, SHA40);
+	stack_spec_free(&s);
+}
+
+static void project_repo_refusals(void **state)
+{
+	(void)state;
+	/* As the operator: exactly one of branch and commit. */
+	refused("{'stack': 'dev', " REPO "}", "spec.branch", "commit");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'commit': '" SHA40 "'}", "spec.branch",
+	    "spec.commit", "not both");
+	refused("{'stack': 'dev', " REPO ", 'commit': '3f7c2a9'}", "spec.commit", "40");
+	refused("{'stack': 'dev', " REPO ", 'commit': '" SHA40 "0'}", "spec.commit", "40");
+	refused("{'stack': 'dev', " REPO ", 'commit': 'zzzc2a9e1b5d4c8f0a6e2d9b7c1f4a3e5d8b0c2a'}", "spec.commit");
+	refused("{'stack': 'dev', 'projectRepo': '', 'branch': 'main'}", "spec.projectRepo");
+	refused("{'stack': 'dev', 'projectRepo': {'url': 'x'}, 'branch': 'main'}", "spec.projectRepo", "string");
+	refused("{'stack': 'dev', " REPO ", 'branch': 7}", "spec.branch", "string");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'shallow': 'yes'}", "spec.shallow");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '../etc'}", "dir", "..");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '/abs'}", "dir");
+	/* Without projectRepo the Git fields would be ignored: refused, as the operator does. */
+	refused("{'stack': 'dev', " FLUX ", 'gitAuthSecret': 'creds'}", "spec.gitAuthSecret", "projectRepo");
+	refused("{'stack': 'dev', " FLUX ", 'gitAuth': {'accessToken': {'type': 'Secret', "
+	    "'secret': {'name': 't', 'key': 'k'}}}}", "spec.gitAuth", "projectRepo");
+}
+
+#define SECRET_REF(n, k) "{'type': 'Secret', 'secret': {'name': '" n "', 'key': '" k "'}}"
+
+static void git_auth_kinds(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'basicAuth': {"
+	    "'userName': {'type': 'Literal', 'literal': {'value': 'ci'}}, 'password': " SECRET_REF("git", "pw") "}}}",
+	    &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_BASIC);
+	assert_int_equal(s.git_auth.n, 2);
+	assert_int_equal(s.git_auth.v[0].kind, STACK_VAL_LITERAL);
+	assert_string_equal(s.git_auth.v[0].literal, "ci");
+	assert_int_equal(s.git_auth.v[1].kind, STACK_VAL_SECRET);
+	assert_string_equal(s.git_auth.v[1].object, "git");
+	assert_string_equal(s.git_auth.v[1].key, "pw");
+	stack_spec_free(&s);
+
+	/* The operator's order: SSH before a token before basic auth. */
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {"
+	    "'accessToken': " SECRET_REF("tok", "token") ", "
+	    "'basicAuth': {'userName': " SECRET_REF("b", "u") ", 'password': " SECRET_REF("b", "p") "}, "
+	    "'sshAuth': {'sshPrivateKey': " SECRET_REF("deploy-key", "id_ed25519") "}}}", &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_SSH);
+	assert_int_equal(s.git_auth.n, 1);
+	assert_string_equal(s.git_auth.v[0].object, "deploy-key");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {"
+	    "'basicAuth': {'userName': " SECRET_REF("b", "u") ", 'password': " SECRET_REF("b", "p") "}, "
+	    "'accessToken': " SECRET_REF("tok", "token") "}}", &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_TOKEN);
+	assert_string_equal(s.git_auth.v[0].key, "token");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': {"
+	    "'sshPrivateKey': " SECRET_REF("k", "id") ", 'password': " SECRET_REF("k", "pass") "}}}", &s);
+	assert_int_equal(s.git_auth.n, 2);
+	assert_string_equal(s.git_auth.v[1].key, "pass");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'githubApp': {"
+	    "'appID': {'type': 'Literal', 'literal': {'value': '123'}}, "
+	    "'installationID': {'type': 'Literal', 'literal': {'value': '456'}}, "
+	    "'privateKey': " SECRET_REF("app", "key.pem") "}}}", &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_APP);
+	assert_int_equal(s.git_auth.n, 3);
+	stack_spec_free(&s);
+
+	/* gitAuthSecret is read as the operator reads it, and wins over gitAuth. */
+	accepted("{'stack': 'dev', " REPO ", 'commit': '" SHA40 "', 'gitAuthSecret': 'git-credentials', "
+	    "'gitAuth': {'accessToken': " SECRET_REF("tok", "token") "}}", &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_SECRET);
+	assert_string_equal(s.git_auth.secret, "git-credentials");
+	assert_int_equal(s.git_auth.n, 0);
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuthSecret': ''}", &s);
+	assert_int_equal(s.git_auth.kind, STACK_GIT_NONE);
+	stack_spec_free(&s);
+}
+
+static void git_auth_refusals(void **state)
+{
+	(void)state;
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {}}", "spec.gitAuth", "sshAuth");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': 'token'}", "spec.gitAuth", "object");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'basicAuth': {"
+	    "'userName': " SECRET_REF("b", "u") "}}}", "spec.gitAuth.basicAuth.password", "required");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': {}}}",
+	    "spec.gitAuth.sshAuth.sshPrivateKey");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': 'key'}}",
+	    "spec.gitAuth.sshAuth", "object");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'sshAuth': {'sshPrivateKey': "
+	    "{'type': 'Literal', 'literal': {'value': 'k'}}}}}", "spec.gitAuth.sshAuth.sshPrivateKey", "Secret",
+	    "known_hosts");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'accessToken': "
+	    "{'type': 'Env', 'env': {'name': 'TOKEN'}}}}", "spec.gitAuth.accessToken.type", "Env");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'accessToken': "
+	    "{'type': 'Secret', 'secret': {'name': 't'}}}}", "spec.gitAuth.accessToken.secret");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuth': {'githubApp': {"
+	    "'appID': " SECRET_REF("a", "id") ", 'installationID': " SECRET_REF("a", "inst") "}}}",
+	    "spec.gitAuth.githubApp.privateKey");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuthSecret': '../x'}", "spec.gitAuthSecret");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'gitAuthSecret': 5}", "spec.gitAuthSecret");
 }
 
 /* ------------------------------------------------------------ the classic shape */
@@ -1023,6 +1164,10 @@ int main(void)
 		cmocka_unit_test(program_ref_makes_its_git_repository),
 		cmocka_unit_test(program_ref_refusals),
 		cmocka_unit_test(exactly_one_source),
+		cmocka_unit_test(project_repo_makes_its_git_repository),
+		cmocka_unit_test(project_repo_refusals),
+		cmocka_unit_test(git_auth_kinds),
+		cmocka_unit_test(git_auth_refusals),
 		cmocka_unit_test(classic_manifest),
 		cmocka_unit_test(cloud_and_backend),
 		cmocka_unit_test(stack_name_required),
