@@ -161,15 +161,19 @@ static int get_strings(const cJSON *o, const char *k, const char *field, char **
 
 /* ------------------------------------------------------------ values */
 
-/* {name, key} of a secretKeyRef / configMapKeyRef / ResourceRef.secret. */
-static int parse_key_ref(const cJSON *ref, const char *field, enum stack_value_kind kind,
+/* {name, key} of a secretKeyRef / configMapKeyRef / ResourceRef.secret.
+ * A namespace is allowed only when it is the Stack's own (ns): the
+ * operator's CRD says so, and its manifests spell it out. */
+static int parse_key_ref(const cJSON *ref, const char *field, const char *ns, enum stack_value_kind kind,
     struct stack_value *v, struct err *e)
 {
+	const cJSON *rns = item(ref, "namespace");
 	char f[200];
 
 	if (!cJSON_IsObject(ref))
 		return err_set(e, ERR_INVALID, "%s: must be an object with name and key", field), -1;
-	if (item(ref, "namespace") != NULL && cJSON_IsString(item(ref, "namespace")))
+	if (rns != NULL && !cJSON_IsNull(rns) && (!cJSON_IsString(rns) ||
+	    (rns->valuestring[0] != '\0' && (ns == NULL || strcmp(rns->valuestring, ns) != 0))))
 		return err_set(e, ERR_INVALID, "%s.namespace: cross-namespace references are not allowed; "
 		    "the object must be in the Stack's namespace", field), -1;
 	v->kind = kind;
@@ -186,7 +190,7 @@ static int parse_key_ref(const cJSON *ref, const char *field, enum stack_value_k
 
 /* The operator's ResourceRef: {type: Literal|Secret, literal: {value},
  * secret: {name, key}}. */
-static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_value *v,
+static int parse_resource_ref(const cJSON *ref, const char *field, const char *ns, struct stack_value *v,
     struct err *e)
 {
 	const cJSON *type = item(ref, "type");
@@ -204,7 +208,7 @@ static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_
 	}
 	if (strcmp(type->valuestring, "Secret") == 0) {
 		snprintf(f, sizeof(f), "%s.secret", field);
-		return parse_key_ref(item(ref, "secret"), f, STACK_VAL_SECRET, v, e);
+		return parse_key_ref(item(ref, "secret"), f, ns, STACK_VAL_SECRET, v, e);
 	}
 	if (strcmp(type->valuestring, "Env") == 0 || strcmp(type->valuestring, "FS") == 0)
 		return err_set(e, ERR_INVALID, "%s.type: %s references are not supported (the controller "
@@ -287,7 +291,7 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 	return 0;
 }
 
-static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err *e)
+static int parse_config_refs(const cJSON *spec, const char *ns, struct stack_spec *s, struct err *e)
 {
 	const cJSON *refs, *sec, *it;
 	char f[200];
@@ -301,7 +305,7 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 			return -1;
 		c = &s->config[s->n_config - 1];
 		snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
-		if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
+		if (parse_key_ref(it, f, ns, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
 			return -1;
 		strncat(f, ".json", sizeof(f) - strlen(f) - 1);
 		if (get_bool(it, "json", f, &json, e) < 0)
@@ -315,7 +319,7 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 			return -1;
 		s->config[s->n_config - 1].secret = 1;
 		snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
-		if (parse_resource_ref(it, f, &s->config[s->n_config - 1].v, e) < 0)
+		if (parse_resource_ref(it, f, ns, &s->config[s->n_config - 1].v, e) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < s->n_config; i++)
@@ -327,7 +331,7 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 }
 
 /* envRefs (the operator's) and envs (the classic map). */
-static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
+static int parse_env(const cJSON *spec, const char *ns, struct stack_spec *s, struct err *e)
 {
 	const cJSON *refs, *envs = item(spec, "envs"), *it;
 	char f[200];
@@ -338,7 +342,7 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 		if (add_env(s, "spec.envRefs", it->string, e) < 0)
 			return -1;
 		snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
-		if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
+		if (parse_resource_ref(it, f, ns, &s->env[s->n_env - 1].v, e) < 0)
 			return -1;
 	}
 	if (envs == NULL || cJSON_IsNull(envs))
@@ -361,11 +365,11 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 				return err_set(e, ERR_NOMEM, "out of memory"), -1;
 		} else if (item(from, "secretKeyRef") != NULL) {
 			strncat(f, ".valueFrom.secretKeyRef", sizeof(f) - strlen(f) - 1);
-			if (parse_key_ref(item(from, "secretKeyRef"), f, STACK_VAL_SECRET, v, e) < 0)
+			if (parse_key_ref(item(from, "secretKeyRef"), f, ns, STACK_VAL_SECRET, v, e) < 0)
 				return -1;
 		} else if (item(from, "configMapKeyRef") != NULL) {
 			strncat(f, ".valueFrom.configMapKeyRef", sizeof(f) - strlen(f) - 1);
-			if (parse_key_ref(item(from, "configMapKeyRef"), f, STACK_VAL_CONFIGMAP, v, e) < 0)
+			if (parse_key_ref(item(from, "configMapKeyRef"), f, ns, STACK_VAL_CONFIGMAP, v, e) < 0)
 				return -1;
 		} else {
 			return err_set(e, ERR_INVALID, "%s: needs value or valueFrom.secretKeyRef / "
@@ -706,6 +710,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 {
 	const cJSON *spec = item(obj, "spec");
 	const char *name = kube_obj_str(obj, "metadata.name");
+	const char *ns = kube_obj_str(obj, "metadata.namespace");
 	int dod = 0, dod2 = 0;
 	long interval = 0;
 	const cJSON *mf = item(spec, "maxUpdateFailures");
@@ -727,7 +732,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
 	if (refuse_unserved(spec, e) < 0 ||
 	    parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
-	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, s, e) < 0 || parse_env(spec, s, e) < 0)
+	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, ns, s, e) < 0 || parse_env(spec, ns, s, e) < 0)
 		return -1;
 	if (get_bool(spec, "refresh", "spec.refresh", &s->refresh, e) < 0 ||
 	    get_bool(spec, "preview", "spec.preview", &s->preview, e) < 0 ||

@@ -477,6 +477,20 @@ static void config_refs_and_secret_refs(void **state)
 	    "spec.configRef.size");
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api', "
 	    "'key': 'token', 'namespace': 'kube-system'}}}}", "spec.secretsRef.t.secret.namespace", "cross-namespace");
+	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'T': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 'app'}}}}", "spec.envRefs.T.secret.namespace", "cross-namespace");
+	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'T': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 7}}}}", "spec.envRefs.T.secret.namespace");
+	/* The Stack's own namespace (apps), as the operator's manifests write it. */
+	accepted("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 'apps'}}}, 'envRefs': {'T': {'type': 'Secret', 'secret': "
+	    "{'name': 'tok', 'key': 'k', 'namespace': 'apps'}}}, 'configRef': {'c': {'name': 'cm', 'key': 'k', "
+	    "'namespace': 'apps'}}}", &s);
+	assert_string_equal(config_of(&s, "t")->v.object, "api");
+	assert_int_equal(config_of(&s, "t")->v.kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env[0].v.object, "tok");
+	assert_string_equal(config_of(&s, "c")->v.object, "cm");
+	stack_spec_free(&s);
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api'}}}}",
 	    "spec.secretsRef.t.secret");
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret'}}}", "spec.secretsRef.t.secret");
