@@ -264,6 +264,16 @@ static int add_env(struct stack_spec *s, const char *field, const char *name, st
 	return 0;
 }
 
+int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
+{
+	return add_env(s, field, name, e);
+}
+
+int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
+{
+	return add_config(s, field, key, e);
+}
+
 /* config: strings raw, anything else as JSON text set leaf by leaf. */
 static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
@@ -322,11 +332,16 @@ static int parse_config_refs(const cJSON *spec, const char *ns, struct stack_spe
 		if (parse_resource_ref(it, f, ns, &s->config[s->n_config - 1].v, e) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+static int config_set_twice(const struct stack_spec *s, struct err *e)
+{
 	for (size_t i = 0; i < s->n_config; i++)
 		for (size_t j = i + 1; j < s->n_config; j++)
 			if (strcmp(s->config[i].key, s->config[j].key) == 0)
 				return err_set(e, ERR_INVALID, "config key %s is set twice (config, configRef, "
-				    "secretsRef)", s->config[i].key), -1;
+				    "secretsRef, secrets)", s->config[i].key), -1;
 	return 0;
 }
 
@@ -347,9 +362,10 @@ static int parse_env(const cJSON *spec, const char *ns, struct stack_spec *s, st
 	}
 	if (envs == NULL || cJSON_IsNull(envs))
 		return 0;
+	/* The operator's deprecated form; told apart by its JSON type (the
+	 * schema keeps envs unknown-fields-preserving for both). */
 	if (cJSON_IsArray(envs))
-		return err_set(e, ERR_INVALID, "spec.envs: a list of ConfigMap names (the operator's "
-		    "deprecated form) is not supported; use envRefs"), -1;
+		return stack_spec_parse_env_from(envs, "spec.envs", STACK_VAL_CONFIGMAP, s, e);
 	if (!cJSON_IsObject(envs))
 		return err_set(e, ERR_INVALID, "spec.envs: must be a map of names to values"), -1;
 	cJSON_ArrayForEach(it, envs) {
@@ -732,8 +748,10 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
 	if (refuse_unserved(spec, e) < 0 ||
 	    parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
-	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, ns, s, e) < 0 || parse_env(spec, ns, s, e) < 0)
+	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, ns, s, e) < 0 || parse_env(spec, ns, s, e) < 0 ||
+	    stack_spec_parse_pko(spec, s, e) < 0 || config_set_twice(s, e) < 0)
 		return -1;
+	s->n_env_spec = s->n_env;
 	if (get_bool(spec, "refresh", "spec.refresh", &s->refresh, e) < 0 ||
 	    get_bool(spec, "preview", "spec.preview", &s->preview, e) < 0 ||
 	    get_bool(spec, "suspend", "spec.suspend", &s->suspend, e) < 0 ||
@@ -798,6 +816,9 @@ void stack_spec_free(struct stack_spec *s)
 		value_free(&s->env[i].v);
 	}
 	free(s->env);
+	for (size_t i = 0; i < s->n_env_from; i++)
+		free(s->env_from[i].object);
+	free(s->env_from);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
 	for (size_t i = 0; i < s->n_prereqs; i++) {

@@ -45,3 +45,39 @@ def test_references_in_the_stacks_own_namespace_are_accepted(stack_world):
     assert "spec.secretsRef.dbPassword.secret.namespace" in msg and "cross-namespace" in msg
     assert w.updates("other") == []
     w.assert_no_secret(DB_PASSWORD, TOKEN)
+
+
+def test_envs_as_a_list_of_config_maps(stack_world):
+    """PKO's deprecated envs: [ConfigMap names] (its envFrom): every key of each ConfigMap
+    is a variable of the CLI, a later ConfigMap's key wins, a variable the Stack names
+    itself wins over both; the classic map form of envs keeps working next to it (another
+    Stack).  Editing a listed ConfigMap runs one update, of that Stack only."""
+    w = stack_world
+    w.config_map("base", {"PCTEST_REGION": "eu-test-1", "PCTEST_ZONE": "zone-a"})
+    w.config_map("override", {"PCTEST_ZONE": "zone-b", "PCTEST_EXPLICIT": "from-cm"})
+    src = w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-basic")))
+    w.apply_stack("listed", fluxSource={"sourceRef": GIT}, envs=["base", "override"],
+                  envRefs={"PCTEST_EXPLICIT": {"type": "Literal", "literal": {"value": "spec"}}})
+    w.apply_stack("classic", stack="classic", fluxSource={"sourceRef": GIT},
+                  envs={"PCTEST_ZONE": {"valueFrom": {"configMapKeyRef": {
+                      "name": "override", "key": "PCTEST_ZONE"}}}})
+    w.controller()
+    w.wait_ready("listed", revision=src["revision"])
+    w.wait_ready("classic", revision=src["revision"])
+    up, = w.updates("dev")
+    env = {k: v for k, v in up["env_sha256"].items() if k.startswith("PCTEST_")}
+    assert env == {"PCTEST_REGION": digest("eu-test-1"), "PCTEST_ZONE": digest("zone-b"),
+                   "PCTEST_EXPLICIT": digest("spec")}
+    up, = w.updates("classic")
+    assert up["env_sha256"]["PCTEST_ZONE"] == digest("zone-b")
+
+    mark = w.mark()
+    w.config_map("base", {"PCTEST_REGION": "eu-test-2", "PCTEST_ZONE": "zone-a",
+                          "PCTEST_NEW": "added"})
+    w.wait_invocation("up", "dev", since=mark)
+    w.settle("listed")
+    w.settle("classic")
+    up, = w.updates(since=mark)
+    assert up["stack"] == "dev"
+    assert up["env_sha256"]["PCTEST_REGION"] == digest("eu-test-2")
+    assert up["env_sha256"]["PCTEST_NEW"] == digest("added")

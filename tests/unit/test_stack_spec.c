@@ -574,8 +574,19 @@ static void env_refs_and_classic_envs(void **state)
 	assert_string_equal(s.env[3].v.key, "cfg");
 	stack_spec_free(&s);
 
-	/* The operator's deprecated list of ConfigMap names. */
-	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings']}", "spec.envs", "envRefs");
+	/* The operator's deprecated list of ConfigMap names, told apart by type. */
+	accepted("{'stack': 'dev', " FLUX ", 'envs': ['settings', 'more'], "
+	    "'envRefs': {'A': {'type': 'Literal', 'literal': {'value': 'x'}}}}", &s);
+	assert_int_equal(s.n_env, 1);
+	assert_int_equal(s.n_env_spec, 1);
+	assert_int_equal(s.n_env_from, 2);
+	assert_int_equal(s.env_from[0].kind, STACK_VAL_CONFIGMAP);
+	assert_string_equal(s.env_from[0].object, "settings");
+	assert_string_equal(s.env_from[1].object, "more");
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings', 3]}", "spec.envs[1]", "ConfigMap");
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['']}", "spec.envs[0]");
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['other/cm']}", "spec.envs[0]", "namespace");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {}}}", "spec.envs.A");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {'valueFrom': {'secretKeyRef': {'name': 's'}}}}}",
 	    "spec.envs.A.valueFrom.secretKeyRef");
