@@ -21,6 +21,7 @@
  *                       (caches, running operations, freshness)
  *   stack_spec.c        spec parsing and validation (struct stack_spec)
  *   stack_spec_runner.c spec.runner (hostile pod templates refused)
+ *   stack_spec_pko.c    the operator's deprecated input fields and flags
  *   stack_inputs.c      config, secrets and environment values, fingerprint
  *   stack_status.c      status reading and writing, conditions, Events,
  *                       the finalizer and the outputs Secret
