@@ -684,8 +684,8 @@ static int parse_safety(const cJSON *spec, struct stack_spec *s, struct err *e)
 /*
  * Fields of the operator's Stack that the schema takes (so its manifests
  * apply as written) but this controller does not act on yet.  Ignoring one
- * would surprise: a workspaceTemplate run in the controller's own pod, an
- * access token never set.  Each is refused by name until it is served; the
+ * would surprise: a workspaceTemplate run in the controller's own pod, a
+ * stack created that was meant to exist already.  Each is refused by name until it is served; the
  * operator's no-ops (expectNoRefreshChanges, retryOnUpdateConflict,
  * shallow, workspaceReclaimPolicy, updateTemplate) are accepted and mean
  * nothing here either (docs/migrating-from-pko.md).
@@ -697,9 +697,6 @@ static int refuse_unserved(const cJSON *spec, struct err *e)
 		{ "serviceAccountName", "runner: {type: Job, serviceAccountName}" },
 		{ "gitAuth", "a Flux GitRepository's secretRef in spec.fluxSource" },
 		{ "gitAuthSecret", "a Flux GitRepository's secretRef in spec.fluxSource" },
-		{ "envSecrets", "envRefs of type Secret" },
-		{ "accessTokenSecret", "envRefs: {PULUMI_ACCESS_TOKEN: {type: Secret, ...}}" },
-		{ "secrets", "secretsRef" },
 		{ "environment", "the environment in the stack's Pulumi.<stack>.yaml" },
 		{ "targetDependents", "targets that list the dependents" },
 		{ "useLocalStackOnly", "a stack created beforehand (a missing one is created)" },

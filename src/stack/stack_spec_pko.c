@@ -5,6 +5,9 @@
  *
  *   envs: [ConfigMap names]  every key of each ConfigMap is a variable
  *                            (PKO: the workspace pod's envFrom)
+ *   envSecrets: [names]      the same for Secrets, after the ConfigMaps
+ *   accessTokenSecret: name  PULUMI_ACCESS_TOKEN from its key accessToken
+ *   secrets: {key: value}    secret config, like a secretsRef Literal
  *
  * Each message names the field at fault, as in stack_spec.c.
  */
@@ -61,10 +64,60 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
 	return 0;
 }
 
+/* accessTokenSecret: the Secret's key accessToken as PULUMI_ACCESS_TOKEN,
+ * a variable the spec names (so envRefs may not set it as well). */
+static int parse_access_token(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, "accessTokenSecret");
+	struct stack_value *val;
+
+	if (v == NULL || cJSON_IsNull(v) || (cJSON_IsString(v) && v->valuestring[0] == '\0'))
+		return 0;
+	if (!cJSON_IsString(v) || strchr(v->valuestring, '/') != NULL)
+		return err_set(e, ERR_INVALID, "spec.accessTokenSecret: must be the name of a Secret in the "
+		    "Stack's namespace"), -1;
+	if (stack_spec_add_env(s, "spec.accessTokenSecret", "PULUMI_ACCESS_TOKEN", e) < 0)
+		return -1;
+	val = &s->env[s->n_env - 1].v;
+	val->kind = STACK_VAL_SECRET;
+	if ((val->object = strdup(v->valuestring)) == NULL || (val->key = strdup("accessToken")) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	return 0;
+}
+
+/* secrets: inline secret config, as a secretsRef Literal is: set with
+ * `config set --secret` (value on stdin), masked everywhere, and kept out
+ * of a Job (its <name>-job-inputs Secret carries it). */
+static int parse_secrets(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(spec, "secrets"), *it;
+
+	if (m == NULL || cJSON_IsNull(m))
+		return 0;
+	if (!cJSON_IsObject(m))
+		return err_set(e, ERR_INVALID, "spec.secrets: must be a map of keys to values"), -1;
+	cJSON_ArrayForEach(it, m) {
+		struct stack_config *c;
+		if (!cJSON_IsString(it))
+			return err_set(e, ERR_INVALID, "spec.secrets.%s: must be a string", it->string), -1;
+		if (stack_spec_add_config(s, "spec.secrets", it->string, e) < 0)
+			return -1;
+		c = &s->config[s->n_config - 1];
+		c->secret = 1;
+		c->v.kind = STACK_VAL_LITERAL;
+		if ((c->v.literal = strdup(it->valuestring)) == NULL)
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	}
+	return 0;
+}
+
 int stack_spec_parse_pko(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	(void)spec;
-	(void)s;
-	(void)e;
-	return 0;
+	const cJSON *es = cJSON_GetObjectItemCaseSensitive(spec, "envSecrets");
+
+	/* After the envs list: PKO's envFrom holds the ConfigMaps first. */
+	if (es != NULL && !cJSON_IsNull(es) &&
+	    stack_spec_parse_env_from(es, "spec.envSecrets", STACK_VAL_SECRET, s, e) < 0)
+		return -1;
+	return parse_access_token(spec, s, e) < 0 || parse_secrets(spec, s, e) < 0 ? -1 : 0;
 }

@@ -81,3 +81,41 @@ def test_envs_as_a_list_of_config_maps(stack_world):
     assert up["stack"] == "dev"
     assert up["env_sha256"]["PCTEST_REGION"] == digest("eu-test-2")
     assert up["env_sha256"]["PCTEST_NEW"] == digest("added")
+
+
+INLINE_SECRET = "inline-Secret-Config-7373"
+AWS_KEY = "aws-EnvSecrets-Key-8484"
+AWS_KEY_2 = "aws-EnvSecrets-Rotated-9595"
+ACCESS_TOKEN = "pul-AccessToken-Secret-0606"
+
+
+def test_env_secrets_access_token_and_inline_secrets(stack_world):
+    """PKO's envSecrets (every key of each Secret a variable), accessTokenSecret (its key
+    accessToken as PULUMI_ACCESS_TOKEN) and secrets (inline secret config): they reach the
+    CLI and the program, and no value appears in a log, event, status or argv.  Editing a
+    Secret of envSecrets runs an update."""
+    w = stack_world
+    w.secret("aws", {"PCTEST_AWS_KEY": AWS_KEY, "PCTEST_AWS_REGION": "eu-test-3"})
+    w.secret("pulumi-api", {"accessToken": ACCESS_TOKEN})
+    src = w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-secrets")))
+    w.apply_stack("pko", fluxSource={"sourceRef": GIT}, envSecrets=["aws"],
+                  accessTokenSecret="pulumi-api", secrets={"dbPassword": INLINE_SECRET})
+    w.controller()
+    obj = w.wait_ready("pko", revision=src["revision"])
+
+    sec = w.outputs_secret("pko")
+    assert sec["decoded"]["secretOut"] == INLINE_SECRET
+    assert obj["status"]["outputs"]["secretOut"] == "[secret]"
+    assert list(w.cloud_files().values()) == [INLINE_SECRET]
+    up, = w.updates("dev")
+    assert up["env_sha256"]["PCTEST_AWS_KEY"] == digest(AWS_KEY)
+    assert up["env_sha256"]["PCTEST_AWS_REGION"] == digest("eu-test-3")
+    assert up["env_sha256"]["PULUMI_ACCESS_TOKEN"] == digest(ACCESS_TOKEN)
+
+    mark = w.mark()
+    w.secret("aws", {"PCTEST_AWS_KEY": AWS_KEY_2, "PCTEST_AWS_REGION": "eu-test-3"})
+    w.wait_invocation("up", "dev", since=mark)
+    w.settle("pko")
+    up, = w.updates(since=mark)
+    assert up["env_sha256"]["PCTEST_AWS_KEY"] == digest(AWS_KEY_2)
+    w.assert_no_secret(INLINE_SECRET, AWS_KEY, AWS_KEY_2, ACCESS_TOKEN)

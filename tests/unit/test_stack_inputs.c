@@ -334,6 +334,25 @@ static void env_from_lists_expand_to_variables(void **state)
 	assert_int_equal(p->v.set, 0);
 	assert_env(p, "size", "small", 0);
 	pass_free(p);
+
+	/* envSecrets come after the ConfigMaps, as secret values; a key whose
+	 * value has a NUL or is no base64 is left out, not waited for.  The
+	 * access token is a named variable. */
+	fake_route(SECRET_PATH, 200, CREDS("200"));
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['more'], 'envSecrets': ['creds'], "
+	    "'accessTokenSecret': 'creds'}", "main@sha1:aaaa");
+	assert_int_equal(stack_inputs_resolve(p), 1);      /* creds has no key accessToken */
+	assert_non_null(strstr(p->v.message, "Secret apps/creds has no key \"accessToken\""));
+	pass_free(p);
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['more'], 'envSecrets': ['creds']}", "main@sha1:aaaa");
+	assert_int_equal(stack_inputs_resolve(p), 0);
+	assert_env(p, "token", "s3cret-token", 1);
+	assert_env(p, "size", "small", 0);
+	assert_null(env_var(p, "nul"));
+	assert_null(env_var(p, "bad"));
+	assert_int_equal(p->in.n_refs, 2);
+	assert_string_equal(p->in.refs[1], "Secret/creds@200");
+	pass_free(p);
 }
 
 /* The fingerprint of a pass whose spec refers to creds and settings, with

@@ -538,9 +538,6 @@ static void operators_unserved_fields_are_refused_by_name(void **state)
 
 	refused("{'stack': 'dev', " FLUX ", 'workspaceTemplate': {'spec': {'image': 'pulumi/pulumi'}}}",
 	    "spec.workspaceTemplate", "not acted on");
-	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'token'}", "spec.accessTokenSecret",
-	    "PULUMI_ACCESS_TOKEN");
-	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws']}", "spec.envSecrets", "not acted on");
 	refused("{'stack': 'dev', " FLUX ", 'targetDependents': true}", "spec.targetDependents", "not acted on");
 	/* Empty, false or the operator's no-ops: nothing to act on. */
 	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'targetDependents': false, "
@@ -596,6 +593,49 @@ static void env_refs_and_classic_envs(void **state)
 	    "A=B", "environment variable");
 	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'': {'type': 'Literal', 'literal': {'value': 'x'}}}}",
 	    "environment variable");
+}
+
+/* The operator's envSecrets, accessTokenSecret and inline secrets. */
+static void operators_secret_inputs(void **state)
+{
+	struct stack_spec s;
+	const struct stack_config *c;
+	(void)state;
+
+	accepted("{'stack': 'dev', " FLUX ", 'envs': ['settings'], 'envSecrets': ['aws', 'gcp'], "
+	    "'accessTokenSecret': 'pulumi-api', 'secrets': {'dbPassword': 'hunter2', 'aws:secretKey': 'k'}}", &s);
+	assert_int_equal(s.n_env_from, 3);
+	assert_int_equal(s.env_from[0].kind, STACK_VAL_CONFIGMAP);
+	assert_int_equal(s.env_from[1].kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env_from[1].object, "aws");
+	assert_string_equal(s.env_from[2].object, "gcp");
+	assert_string_equal(s.env_from[2].field, "spec.envSecrets");
+	assert_int_equal(s.n_env_spec, 1);
+	assert_string_equal(s.env[0].name, "PULUMI_ACCESS_TOKEN");
+	assert_int_equal(s.env[0].v.kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env[0].v.object, "pulumi-api");
+	assert_string_equal(s.env[0].v.key, "accessToken");
+	c = config_of(&s, "dbPassword");
+	assert_int_equal(c->v.kind, STACK_VAL_LITERAL);
+	assert_string_equal(c->v.literal, "hunter2");
+	assert_int_equal(c->secret, 1);
+	assert_int_equal(config_of(&s, "aws:secretKey")->secret, 1);
+	stack_spec_free(&s);
+
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': 'aws'}", "spec.envSecrets", "list of Secret names");
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws', '']}", "spec.envSecrets[1]");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 5}", "spec.accessTokenSecret");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'tok', 'envRefs': {'PULUMI_ACCESS_TOKEN': "
+	    "{'type': 'Literal', 'literal': {'value': 'x'}}}}", "spec.accessTokenSecret.PULUMI_ACCESS_TOKEN", "twice");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': ['a']}", "spec.secrets", "map");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': {'a': 1}}", "spec.secrets.a", "string");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': {'a': 'x'}, 'config': {'a': 'y'}}", "config key a", "twice");
+	/* Empty: nothing set. */
+	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'accessTokenSecret': '', 'secrets': {}}", &s);
+	assert_int_equal(s.n_env, 0);
+	assert_int_equal(s.n_config, 0);
+	assert_int_equal(s.n_env_from, 0);
+	stack_spec_free(&s);
 }
 
 static void key_set_twice(void **state)
@@ -1055,6 +1095,7 @@ int main(void)
 		cmocka_unit_test(config_refs_and_secret_refs),
 		cmocka_unit_test(env_and_fs_refs_refused),
 		cmocka_unit_test(env_refs_and_classic_envs),
+		cmocka_unit_test(operators_secret_inputs),
 		cmocka_unit_test(key_set_twice),
 		cmocka_unit_test(resync_period),
 		cmocka_unit_test(bad_durations_refused),
