@@ -232,6 +232,12 @@ struct stack_spec {
 	int drift_remediate;
 	struct stack_prereq *prereqs;
 	size_t n_prereqs;
+	/* The operator's operation flags (stack_spec_pko.c) */
+	int target_dependents;            /* with targets: --target-dependents */
+	int run_program;                  /* refresh and destroy: --run-program */
+	int local_stack_only;             /* useLocalStackOnly: never `stack init` */
+	char **environments;              /* Pulumi ESC environments to import */
+	size_t n_environments;
 	struct stack_runner runner;
 	int job_mode;                     /* updates run as Jobs (spec.runner, --runner) */
 };

@@ -697,10 +697,6 @@ static int refuse_unserved(const cJSON *spec, struct err *e)
 		{ "serviceAccountName", "runner: {type: Job, serviceAccountName}" },
 		{ "gitAuth", "a Flux GitRepository's secretRef in spec.fluxSource" },
 		{ "gitAuthSecret", "a Flux GitRepository's secretRef in spec.fluxSource" },
-		{ "environment", "the environment in the stack's Pulumi.<stack>.yaml" },
-		{ "targetDependents", "targets that list the dependents" },
-		{ "useLocalStackOnly", "a stack created beforehand (a missing one is created)" },
-		{ "runProgram", "destroy without it" },
 	};
 
 	for (size_t i = 0; i < sizeof(unserved) / sizeof(unserved[0]); i++) {
@@ -818,6 +814,7 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->env_from);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
+	strings_free(s->environments, s->n_environments);
 	for (size_t i = 0; i < s->n_prereqs; i++) {
 		free(s->prereqs[i].name);
 		free(s->prereqs[i].namespace);

@@ -8,6 +8,10 @@
  *   envSecrets: [names]      the same for Secrets, after the ConfigMaps
  *   accessTokenSecret: name  PULUMI_ACCESS_TOKEN from its key accessToken
  *   secrets: {key: value}    secret config, like a secretsRef Literal
+ *   targetDependents         up/preview/refresh/destroy --target-dependents
+ *   runProgram               refresh/destroy --run-program
+ *   useLocalStackOnly        a missing stack is an error, never created
+ *   environment: [names]     `config env add` (Pulumi Cloud only)
  *
  * Each message names the field at fault, as in stack_spec.c.
  */
@@ -111,9 +115,68 @@ static int parse_secrets(const cJSON *spec, struct stack_spec *s, struct err *e)
 	return 0;
 }
 
+static int get_flag(const cJSON *spec, const char *k, int *out, struct err *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, k);
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsBool(v))
+		return err_set(e, ERR_INVALID, "spec.%s: must be true or false", k), -1;
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+/* The backend schemes that are no Pulumi Cloud (the DIY ones). */
+static int diy_backend(const char *url)
+{
+	return url != NULL && strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0;
+}
+
+/* environment: Pulumi ESC environments, which only Pulumi Cloud has.  A
+ * spec.backend that names another backend is refused here; a backend the
+ * CLI finds itself (PULUMI_BACKEND_URL, the login) is known only to the
+ * CLI, whose refusal is then the update's failure. */
+static int parse_environments(const cJSON *spec, struct stack_spec *s, struct err *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, "environment"), *it;
+	size_t i = 0;
+
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsArray(v))
+		return err_set(e, ERR_INVALID, "spec.environment: must be a list of environment names"), -1;
+	if (cJSON_GetArraySize(v) == 0)
+		return 0;
+	if (diy_backend(s->backend)) {
+		size_t n = strcspn(s->backend, ":");
+		return err_set(e, ERR_INVALID, "spec.environment: Pulumi ESC environments need the Pulumi Cloud "
+		    "backend, and spec.backend is a %.*s:// one; remove spec.environment or use Pulumi Cloud",
+		    (int)(n < 16 ? n : 16), s->backend), -1;
+	}
+	if ((s->environments = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(char *))) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	cJSON_ArrayForEach(it, v) {
+		/* Each is one argument of `config env add`: a leading '-' would be a flag. */
+		if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || it->valuestring[0] == '-')
+			return err_set(e, ERR_INVALID, "spec.environment[%zu]: must be an environment name "
+			    "([project/]name)", i), -1;
+		if ((s->environments[i] = strdup(it->valuestring)) == NULL)
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		s->n_environments = ++i;
+	}
+	return 0;
+}
+
 int stack_spec_parse_pko(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
 	const cJSON *es = cJSON_GetObjectItemCaseSensitive(spec, "envSecrets");
+
+	if (get_flag(spec, "targetDependents", &s->target_dependents, e) < 0 ||
+	    get_flag(spec, "runProgram", &s->run_program, e) < 0 ||
+	    get_flag(spec, "useLocalStackOnly", &s->local_stack_only, e) < 0 ||
+	    parse_environments(spec, s, e) < 0)
+		return -1;
 
 	/* After the envs list: PKO's envFrom holds the ConfigMaps first. */
 	if (es != NULL && !cJSON_IsNull(es) &&

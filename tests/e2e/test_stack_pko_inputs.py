@@ -119,3 +119,34 @@ def test_env_secrets_access_token_and_inline_secrets(stack_world):
     up, = w.updates(since=mark)
     assert up["env_sha256"]["PCTEST_AWS_KEY"] == digest(AWS_KEY_2)
     w.assert_no_secret(INLINE_SECRET, AWS_KEY, AWS_KEY_2, ACCESS_TOKEN)
+
+
+NOTE_URN = "urn:pulumi:dev::stackdemo::standin:index:File::note"
+
+
+def test_target_dependents_run_program_and_local_stack_only(stack_world):
+    """targetDependents rides with the targets on the up, runProgram on the destroy of a
+    deleted Stack; useLocalStackOnly: a missing stack is not created, the update fails
+    saying why, and once the stack exists it runs."""
+    w = stack_world
+    src = w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-basic")))
+    w.apply_stack("flags", fluxSource={"sourceRef": GIT}, targets=[NOTE_URN],
+                  targetDependents=True, runProgram=True, destroyOnFinalize=True)
+    w.apply_stack("local", stack="local", fluxSource={"sourceRef": GIT}, useLocalStackOnly=True)
+    w.controller()
+    w.wait_ready("flags", revision=src["revision"])
+    up, = w.updates("dev")
+    assert f"--target={NOTE_URN}" in up["argv"] and "--target-dependents" in up["argv"]
+
+    obj = w.wait_condition("local", "Ready", "False")
+    w._wait("local", lambda: "useLocalStackOnly" in (w.condition("local", "Ready") or {}).get(
+        "message", ""), 120, "the Ready message to name useLocalStackOnly")
+    assert [r for r in w.cli_invocations() if r["stack"] == "local" and
+            r["command"] in ("stack init", "up")] == []
+    del obj
+
+    mark = w.mark()
+    w.delete_stack("flags")
+    w.wait_gone("flags")
+    destroy, = w.updates("dev", since=mark, commands=("destroy",))
+    assert "--run-program=true" in destroy["argv"]

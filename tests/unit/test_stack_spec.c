@@ -538,7 +538,6 @@ static void operators_unserved_fields_are_refused_by_name(void **state)
 
 	refused("{'stack': 'dev', " FLUX ", 'workspaceTemplate': {'spec': {'image': 'pulumi/pulumi'}}}",
 	    "spec.workspaceTemplate", "not acted on");
-	refused("{'stack': 'dev', " FLUX ", 'targetDependents': true}", "spec.targetDependents", "not acted on");
 	/* Empty, false or the operator's no-ops: nothing to act on. */
 	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'targetDependents': false, "
 	    "'serviceAccountName': '', 'expectNoRefreshChanges': true, 'retryOnUpdateConflict': true, "
@@ -635,6 +634,37 @@ static void operators_secret_inputs(void **state)
 	assert_int_equal(s.n_env, 0);
 	assert_int_equal(s.n_config, 0);
 	assert_int_equal(s.n_env_from, 0);
+	stack_spec_free(&s);
+}
+
+/* targetDependents, runProgram, useLocalStackOnly and environment. */
+static void operators_operation_flags(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted("{'stack': 'dev', " FLUX ", 'targets': ['urn:a'], 'targetDependents': true, 'runProgram': true, "
+	    "'useLocalStackOnly': true, 'environment': ['proj/base', 'prod']}", &s);
+	assert_int_equal(s.target_dependents, 1);
+	assert_int_equal(s.run_program, 1);
+	assert_int_equal(s.local_stack_only, 1);
+	assert_int_equal(s.n_environments, 2);
+	assert_string_equal(s.environments[0], "proj/base");
+	assert_string_equal(s.environments[1], "prod");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'backend': 'https://api.pulumi.com', 'environment': ['e']}", &s);
+	assert_int_equal(s.n_environments, 1);
+	stack_spec_free(&s);
+	/* Only Pulumi Cloud has environments; the scheme is named, never the URL. */
+	refused("{'stack': 'dev', " FLUX ", 'backend': 's3://bucket?token=t0ps3cret', 'environment': ['e']}",
+	    "spec.environment", "Pulumi Cloud", "s3://");
+	refused("{'stack': 'dev', " FLUX ", 'cloud': 'file:///state', 'environment': ['e']}", "spec.environment");
+	refused("{'stack': 'dev', " FLUX ", 'environment': ['--yes']}", "spec.environment[0]");
+	refused("{'stack': 'dev', " FLUX ", 'environment': 'e'}", "spec.environment", "list");
+	refused("{'stack': 'dev', " FLUX ", 'runProgram': 'yes'}", "spec.runProgram", "true or false");
+	refused("{'stack': 'dev', " FLUX ", 'useLocalStackOnly': 1}", "spec.useLocalStackOnly");
+	accepted("{'stack': 'dev', " FLUX ", 'backend': 'file:///x', 'environment': []}", &s);
+	assert_int_equal(s.n_environments, 0);
 	stack_spec_free(&s);
 }
 
@@ -1096,6 +1126,7 @@ int main(void)
 		cmocka_unit_test(env_and_fs_refs_refused),
 		cmocka_unit_test(env_refs_and_classic_envs),
 		cmocka_unit_test(operators_secret_inputs),
+		cmocka_unit_test(operators_operation_flags),
 		cmocka_unit_test(key_set_twice),
 		cmocka_unit_test(resync_period),
 		cmocka_unit_test(bad_durations_refused),
