@@ -150,3 +150,31 @@ def test_target_dependents_run_program_and_local_stack_only(stack_world):
     w.wait_gone("flags")
     destroy, = w.updates("dev", since=mark, commands=("destroy",))
     assert "--run-program=true" in destroy["argv"]
+
+
+def test_environment_needs_pulumi_cloud(stack_world):
+    """environment (Pulumi ESC): with a DIY spec.backend it is refused by name before
+    anything runs; with a backend only the CLI knows (the login), the CLI's own refusal
+    of `config env add` is the update's failure.  (No Pulumi Cloud is reachable here, so
+    the accepted path is the driver's argv only.)"""
+    w = stack_world
+    src = w.flux_source("GitRepository", "app", w.artifact(w.program_files("stack-basic")))
+    w.apply_stack("diy", stack="diy", fluxSource={"sourceRef": GIT}, environment=["proj/base"])
+    w.login()
+    obj = w.stack_object("login", stack="login", fluxSource={"sourceRef": GIT},
+                         environment=["proj/base"])
+    del obj["spec"]["backend"]           # the CLI finds it: the login
+    w._call(lambda c: c.apply(obj, "stacks", field_manager="stack-test"))
+    w.controller()
+    obj = w.wait_condition("diy", "Stalled", "True", "SpecInvalid")
+    assert "spec.environment" in w.cond(obj, "Stalled")["message"]
+    assert "file://" in w.cond(obj, "Stalled")["message"]
+    assert all(r["stack"] != "diy" for r in w.cli_invocations())
+
+    add = w.wait_invocation("config env", "login")    # the record names two words
+    assert add[0]["argv"][-6:] == ["env", "add", "proj/base", "--yes", "--stack", "login"]
+    w._wait("login", lambda: "does not support environments" in (
+        w.condition("login", "Ready") or {}).get("message", ""), 120,
+        "the CLI's refusal in the Ready message")
+    assert w.updates("login") == []
+    assert w.stack("login")["status"].get("lastAppliedRevision") != src["revision"]
