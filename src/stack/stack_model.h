@@ -260,6 +260,8 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
  * config key added to s (refused when reserved, malformed or set twice). */
 int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e);
 int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e);
+/* Grows *arr (n elements of size) by one zeroed element. */
+int stack_spec_grow(void **arr, size_t n, size_t size, struct err *e);
 /* A name a variable from an envFrom object may have: [A-Za-z_][A-Za-z0-9_.-]*,
  * not reserved (stack_env_reserved). */
 int stack_env_name_ok(const char *name);

@@ -218,61 +218,8 @@ static int parse_resource_ref(const cJSON *ref, const char *field, const char *n
 	    type->valuestring), -1;
 }
 
-static int grow(void **arr, size_t n, size_t size, struct err *e)
-{
-	void *p = realloc(*arr, (n + 1) * size);
-
-	if (p == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	*arr = p;
-	memset((char *)p + n * size, 0, size);
-	return 0;
-}
-
-static int add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
-{
-	/* The driver passes plaintext config as KEY=VALUE. */
-	if (key[0] == '\0' || strchr(key, '=') != NULL)
-		return err_set(e, ERR_INVALID, "%s: key \"%s\" must be non-empty and without '='", field,
-		    key), -1;
-	if (grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
-		return -1;
-	if ((s->config[s->n_config].key = strdup(key)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_config++;
-	return 0;
-}
-
-static int add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
-{
-	if (name[0] == '\0' || strchr(name, '=') != NULL)
-		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
-		    name), -1;
-	/* In a Job's pod these come after the controller's own, and the last of
-	 * a name wins: PULUMI_CONTROLLER_UPDATE would replace the update the
-	 * controller decided (its plan, source, verification). */
-	if (stack_env_reserved(name))
-		return err_set(e, ERR_INVALID, "%s.%s: reserved (the controller sets it)", field, name), -1;
-	for (size_t i = 0; i < s->n_env; i++)
-		if (strcmp(s->env[i].name, name) == 0)
-			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;
-	if (grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
-		return -1;
-	if ((s->env[s->n_env].name = strdup(name)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_env++;
-	return 0;
-}
-
-int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
-{
-	return add_env(s, field, name, e);
-}
-
-int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
-{
-	return add_config(s, field, key, e);
-}
+/* stack_spec_grow, _add_config and _add_env live in stack_spec_pko.c, which
+ * this file calls: a split the other way would be a call cycle. */
 
 /* config: strings raw, anything else as JSON text set leaf by leaf. */
 static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
@@ -283,7 +230,7 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 		return -1;
 	cJSON_ArrayForEach(it, cfg) {
 		struct stack_config *c;
-		if (add_config(s, "spec.config", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.config", it->string, e) < 0)
 			return -1;
 		c = &s->config[s->n_config - 1];
 		c->v.kind = STACK_VAL_LITERAL;
@@ -311,7 +258,7 @@ static int parse_config_refs(const cJSON *spec, const char *ns, struct stack_spe
 	cJSON_ArrayForEach(it, refs) {
 		struct stack_config *c;
 		int json = 0;
-		if (add_config(s, "spec.configRef", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.configRef", it->string, e) < 0)
 			return -1;
 		c = &s->config[s->n_config - 1];
 		snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
@@ -325,7 +272,7 @@ static int parse_config_refs(const cJSON *spec, const char *ns, struct stack_spe
 	if (typed(spec, "secretsRef", "spec.secretsRef", cJSON_IsObject, "a map", &sec, e) < 0)
 		return -1;
 	cJSON_ArrayForEach(it, sec) {
-		if (add_config(s, "spec.secretsRef", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.secretsRef", it->string, e) < 0)
 			return -1;
 		s->config[s->n_config - 1].secret = 1;
 		snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
@@ -354,7 +301,7 @@ static int parse_env(const cJSON *spec, const char *ns, struct stack_spec *s, st
 	if (typed(spec, "envRefs", "spec.envRefs", cJSON_IsObject, "a map", &refs, e) < 0)
 		return -1;
 	cJSON_ArrayForEach(it, refs) {
-		if (add_env(s, "spec.envRefs", it->string, e) < 0)
+		if (stack_spec_add_env(s, "spec.envRefs", it->string, e) < 0)
 			return -1;
 		snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
 		if (parse_resource_ref(it, f, ns, &s->env[s->n_env - 1].v, e) < 0)
@@ -371,7 +318,7 @@ static int parse_env(const cJSON *spec, const char *ns, struct stack_spec *s, st
 	cJSON_ArrayForEach(it, envs) {
 		const cJSON *from = item(it, "valueFrom");
 		struct stack_value *v;
-		if (add_env(s, "spec.envs", it->string, e) < 0)
+		if (stack_spec_add_env(s, "spec.envs", it->string, e) < 0)
 			return -1;
 		v = &s->env[s->n_env - 1].v;
 		snprintf(f, sizeof(f), "spec.envs.%s", it->string);
@@ -605,7 +552,7 @@ static int add_prereq(struct stack_spec *s, const cJSON *it, const char *field, 
 
 	if (!cJSON_IsObject(it))
 		return err_set(e, ERR_INVALID, "%s[%zu]: must be an object", field, i), -1;
-	if (grow((void **)&s->prereqs, s->n_prereqs, sizeof(*s->prereqs), e) < 0)
+	if (stack_spec_grow((void **)&s->prereqs, s->n_prereqs, sizeof(*s->prereqs), e) < 0)
 		return -1;
 	r = &s->prereqs[s->n_prereqs++];
 	snprintf(fn, sizeof(fn), "%s[%zu].name", field, i);

@@ -20,6 +20,56 @@
 
 #include "stack/stack_model.h"
 
+/* ------------------------------------------------------------ helpers
+ * shared with stack_spec.c (which sits above this file). */
+
+int stack_spec_grow(void **arr, size_t n, size_t size, struct err *e)
+{
+	void *p = realloc(*arr, (n + 1) * size);
+
+	if (p == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	*arr = p;
+	memset((char *)p + n * size, 0, size);
+	return 0;
+}
+
+int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
+{
+	/* The driver passes plaintext config as KEY=VALUE. */
+	if (key[0] == '\0' || strchr(key, '=') != NULL)
+		return err_set(e, ERR_INVALID, "%s: key \"%s\" must be non-empty and without '='", field,
+		    key), -1;
+	if (stack_spec_grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
+		return -1;
+	if ((s->config[s->n_config].key = strdup(key)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	s->n_config++;
+	return 0;
+}
+
+int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
+{
+	if (name[0] == '\0' || strchr(name, '=') != NULL)
+		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
+		    name), -1;
+	/* In a Job's pod these come after the controller's own, and the last of
+	 * a name wins: PULUMI_CONTROLLER_UPDATE would replace the update the
+	 * controller decided (its plan, source, verification). */
+	if (stack_env_reserved(name))
+		return err_set(e, ERR_INVALID, "%s.%s: reserved (the controller sets it)", field, name), -1;
+	for (size_t i = 0; i < s->n_env; i++)
+		if (strcmp(s->env[i].name, name) == 0)
+			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;
+	if (stack_spec_grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
+		return -1;
+	if ((s->env[s->n_env].name = strdup(name)) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	s->n_env++;
+	return 0;
+}
+
+
 /* The kubelet's older rule for envFrom keys, and what a Job's pod takes
  * (stack_runner_io.c): a ConfigMap key may also start with a digit or a
  * dot, and such a key would stop the pod. */
