@@ -45,6 +45,8 @@ struct pl_stack {
 	long timeout_ms, grace_ms;
 	size_t tail_max;
 	int skip_version_check;
+	int no_create;
+	struct pl_strv environments;
 	struct pl_strv secrets;  /* every known secret value, owned (wiped when freed) */
 	int oom;                 /* a secret could not be recorded: fail, never leak */
 	atomic_int interrupt;    /* pl_interrupt was called */

@@ -32,6 +32,13 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 	pl_strv_free(&a);
 	if (rc == 0 || r->status != PL_NOT_FOUND)
 		return rc;
+	if (st->no_create) {
+		char m[300];
+
+		snprintf(m, sizeof(m), "the stack %s does not exist, and it is not to be created", st->stack);
+		pl_set_message(r, "stack select", m, (const char *const *)st->secrets.v, st->secrets.n);
+		return -1;
+	}
 	pl_strv_addl(&a, "stack", "init", st->stack, NULL);
 	if (st->provider)
 		pl_strv_addl(&a, "--secrets-provider", st->provider, NULL);
@@ -49,6 +56,69 @@ int pl_ensure_stack(struct pl_stack *st, struct pl_result *r)
 		rc = pl_call(st, &sel, &a, r, NULL);
 		pl_strv_free(&a);
 	}
+	return rc;
+}
+
+/* ---- ESC environments ---- */
+
+/* Adds to have the environments the stack's settings file imports:
+ * `environment: [a, b]`, or ESC's `environment: {imports: [a, b]}`. */
+static void imported_environments(struct pl_stack *st, struct pl_strv *have)
+{
+	char path[4096], loaded[4096];
+	const char *names[2];
+	yaml_document_t doc;
+	yaml_node_t *env;
+	struct err e = { 0 };
+
+	if (pl_stack_settings_path(st->workdir, st->stack, path, sizeof(path)) != 1)
+		return;
+	names[0] = names[1] = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	if (pl_yaml_load_first(st->workdir, names, loaded, sizeof(loaded), &doc, &e) <= 0)
+		return;
+	env = pl_yaml_get(&doc, yaml_document_get_root_node(&doc), "environment");
+	if (env && env->type == YAML_MAPPING_NODE)
+		env = pl_yaml_get(&doc, env, "imports");
+	if (env && env->type == YAML_SEQUENCE_NODE)
+		for (yaml_node_item_t *it = env->data.sequence.items.start; it < env->data.sequence.items.top; it++) {
+			yaml_node_t *n = yaml_document_get_node(&doc, *it);
+			if (n && n->type == YAML_SCALAR_NODE)
+				pl_strv_add(have, (const char *)n->data.scalar.value);
+		}
+	yaml_document_delete(&doc);
+}
+
+int pl_apply_environments(struct pl_stack *st, struct pl_result *r)
+{
+	struct pl_strv have = { 0 }, a = { 0 };
+	struct pl_cmd c = { .op = "config env add", .scope = PL_SCOPE_WORKSPACE };
+	size_t missing = 0;
+	int rc;
+
+	if (pl_begin(st, r) < 0)
+		return -1;
+	if (st->environments.n == 0)
+		return 0;
+	imported_environments(st, &have);
+	pl_strv_addl(&a, "config", "env", "add", NULL);
+	for (size_t i = 0; i < st->environments.n; i++) {
+		size_t j = 0;
+		while (j < have.n && strcmp(have.v[j], st->environments.v[i]) != 0)
+			j++;
+		if (j == have.n) {
+			pl_strv_add(&a, st->environments.v[i]);
+			missing++;
+		}
+	}
+	pl_strv_free(&have);
+	if (missing == 0) {
+		pl_strv_free(&a);
+		pl_set_message(r, "config env add", "the stack imports every environment already", NULL, 0);
+		return 0;
+	}
+	pl_strv_addl(&a, "--yes", "--stack", st->stack, NULL);
+	rc = pl_call(st, &c, &a, r, NULL);
+	pl_strv_free(&a);
 	return rc;
 }
 
@@ -98,10 +168,22 @@ int pl_install(struct pl_stack *st, const char *key, struct pl_result *r)
 
 /* ---- stack operations with an event log ---- */
 
+/* --target-dependents only with targets: without any it means nothing. */
 static void add_targets(struct pl_strv *a, const struct pl_op_opts *o)
 {
 	for (size_t i = 0; o && i < o->n_targets; i++)
 		pl_strv_addf(a, "--target=%s", o->targets[i]);
+	if (o && o->n_targets > 0 && o->target_dependents)
+		pl_strv_add(a, "--target-dependents");
+}
+
+/* refresh and destroy run the program only when asked; `=true` is what the
+ * Automation API passes, and a bare flag would take the next word as its
+ * value where it is a string flag (preview). */
+static void add_run_program(struct pl_strv *a, const struct pl_op_opts *o)
+{
+	if (o && o->run_program)
+		pl_strv_add(a, "--run-program=true");
 }
 
 static void add_common(struct pl_strv *a, const struct pl_op_opts *o)
@@ -213,6 +295,7 @@ int pl_refresh(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 	pl_strv_add(&a, "refresh");
 	add_preview_or_yes(&a, o);
 	add_common(&a, o);
+	add_run_program(&a, o);
 	rc = run_logged(st, "refresh", &a, o, 0, r);
 	pl_strv_free(&a);
 	return rc;
@@ -229,6 +312,7 @@ int pl_destroy(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 	add_targets(&a, o);
 	if (o && o->refresh)
 		pl_strv_add(&a, "--refresh");
+	add_run_program(&a, o);
 	add_preview_or_yes(&a, o);
 	rc = run_logged(st, "destroy", &a, o, 0, r);
 	pl_strv_free(&a);

@@ -333,6 +333,7 @@ void pl_close(struct pl_stack *st)
 		secret_free(st->cfg[i].value);
 	}
 	free(st->cfg);
+	pl_strv_free(&st->environments);
 	for (size_t i = 0; i < st->secrets.n; i++)
 		secret_free(st->secrets.v[i]);
 	free(st->secrets.v);
@@ -418,6 +419,11 @@ struct pl_stack *pl_open(const struct pl_spec *sp, struct err *e)
 	st->grace_ms = sp->grace_ms;
 	st->tail_max = sp->tail_max;
 	st->skip_version_check = sp->skip_version_check;
+	st->no_create = sp->no_create;
+	for (size_t i = 0; i < sp->n_environments; i++)
+		pl_strv_add(&st->environments, sp->environments[i]);
+	if (st->environments.oom)
+		st->oom = 1;
 	if (record_secrets(st, sp, e) < 0)
 		goto fail;
 	if (st->oom) {

@@ -102,6 +102,11 @@ struct pl_spec {
 	const char *min_version;       /* NULL: PL_MIN_VERSION */
 	int skip_version_check;        /* trust the binary (a development build may print
 	                                * no version), as PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK */
+	int no_create;                 /* pl_ensure_stack never creates the stack (PKO's
+	                                * useLocalStackOnly): a missing one is PL_NOT_FOUND */
+	const char *const *environments; /* Pulumi ESC environments the stack imports
+	                                * (pl_apply_environments) */
+	size_t n_environments;
 };
 
 struct pl_stack;
@@ -131,6 +136,8 @@ struct pl_op_opts {
 	int preview_only;              /* refresh/destroy: --preview-only */
 	const char *const *targets;    /* --target URN, repeated */
 	size_t n_targets;
+	int target_dependents;         /* with targets: --target-dependents */
+	int run_program;               /* refresh/destroy: --run-program=true */
 	const char *const *policy_packs; /* --policy-pack DIR, repeated */
 	size_t n_policy_packs;
 	/* up: pass the stack's plaintext config as `--config k=v` (the CLI sets
@@ -192,8 +199,14 @@ void pl_result_free(struct pl_result *r);
 int pl_check_version(struct pl_stack *st, struct pl_result *r);
 
 /* `stack select --stack S`; when the CLI says it does not exist,
- * `stack init S [--secrets-provider P]`. */
+ * `stack init S [--secrets-provider P]` (with spec.no_create: PL_NOT_FOUND). */
 int pl_ensure_stack(struct pl_stack *st, struct pl_result *r);
+
+/* `config env add ENV... --yes` for each of spec.environments the stack's
+ * settings file does not import yet (nothing else is removed or
+ * reordered); no CLI call when it imports them all.  Only a Pulumi Cloud
+ * backend has environments: elsewhere the CLI's refusal is the result. */
+int pl_apply_environments(struct pl_stack *st, struct pl_result *r);
 
 /* Plaintext keys with `config set-all` (structured leaves with --path),
  * each secret key with `config set --secret KEY` (value on stdin) unless

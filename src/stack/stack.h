@@ -176,6 +176,9 @@ struct stack_run_input {
 	size_t n_targets;
 	char **policy_packs;
 	size_t n_policy_packs;
+	int target_dependents, run_program, local_stack_only;   /* the operator's flags */
+	char **environments;              /* Pulumi ESC environments to import */
+	size_t n_environments;
 	char *outputs_secret;
 	char *plan_secret;                /* plan: the Secret the plan goes to (<name>-plan-result) */
 	char *plan_id;                    /* up: the approved plan, mounted (--plan-dir) */

@@ -118,6 +118,13 @@ static int ref_index(const cJSON *obj, char **out, int max)
 	n = refs_of_map(at(spec, "envRefs"), ns, out, n, max);
 	n = refs_of_map(at(spec, "envs"), ns, out, n, max);
 	n = refs_of_map(at(spec, "secretsRef"), ns, out, n, max);
+	/* The operator's envFrom lists and its access token Secret: strings,
+	 * so refs_of_map finds nothing in them. */
+	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envs")) ? at(spec, "envs") : NULL))
+		n = add_value(out, n, max, "ConfigMap", ns, cJSON_IsString(it) ? it->valuestring : NULL);
+	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envSecrets")) ? at(spec, "envSecrets") : NULL))
+		n = add_value(out, n, max, "Secret", ns, cJSON_IsString(it) ? it->valuestring : NULL);
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(spec, "accessTokenSecret"));
 	cJSON_ArrayForEach(it, at(spec, "configRef"))
 		n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(it, "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "secretRef"), "name"));

@@ -149,6 +149,94 @@ static int resolve_value(struct stack_pass *p, struct fetched **list, const stru
 	return 0;
 }
 
+static void envvar_free(struct stack_envvar *v)
+{
+	free(v->name);
+	free(v->v.object);
+	free(v->v.key);
+	memset(v, 0, sizeof(*v));
+}
+
+/* Sets name from key of object (kind): a later object's key replaces an
+ * earlier one's; a variable the spec names itself is never replaced. */
+static int env_from_key(struct stack_spec *s, const cJSON *obj, enum stack_value_kind kind, const char *object,
+    const char *key)
+{
+	struct stack_envvar *v = NULL;
+	char *value;
+
+	if (!stack_env_name_ok(key))
+		return 0;
+	/* A value no CLI can take (a NUL inside, bad base64) is left out like
+	 * a bad name, rather than making the Stack wait for a key it has. */
+	if ((value = object_value(obj, kind, key)) == NULL)
+		return 0;
+	secret_free(value);
+	for (size_t i = 0; i < s->n_env; i++)
+		if (strcmp(s->env[i].name, key) == 0) {
+			if (i < s->n_env_spec)
+				return 0;
+			v = &s->env[i];
+			envvar_free(v);
+			break;
+		}
+	if (v == NULL) {
+		if ((v = realloc(s->env, (s->n_env + 1) * sizeof(*v))) == NULL)
+			return -1;
+		s->env = v;
+		v = &s->env[s->n_env++];
+		memset(v, 0, sizeof(*v));
+	}
+	v->v.kind = kind;
+	v->name = strdup(key);
+	v->v.object = strdup(object);
+	v->v.key = strdup(key);
+	return v->name && v->v.object && v->v.key ? 0 : -1;
+}
+
+/*
+ * The operator's envFrom lists (spec.envs as a list, spec.envSecrets):
+ * every key of each object becomes a variable, as the kubelet makes them
+ * of a pod's envFrom: in list order, a later object's key wins, a
+ * variable the spec names itself wins over all, and a key that is no
+ * variable name (or a reserved one) is left out.  They are appended to
+ * the spec's variables, named like the others, so the local runner and a
+ * Job's pod (secretKeyRef / configMapKeyRef) take them the same way; the
+ * objects' resourceVersions join the fingerprint, so a changed key set
+ * is a new update.  0, 1 when an object is missing (in missing), -1.
+ */
+static int expand_env_from(struct stack_pass *p, struct fetched **list, int lenient, char *missing,
+    size_t mn, struct err *e)
+{
+	struct stack_spec *s = &p->spec;
+
+	while (s->n_env > s->n_env_spec)
+		envvar_free(&s->env[--s->n_env]);
+	for (size_t i = 0; i < s->n_env_from; i++) {
+		const struct stack_env_from *f = &s->env_from[i];
+		const char *k = f->kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap";
+		const cJSON *obj, *it;
+		if (fetch(p, list, f->kind, f->object, &obj, e) < 0)
+			return -1;
+		if (obj == NULL) {
+			if (lenient)
+				continue;
+			snprintf(missing, mn, "%s %s/%s (%s) not found", k, p->ns, f->object, f->field);
+			return 1;
+		}
+		if (add_ref(&p->in, k, obj) < 0)
+			return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(obj, "data"))
+			if (env_from_key(s, obj, f->kind, f->object, it->string) < 0)
+				return err_set(e, ERR_NOMEM, "out of memory"), -1;
+		if (f->kind == STACK_VAL_CONFIGMAP)
+			cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(obj, "binaryData"))
+				if (env_from_key(s, obj, f->kind, f->object, it->string) < 0)
+					return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	}
+	return 0;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -165,9 +253,10 @@ static int resolve(struct stack_pass *p, int lenient)
 
 	err_clear(&e);
 	stack_inputs_free(&p->in);
+	rc = expand_env_from(p, &list, lenient, missing, sizeof(missing), &e);
 	p->in.config = calloc(s->n_config + 1, sizeof(*p->in.config));
 	p->in.env = calloc(s->n_env + 1, sizeof(*p->in.env));
-	if (p->in.config == NULL || p->in.env == NULL) {
+	if (rc == 0 && (p->in.config == NULL || p->in.env == NULL)) {
 		err_set(&e, ERR_NOMEM, "out of memory");
 		rc = -1;
 	}

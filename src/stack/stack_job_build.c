@@ -326,6 +326,16 @@ static char *stack_job_update_json_env(const struct stack_job_in *in, cJSON *env
 	cJSON_AddBoolToObject(doc, "refresh", s->refresh || in->refresh);
 	cJSON_AddItemToObject(doc, "targets", strings(s->targets, s->n_targets));
 	cJSON_AddItemToObject(doc, "policyPacks", strings(s->policy_packs, s->n_policy_packs));
+	/* The operator's flags: only when set, so a Job of a Stack without them
+	 * reads as before. */
+	if (s->target_dependents)
+		cJSON_AddBoolToObject(doc, "targetDependents", 1);
+	if (s->run_program)
+		cJSON_AddBoolToObject(doc, "runProgram", 1);
+	if (s->local_stack_only)
+		cJSON_AddBoolToObject(doc, "useLocalStackOnly", 1);
+	if (s->n_environments)
+		cJSON_AddItemToObject(doc, "environment", strings(s->environments, s->n_environments));
 	snprintf(secret_name, sizeof(secret_name), "%s-outputs", in->name);
 	cJSON_AddStringToObject(doc, "outputsSecret", secret_name);
 	cJSON_AddNumberToObject(doc, "timeoutSeconds", (double)((s->timeout_ms + 999) / 1000));

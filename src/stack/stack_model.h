@@ -21,6 +21,7 @@
  *                       (caches, running operations, freshness)
  *   stack_spec.c        spec parsing and validation (struct stack_spec)
  *   stack_spec_runner.c spec.runner (hostile pod templates refused)
+ *   stack_spec_pko.c    the operator's deprecated input fields and flags
  *   stack_inputs.c      config, secrets and environment values, fingerprint
  *   stack_status.c      status reading and writing, conditions, Events,
  *                       the finalizer and the outputs Secret
@@ -156,6 +157,15 @@ struct stack_envvar {
 	struct stack_value v;
 };
 
+/* The operator's envFrom lists (envs as a list of ConfigMap names,
+ * envSecrets): every key of the object becomes a variable, resolved per
+ * pass (stack_inputs.c). */
+struct stack_env_from {
+	enum stack_value_kind kind;    /* SECRET or CONFIGMAP */
+	char *object;
+	const char *field;             /* "spec.envs", "spec.envSecrets" (static) */
+};
+
 enum stack_source_type { STACK_SRC_FLUX, STACK_SRC_OCI, STACK_SRC_PROGRAM };
 
 /* One Stack that must be Ready first (spec.prerequisites, or Flux's
@@ -217,6 +227,12 @@ struct stack_spec {
 	size_t n_config;
 	struct stack_envvar *env;
 	size_t n_env;
+	/* env[0..n_env_spec) are named by the spec; the rest are env_from's
+	 * keys, which stack_inputs_resolve expands anew on each pass so that
+	 * the local and the Job runner see them as named variables. */
+	size_t n_env_spec;
+	struct stack_env_from *env_from;
+	size_t n_env_from;
 	int refresh, preview, suspend, destroy_on_finalize, continue_resync;
 	char **targets;
 	size_t n_targets;
@@ -233,6 +249,12 @@ struct stack_spec {
 	int drift_remediate;
 	struct stack_prereq *prereqs;
 	size_t n_prereqs;
+	/* The operator's operation flags (stack_spec_pko.c) */
+	int target_dependents;            /* with targets: --target-dependents */
+	int run_program;                  /* refresh and destroy: --run-program */
+	int local_stack_only;             /* useLocalStackOnly: never `stack init` */
+	char **environments;              /* Pulumi ESC environments to import */
+	size_t n_environments;
 	struct stack_runner runner;
 	int job_mode;                     /* updates run as Jobs (spec.runner, --runner) */
 };
@@ -243,6 +265,23 @@ struct stack_spec {
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *out,
     struct err *e);
 void stack_spec_free(struct stack_spec *s);
+
+/* stack_spec_pko.c: the operator's deprecated input fields (envs as a
+ * list, envSecrets, accessTokenSecret, secrets) and its operation flags,
+ * into s; ERR_INVALID naming the field. */
+int stack_spec_parse_pko(const cJSON *spec, struct stack_spec *s, struct err *e);
+/* A list of object names (spec.envs as a list, spec.envSecrets) into s->env_from. */
+int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_value_kind kind,
+    struct stack_spec *s, struct err *e);
+/* What stack_spec.c parses with, for stack_spec_pko.c: a variable or a
+ * config key added to s (refused when reserved, malformed or set twice). */
+int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e);
+int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e);
+/* Grows *arr (n elements of size) by one zeroed element. */
+int stack_spec_grow(void **arr, size_t n, size_t size, struct err *e);
+/* A name a variable from an envFrom object may have: [A-Za-z_][A-Za-z0-9_.-]*,
+ * not reserved (stack_env_reserved). */
+int stack_env_name_ok(const char *name);
 
 /* stack_spec_runner.c: parses spec.runner into s->runner and decides
  * s->job_mode; ERR_INVALID naming the field (a privileged or host-sharing

@@ -170,6 +170,11 @@ static void runner_init(struct runner *u)
 	s->n_targets = in->n_targets;
 	s->policy_packs = strings_dup(in->policy_packs, in->n_policy_packs);
 	s->n_policy_packs = in->n_policy_packs;
+	s->target_dependents = in->target_dependents;
+	s->run_program = in->run_program;
+	s->local_stack_only = in->local_stack_only;
+	s->environments = strings_dup(in->environments, in->n_environments);
+	s->n_environments = in->n_environments;
 	/* The driver's own limit falls a little before the Job's deadline, so
 	 * that a slow update ends as a timeout the CLI was told about. */
 	s->timeout_ms = (t > 60 ? t - (t / 10 < 30 ? t / 10 : 30) : t) * 1000L;

@@ -58,6 +58,7 @@ void stack_run_input_free(struct stack_run_input *in)
 	strings_free(in->env, in->n_env);
 	strings_free(in->targets, in->n_targets);
 	strings_free(in->policy_packs, in->n_policy_packs);
+	strings_free(in->environments, in->n_environments);
 	free(in);
 }
 
@@ -380,6 +381,10 @@ static int parse_fields(const cJSON *root, struct stack_run_input *in, struct er
 	    get_bool(root, "refresh", "refresh", &in->refresh, e) < 0 ||
 	    get_strings(root, "targets", &in->targets, &in->n_targets, e) < 0 ||
 	    get_strings(root, "policyPacks", &in->policy_packs, &in->n_policy_packs, e) < 0 ||
+	    get_bool(root, "targetDependents", "targetDependents", &in->target_dependents, e) < 0 ||
+	    get_bool(root, "runProgram", "runProgram", &in->run_program, e) < 0 ||
+	    get_bool(root, "useLocalStackOnly", "useLocalStackOnly", &in->local_stack_only, e) < 0 ||
+	    get_strings(root, "environment", &in->environments, &in->n_environments, e) < 0 ||
 	    get_str(root, "outputsSecret", "outputsSecret", 0, &in->outputs_secret, e) < 0 ||
 	    get_str(root, "planSecret", "planSecret", 0, &in->plan_secret, e) < 0 ||
 	    get_str(root, "planId", "planId", 0, &in->plan_id, e) < 0 ||

@@ -161,15 +161,19 @@ static int get_strings(const cJSON *o, const char *k, const char *field, char **
 
 /* ------------------------------------------------------------ values */
 
-/* {name, key} of a secretKeyRef / configMapKeyRef / ResourceRef.secret. */
-static int parse_key_ref(const cJSON *ref, const char *field, enum stack_value_kind kind,
+/* {name, key} of a secretKeyRef / configMapKeyRef / ResourceRef.secret.
+ * A namespace is allowed only when it is the Stack's own (ns): the
+ * operator's CRD says so, and its manifests spell it out. */
+static int parse_key_ref(const cJSON *ref, const char *field, const char *ns, enum stack_value_kind kind,
     struct stack_value *v, struct err *e)
 {
+	const cJSON *rns = item(ref, "namespace");
 	char f[200];
 
 	if (!cJSON_IsObject(ref))
 		return err_set(e, ERR_INVALID, "%s: must be an object with name and key", field), -1;
-	if (item(ref, "namespace") != NULL && cJSON_IsString(item(ref, "namespace")))
+	if (rns != NULL && !cJSON_IsNull(rns) && (!cJSON_IsString(rns) ||
+	    (rns->valuestring[0] != '\0' && (ns == NULL || strcmp(rns->valuestring, ns) != 0))))
 		return err_set(e, ERR_INVALID, "%s.namespace: cross-namespace references are not allowed; "
 		    "the object must be in the Stack's namespace", field), -1;
 	v->kind = kind;
@@ -186,7 +190,7 @@ static int parse_key_ref(const cJSON *ref, const char *field, enum stack_value_k
 
 /* The operator's ResourceRef: {type: Literal|Secret, literal: {value},
  * secret: {name, key}}. */
-static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_value *v,
+static int parse_resource_ref(const cJSON *ref, const char *field, const char *ns, struct stack_value *v,
     struct err *e)
 {
 	const cJSON *type = item(ref, "type");
@@ -204,7 +208,7 @@ static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_
 	}
 	if (strcmp(type->valuestring, "Secret") == 0) {
 		snprintf(f, sizeof(f), "%s.secret", field);
-		return parse_key_ref(item(ref, "secret"), f, STACK_VAL_SECRET, v, e);
+		return parse_key_ref(item(ref, "secret"), f, ns, STACK_VAL_SECRET, v, e);
 	}
 	if (strcmp(type->valuestring, "Env") == 0 || strcmp(type->valuestring, "FS") == 0)
 		return err_set(e, ERR_INVALID, "%s.type: %s references are not supported (the controller "
@@ -214,51 +218,8 @@ static int parse_resource_ref(const cJSON *ref, const char *field, struct stack_
 	    type->valuestring), -1;
 }
 
-static int grow(void **arr, size_t n, size_t size, struct err *e)
-{
-	void *p = realloc(*arr, (n + 1) * size);
-
-	if (p == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	*arr = p;
-	memset((char *)p + n * size, 0, size);
-	return 0;
-}
-
-static int add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
-{
-	/* The driver passes plaintext config as KEY=VALUE. */
-	if (key[0] == '\0' || strchr(key, '=') != NULL)
-		return err_set(e, ERR_INVALID, "%s: key \"%s\" must be non-empty and without '='", field,
-		    key), -1;
-	if (grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
-		return -1;
-	if ((s->config[s->n_config].key = strdup(key)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_config++;
-	return 0;
-}
-
-static int add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
-{
-	if (name[0] == '\0' || strchr(name, '=') != NULL)
-		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
-		    name), -1;
-	/* In a Job's pod these come after the controller's own, and the last of
-	 * a name wins: PULUMI_CONTROLLER_UPDATE would replace the update the
-	 * controller decided (its plan, source, verification). */
-	if (stack_env_reserved(name))
-		return err_set(e, ERR_INVALID, "%s.%s: reserved (the controller sets it)", field, name), -1;
-	for (size_t i = 0; i < s->n_env; i++)
-		if (strcmp(s->env[i].name, name) == 0)
-			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;
-	if (grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
-		return -1;
-	if ((s->env[s->n_env].name = strdup(name)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_env++;
-	return 0;
-}
+/* stack_spec_grow, _add_config and _add_env live in stack_spec_pko.c, which
+ * this file calls: a split the other way would be a call cycle. */
 
 /* config: strings raw, anything else as JSON text set leaf by leaf. */
 static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
@@ -269,7 +230,7 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 		return -1;
 	cJSON_ArrayForEach(it, cfg) {
 		struct stack_config *c;
-		if (add_config(s, "spec.config", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.config", it->string, e) < 0)
 			return -1;
 		c = &s->config[s->n_config - 1];
 		c->v.kind = STACK_VAL_LITERAL;
@@ -287,7 +248,7 @@ static int parse_config(const cJSON *spec, struct stack_spec *s, struct err *e)
 	return 0;
 }
 
-static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err *e)
+static int parse_config_refs(const cJSON *spec, const char *ns, struct stack_spec *s, struct err *e)
 {
 	const cJSON *refs, *sec, *it;
 	char f[200];
@@ -297,11 +258,11 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 	cJSON_ArrayForEach(it, refs) {
 		struct stack_config *c;
 		int json = 0;
-		if (add_config(s, "spec.configRef", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.configRef", it->string, e) < 0)
 			return -1;
 		c = &s->config[s->n_config - 1];
 		snprintf(f, sizeof(f), "spec.configRef.%s", it->string);
-		if (parse_key_ref(it, f, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
+		if (parse_key_ref(it, f, ns, STACK_VAL_CONFIGMAP, &c->v, e) < 0)
 			return -1;
 		strncat(f, ".json", sizeof(f) - strlen(f) - 1);
 		if (get_bool(it, "json", f, &json, e) < 0)
@@ -311,23 +272,28 @@ static int parse_config_refs(const cJSON *spec, struct stack_spec *s, struct err
 	if (typed(spec, "secretsRef", "spec.secretsRef", cJSON_IsObject, "a map", &sec, e) < 0)
 		return -1;
 	cJSON_ArrayForEach(it, sec) {
-		if (add_config(s, "spec.secretsRef", it->string, e) < 0)
+		if (stack_spec_add_config(s, "spec.secretsRef", it->string, e) < 0)
 			return -1;
 		s->config[s->n_config - 1].secret = 1;
 		snprintf(f, sizeof(f), "spec.secretsRef.%s", it->string);
-		if (parse_resource_ref(it, f, &s->config[s->n_config - 1].v, e) < 0)
+		if (parse_resource_ref(it, f, ns, &s->config[s->n_config - 1].v, e) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+static int config_set_twice(const struct stack_spec *s, struct err *e)
+{
 	for (size_t i = 0; i < s->n_config; i++)
 		for (size_t j = i + 1; j < s->n_config; j++)
 			if (strcmp(s->config[i].key, s->config[j].key) == 0)
 				return err_set(e, ERR_INVALID, "config key %s is set twice (config, configRef, "
-				    "secretsRef)", s->config[i].key), -1;
+				    "secretsRef, secrets)", s->config[i].key), -1;
 	return 0;
 }
 
 /* envRefs (the operator's) and envs (the classic map). */
-static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
+static int parse_env(const cJSON *spec, const char *ns, struct stack_spec *s, struct err *e)
 {
 	const cJSON *refs, *envs = item(spec, "envs"), *it;
 	char f[200];
@@ -335,23 +301,24 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 	if (typed(spec, "envRefs", "spec.envRefs", cJSON_IsObject, "a map", &refs, e) < 0)
 		return -1;
 	cJSON_ArrayForEach(it, refs) {
-		if (add_env(s, "spec.envRefs", it->string, e) < 0)
+		if (stack_spec_add_env(s, "spec.envRefs", it->string, e) < 0)
 			return -1;
 		snprintf(f, sizeof(f), "spec.envRefs.%s", it->string);
-		if (parse_resource_ref(it, f, &s->env[s->n_env - 1].v, e) < 0)
+		if (parse_resource_ref(it, f, ns, &s->env[s->n_env - 1].v, e) < 0)
 			return -1;
 	}
 	if (envs == NULL || cJSON_IsNull(envs))
 		return 0;
+	/* The operator's deprecated form; told apart by its JSON type (the
+	 * schema keeps envs unknown-fields-preserving for both). */
 	if (cJSON_IsArray(envs))
-		return err_set(e, ERR_INVALID, "spec.envs: a list of ConfigMap names (the operator's "
-		    "deprecated form) is not supported; use envRefs"), -1;
+		return stack_spec_parse_env_from(envs, "spec.envs", STACK_VAL_CONFIGMAP, s, e);
 	if (!cJSON_IsObject(envs))
 		return err_set(e, ERR_INVALID, "spec.envs: must be a map of names to values"), -1;
 	cJSON_ArrayForEach(it, envs) {
 		const cJSON *from = item(it, "valueFrom");
 		struct stack_value *v;
-		if (add_env(s, "spec.envs", it->string, e) < 0)
+		if (stack_spec_add_env(s, "spec.envs", it->string, e) < 0)
 			return -1;
 		v = &s->env[s->n_env - 1].v;
 		snprintf(f, sizeof(f), "spec.envs.%s", it->string);
@@ -361,11 +328,11 @@ static int parse_env(const cJSON *spec, struct stack_spec *s, struct err *e)
 				return err_set(e, ERR_NOMEM, "out of memory"), -1;
 		} else if (item(from, "secretKeyRef") != NULL) {
 			strncat(f, ".valueFrom.secretKeyRef", sizeof(f) - strlen(f) - 1);
-			if (parse_key_ref(item(from, "secretKeyRef"), f, STACK_VAL_SECRET, v, e) < 0)
+			if (parse_key_ref(item(from, "secretKeyRef"), f, ns, STACK_VAL_SECRET, v, e) < 0)
 				return -1;
 		} else if (item(from, "configMapKeyRef") != NULL) {
 			strncat(f, ".valueFrom.configMapKeyRef", sizeof(f) - strlen(f) - 1);
-			if (parse_key_ref(item(from, "configMapKeyRef"), f, STACK_VAL_CONFIGMAP, v, e) < 0)
+			if (parse_key_ref(item(from, "configMapKeyRef"), f, ns, STACK_VAL_CONFIGMAP, v, e) < 0)
 				return -1;
 		} else {
 			return err_set(e, ERR_INVALID, "%s: needs value or valueFrom.secretKeyRef / "
@@ -494,14 +461,14 @@ static int valid_object_name(const char *s);
 
 /* One credential value of gitAuth: a ResourceRef (Secret, or Literal, which
  * the operator's schema takes too). */
-static int git_auth_ref(const cJSON *o, const char *k, const char *field, struct stack_git_auth *a,
-    struct err *e)
+static int git_auth_ref(const cJSON *o, const char *k, const char *field, const char *ns,
+    struct stack_git_auth *a, struct err *e)
 {
 	const cJSON *ref = item(o, k);
 
 	if (ref == NULL || cJSON_IsNull(ref))
 		return err_set(e, ERR_INVALID, "%s: is required", field), -1;
-	return parse_resource_ref(ref, field, &a->v[a->n++], e);
+	return parse_resource_ref(ref, field, ns, &a->v[a->n++], e);
 }
 
 static int present(const cJSON *o, const char *k)
@@ -511,7 +478,7 @@ static int present(const cJSON *o, const char *k)
 
 /* gitAuthSecret, else gitAuth's first of sshAuth, accessToken, githubApp and
  * basicAuth: the order in which the operator picks one. */
-static int parse_git_auth(const cJSON *spec, struct stack_spec *s, struct err *e)
+static int parse_git_auth(const cJSON *spec, const char *ns, struct stack_spec *s, struct err *e)
 {
 	struct stack_git_auth *a = &s->git_auth;
 	const cJSON *ga = NULL, *sub = NULL;
@@ -530,33 +497,33 @@ static int parse_git_auth(const cJSON *spec, struct stack_spec *s, struct err *e
 	if (present(ga, "sshAuth")) {
 		a->kind = STACK_GIT_SSH;
 		if (get_obj(ga, "sshAuth", "spec.gitAuth.sshAuth", &sub, e) < 0 ||
-		    git_auth_ref(sub, "sshPrivateKey", "spec.gitAuth.sshAuth.sshPrivateKey", a, e) < 0)
+		    git_auth_ref(sub, "sshPrivateKey", "spec.gitAuth.sshAuth.sshPrivateKey", ns, a, e) < 0)
 			return -1;
 		/* source-controller needs the server's host keys beside the key. */
 		if (a->v[0].kind != STACK_VAL_SECRET)
 			return err_set(e, ERR_INVALID, "spec.gitAuth.sshAuth.sshPrivateKey: must be type Secret; "
 			    "its Secret holds the server's host keys in key known_hosts too"), -1;
 		return present(sub, "password") ?
-		    git_auth_ref(sub, "password", "spec.gitAuth.sshAuth.password", a, e) : 0;
+		    git_auth_ref(sub, "password", "spec.gitAuth.sshAuth.password", ns, a, e) : 0;
 	}
 	if (present(ga, "accessToken")) {
 		a->kind = STACK_GIT_TOKEN;
-		return git_auth_ref(ga, "accessToken", "spec.gitAuth.accessToken", a, e);
+		return git_auth_ref(ga, "accessToken", "spec.gitAuth.accessToken", ns, a, e);
 	}
 	if (present(ga, "githubApp")) {
 		a->kind = STACK_GIT_APP;
 		if (get_obj(ga, "githubApp", "spec.gitAuth.githubApp", &sub, e) < 0 ||
-		    git_auth_ref(sub, "appID", "spec.gitAuth.githubApp.appID", a, e) < 0 ||
-		    git_auth_ref(sub, "installationID", "spec.gitAuth.githubApp.installationID", a, e) < 0)
+		    git_auth_ref(sub, "appID", "spec.gitAuth.githubApp.appID", ns, a, e) < 0 ||
+		    git_auth_ref(sub, "installationID", "spec.gitAuth.githubApp.installationID", ns, a, e) < 0)
 			return -1;
-		return git_auth_ref(sub, "privateKey", "spec.gitAuth.githubApp.privateKey", a, e);
+		return git_auth_ref(sub, "privateKey", "spec.gitAuth.githubApp.privateKey", ns, a, e);
 	}
 	if (present(ga, "basicAuth")) {
 		a->kind = STACK_GIT_BASIC;
 		if (get_obj(ga, "basicAuth", "spec.gitAuth.basicAuth", &sub, e) < 0 ||
-		    git_auth_ref(sub, "userName", "spec.gitAuth.basicAuth.userName", a, e) < 0)
+		    git_auth_ref(sub, "userName", "spec.gitAuth.basicAuth.userName", ns, a, e) < 0)
 			return -1;
-		return git_auth_ref(sub, "password", "spec.gitAuth.basicAuth.password", a, e);
+		return git_auth_ref(sub, "password", "spec.gitAuth.basicAuth.password", ns, a, e);
 	}
 	return err_set(e, ERR_INVALID, "spec.gitAuth: set one of sshAuth, accessToken, githubApp and "
 	    "basicAuth"), -1;
@@ -567,7 +534,8 @@ static int parse_git_auth(const cJSON *spec, struct stack_spec *s, struct err *e
  * It becomes the GitRepository <name>-program, as the classic programRef
  * does; shallow is accepted and changes nothing (source-controller fetches
  * one commit's tree whatever it says). */
-static int parse_project_repo(const cJSON *spec, const char *name, struct stack_spec *s, struct err *e)
+static int parse_project_repo(const cJSON *spec, const char *name, const char *ns, struct stack_spec *s,
+    struct err *e)
 {
 	size_t n = strlen(name) + sizeof("-program"), hex = 0;
 	char *branch = NULL, *commit = NULL;
@@ -614,7 +582,7 @@ static int parse_project_repo(const cJSON *spec, const char *name, struct stack_
 		    "(to pin)");
 		goto out;
 	}
-	if (parse_git_auth(spec, s, e) < 0)
+	if (parse_git_auth(spec, ns, s, e) < 0)
 		goto out;
 	if ((s->src_kind = strdup("GitRepository")) == NULL || (s->src_name = malloc(n)) == NULL) {
 		err_set(e, ERR_NOMEM, "out of memory");
@@ -628,7 +596,8 @@ out:
 	return rc;
 }
 
-static int parse_source(const cJSON *spec, const char *name, struct stack_spec *s, struct err *e)
+static int parse_source(const cJSON *spec, const char *name, const char *ns, struct stack_spec *s,
+    struct err *e)
 {
 	const cJSON *fs = item(spec, "fluxSource"), *os = item(spec, "ociSource");
 	const cJSON *pr = item(spec, "programRef");
@@ -661,7 +630,7 @@ static int parse_source(const cJSON *spec, const char *name, struct stack_spec *
 	if (cJSON_IsObject(os))
 		return parse_oci_source(os, s, e);
 	if (git)
-		return parse_project_repo(spec, name, s, e);
+		return parse_project_repo(spec, name, ns, s, e);
 	return parse_program_ref(pr, name, s, e);
 }
 
@@ -729,7 +698,7 @@ static int add_prereq(struct stack_spec *s, const cJSON *it, const char *field, 
 
 	if (!cJSON_IsObject(it))
 		return err_set(e, ERR_INVALID, "%s[%zu]: must be an object", field, i), -1;
-	if (grow((void **)&s->prereqs, s->n_prereqs, sizeof(*s->prereqs), e) < 0)
+	if (stack_spec_grow((void **)&s->prereqs, s->n_prereqs, sizeof(*s->prereqs), e) < 0)
 		return -1;
 	r = &s->prereqs[s->n_prereqs++];
 	snprintf(fn, sizeof(fn), "%s[%zu].name", field, i);
@@ -808,8 +777,8 @@ static int parse_safety(const cJSON *spec, struct stack_spec *s, struct err *e)
 /*
  * Fields of the operator's Stack that the schema takes (so its manifests
  * apply as written) but this controller does not act on yet.  Ignoring one
- * would surprise: a workspaceTemplate run in the controller's own pod, an
- * access token never set.  Each is refused by name until it is served; the
+ * would surprise: a workspaceTemplate run in the controller's own pod, a
+ * stack created that was meant to exist already.  Each is refused by name until it is served; the
  * operator's no-ops (expectNoRefreshChanges, retryOnUpdateConflict,
  * shallow, workspaceReclaimPolicy, updateTemplate) are accepted and mean
  * nothing here either (docs/migrating-from-pko.md).
@@ -819,13 +788,6 @@ static int refuse_unserved(const cJSON *spec, struct err *e)
 	static const struct { const char *field, *instead; } unserved[] = {
 		{ "workspaceTemplate", "runner: {type: Job, podTemplate}" },
 		{ "serviceAccountName", "runner: {type: Job, serviceAccountName}" },
-		{ "envSecrets", "envRefs of type Secret" },
-		{ "accessTokenSecret", "envRefs: {PULUMI_ACCESS_TOKEN: {type: Secret, ...}}" },
-		{ "secrets", "secretsRef" },
-		{ "environment", "the environment in the stack's Pulumi.<stack>.yaml" },
-		{ "targetDependents", "targets that list the dependents" },
-		{ "useLocalStackOnly", "a stack created beforehand (a missing one is created)" },
-		{ "runProgram", "destroy without it" },
 	};
 
 	for (size_t i = 0; i < sizeof(unserved) / sizeof(unserved[0]); i++) {
@@ -848,6 +810,7 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 {
 	const cJSON *spec = item(obj, "spec");
 	const char *name = kube_obj_str(obj, "metadata.name");
+	const char *ns = kube_obj_str(obj, "metadata.namespace");
 	int dod = 0, dod2 = 0;
 	long interval = 0;
 	const cJSON *mf = item(spec, "maxUpdateFailures");
@@ -868,9 +831,11 @@ int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_
 	if (s->stack == NULL || s->stack[0] == '\0')
 		return err_set(e, ERR_INVALID, "spec.stack: is required (the Pulumi stack name)"), -1;
 	if (refuse_unserved(spec, e) < 0 ||
-	    parse_source(spec, name, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
-	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, s, e) < 0 || parse_env(spec, s, e) < 0)
+	    parse_source(spec, name, ns, s, e) < 0 || parse_backend(spec, s, e) < 0 ||
+	    parse_config(spec, s, e) < 0 || parse_config_refs(spec, ns, s, e) < 0 || parse_env(spec, ns, s, e) < 0 ||
+	    stack_spec_parse_pko(spec, s, e) < 0 || config_set_twice(s, e) < 0)
 		return -1;
+	s->n_env_spec = s->n_env;
 	if (get_bool(spec, "refresh", "spec.refresh", &s->refresh, e) < 0 ||
 	    get_bool(spec, "preview", "spec.preview", &s->preview, e) < 0 ||
 	    get_bool(spec, "suspend", "spec.suspend", &s->suspend, e) < 0 ||
@@ -938,8 +903,12 @@ void stack_spec_free(struct stack_spec *s)
 	free(s->git_auth.secret);
 	for (int i = 0; i < s->git_auth.n; i++)
 		value_free(&s->git_auth.v[i]);
+	for (size_t i = 0; i < s->n_env_from; i++)
+		free(s->env_from[i].object);
+	free(s->env_from);
 	strings_free(s->targets, s->n_targets);
 	strings_free(s->policy_packs, s->n_policy_packs);
+	strings_free(s->environments, s->n_environments);
 	for (size_t i = 0; i < s->n_prereqs; i++) {
 		free(s->prereqs[i].name);
 		free(s->prereqs[i].namespace);

@@ -66,11 +66,17 @@ void stack_pl_spec_inputs(const struct stack_pass *p, struct pl_spec *s)
 	s->n_config = p->in.n_config;
 }
 
-static struct pl_stack *open_stack(struct stack_pass *p, struct err *e)
+static struct pl_stack *open_stack(struct stack_pass *p, const char *type, struct err *e)
 {
 	struct pl_spec s;
 
 	stack_pl_spec_inputs(p, &s);
+	/* useLocalStackOnly: an update never creates the stack; a destroy of
+	 * one that is missing has nothing to do and must not hold the
+	 * finalizer for ever, so it may select-or-init as before. */
+	s.no_create = p->spec.local_stack_only && strcmp(type, "destroy") != 0;
+	s.environments = (const char *const *)p->spec.environments;
+	s.n_environments = p->spec.n_environments;
 	s.pulumi_bin = p->sc->o.pulumi_bin;
 	s.pulumi_home = p->sc->pulumi_home;
 	s.workdir = p->workdir;
@@ -187,6 +193,8 @@ static void op_options(struct stack_pass *p, struct pl_op_opts *o, char *const *
 	o->refresh = p->spec.refresh || p->safety.remediate;
 	o->targets = (const char *const *)p->spec.targets;
 	o->n_targets = p->spec.n_targets;
+	o->target_dependents = p->spec.target_dependents;
+	o->run_program = p->spec.run_program;
 	o->policy_packs = (const char *const *)packs;
 	o->n_policy_packs = packs ? p->spec.n_policy_packs : 0;
 	o->plan_file = p->safety.plan_file[0] ? p->safety.plan_file : NULL;
@@ -257,6 +265,9 @@ static int prepare(struct stack_pass *p, struct pl_stack *st, struct pl_result *
 	struct err e;
 	int keyed;
 
+	if (pl_apply_environments(st, r) < 0)
+		return -1;
+	result_reset(r);
 	if (pl_apply_secret_config(st, r) < 0)
 		return -1;
 	result_reset(r);
@@ -278,7 +289,7 @@ static void with_stack(struct stack_pass *p, const char *type,
 	outcome_start(p, type);
 	stack_metrics_operation_start(type);
 	memset(&r, 0, sizeof(r));
-	if ((st = open_stack(p, &e)) == NULL) {
+	if ((st = open_stack(p, type, &e)) == NULL) {
 		snprintf(p->out.message, sizeof(p->out.message), "%s", e.msg);
 		p->out.status = PL_INTERNAL;
 	} else if (stack_ctl_track(p->sc, &reg, st) < 0) {
@@ -296,6 +307,18 @@ static void with_stack(struct stack_pass *p, const char *type,
 	stack_metrics_operation_end(type, p->out.status, (double)(p->out.end_us - p->out.start_us) / 1e6);
 }
 
+/* Select, else create the stack; under useLocalStackOnly a missing one is
+ * the update's failure, in words that name the field. */
+static int ensure_stack(struct stack_pass *p, struct pl_stack *st, struct pl_result *r)
+{
+	if (pl_ensure_stack(st, r) == 0)
+		return 0;
+	if (r->status == PL_NOT_FOUND && p->spec.local_stack_only)
+		snprintf(r->message, sizeof(r->message), "the stack %s does not exist, and spec.useLocalStackOnly "
+		    "says it is not to be created; create it, or remove useLocalStackOnly", p->spec.stack);
+	return -1;
+}
+
 /*
  * The Automation API's up is select, config, up, outputs: four or more CLI
  * calls.  Here a stack that has been updated before is not selected (an up
@@ -310,14 +333,14 @@ static void update_body(struct stack_pass *p, struct pl_stack *st, struct pl_res
 	pl_op_fn op = preview ? pl_preview : pl_up;
 	struct pl_result o;
 
-	if (!known && pl_ensure_stack(st, r) < 0)
+	if (!known && ensure_stack(p, st, r) < 0)
 		return;
 	result_reset(r);
 	if (prepare(p, st, r) < 0)
 		return;
 	if (run_op(p, st, op, r) < 0 && r->status == PL_NOT_FOUND && known) {
 		result_reset(r);
-		if (pl_ensure_stack(st, r) < 0)
+		if (ensure_stack(p, st, r) < 0)
 			return;
 		result_reset(r);
 		if (prepare(p, st, r) < 0 || run_op(p, st, op, r) < 0)

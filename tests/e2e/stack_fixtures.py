@@ -80,7 +80,7 @@ PASSPHRASE_SECRET = "pulumi-passphrase"
 
 # Environment variables whose value digests the wrapper records (besides PCTEST_*): the
 # tests prove these values reached the CLI without any value being written down.
-DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+DIGESTED_ENV = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "SUMMARY: UndefinedBehaviorSanitizer")

@@ -278,6 +278,83 @@ static void lenient_skips_what_is_missing(void **state)
 	pass_free(p);
 }
 
+#define MORE_PATH "/api/v1/namespaces/apps/configmaps/more"
+/* more: size=small, 1bad (no variable name), HOME (reserved), log=from-more */
+#define MORE(rv) "{'kind': 'ConfigMap', 'metadata': {'name': 'more', 'namespace': 'apps', " \
+	"'resourceVersion': '" rv "'}, 'data': {'size': 'small', '1bad': 'x', 'HOME': '/evil', 'log': 'from-more'}}"
+
+/* The operator's envs list: every key of each ConfigMap is a variable, a
+ * later ConfigMap's key wins, a variable the spec names wins over both;
+ * keys that are no variable name, reserved or unusable are left out. */
+static void env_from_lists_expand_to_variables(void **state)
+{
+	struct stack_pass *p;
+	char fp1[65], fp2[65];
+	(void)state;
+
+	fake_reset();
+	fake_route(CM_PATH, 200, SETTINGS("100"));
+	fake_route(MORE_PATH, 200, MORE("300"));
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['settings', 'more'], "
+	    "'envRefs': {'log': {'type': 'Literal', 'literal': {'value': 'explicit'}}}}", "main@sha1:aaaa");
+	assert_int_equal(p->spec.n_env_spec, 1);
+	assert_int_equal(stack_inputs_resolve(p), 0);
+	assert_int_equal(p->v.set, 0);
+	assert_env(p, "log", "explicit", 0);
+	assert_env(p, "size", "small", 0);
+	assert_env(p, "tags", "{\"a\":1}", 0);
+	assert_env(p, "blob", "bin-value", 0);
+	assert_null(env_var(p, "1bad"));
+	assert_null(env_var(p, "HOME"));
+	assert_int_equal(p->in.n_env, 4);
+	/* Named in the spec as the others are, for a Job's configMapKeyRef. */
+	assert_int_equal(p->spec.n_env, 4);
+	assert_int_equal(p->spec.env[1].v.kind, STACK_VAL_CONFIGMAP);
+	assert_int_equal(fake_count(NULL, NULL), 2);
+	assert_int_equal(p->in.n_refs, 2);
+	assert_string_equal(p->in.refs[1], "ConfigMap/settings@100");
+	stack_fingerprint(p, fp1);
+
+	/* Again: the same variables, not twice; a new resourceVersion is a new fingerprint. */
+	fake_reset();
+	fake_route(CM_PATH, 200, SETTINGS("100"));
+	fake_route(MORE_PATH, 200, MORE("301"));
+	assert_int_equal(stack_inputs_resolve(p), 0);
+	assert_int_equal(p->in.n_env, 4);
+	assert_int_equal(p->spec.n_env, 4);
+	stack_fingerprint(p, fp2);
+	assert_string_not_equal(fp1, fp2);
+	pass_free(p);
+
+	/* A missing ConfigMap waits, naming the field; a destroy goes on without it. */
+	assert_waits_for("{'stack': 'dev', " FLUX ", 'envs': ['settings', 'gone']}",
+	    "ConfigMap apps/gone (spec.envs) not found");
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['gone', 'more']}", "main@sha1:aaaa");
+	stack_inputs_resolve_lenient(p);
+	assert_int_equal(p->v.set, 0);
+	assert_env(p, "size", "small", 0);
+	pass_free(p);
+
+	/* envSecrets come after the ConfigMaps, as secret values; a key whose
+	 * value has a NUL or is no base64 is left out, not waited for.  The
+	 * access token is a named variable. */
+	fake_route(SECRET_PATH, 200, CREDS("200"));
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['more'], 'envSecrets': ['creds'], "
+	    "'accessTokenSecret': 'creds'}", "main@sha1:aaaa");
+	assert_int_equal(stack_inputs_resolve(p), 1);      /* creds has no key accessToken */
+	assert_non_null(strstr(p->v.message, "Secret apps/creds has no key \"accessToken\""));
+	pass_free(p);
+	p = pass_new("{'stack': 'dev', " FLUX ", 'envs': ['more'], 'envSecrets': ['creds']}", "main@sha1:aaaa");
+	assert_int_equal(stack_inputs_resolve(p), 0);
+	assert_env(p, "token", "s3cret-token", 1);
+	assert_env(p, "size", "small", 0);
+	assert_null(env_var(p, "nul"));
+	assert_null(env_var(p, "bad"));
+	assert_int_equal(p->in.n_refs, 2);
+	assert_string_equal(p->in.refs[1], "Secret/creds@200");
+	pass_free(p);
+}
+
 /* The fingerprint of a pass whose spec refers to creds and settings, with
  * creds at resourceVersion rv. */
 static void fingerprint_with_creds_at(const char *rv, char out[65])
@@ -425,6 +502,7 @@ int main(void)
 		cmocka_unit_test(missing_references_wait),
 		cmocka_unit_test(refused_read_waits),
 		cmocka_unit_test(lenient_skips_what_is_missing),
+		cmocka_unit_test(env_from_lists_expand_to_variables),
 		cmocka_unit_test(fingerprint_follows_the_objects),
 		cmocka_unit_test(fingerprint_changes_with_each_input),
 		cmocka_unit_test(fingerprint_holds_no_value),

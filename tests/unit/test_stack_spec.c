@@ -618,6 +618,20 @@ static void config_refs_and_secret_refs(void **state)
 	    "spec.configRef.size");
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api', "
 	    "'key': 'token', 'namespace': 'kube-system'}}}}", "spec.secretsRef.t.secret.namespace", "cross-namespace");
+	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'T': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 'app'}}}}", "spec.envRefs.T.secret.namespace", "cross-namespace");
+	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'T': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 7}}}}", "spec.envRefs.T.secret.namespace");
+	/* The Stack's own namespace (apps), as the operator's manifests write it. */
+	accepted("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api', "
+	    "'key': 'token', 'namespace': 'apps'}}}, 'envRefs': {'T': {'type': 'Secret', 'secret': "
+	    "{'name': 'tok', 'key': 'k', 'namespace': 'apps'}}}, 'configRef': {'c': {'name': 'cm', 'key': 'k', "
+	    "'namespace': 'apps'}}}", &s);
+	assert_string_equal(config_of(&s, "t")->v.object, "api");
+	assert_int_equal(config_of(&s, "t")->v.kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env[0].v.object, "tok");
+	assert_string_equal(config_of(&s, "c")->v.object, "cm");
+	stack_spec_free(&s);
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret', 'secret': {'name': 'api'}}}}",
 	    "spec.secretsRef.t.secret");
 	refused("{'stack': 'dev', " FLUX ", 'secretsRef': {'t': {'type': 'Secret'}}}", "spec.secretsRef.t.secret");
@@ -665,10 +679,6 @@ static void operators_unserved_fields_are_refused_by_name(void **state)
 
 	refused("{'stack': 'dev', " FLUX ", 'workspaceTemplate': {'spec': {'image': 'pulumi/pulumi'}}}",
 	    "spec.workspaceTemplate", "not acted on");
-	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'token'}", "spec.accessTokenSecret",
-	    "PULUMI_ACCESS_TOKEN");
-	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws']}", "spec.envSecrets", "not acted on");
-	refused("{'stack': 'dev', " FLUX ", 'targetDependents': true}", "spec.targetDependents", "not acted on");
 	/* Empty, false or the operator's no-ops: nothing to act on. */
 	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'targetDependents': false, "
 	    "'serviceAccountName': '', 'expectNoRefreshChanges': true, 'retryOnUpdateConflict': true, "
@@ -701,8 +711,19 @@ static void env_refs_and_classic_envs(void **state)
 	assert_string_equal(s.env[3].v.key, "cfg");
 	stack_spec_free(&s);
 
-	/* The operator's deprecated list of ConfigMap names. */
-	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings']}", "spec.envs", "envRefs");
+	/* The operator's deprecated list of ConfigMap names, told apart by type. */
+	accepted("{'stack': 'dev', " FLUX ", 'envs': ['settings', 'more'], "
+	    "'envRefs': {'A': {'type': 'Literal', 'literal': {'value': 'x'}}}}", &s);
+	assert_int_equal(s.n_env, 1);
+	assert_int_equal(s.n_env_spec, 1);
+	assert_int_equal(s.n_env_from, 2);
+	assert_int_equal(s.env_from[0].kind, STACK_VAL_CONFIGMAP);
+	assert_string_equal(s.env_from[0].object, "settings");
+	assert_string_equal(s.env_from[1].object, "more");
+	stack_spec_free(&s);
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings', 3]}", "spec.envs[1]", "ConfigMap");
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['']}", "spec.envs[0]");
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['other/cm']}", "spec.envs[0]", "namespace");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {}}}", "spec.envs.A");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {'valueFrom': {'secretKeyRef': {'name': 's'}}}}}",
 	    "spec.envs.A.valueFrom.secretKeyRef");
@@ -712,6 +733,80 @@ static void env_refs_and_classic_envs(void **state)
 	    "A=B", "environment variable");
 	refused("{'stack': 'dev', " FLUX ", 'envRefs': {'': {'type': 'Literal', 'literal': {'value': 'x'}}}}",
 	    "environment variable");
+}
+
+/* The operator's envSecrets, accessTokenSecret and inline secrets. */
+static void operators_secret_inputs(void **state)
+{
+	struct stack_spec s;
+	const struct stack_config *c;
+	(void)state;
+
+	accepted("{'stack': 'dev', " FLUX ", 'envs': ['settings'], 'envSecrets': ['aws', 'gcp'], "
+	    "'accessTokenSecret': 'pulumi-api', 'secrets': {'dbPassword': 'hunter2', 'aws:secretKey': 'k'}}", &s);
+	assert_int_equal(s.n_env_from, 3);
+	assert_int_equal(s.env_from[0].kind, STACK_VAL_CONFIGMAP);
+	assert_int_equal(s.env_from[1].kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env_from[1].object, "aws");
+	assert_string_equal(s.env_from[2].object, "gcp");
+	assert_string_equal(s.env_from[2].field, "spec.envSecrets");
+	assert_int_equal(s.n_env_spec, 1);
+	assert_string_equal(s.env[0].name, "PULUMI_ACCESS_TOKEN");
+	assert_int_equal(s.env[0].v.kind, STACK_VAL_SECRET);
+	assert_string_equal(s.env[0].v.object, "pulumi-api");
+	assert_string_equal(s.env[0].v.key, "accessToken");
+	c = config_of(&s, "dbPassword");
+	assert_int_equal(c->v.kind, STACK_VAL_LITERAL);
+	assert_string_equal(c->v.literal, "hunter2");
+	assert_int_equal(c->secret, 1);
+	assert_int_equal(config_of(&s, "aws:secretKey")->secret, 1);
+	stack_spec_free(&s);
+
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': 'aws'}", "spec.envSecrets", "list of Secret names");
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws', '']}", "spec.envSecrets[1]");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 5}", "spec.accessTokenSecret");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'tok', 'envRefs': {'PULUMI_ACCESS_TOKEN': "
+	    "{'type': 'Literal', 'literal': {'value': 'x'}}}}", "spec.accessTokenSecret.PULUMI_ACCESS_TOKEN", "twice");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': ['a']}", "spec.secrets", "map");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': {'a': 1}}", "spec.secrets.a", "string");
+	refused("{'stack': 'dev', " FLUX ", 'secrets': {'a': 'x'}, 'config': {'a': 'y'}}", "config key a", "twice");
+	/* Empty: nothing set. */
+	accepted("{'stack': 'dev', " FLUX ", 'envSecrets': [], 'accessTokenSecret': '', 'secrets': {}}", &s);
+	assert_int_equal(s.n_env, 0);
+	assert_int_equal(s.n_config, 0);
+	assert_int_equal(s.n_env_from, 0);
+	stack_spec_free(&s);
+}
+
+/* targetDependents, runProgram, useLocalStackOnly and environment. */
+static void operators_operation_flags(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted("{'stack': 'dev', " FLUX ", 'targets': ['urn:a'], 'targetDependents': true, 'runProgram': true, "
+	    "'useLocalStackOnly': true, 'environment': ['proj/base', 'prod']}", &s);
+	assert_int_equal(s.target_dependents, 1);
+	assert_int_equal(s.run_program, 1);
+	assert_int_equal(s.local_stack_only, 1);
+	assert_int_equal(s.n_environments, 2);
+	assert_string_equal(s.environments[0], "proj/base");
+	assert_string_equal(s.environments[1], "prod");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " FLUX ", 'backend': 'https://api.pulumi.com', 'environment': ['e']}", &s);
+	assert_int_equal(s.n_environments, 1);
+	stack_spec_free(&s);
+	/* Only Pulumi Cloud has environments; the scheme is named, never the URL. */
+	refused("{'stack': 'dev', " FLUX ", 'backend': 's3://bucket?token=t0ps3cret', 'environment': ['e']}",
+	    "spec.environment", "Pulumi Cloud", "s3://");
+	refused("{'stack': 'dev', " FLUX ", 'cloud': 'file:///state', 'environment': ['e']}", "spec.environment");
+	refused("{'stack': 'dev', " FLUX ", 'environment': ['--yes']}", "spec.environment[0]");
+	refused("{'stack': 'dev', " FLUX ", 'environment': 'e'}", "spec.environment", "list");
+	refused("{'stack': 'dev', " FLUX ", 'runProgram': 'yes'}", "spec.runProgram", "true or false");
+	refused("{'stack': 'dev', " FLUX ", 'useLocalStackOnly': 1}", "spec.useLocalStackOnly");
+	accepted("{'stack': 'dev', " FLUX ", 'backend': 'file:///x', 'environment': []}", &s);
+	assert_int_equal(s.n_environments, 0);
+	stack_spec_free(&s);
 }
 
 static void key_set_twice(void **state)
@@ -1175,6 +1270,8 @@ int main(void)
 		cmocka_unit_test(config_refs_and_secret_refs),
 		cmocka_unit_test(env_and_fs_refs_refused),
 		cmocka_unit_test(env_refs_and_classic_envs),
+		cmocka_unit_test(operators_secret_inputs),
+		cmocka_unit_test(operators_operation_flags),
 		cmocka_unit_test(key_set_twice),
 		cmocka_unit_test(resync_period),
 		cmocka_unit_test(bad_durations_refused),
