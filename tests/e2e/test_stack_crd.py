@@ -210,8 +210,9 @@ def test_kubectl_get_prints_the_columns(any_kubeapi):
     assert rows["db"][0] == "db" and len(rows["db"]) == 2     # name and age; the rest empty
     wide = api.kubectl("get", "stack", "web", "-n", ns, "-o", "wide").stdout.splitlines()
     assert wide[0].split() == ["NAME", "READY", "REASON", "REVISION", "SUSPENDED", "AGE",
-                               "STACK", "MESSAGE"]
-    cells = wide[1].split()
+                               "STACK", "MESSAGE", "LAST", "UPDATE", "LAST", "COMMIT",
+                               "RECONCILING", "STALLED", "PERMALINK"]
+    cells = wide[1].split()      # no lastUpdate yet: PKO's columns are empty
     assert cells[:5] == ["web", "True", "Succeeded", "main@sha1:abc", "true"]
     assert cells[6:] == ["acme/web/dev", "applied", "main@sha1:abc"]
 
