@@ -12,6 +12,7 @@
  *                      GitRepository reads
  *   stack_workspace.c  each Stack's own copy of the program tree
  *   stack_gc.c         the artifact store's garbage collection
+ *   stack_program.c    a PKO Program as the Pulumi.yaml it means
  */
 #ifndef PC_STACK_SOURCES_H
 #define PC_STACK_SOURCES_H
@@ -23,6 +24,10 @@
 int stack_source_resolve(struct stack_pass *p);
 /* Makes sure the artifact's tree is in the store: p->tree. 1/0 as above. */
 int stack_source_fetch(struct stack_pass *p);
+/* The Pulumi.yaml (as JSON, which is YAML) of the Program object program
+ * (metadata.name, the sections of its top-level `program`); the same
+ * stored object gives the same bytes.  Caller frees it; NULL with e set. */
+char *stack_program_render(const cJSON *program, struct err *e);
 /* Frees the shared OCI resolutions (at stack_ctl_free). */
 void stack_source_cleanup(struct stack_ctl *sc);
 /* The cache key of s's ociSource lookups in namespace ns, into out (at
