@@ -225,17 +225,7 @@ static int from_git_auth(struct stack_pass *p, struct creds *c, const char **wha
 
 cJSON *stack_git_owner_refs(const struct stack_pass *p)
 {
-	cJSON *owners = cJSON_CreateArray(), *owner = cJSON_CreateObject();
-	const char *api = kube_obj_str(p->obj, "apiVersion"), *uid = kube_obj_str(p->obj, "metadata.uid");
-
-	cJSON_AddStringToObject(owner, "apiVersion", api ? api : "pulumi.com/v1");
-	cJSON_AddStringToObject(owner, "kind", "Stack");
-	cJSON_AddStringToObject(owner, "name", p->name);
-	cJSON_AddStringToObject(owner, "uid", uid ? uid : "");
-	cJSON_AddBoolToObject(owner, "controller", 1);
-	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(owners, owner);
-	return owners;
+	return stack_owner_refs(kube_obj_str(p->obj, "apiVersion"), p->name, kube_obj_str(p->obj, "metadata.uid"));
 }
 
 /* The owned Secret as it should be. */

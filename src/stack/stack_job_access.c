@@ -32,7 +32,7 @@ static const cJSON *at(const cJSON *o, const char *k)
 static cJSON *owned_object(const struct stack_pass *p, const char *api_version, const char *kind,
     const char *name)
 {
-	cJSON *o = cJSON_CreateObject(), *md, *ref;
+	cJSON *o = cJSON_CreateObject(), *md;
 	char label[STACK_LABEL_VALUE_MAX];
 
 	stack_label_value(p->name, label);
@@ -42,14 +42,8 @@ static cJSON *owned_object(const struct stack_pass *p, const char *api_version, 
 	cJSON_AddStringToObject(md, "name", name);
 	cJSON_AddStringToObject(md, "namespace", p->ns);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "labels"), STACK_LABEL_NAME, label);
-	ref = cJSON_CreateObject();
-	cJSON_AddStringToObject(ref, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
-	cJSON_AddStringToObject(ref, "kind", "Stack");
-	cJSON_AddStringToObject(ref, "name", p->name);
-	cJSON_AddStringToObject(ref, "uid", kube_obj_str(p->obj, "metadata.uid") ? kube_obj_str(p->obj, "metadata.uid") : "");
-	cJSON_AddBoolToObject(ref, "controller", 1);
-	cJSON_AddBoolToObject(ref, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(md, "ownerReferences"), ref);
+	cJSON_AddItemToObject(md, "ownerReferences",
+	    stack_owner_refs(kube_obj_str(p->obj, "apiVersion"), p->name, kube_obj_str(p->obj, "metadata.uid")));
 	return o;
 }
 

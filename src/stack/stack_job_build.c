@@ -97,16 +97,7 @@ static cJSON *labels(const struct stack_job_in *in)
 
 static cJSON *owner_refs(const struct stack_job_in *in)
 {
-	cJSON *arr = cJSON_CreateArray(), *o = cJSON_CreateObject();
-
-	cJSON_AddStringToObject(o, "apiVersion", in->api_version ? in->api_version : "pulumi.com/v1");
-	cJSON_AddStringToObject(o, "kind", "Stack");
-	cJSON_AddStringToObject(o, "name", in->name);
-	cJSON_AddStringToObject(o, "uid", in->uid ? in->uid : "");
-	cJSON_AddBoolToObject(o, "controller", 1);
-	cJSON_AddBoolToObject(o, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(arr, o);
-	return arr;
+	return stack_owner_refs(in->api_version, in->name, in->uid);
 }
 
 static cJSON *strings(char *const *v, size_t n)

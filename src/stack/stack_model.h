@@ -67,6 +67,11 @@ struct stack_pass;
  * goes by ownerReference, which carries the whole name. */
 #define STACK_LABEL_VALUE_MAX 64
 void stack_label_value(const char *name, char out[STACK_LABEL_VALUE_MAX]);
+/* The ownerReferences of an object the Stack (api_version, name, uid) owns
+ * as its controller, so that the garbage collector removes it with the Stack
+ * and ownership checks know it.  api_version NULL means pulumi.com/v1, uid
+ * NULL the empty string.  The caller owns the returned array. */
+cJSON *stack_owner_refs(const char *api_version, const char *name, const char *uid);
 /* 1 for an environment variable a Stack may not set (envRefs, envs, the
  * pod template's env): PULUMI_CONTROLLER_*, HOME, KUBERNETES_*, which the
  * controller sets for the CLI and the Job's pod. */

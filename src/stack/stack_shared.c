@@ -168,3 +168,16 @@ void stack_ctl_interrupt(struct stack_ctl *sc)
 	}
 }
 
+cJSON *stack_owner_refs(const char *api_version, const char *name, const char *uid)
+{
+	cJSON *refs = cJSON_CreateArray(), *ref = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(ref, "apiVersion", api_version ? api_version : "pulumi.com/v1");
+	cJSON_AddStringToObject(ref, "kind", "Stack");
+	cJSON_AddStringToObject(ref, "name", name);
+	cJSON_AddStringToObject(ref, "uid", uid ? uid : "");
+	cJSON_AddBoolToObject(ref, "controller", 1);
+	cJSON_AddBoolToObject(ref, "blockOwnerDeletion", 1);
+	cJSON_AddItemToArray(refs, ref);
+	return refs;
+}

@@ -652,7 +652,7 @@ cJSON *stack_outputs_from_secret(const cJSON *secret)
 static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 {
 	const cJSON *plain = p->out.outputs_plain ? p->out.outputs_plain : p->out.outputs, *it;
-	cJSON *s = cJSON_CreateObject(), *md, *data, *secrets = cJSON_CreateArray(), *owner, *owners, *ann;
+	cJSON *s = cJSON_CreateObject(), *md, *data, *secrets = cJSON_CreateArray(), *ann;
 	char *list;
 	const char *uid = kube_obj_str(p->obj, "metadata.uid");
 
@@ -669,15 +669,7 @@ static cJSON *outputs_secret(const struct stack_pass *p, const char *name)
 		cJSON_AddStringToObject(labels, "reconcile.fluxcd.io/watch", "Enabled");
 		cJSON_AddStringToObject(labels, STACK_LABEL_NAME, v);
 	}
-	owners = cJSON_AddArrayToObject(md, "ownerReferences");
-	owner = cJSON_CreateObject();
-	cJSON_AddStringToObject(owner, "apiVersion", kube_obj_str(p->obj, "apiVersion"));
-	cJSON_AddStringToObject(owner, "kind", "Stack");
-	cJSON_AddStringToObject(owner, "name", p->name);
-	cJSON_AddStringToObject(owner, "uid", uid ? uid : "");
-	cJSON_AddBoolToObject(owner, "controller", 1);
-	cJSON_AddBoolToObject(owner, "blockOwnerDeletion", 1);
-	cJSON_AddItemToArray(owners, owner);
+	cJSON_AddItemToObject(md, "ownerReferences", stack_owner_refs(kube_obj_str(p->obj, "apiVersion"), p->name, uid));
 	cJSON_AddStringToObject(s, "type", "Opaque");
 	data = cJSON_AddObjectToObject(s, "data");
 	cJSON_ArrayForEach(it, plain)
