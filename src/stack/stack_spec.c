@@ -549,6 +549,15 @@ static int parse_project_repo(const cJSON *spec, const char *name, const char *n
 	    get_str(spec, "repoDir", "spec.repoDir", &s->dir, e) < 0 ||
 	    get_bool(spec, "shallow", "spec.shallow", &shallow, e) < 0)
 		goto out;
+	/* The operator joins repoDir to the clone's root, so "/infra" is the
+	 * repository's infra: its examples write it that way. */
+	if (s->dir != NULL && s->dir[0] == '/') {
+		memmove(s->dir, s->dir + strspn(s->dir, "/"), strlen(s->dir + strspn(s->dir, "/")) + 1);
+		if (s->dir[0] == '\0') {
+			free(s->dir);
+			s->dir = NULL;
+		}
+	}
 	if (s->prog_repo == NULL || s->prog_repo[0] == '\0') {
 		err_set(e, ERR_INVALID, "spec.projectRepo: must be the URL of a Git repository");
 		goto out;

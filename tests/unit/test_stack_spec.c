@@ -320,6 +320,14 @@ static void project_repo_makes_its_git_repository(void **state)
 	assert_string_equal(s.prog_ref, SHA40);
 	assert_null(s.dir);
 	stack_spec_free(&s);
+	/* repoDir is joined to the clone's root, as the operator does: a leading
+	 * slash names the same directory, and "/" the root. */
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '//kubernetes-ts-nginx'}", &s);
+	assert_string_equal(s.dir, "kubernetes-ts-nginx");
+	stack_spec_free(&s);
+	accepted("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '/'}", &s);
+	assert_null(s.dir);
+	stack_spec_free(&s);
 	/* An empty branch beside a commit is no branch (the operator's omitempty). */
 	accepted("{'stack': 'dev', " REPO ", 'branch': '', 'commit': '" SHA40 "'}", &s);
 	assert_string_equal(s.prog_ref, SHA40);
@@ -341,7 +349,7 @@ static void project_repo_refusals(void **state)
 	refused("{'stack': 'dev', " REPO ", 'branch': 7}", "spec.branch", "string");
 	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'shallow': 'yes'}", "spec.shallow");
 	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '../etc'}", "dir", "..");
-	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '/abs'}", "dir");
+	refused("{'stack': 'dev', " REPO ", 'branch': 'main', 'repoDir': '/../etc'}", "dir", "..");
 	/* Without projectRepo the Git fields would be ignored: refused, as the operator does. */
 	refused("{'stack': 'dev', " FLUX ", 'gitAuthSecret': 'creds'}", "spec.gitAuthSecret", "projectRepo");
 	refused("{'stack': 'dev', " FLUX ", 'gitAuth': {'accessToken': {'type': 'Secret', "
