@@ -216,6 +216,11 @@ static int reserved_env_name(const char *n)
 	return 0;
 }
 
+int pl_env_name_ok(const char *name)
+{
+	return valid_env_name(name) && !reserved_env_name(name);
+}
+
 static int valid_stack_name(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;

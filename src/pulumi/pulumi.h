@@ -334,6 +334,10 @@ cJSON *pl_parse_history(const char *text, int *empty);
  * memory.
  */
 char *pl_redact(const char *s, const char *const *secrets, size_t n);
+/* 1 when name may be a variable of a pl_spec's env: [A-Za-z_][A-Za-z0-9_]*
+ * and none of those the driver sets itself (PATH, HOME, PULUMI_HOME, ...).
+ * pl_open refuses a spec with any other. */
+int pl_env_name_ok(const char *name);
 
 /* pl_redact for a bounded output tail; truncated: the tail does not start
  * at the start of the output, so its first (partial) line, which may hold

@@ -158,7 +158,9 @@ static void envvar_free(struct stack_envvar *v)
 }
 
 /* Sets name from key of object (kind): a later object's key replaces an
- * earlier one's; a variable the spec names itself is never replaced. */
+ * earlier one's; a variable the spec names itself is never replaced.
+ * 0, 1 when the lists already made STACK_ENV_FROM_VARS_MAX variables, -1
+ * out of memory. */
 static int env_from_key(struct stack_spec *s, const cJSON *obj, enum stack_value_kind kind, const char *object,
     const char *key)
 {
@@ -181,6 +183,8 @@ static int env_from_key(struct stack_spec *s, const cJSON *obj, enum stack_value
 			break;
 		}
 	if (v == NULL) {
+		if (s->n_env - s->n_env_spec >= STACK_ENV_FROM_VARS_MAX)
+			return 1;
 		if ((v = realloc(s->env, (s->n_env + 1) * sizeof(*v))) == NULL)
 			return -1;
 		s->env = v;
@@ -226,13 +230,16 @@ static int expand_env_from(struct stack_pass *p, struct fetched **list, int leni
 		}
 		if (add_ref(&p->in, k, obj) < 0)
 			return err_set(e, ERR_NOMEM, "out of memory"), -1;
-		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(obj, "data"))
-			if (env_from_key(s, obj, f->kind, f->object, it->string) < 0)
-				return err_set(e, ERR_NOMEM, "out of memory"), -1;
-		if (f->kind == STACK_VAL_CONFIGMAP)
-			cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(obj, "binaryData"))
-				if (env_from_key(s, obj, f->kind, f->object, it->string) < 0)
+		for (int bin = 0; bin <= (f->kind == STACK_VAL_CONFIGMAP); bin++)
+			cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(obj, bin ? "binaryData" : "data")) {
+				int rc = env_from_key(s, obj, f->kind, f->object, it->string);
+				if (rc < 0)
 					return err_set(e, ERR_NOMEM, "out of memory"), -1;
+				if (rc > 0)
+					return err_set(e, ERR_INVALID, "%s %s/%s (%s): the envs and envSecrets objects "
+					    "make more than %d variables", k, p->ns, f->object, f->field,
+					    STACK_ENV_FROM_VARS_MAX), -1;
+			}
 	}
 	return 0;
 }

@@ -284,9 +284,14 @@ int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name
 int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e);
 /* Grows *arr (n elements of size) by one zeroed element. */
 int stack_spec_grow(void **arr, size_t n, size_t size, struct err *e);
-/* A name a variable from an envFrom object may have: [A-Za-z_][A-Za-z0-9_.-]*,
- * not reserved (stack_env_reserved). */
+/* A name a variable from an envFrom object may have: one the driver takes
+ * (pl_env_name_ok), not reserved (stack_env_reserved), and none that makes a
+ * program run other code (LD_*, NODE_*, PYTHON*, GIT_*, ...). */
 int stack_env_name_ok(const char *name);
+/* At most this many envs/envSecrets objects, and variables made of their
+ * keys: one tenant's lists must not hold a worker for long. */
+#define STACK_ENV_FROM_MAX 32
+#define STACK_ENV_FROM_VARS_MAX 1000
 
 /* stack_spec_runner.c: parses spec.runner into s->runner and decides
  * s->job_mode; ERR_INVALID naming the field (a privileged or host-sharing

@@ -70,21 +70,34 @@ int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name
 }
 
 
-/* The kubelet's older rule for envFrom keys, and what a Job's pod takes
- * (stack_runner_io.c): a ConfigMap key may also start with a digit or a
- * dot, and such a key would stop the pod. */
+/* Variables that make a program, a shell or git run other code than their
+ * own (a preloaded library, an interpreter's startup file, a hook).  A key
+ * of a listed ConfigMap or Secret chooses a variable's name, and whoever may
+ * edit that object need not be who may run code where the CLI runs (the
+ * controller's pod, with its token): such keys are left out. */
+static int runs_other_code(const char *name)
+{
+	static const char *const prefixes[] = {
+		"LD_", "PYTHON", "PERL5", "RUBY", "GIT_", "NODE_", "GO", "JAVA_TOOL_", "DOTNET_", "BASH_",
+	};
+	static const char *const names[] = { "ENV", "SHELLOPTS", "PROMPT_COMMAND", "_JAVA_OPTIONS",
+		"JDK_JAVA_OPTIONS", "NPM_CONFIG_USERCONFIG", "NPM_CONFIG_GLOBALCONFIG" };
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+			return 1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* A key of an envFrom object that becomes a variable: one the driver takes
+ * (pl_env_name_ok: a key like log.level or PATH would stop every update),
+ * not the controller's own, and none that runs other code. */
 int stack_env_name_ok(const char *name)
 {
-	const char *c = name;
-
-	if (name == NULL || !((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_') ||
-	    stack_env_reserved(name))
-		return 0;
-	for (; *c; c++)
-		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-		    *c == '_' || *c == '-' || *c == '.'))
-			return 0;
-	return 1;
+	return name != NULL && pl_env_name_ok(name) && !stack_env_reserved(name) && !runs_other_code(name);
 }
 
 /* A list of object names in the Stack's namespace; the keys are read when
@@ -104,6 +117,19 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
 		if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strchr(it->valuestring, '/') != NULL)
 			return err_set(e, ERR_INVALID, "%s[%zu]: must be the name of a %s in the Stack's namespace",
 			    field, i, kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap"), -1;
+		i++;
+		/* An object named again counts where it is named last, as the
+		 * kubelet's envFrom reads it: its keys win over those between. */
+		for (size_t j = 0; j < s->n_env_from; j++)
+			if (s->env_from[j].kind == kind && strcmp(s->env_from[j].object, it->valuestring) == 0) {
+				free(s->env_from[j].object);
+				memmove(&s->env_from[j], &s->env_from[j + 1], (s->n_env_from - j - 1) * sizeof(*v));
+				s->n_env_from--;
+				break;
+			}
+		if (s->n_env_from >= STACK_ENV_FROM_MAX)
+			return err_set(e, ERR_INVALID, "%s: more than %d ConfigMaps and Secrets in envs and "
+			    "envSecrets together", field, STACK_ENV_FROM_MAX), -1;
 		if ((v = realloc(s->env_from, (s->n_env_from + 1) * sizeof(*v))) == NULL)
 			return err_set(e, ERR_NOMEM, "out of memory"), -1;
 		s->env_from = v;
@@ -113,7 +139,6 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
 		if ((v->object = strdup(it->valuestring)) == NULL)
 			return err_set(e, ERR_NOMEM, "out of memory"), -1;
 		s->n_env_from++;
-		i++;
 	}
 	return 0;
 }

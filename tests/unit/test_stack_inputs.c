@@ -279,9 +279,13 @@ static void lenient_skips_what_is_missing(void **state)
 }
 
 #define MORE_PATH "/api/v1/namespaces/apps/configmaps/more"
-/* more: size=small, 1bad (no variable name), HOME (reserved), log=from-more */
+/* more: size=small, log=from-more; left out: 1bad, log.level and my-key (no
+ * variable name the CLI takes), HOME and PATH (reserved), LD_PRELOAD and
+ * NODE_OPTIONS (they run other code). */
 #define MORE(rv) "{'kind': 'ConfigMap', 'metadata': {'name': 'more', 'namespace': 'apps', " \
-	"'resourceVersion': '" rv "'}, 'data': {'size': 'small', '1bad': 'x', 'HOME': '/evil', 'log': 'from-more'}}"
+	"'resourceVersion': '" rv "'}, 'data': {'size': 'small', '1bad': 'x', 'HOME': '/evil', 'log': 'from-more', " \
+	"'log.level': 'debug', 'my-key': 'v', 'PATH': '/evil', 'LD_PRELOAD': '/evil.so', " \
+	"'NODE_OPTIONS': '--require /evil.js'}}"
 
 /* The operator's envs list: every key of each ConfigMap is a variable, a
  * later ConfigMap's key wins, a variable the spec names wins over both;
@@ -306,6 +310,11 @@ static void env_from_lists_expand_to_variables(void **state)
 	assert_env(p, "blob", "bin-value", 0);
 	assert_null(env_var(p, "1bad"));
 	assert_null(env_var(p, "HOME"));
+	assert_null(env_var(p, "log.level"));
+	assert_null(env_var(p, "my-key"));
+	assert_null(env_var(p, "PATH"));
+	assert_null(env_var(p, "LD_PRELOAD"));
+	assert_null(env_var(p, "NODE_OPTIONS"));
 	assert_int_equal(p->in.n_env, 4);
 	/* Named in the spec as the others are, for a Job's configMapKeyRef. */
 	assert_int_equal(p->spec.n_env, 4);

@@ -729,6 +729,19 @@ static void env_refs_and_classic_envs(void **state)
 	assert_string_equal(s.env_from[0].object, "settings");
 	assert_string_equal(s.env_from[1].object, "more");
 	stack_spec_free(&s);
+	/* Named again, an object counts where it is named last (the kubelet's order). */
+	accepted("{'stack': 'dev', " FLUX ", 'envs': ['a', 'b', 'a', 'a']}", &s);
+	assert_int_equal(s.n_env_from, 2);
+	assert_string_equal(s.env_from[0].object, "b");
+	assert_string_equal(s.env_from[1].object, "a");
+	stack_spec_free(&s);
+	{
+		char big[1200] = "{'stack': 'dev', " FLUX ", 'envs': [";
+		for (int i = 0; i <= STACK_ENV_FROM_MAX; i++)
+			snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s'cm%d'", i ? ", " : "", i);
+		strcat(big, "]}");
+		refused(big, "spec.envs", "more than 32");
+	}
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings', 3]}", "spec.envs[1]", "ConfigMap");
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['']}", "spec.envs[0]");
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['other/cm']}", "spec.envs[0]", "namespace");
