@@ -111,6 +111,17 @@ static void build_env(struct pl_stack *st, enum pl_scope scope, int experimental
 		pl_strv_addf(env, "%s=%s", st->env[i].name, st->env[i].value);
 }
 
+/* Values that are secret by where they came from (every key of an
+ * envSecrets Secret is) but tell nobody anything: "true", "1", or the stack's
+ * own name, which the Stack's spec shows.  The driver's own arguments hold
+ * them (--run-program=true, --page 1, --stack dev), so refusing them would
+ * stop every call of such a Stack, its destroy on deletion too. */
+static int says_nothing(const struct pl_stack *st, const char *v)
+{
+	return strlen(v) < 4 || strcmp(v, "true") == 0 || strcmp(v, "false") == 0 ||
+	    (st->stack != NULL && strcmp(v, st->stack) == 0);
+}
+
 /* A secret must never reach argv, where any process can read it from
  * /proc: refuse an argument equal to a secret or ending in "=<secret>". */
 static const char *secret_in_argv(struct pl_stack *st, char *const *argv)
@@ -118,9 +129,12 @@ static const char *secret_in_argv(struct pl_stack *st, char *const *argv)
 	for (; *argv; argv++) {
 		const char *eq = strchr(*argv, '=');
 
-		for (size_t i = 0; i < st->secrets.n; i++)
+		for (size_t i = 0; i < st->secrets.n; i++) {
+			if (says_nothing(st, st->secrets.v[i]))
+				continue;
 			if (strcmp(*argv, st->secrets.v[i]) == 0 || (eq && strcmp(eq + 1, st->secrets.v[i]) == 0))
 				return *argv;
+		}
 	}
 	return NULL;
 }

@@ -418,6 +418,34 @@ static void test_secret_never_on_argv(void **state)
 	pl_close(st);
 }
 
+/* A secret that says nothing ("true", a short one, the stack's own name)
+ * does not stop the driver's own arguments (--run-program=true, --stack dev). */
+static void test_secrets_that_say_nothing_do_not_stop_calls(void **state)
+{
+	struct fixture *f = *state;
+	struct pl_spec s = base_spec(f);
+	struct pl_config_item cfg[] = {
+		{ "visible", "true", 0, 0 },
+		{ "hidden", "true", 1, 0 },
+		{ "name", "dev", 1, 0 },
+	};
+	struct pl_result r = { 0 };
+	struct err e = { 0 };
+	struct pl_stack *st;
+	char *log;
+
+	s.config = cfg;
+	s.n_config = 3;
+	st = pl_open(&s, &e);
+	assert_int_equal(pl_apply_config(st, &r), 0);
+	pl_result_free(&r);
+	log = calls(f);
+	assert_non_null(strstr(log, "--stack dev"));
+	assert_non_null(strstr(log, "visible=true"));
+	free(log);
+	pl_close(st);
+}
+
 static void test_failure_message_is_masked(void **state)
 {
 	struct fixture *f = *state;
@@ -708,6 +736,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_secret_config_is_set_only_when_it_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_up_with_config_passes_plain_config_on_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secret_never_on_argv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_secrets_that_say_nothing_do_not_stop_calls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failure_message_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_url_with_credentials_is_masked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_secrets_provider_with_credentials_is_refused, setup, teardown),
