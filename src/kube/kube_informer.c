@@ -18,7 +18,7 @@
 #include "base/locked.h"
 #include "kube/kube_informer_priv.h"
 
-#define MAX_INDEX_VALUES 16
+#define MAX_INDEX_VALUES 128
 /* Smaller than client-go's 500: a page is parsed whole (body and cJSON tree,
  * managedFields included), and with 10,000 Stacks that transient and the
  * heap fragmentation it leaves behind set the peak RSS (46 MiB at 500,

@@ -115,18 +115,8 @@ static int ref_index(const cJSON *obj, char **out, int max)
 	const char *ns = kube_obj_str(obj, "metadata.namespace");
 	int n = 0;
 
-	n = refs_of_map(at(spec, "envRefs"), ns, out, n, max);
-	n = refs_of_map(at(spec, "envs"), ns, out, n, max);
-	n = refs_of_map(at(spec, "secretsRef"), ns, out, n, max);
-	/* The operator's envFrom lists and its access token Secret: strings,
-	 * so refs_of_map finds nothing in them. */
-	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envs")) ? at(spec, "envs") : NULL))
-		n = add_value(out, n, max, "ConfigMap", ns, cJSON_IsString(it) ? it->valuestring : NULL);
-	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envSecrets")) ? at(spec, "envSecrets") : NULL))
-		n = add_value(out, n, max, "Secret", ns, cJSON_IsString(it) ? it->valuestring : NULL);
-	n = add_value(out, n, max, "Secret", ns, kube_obj_str(spec, "accessTokenSecret"));
-	cJSON_ArrayForEach(it, at(spec, "configRef"))
-		n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(it, "name"));
+	/* The source's credentials first: they must never be the ones cut off
+	 * when a Stack refers to more objects than an index entry holds. */
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "secretRef"), "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(os, "certSecretRef"), "name"));
 	n = add_value(out, n, max, "Secret", ns, kube_obj_str(at(at(os, "verify"), "secretRef"), "name"));
@@ -143,6 +133,18 @@ static int ref_index(const cJSON *obj, char **out, int max)
 		snprintf(own, sizeof(own), "%s-git-auth", kube_obj_str(obj, "metadata.name"));
 		n = add_value(out, n, max, "Secret", ns, own);
 	}
+	n = refs_of_map(at(spec, "envRefs"), ns, out, n, max);
+	n = refs_of_map(at(spec, "envs"), ns, out, n, max);
+	n = refs_of_map(at(spec, "secretsRef"), ns, out, n, max);
+	/* The operator's envFrom lists and its access token Secret: strings,
+	 * so refs_of_map finds nothing in them. */
+	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envs")) ? at(spec, "envs") : NULL))
+		n = add_value(out, n, max, "ConfigMap", ns, cJSON_IsString(it) ? it->valuestring : NULL);
+	cJSON_ArrayForEach(it, (cJSON_IsArray(at(spec, "envSecrets")) ? at(spec, "envSecrets") : NULL))
+		n = add_value(out, n, max, "Secret", ns, cJSON_IsString(it) ? it->valuestring : NULL);
+	n = add_value(out, n, max, "Secret", ns, kube_obj_str(spec, "accessTokenSecret"));
+	cJSON_ArrayForEach(it, at(spec, "configRef"))
+		n = add_value(out, n, max, "ConfigMap", ns, kube_obj_str(it, "name"));
 	return n;
 }
 
