@@ -64,6 +64,8 @@ static void note_from(struct creds *c, const char *secret)
 	char word[300];
 	size_t used = strlen(c->from);
 
+	if (secret == NULL)   /* a hostile API's Secret without a name: say nothing of it */
+		return;
 	snprintf(word, sizeof(word), "Secret %s", secret);
 	if (strstr(c->from, word) == NULL)
 		snprintf(c->from + used, sizeof(c->from) - used, "%s%s", used ? ", " : "", word);
@@ -110,7 +112,8 @@ static int copy_key(struct stack_pass *p, const cJSON *sec, const char *key, con
 		if (!required)
 			return 0;
 		stack_verdict(p, STACK_WAITING, "GitCredentialsNotFound", p->sc->o.requeue_dependency_ms,
-		    "Secret %s/%s has no key \"%s\" (%s)%s", p->ns, kube_obj_str(sec, "metadata.name"), key, field,
+		    "Secret %s/%s has no key \"%s\" (%s)%s", p->ns,
+		    kube_obj_str(sec, "metadata.name") ? kube_obj_str(sec, "metadata.name") : "?", key, field,
 		    strcmp(key, "known_hosts") == 0 ? ": the SSH server's host keys, which source-controller "
 		    "checks the server against" : "");
 		return 1;
