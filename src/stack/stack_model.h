@@ -19,7 +19,9 @@
  * The files of this layer:
  *   stack_shared.c      options and the controller state a pass reads
  *                       (caches, running operations, freshness)
+ *   stack_spec_field.c  the typed field readers the spec parsers share
  *   stack_spec.c        spec parsing and validation (struct stack_spec)
+ *   stack_spec_git.c    the Git sources: programRef {repo}, projectRepo
  *   stack_spec_runner.c spec.runner (hostile pod templates refused)
  *   stack_spec_pko.c    the operator's deprecated input fields and flags
  *   stack_inputs.c      config, secrets and environment values, fingerprint
@@ -270,6 +272,40 @@ struct stack_spec {
 int stack_spec_parse(const cJSON *obj, const struct stack_opts *o, struct stack_spec *out,
     struct err *e);
 void stack_spec_free(struct stack_spec *s);
+
+/* stack_spec_field.c: one field of an object, typed.  Each returns 0 when
+ * the field is absent or null (outputs left NULL, or as they were for the
+ * numbers and bools), -1 with "field: must be <what>" in e when it is of
+ * another type; the strings are the caller's to free. */
+const cJSON *stack_field(const cJSON *o, const char *k);
+int stack_field_present(const cJSON *o, const char *k);
+int stack_field_typed(const cJSON *o, const char *k, const char *field, cJSON_bool (*is)(const cJSON *),
+    const char *what, const cJSON **v, struct err *e);
+int stack_field_str(const cJSON *o, const char *k, const char *field, char **out, struct err *e);
+/* Absent, or exactly `only`; another value is refused with why. */
+int stack_field_only(const cJSON *o, const char *k, const char *field, const char *only, const char *why,
+    struct err *e);
+int stack_field_obj(const cJSON *o, const char *k, const char *field, const cJSON **out, struct err *e);
+int stack_field_bool(const cJSON *o, const char *k, const char *field, int *out, struct err *e);
+int stack_field_duration(const cJSON *o, const char *k, const char *field, long *ms, struct err *e);
+int stack_field_seconds(const cJSON *o, const char *k, const char *field, long *ms, struct err *e);
+/* A NULL-terminated array of *n strings; free each and the array. */
+int stack_field_strings(const cJSON *o, const char *k, const char *field, char ***out, size_t *n,
+    struct err *e);
+/* {name, key} of a Secret or ConfigMap in namespace ns (the Stack's) into v. */
+int stack_spec_key_ref(const cJSON *ref, const char *field, const char *ns, enum stack_value_kind kind,
+    struct stack_value *v, struct err *e);
+/* The operator's ResourceRef {type: Literal|Secret, ...} into v. */
+int stack_spec_resource_ref(const cJSON *ref, const char *field, const char *ns, struct stack_value *v,
+    struct err *e);
+int stack_path_has_dotdot(const char *path);
+/* A Kubernetes object name (lower-case DNS subdomain characters, <= 253). */
+int stack_object_name_ok(const char *s);
+
+/* stack_spec_git.c: the Git sources into s (the GitRepository <name>-program). */
+int stack_spec_parse_program_ref(const cJSON *pr, const char *name, struct stack_spec *s, struct err *e);
+int stack_spec_parse_project_repo(const cJSON *spec, const char *name, const char *ns, struct stack_spec *s,
+    struct err *e);
 
 /* stack_spec_pko.c: the operator's deprecated input fields (envs as a
  * list, envSecrets, accessTokenSecret, secrets) and its operation flags,

@@ -147,7 +147,7 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
  * a variable the spec names (so envRefs may not set it as well). */
 static int parse_access_token(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, "accessTokenSecret");
+	const cJSON *v = stack_field(spec, "accessTokenSecret");
 	struct stack_value *val;
 
 	if (v == NULL || cJSON_IsNull(v) || (cJSON_IsString(v) && v->valuestring[0] == '\0'))
@@ -169,7 +169,7 @@ static int parse_access_token(const cJSON *spec, struct stack_spec *s, struct er
  * of a Job (its <name>-job-inputs Secret carries it). */
 static int parse_secrets(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(spec, "secrets"), *it;
+	const cJSON *m = stack_field(spec, "secrets"), *it;
 
 	if (m == NULL || cJSON_IsNull(m))
 		return 0;
@@ -190,18 +190,6 @@ static int parse_secrets(const cJSON *spec, struct stack_spec *s, struct err *e)
 	return 0;
 }
 
-static int get_flag(const cJSON *spec, const char *k, int *out, struct err *e)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, k);
-
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsBool(v))
-		return err_set(e, ERR_INVALID, "spec.%s: must be true or false", k), -1;
-	*out = cJSON_IsTrue(v);
-	return 0;
-}
-
 /* The backend schemes that are no Pulumi Cloud (the DIY ones). */
 static int diy_backend(const char *url)
 {
@@ -214,7 +202,7 @@ static int diy_backend(const char *url)
  * CLI, whose refusal is then the update's failure. */
 static int parse_environments(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec, "environment"), *it;
+	const cJSON *v = stack_field(spec, "environment"), *it;
 	size_t i = 0;
 
 	if (v == NULL || cJSON_IsNull(v))
@@ -245,11 +233,11 @@ static int parse_environments(const cJSON *spec, struct stack_spec *s, struct er
 
 int stack_spec_parse_pko(const cJSON *spec, struct stack_spec *s, struct err *e)
 {
-	const cJSON *es = cJSON_GetObjectItemCaseSensitive(spec, "envSecrets");
+	const cJSON *es = stack_field(spec, "envSecrets");
 
-	if (get_flag(spec, "targetDependents", &s->target_dependents, e) < 0 ||
-	    get_flag(spec, "runProgram", &s->run_program, e) < 0 ||
-	    get_flag(spec, "useLocalStackOnly", &s->local_stack_only, e) < 0 ||
+	if (stack_field_bool(spec, "targetDependents", "spec.targetDependents", &s->target_dependents, e) < 0 ||
+	    stack_field_bool(spec, "runProgram", "spec.runProgram", &s->run_program, e) < 0 ||
+	    stack_field_bool(spec, "useLocalStackOnly", "spec.useLocalStackOnly", &s->local_stack_only, e) < 0 ||
 	    parse_environments(spec, s, e) < 0)
 		return -1;
 
