@@ -237,6 +237,19 @@ static int run_logged(struct pl_stack *st, const char *op, struct pl_strv *a,
 	return rc;
 }
 
+/* What preview and up share: the common flags, policy packs, the plan
+ * (written by a preview with --save-plan, followed by an up with --plan)
+ * and --refresh. */
+static void add_update_flags(struct pl_strv *a, const struct pl_op_opts *o, const char *plan_flag)
+{
+	add_common(a, o);
+	add_policy(a, o);
+	if (o && o->plan_file)
+		pl_strv_addf(a, "%s=%s", plan_flag, o->plan_file);
+	if (o && o->refresh)
+		pl_strv_add(a, "--refresh");
+}
+
 int pl_preview(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r)
 {
 	struct pl_strv a = { 0 };
@@ -245,12 +258,7 @@ int pl_preview(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result
 	if (pl_begin(st, r) < 0)
 		return -1;
 	pl_strv_add(&a, "preview");
-	add_common(&a, o);
-	add_policy(&a, o);
-	if (o && o->plan_file)
-		pl_strv_addf(&a, "--save-plan=%s", o->plan_file);
-	if (o && o->refresh)
-		pl_strv_add(&a, "--refresh");
+	add_update_flags(&a, o, "--save-plan");
 	rc = run_logged(st, "preview", &a, o, o && o->plan_file, r);
 	pl_strv_free(&a);
 	return rc;
@@ -265,12 +273,7 @@ int pl_up(struct pl_stack *st, const struct pl_op_opts *o, struct pl_result *r)
 	if (pl_begin(st, r) < 0)
 		return -1;
 	pl_strv_addl(&a, "up", "--yes", "--skip-preview", NULL);
-	add_common(&a, o);
-	add_policy(&a, o);
-	if (o && o->plan_file)
-		pl_strv_addf(&a, "--plan=%s", o->plan_file);
-	if (o && o->refresh)
-		pl_strv_add(&a, "--refresh");
+	add_update_flags(&a, o, "--plan");
 	if (o && o->with_config) {
 		pl_config_settings_hash(st, before, sizeof(before));
 		if (pl_config_up_args(st, &a, r) < 0) {

@@ -149,6 +149,20 @@ static int resolve_value(struct stack_pass *p, struct fetched **list, const stru
 	return 0;
 }
 
+/* resolve_value for a pass: a missing object is left out (0, *out NULL)
+ * when the pass is lenient, as a pass that only cleans up is. */
+static int take_value(struct stack_pass *p, struct fetched **list, const struct stack_value *v, int lenient,
+    char **out, char *missing, size_t mn, struct err *e)
+{
+	int r = resolve_value(p, list, v, out, missing, mn, e);
+
+	if (r == 1 && lenient) {
+		*out = NULL;
+		return 0;
+	}
+	return r;
+}
+
 static void envvar_free(struct stack_envvar *v)
 {
 	free(v->name);
@@ -269,13 +283,9 @@ static int resolve(struct stack_pass *p, int lenient)
 	}
 	for (size_t i = 0; rc == 0 && i < s->n_config; i++) {
 		char *val;
-		int r = resolve_value(p, &list, &s->config[i].v, &val, missing, sizeof(missing), &e);
-		if (r == 1 && lenient)
+		if ((rc = take_value(p, &list, &s->config[i].v, lenient, &val, missing, sizeof(missing), &e)) != 0 ||
+		    val == NULL)
 			continue;
-		if (r != 0) {
-			rc = r;
-			break;
-		}
 		p->in.config[p->in.n_config++] = (struct pl_config_item){
 			.key = s->config[i].key,
 			.value = val,
@@ -285,13 +295,9 @@ static int resolve(struct stack_pass *p, int lenient)
 	}
 	for (size_t i = 0; rc == 0 && i < s->n_env; i++) {
 		char *val;
-		int r = resolve_value(p, &list, &s->env[i].v, &val, missing, sizeof(missing), &e);
-		if (r == 1 && lenient)
+		if ((rc = take_value(p, &list, &s->env[i].v, lenient, &val, missing, sizeof(missing), &e)) != 0 ||
+		    val == NULL)
 			continue;
-		if (r != 0) {
-			rc = r;
-			break;
-		}
 		/* ConfigMap values are not secret (they may well equal config values). */
 		p->in.env[p->in.n_env++] = (struct pl_env_var){
 			.name = s->env[i].name,

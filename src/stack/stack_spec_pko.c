@@ -34,22 +34,37 @@ int stack_spec_grow(void **arr, size_t n, size_t size, struct err *e)
 	return 0;
 }
 
+/* One more zeroed element of arr (n long) and a copy of name for it: NULL
+ * on no memory.  The copy is the caller's, to store in the element. */
+static char *grown_copy(void **arr, size_t n, size_t size, const char *name, struct err *e)
+{
+	char *copy;
+
+	if (stack_spec_grow(arr, n, size, e) < 0)
+		return NULL;
+	if ((copy = strdup(name)) == NULL)
+		err_set(e, ERR_NOMEM, "out of memory");
+	return copy;
+}
+
 int stack_spec_add_config(struct stack_spec *s, const char *field, const char *key, struct err *e)
 {
+	char *copy;
+
 	/* The driver passes plaintext config as KEY=VALUE. */
 	if (key[0] == '\0' || strchr(key, '=') != NULL)
 		return err_set(e, ERR_INVALID, "%s: key \"%s\" must be non-empty and without '='", field,
 		    key), -1;
-	if (stack_spec_grow((void **)&s->config, s->n_config, sizeof(*s->config), e) < 0)
+	if ((copy = grown_copy((void **)&s->config, s->n_config, sizeof(*s->config), key, e)) == NULL)
 		return -1;
-	if ((s->config[s->n_config].key = strdup(key)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_config++;
+	s->config[s->n_config++].key = copy;
 	return 0;
 }
 
 int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name, struct err *e)
 {
+	char *copy;
+
 	if (name[0] == '\0' || strchr(name, '=') != NULL)
 		return err_set(e, ERR_INVALID, "%s: \"%s\" is not an environment variable name", field,
 		    name), -1;
@@ -61,11 +76,9 @@ int stack_spec_add_env(struct stack_spec *s, const char *field, const char *name
 	for (size_t i = 0; i < s->n_env; i++)
 		if (strcmp(s->env[i].name, name) == 0)
 			return err_set(e, ERR_INVALID, "%s.%s: the variable is set twice", field, name), -1;
-	if (stack_spec_grow((void **)&s->env, s->n_env, sizeof(*s->env), e) < 0)
+	if ((copy = grown_copy((void **)&s->env, s->n_env, sizeof(*s->env), name, e)) == NULL)
 		return -1;
-	if ((s->env[s->n_env].name = strdup(name)) == NULL)
-		return err_set(e, ERR_NOMEM, "out of memory"), -1;
-	s->n_env++;
+	s->env[s->n_env++].name = copy;
 	return 0;
 }
 
