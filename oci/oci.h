@@ -281,6 +281,19 @@ struct oci_pull_result {
 void oci_pull_opts_default(struct oci_pull_opts *o);
 void oci_pull_result_free(struct oci_pull_result *r);
 
+/* The parts of one resolve-and-fetch that live and go together: the
+ * reference, the options (at their defaults after init), the result and
+ * the registry client.  oci_pull_parts_free frees whichever were set, and
+ * leaves them as init did, so a caller frees once on every path. */
+struct oci_pull_parts {
+	struct oci_ref ref;
+	struct oci_pull_opts po;
+	struct oci_pull_result res;
+	struct oci_client *c;
+};
+void oci_pull_parts_init(struct oci_pull_parts *x);
+void oci_pull_parts_free(struct oci_pull_parts *x);
+
 /*
  * Resolves the reference (semver range, tag or digest), verifies the
  * manifest, streams the selected layer through the digest check and the

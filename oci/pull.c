@@ -50,6 +50,20 @@ void oci_pull_result_free(struct oci_pull_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
+void oci_pull_parts_init(struct oci_pull_parts *x)
+{
+	memset(x, 0, sizeof(*x));
+	oci_pull_opts_default(&x->po);
+}
+
+void oci_pull_parts_free(struct oci_pull_parts *x)
+{
+	oci_client_free(x->c);
+	oci_ref_free(&x->ref);
+	oci_pull_result_free(&x->res);
+	oci_pull_parts_init(x);
+}
+
 /* ---------------- the verifying blob reader ---------------- */
 
 struct blob_reader {

@@ -387,50 +387,43 @@ static int verify_signature(struct runner *u, struct oci_client *c, const struct
 
 static int fetch_oci_artifact(struct runner *u)
 {
-	struct oci_ref ref;
-	struct oci_pull_opts po;
-	struct oci_pull_result res;
-	struct oci_client *c = NULL;
+	struct oci_pull_parts x;
 	struct err e;
 	char text[2048];
 	int rc = -1;
 
-	memset(&ref, 0, sizeof(ref));
-	memset(&res, 0, sizeof(res));
-	oci_pull_opts_default(&po);
+	oci_pull_parts_init(&x);
 	if (u->o->max_artifact_bytes != 0)
-		po.max_layer_bytes = u->o->max_artifact_bytes;
-	po.media_type = u->in->media_type;
+		x.po.max_layer_bytes = u->o->max_artifact_bytes;
+	x.po.media_type = u->in->media_type;
 	/* The manifest by its digest: what the controller resolved (and, with
 	 * verify, what was signed) is exactly what is pulled. */
 	snprintf(text, sizeof(text), "%s@%s", u->in->url, u->in->manifest_digest);
-	if (oci_ref_parse(text, &ref, &e) < 0 || (c = registry_client(u, &ref, &e)) == NULL ||
-	    oci_resolve(c, &ref, &po, &res, &e) < 0 ||
-	    verify_signature(u, c, &ref, &po, res.manifest_digest, &e) < 0) {
+	if (oci_ref_parse(text, &x.ref, &e) < 0 || (x.c = registry_client(u, &x.ref, &e)) == NULL ||
+	    oci_resolve(x.c, &x.ref, &x.po, &x.res, &e) < 0 ||
+	    verify_signature(u, x.c, &x.ref, &x.po, x.res.manifest_digest, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "%s: %s", u->in->url, e.msg);
 		goto out;
 	}
-	if (u->in->layer_digest && strcmp(u->in->layer_digest, res.layer_digest) != 0) {
+	if (u->in->layer_digest && strcmp(u->in->layer_digest, x.res.layer_digest) != 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "%s@%s: the manifest's layer is %s, not %s as resolved by "
-		    "the controller; nothing was run", u->in->url, u->in->manifest_digest, res.layer_digest,
+		    "the controller; nothing was run", u->in->url, u->in->manifest_digest, x.res.layer_digest,
 		    u->in->layer_digest);
 		goto out;
 	}
-	if (stack_oci_tree_path(u->o->work_dir, res.layer_digest, u->p.tree, sizeof(u->p.tree)) < 0) {
-		result_fail(u->r, STACK_RUN_SOURCE, "%s: bad layer digest %s", u->in->url, res.layer_digest);
+	if (stack_oci_tree_path(u->o->work_dir, x.res.layer_digest, u->p.tree, sizeof(u->p.tree)) < 0) {
+		result_fail(u->r, STACK_RUN_SOURCE, "%s: bad layer digest %s", u->in->url, x.res.layer_digest);
 		goto out;
 	}
-	if (!fs_is_dir(u->p.tree) && oci_fetch_layer(c, ref.repository, &res, &po, u->p.tree, 1, &e) < 0) {
+	if (!fs_is_dir(u->p.tree) && oci_fetch_layer(x.c, x.ref.repository, &x.res, &x.po, u->p.tree, 1, &e) < 0) {
 		result_fail(u->r, STACK_RUN_SOURCE, "%s: %s", u->in->url, e.msg);
 		goto out;
 	}
-	u->p.art.revision = xstrdup(u->in->revision ? u->in->revision : res.revision);
-	u->p.art.digest = xstrdup(res.layer_digest);   /* the tree's key, as stack_source.c */
+	u->p.art.revision = xstrdup(u->in->revision ? u->in->revision : x.res.revision);
+	u->p.art.digest = xstrdup(x.res.layer_digest);   /* the tree's key, as stack_source.c */
 	rc = 0;
 out:
-	oci_client_free(c);
-	oci_ref_free(&ref);
-	oci_pull_result_free(&res);
+	oci_pull_parts_free(&x);
 	return rc;
 }
 

@@ -352,20 +352,14 @@ static void note_plain_http_credentials(struct stack_pass *p)
 	    "Secret %s are sent over plain HTTP, readable on the network", used ? "; " : "", p->spec.oci_secret);
 }
 
-static int resolve_oci(struct stack_pass *p)
+/* The resolution of the spec's reference: from the cache the Stacks share,
+ * or asked of the registry (and kept for the others).  0 with x->res; 1
+ * with the verdict set. */
+static int resolve_oci_ref(struct stack_pass *p, const char *key, struct oci_pull_parts *x)
 {
-	struct oci_ref ref;
-	struct oci_pull_opts po;
-	struct oci_pull_result res;
-	struct oci_client *c;
 	struct err e;
-	char key[4096];
 	long max_age_ms;
 
-	memset(&ref, 0, sizeof(ref));
-	memset(&res, 0, sizeof(res));
-	note_plain_http_credentials(p);
-	stack_oci_poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* A digest never moves; a tag or range is looked up once per interval,
 	 * or at once when someone asks for a reconcile (as `flux reconcile`
 	 * makes an OCIRepository look now). */
@@ -373,57 +367,63 @@ static int resolve_oci(struct stack_pass *p)
 		max_age_ms = INT64_MAX / 2;
 	else
 		max_age_ms = stack_pass_requested(p) ? 0 : p->spec.oci_interval_ms;
-	if (stack_oci_cache_lookup(p->sc, key, max_age_ms, &res)) {
+	if (stack_oci_cache_lookup(p->sc, key, max_age_ms, &x->res)) {
 		stack_metrics_resolved("cached");
-	} else {
-		if (stack_oci_ref_parse(p, &ref, &e) < 0) {
-			oci_ref_free(&ref);
-			stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.ociSource: %s", e.msg);
-			return 1;
-		}
-		oci_pull_options(p, &po);
-		if ((c = stack_oci_client_for(p, &ref, &e)) == NULL || oci_resolve(c, &ref, &po, &res, &e) < 0) {
-			oci_client_free(c);
-			oci_ref_free(&ref);
-			oci_pull_result_free(&res);
-			stack_metrics_resolved("failed");
-			stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms,
-			    "cannot resolve %s: %s", p->spec.oci_url, e.msg);
-			p->v.event = 1;
-			return 1;
-		}
-		oci_client_free(c);
-		oci_ref_free(&ref);
-		stack_metrics_resolved("resolved");
-		stack_oci_cache_store(p->sc, key, p->spec.oci_digest ? 0 : p->spec.oci_interval_ms, &res);
+		return 0;
 	}
+	if (stack_oci_ref_parse(p, &x->ref, &e) < 0) {
+		stack_verdict(p, STACK_STALLED, "SpecInvalid", 0, "spec.ociSource: %s", e.msg);
+		return 1;
+	}
+	oci_pull_options(p, &x->po);
+	if ((x->c = stack_oci_client_for(p, &x->ref, &e)) == NULL ||
+	    oci_resolve(x->c, &x->ref, &x->po, &x->res, &e) < 0) {
+		stack_metrics_resolved("failed");
+		stack_verdict(p, STACK_WAITING, "ArtifactFailed", p->sc->o.requeue_dependency_ms,
+		    "cannot resolve %s: %s", p->spec.oci_url, e.msg);
+		p->v.event = 1;
+		return 1;
+	}
+	stack_metrics_resolved("resolved");
+	stack_oci_cache_store(p->sc, key, p->spec.oci_digest ? 0 : p->spec.oci_interval_ms, &x->res);
+	return 0;
+}
+
+static int resolve_oci(struct stack_pass *p)
+{
+	struct oci_pull_parts x;
+	char key[4096];
+	int rc = 1;
+
+	oci_pull_parts_init(&x);
+	note_plain_http_credentials(p);
+	stack_oci_poll_key(&p->spec, p->ns, key, sizeof(key));
+	if (resolve_oci_ref(p, key, &x) != 0)
+		goto out;
 	if (!p->spec.oci_verify)
 		p->verified_none = 1;
-	else if (stack_verify_oci(p, key, res.revision, res.manifest_digest, res.index_digest)) {
-		oci_pull_result_free(&res);
-		return 1;
-	}
+	else if (stack_verify_oci(p, key, x.res.revision, x.res.manifest_digest, x.res.index_digest))
+		goto out;
 	/* The tree is keyed by the layer digest; the manifest digest is the
 	 * revision's, as OCIRepository reports it. */
-	if (set_artifact(&p->art, res.revision, res.layer_digest, NULL) < 0 ||
-	    (res.index_digest && (p->art.index_digest = strdup(res.index_digest)) == NULL)) {
-		oci_pull_result_free(&res);
+	if (set_artifact(&p->art, x.res.revision, x.res.layer_digest, NULL) < 0 ||
+	    (x.res.index_digest && (p->art.index_digest = strdup(x.res.index_digest)) == NULL)) {
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "out of memory");
-		return 1;
+		goto out;
 	}
-	oci_pull_result_free(&res);
-	return 0;
+	rc = 0;
+out:
+	oci_pull_parts_free(&x);
+	return rc;
 }
 
 static int fetch_oci(struct stack_pass *p)
 {
-	struct oci_ref ref;
-	struct oci_pull_opts po;
-	struct oci_pull_result res;
-	struct oci_client *c = NULL;
+	struct oci_pull_parts x;
 	struct err e;
 	char key[4096];
 	double t0 = clock_mono_s();
+	int rc = 1;
 
 	if (stack_oci_tree_path(p->sc->o.storage_path, p->art.digest, p->tree, sizeof(p->tree)) < 0) {
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 0, "bad layer digest %s", p->art.digest);
@@ -433,34 +433,29 @@ static int fetch_oci(struct stack_pass *p)
 		stack_metrics_cache("oci", 1);
 		return 0;
 	}
-	memset(&ref, 0, sizeof(ref));
-	memset(&res, 0, sizeof(res));
+	oci_pull_parts_init(&x);
 	note_plain_http_credentials(p);
 	stack_oci_poll_key(&p->spec, p->ns, key, sizeof(key));
 	/* Only the layer this pass resolved (and verified) is fetched: another
 	 * Stack's pass may have seen the tag move since. */
-	if (!stack_oci_cache_lookup(p->sc, key, INT64_MAX / 2, &res) || !str_eq(res.layer_digest, p->art.digest)) {
-		oci_pull_result_free(&res);
+	if (!stack_oci_cache_lookup(p->sc, key, INT64_MAX / 2, &x.res) || !str_eq(x.res.layer_digest, p->art.digest)) {
 		stack_verdict(p, STACK_WAITING, "ArtifactFailed", 1000, "the resolution of %s changed or expired; "
 		    "resolving again", p->spec.oci_url);
-		return 1;
+		goto out;
 	}
-	oci_pull_options(p, &po);
-	if (stack_oci_ref_parse(p, &ref, &e) < 0 || (c = stack_oci_client_for(p, &ref, &e)) == NULL ||
-	    oci_fetch_layer(c, ref.repository, &res, &po, p->tree, 1, &e) < 0) {
-		oci_client_free(c);
-		oci_ref_free(&ref);
-		oci_pull_result_free(&res);
+	oci_pull_options(p, &x.po);
+	if (stack_oci_ref_parse(p, &x.ref, &e) < 0 || (x.c = stack_oci_client_for(p, &x.ref, &e)) == NULL ||
+	    oci_fetch_layer(x.c, x.ref.repository, &x.res, &x.po, p->tree, 1, &e) < 0) {
 		count_download("oci", &e, t0, 0);
 		fetch_failed(p, p->spec.oci_url, &e);
-		return 1;
+		goto out;
 	}
 	/* The layer's digest matched, so exactly its descriptor's size came. */
-	count_download("oci", NULL, t0, (long long)res.layer_size);
-	oci_client_free(c);
-	oci_ref_free(&ref);
-	oci_pull_result_free(&res);
-	return 0;
+	count_download("oci", NULL, t0, (long long)x.res.layer_size);
+	rc = 0;
+out:
+	oci_pull_parts_free(&x);
+	return rc;
 }
 
 /* ------------------------------------------------------------ entry points */
