@@ -328,6 +328,8 @@ int stack_env_name_ok(const char *name);
  * keys: one tenant's lists must not hold a worker for long. */
 #define STACK_ENV_FROM_MAX 32
 #define STACK_ENV_FROM_VARS_MAX 1000
+/* At most this many Pulumi ESC environments (spec.environment). */
+#define STACK_ENVIRONMENTS_MAX 32
 
 /* stack_spec_runner.c: parses spec.runner into s->runner and decides
  * s->job_mode; ERR_INVALID naming the field (a privileged or host-sharing

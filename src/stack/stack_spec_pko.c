@@ -127,7 +127,7 @@ int stack_spec_parse_env_from(const cJSON *list, const char *field, enum stack_v
 		    kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap"), -1;
 	cJSON_ArrayForEach(it, list) {
 		struct stack_env_from *v;
-		if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strchr(it->valuestring, '/') != NULL)
+		if (!cJSON_IsString(it) || !stack_object_name_ok(it->valuestring))
 			return err_set(e, ERR_INVALID, "%s[%zu]: must be the name of a %s in the Stack's namespace",
 			    field, i, kind == STACK_VAL_SECRET ? "Secret" : "ConfigMap"), -1;
 		i++;
@@ -165,7 +165,7 @@ static int parse_access_token(const cJSON *spec, struct stack_spec *s, struct er
 
 	if (v == NULL || cJSON_IsNull(v) || (cJSON_IsString(v) && v->valuestring[0] == '\0'))
 		return 0;
-	if (!cJSON_IsString(v) || strchr(v->valuestring, '/') != NULL)
+	if (!cJSON_IsString(v) || !stack_object_name_ok(v->valuestring))
 		return err_set(e, ERR_INVALID, "spec.accessTokenSecret: must be the name of a Secret in the "
 		    "Stack's namespace"), -1;
 	if (stack_spec_add_env(s, "spec.accessTokenSecret", "PULUMI_ACCESS_TOKEN", e) < 0)
@@ -224,6 +224,10 @@ static int parse_environments(const cJSON *spec, struct stack_spec *s, struct er
 		return err_set(e, ERR_INVALID, "spec.environment: must be a list of environment names"), -1;
 	if (cJSON_GetArraySize(v) == 0)
 		return 0;
+	/* Each is one `config env add` call in every update's set-up. */
+	if (cJSON_GetArraySize(v) > STACK_ENVIRONMENTS_MAX)
+		return err_set(e, ERR_INVALID, "spec.environment: more than %d environments",
+		    STACK_ENVIRONMENTS_MAX), -1;
 	if (diy_backend(s->backend)) {
 		size_t n = strcspn(s->backend, ":");
 		return err_set(e, ERR_INVALID, "spec.environment: Pulumi ESC environments need the Pulumi Cloud "

@@ -745,6 +745,7 @@ static void env_refs_and_classic_envs(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['settings', 3]}", "spec.envs[1]", "ConfigMap");
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['']}", "spec.envs[0]");
 	refused("{'stack': 'dev', " FLUX ", 'envs': ['other/cm']}", "spec.envs[0]", "namespace");
+	refused("{'stack': 'dev', " FLUX ", 'envs': ['Not_A_Name']}", "spec.envs[0]", "namespace");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {}}}", "spec.envs.A");
 	refused("{'stack': 'dev', " FLUX ", 'envs': {'A': {'valueFrom': {'secretKeyRef': {'name': 's'}}}}}",
 	    "spec.envs.A.valueFrom.secretKeyRef");
@@ -786,6 +787,8 @@ static void operators_secret_inputs(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'envSecrets': 'aws'}", "spec.envSecrets", "list of Secret names");
 	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['aws', '']}", "spec.envSecrets[1]");
 	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 5}", "spec.accessTokenSecret");
+	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': '../tok'}", "spec.accessTokenSecret");
+	refused("{'stack': 'dev', " FLUX ", 'envSecrets': ['a b']}", "spec.envSecrets[0]");
 	refused("{'stack': 'dev', " FLUX ", 'accessTokenSecret': 'tok', 'envRefs': {'PULUMI_ACCESS_TOKEN': "
 	    "{'type': 'Literal', 'literal': {'value': 'x'}}}}", "spec.accessTokenSecret.PULUMI_ACCESS_TOKEN", "twice");
 	refused("{'stack': 'dev', " FLUX ", 'secrets': ['a']}", "spec.secrets", "map");
@@ -823,6 +826,9 @@ static void operators_operation_flags(void **state)
 	refused("{'stack': 'dev', " FLUX ", 'cloud': 'file:///state', 'environment': ['e']}", "spec.environment");
 	refused("{'stack': 'dev', " FLUX ", 'environment': ['--yes']}", "spec.environment[0]");
 	refused("{'stack': 'dev', " FLUX ", 'environment': 'e'}", "spec.environment", "list");
+	/* One `config env add` each, in every update: bounded. */
+	refused("{'stack': 'dev', " FLUX ", 'environment': ['e0', 'e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7', 'e8', 'e9', 'e10', 'e11', 'e12', 'e13', 'e14', 'e15', 'e16', 'e17', 'e18', 'e19', 'e20', 'e21', 'e22', 'e23', 'e24', 'e25', 'e26', 'e27', 'e28', 'e29', 'e30', 'e31', 'e32']}",
+	    "spec.environment", "more than 32");
 	refused("{'stack': 'dev', " FLUX ", 'runProgram': 'yes'}", "spec.runProgram", "true or false");
 	refused("{'stack': 'dev', " FLUX ", 'useLocalStackOnly': 1}", "spec.useLocalStackOnly");
 	accepted("{'stack': 'dev', " FLUX ", 'backend': 'file:///x', 'environment': []}", &s);
