@@ -88,12 +88,20 @@ nomem:
 
 /* ------------------------------------------------------------ the source */
 
+static long long program_generation(const cJSON *prog)
+{
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(prog, "metadata"),
+	    "generation");
+
+	return cJSON_IsNumber(g) ? (long long)g->valuedouble : 0;
+}
+
 /* The Program named by the spec, rendered into p->art; 1 when decided. */
 int stack_program_resolve(struct stack_pass *p)
 {
 	const char *name = p->spec.src_name;
 	char hex[DIGEST_MAX_RAW * 2 + 1], dig[DIGEST_STR_MAX], *rev = NULL, *text;
-	const cJSON *gen;
+	long long gen;
 	struct digest d;
 	struct err e;
 	size_t len, n;
@@ -111,7 +119,7 @@ int stack_program_resolve(struct stack_pass *p)
 		return 1;
 	}
 	text = stack_program_render(prog, &e);
-	gen = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(prog, "metadata"), "generation");
+	gen = program_generation(prog);
 	n = strlen(name) + 32 + sizeof(dig);
 	if (text != NULL && (len = strlen(text)) > STACK_PROGRAM_MAX_BYTES) {
 		err_set(&e, ERR_LIMIT, "Program %s: program: renders to %zu bytes, more than the limit of %d "
@@ -130,7 +138,7 @@ int stack_program_resolve(struct stack_pass *p)
 	digest_format(&d, dig, sizeof(dig));
 	digest_hex(&d, hex, sizeof(hex));
 	if ((rev = malloc(n)) != NULL)
-		snprintf(rev, n, "%s/%lld@%s", name, cJSON_IsNumber(gen) ? (long long)gen->valuedouble : 0LL, dig);
+		snprintf(rev, n, "%s/%lld@%s", name, gen, dig);
 	stack_artifact_free(&p->art);
 	p->art.revision = rev;
 	p->art.digest = strdup(dig);
