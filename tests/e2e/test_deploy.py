@@ -389,7 +389,7 @@ def test_gitrepository_policy_names_what_the_code_writes():
     assert binding["spec"]["validationActions"] == ["Deny"]
     header = (ROOT / "src" / "stack" / "stack_model.h").read_text()
     label = re.search(r'#define STACK_LABEL_NAME "([^"]+)"', header).group(1)
-    spec = (ROOT / "src" / "stack" / "stack_spec.c").read_text()
+    spec = (ROOT / "src" / "stack" / "stack_spec_git.c").read_text()   # the Git sources
     assert '"%s-program"' in spec
     text = yaml.safe_dump(policy)
     assert f"'{label}'" in text and "'-program'" in text
