@@ -100,7 +100,7 @@ static long long program_generation(const cJSON *prog)
 int stack_program_resolve(struct stack_pass *p)
 {
 	const char *name = p->spec.src_name;
-	char hex[DIGEST_MAX_RAW * 2 + 1], dig[DIGEST_STR_MAX], *rev = NULL, *text;
+	char dig[DIGEST_STR_MAX], *rev = NULL, *text;
 	long long gen;
 	struct digest d;
 	struct err e;
@@ -136,7 +136,6 @@ int stack_program_resolve(struct stack_pass *p)
 	}
 	digest_bytes(DIGEST_SHA256, text, len, &d);
 	digest_format(&d, dig, sizeof(dig));
-	digest_hex(&d, hex, sizeof(hex));
 	if ((rev = malloc(n)) != NULL)
 		snprintf(rev, n, "%s/%lld@%s", name, gen, dig);
 	stack_artifact_free(&p->art);
