@@ -11,11 +11,18 @@ kube-apiserver with the real pulumi CLI and pulumi-language-yaml running the pro
     - an edited Program is a new revision of every Stack using it, and an update runs;
     - a Program of another namespace, of the same name, is never read;
     - a Program that renders to more than 1 MiB is refused (Stalled ProgramInvalid)
-      until it is edited.
+      until it is edited;
+    - on a server without the Program CRD the Stack says so (SourceKindNotServed), and
+      runs once the CRD is installed and the controller's discovery finds it.
 
 The classic programRef {repo, ref} is test_stack_classic.py's, unchanged."""
 import hashlib
 import json
+import pathlib
+
+from kube_fixtures import wait_for
+
+PROGRAM_CRD = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "crds" / "pulumi.com_programs.yaml"
 
 PROGRAM_API = "pulumi.com/v1"
 SECTIONS = ("configuration", "resources", "variables", "outputs", "packages")
@@ -165,3 +172,25 @@ def test_a_program_too_large_is_refused_until_edited(stack_world):
                               {"program": {"variables": None}}, w.namespace))
     obj = w.wait_ready("big", revision=revision_of(get_program(w, "huge")))
     assert obj["status"]["outputs"]["message"] == "hello"
+
+
+def test_the_program_kind_installed_later_is_found(bare_stack_world):
+    w = bare_stack_world
+    w.controller(discovery_interval="1s")
+    program_stack(w, "early", "greeter")
+    obj = w.wait_condition("early", "Ready", "False", "SourceKindNotServed")
+    assert "pulumi.com_programs.yaml" in w.cond(obj, "Ready")["message"]
+    assert w.cond(obj, "Stalled")["reason"] == "SourceKindNotServed"
+
+    w.api.apply_file(PROGRAM_CRD)
+    if w.tier == "real":
+        w.kubectl("wait", "--for=condition=Established", "crd/programs.pulumi.com", "--timeout=120s")
+
+    def created():
+        try:
+            return apply_program(w, "greeter", greeting="found")
+        except Exception:       # noqa: BLE001 - not served yet
+            return None
+    wait_for(created, 60, what="Programs to be served")
+    obj = w.wait_ready("early", revision=revision_of(get_program(w, "greeter")))
+    assert obj["status"]["outputs"]["message"] == "found"
