@@ -183,10 +183,8 @@ def test_the_program_kind_installed_later_is_found(bare_stack_world):
     assert w.cond(obj, "Stalled")["reason"] == "SourceKindNotServed"
 
     w.api.apply_file(PROGRAM_CRD)
-    if w.tier == "real":
-        w.kubectl("wait", "--for=condition=Established", "crd/programs.pulumi.com", "--timeout=120s")
 
-    def created():
+    def created():      # once the new CRD is established and served
         try:
             return apply_program(w, "greeter", greeting="found")
         except Exception:       # noqa: BLE001 - not served yet
