@@ -239,8 +239,8 @@ static const struct cli_opt run_opts[] = {
 	    "--max-artifact-size: \"%s\" is not a size (e.g. 512Mi, -1)"),
 	RUN_DURATION("requeue-dependency", &flags.so.requeue_dependency_ms,
 	    "retry while a source or reference is missing\n(default 30s)"),
-	RUN_DURATION("discovery-interval", &flags.discovery_ms, "look again this often for Flux kinds the server\n"
-	    "did not serve (Flux installed later; default 30s)"),
+	RUN_DURATION("discovery-interval", &flags.discovery_ms, "look again this often for Flux kinds and\n"
+	    "Program the server did not serve (installed\nlater; default 30s)"),
 	RUN_COUNT("max-update-failures", &flags.so.max_failures, 1000,
 	    "consecutive failures before Stalled (default 5)"),
 	CLI_CALLBACK(0, "runner", NULL, "local|job", "where updates run by default: here, or as a\n"

@@ -2,17 +2,19 @@
  * stack_ctl.c - the Stack controller object: what it watches, what a
  * change queues, and the entry point the workers call.
  *
- * Informers cache Stacks, the Flux source kinds the server serves, and
- * ConfigMaps and Secrets metadata-only.  Two secondary indexes on Stacks
- * turn a change elsewhere into exactly the Stacks it concerns:
+ * Informers cache Stacks, the Flux source kinds and the operator's Program
+ * kind the server serves, and ConfigMaps and Secrets metadata-only.  Two
+ * secondary indexes on Stacks turn a change elsewhere into exactly the
+ * Stacks it concerns:
  *   "source"  <Kind>/<namespace>/<name> of the Flux source (programRef's
- *             GitRepository included)
+ *             GitRepository included), or Program/<namespace>/<name> of
+ *             programRef.name (always the Stack's own namespace)
  *   "ref"     Secret/<namespace>/<name> and ConfigMap/<namespace>/<name> of
  *             every object the spec reads values (or verification keys) from
  * Change filters queue on what can change an outcome, never on the status
  * the reconciler itself writes: a Stack's generation, deletion, finalizers
  * or reconcile-request annotations; a source's artifact (and its
- * SourceVerified condition); a referenced
+ * SourceVerified condition); a Program's generation; a referenced
  * object's resourceVersion.
  */
 #include <stdlib.h>
@@ -35,6 +37,9 @@ static const struct stack_kind source_kinds_init[3] = {
 	    { "source.toolkit.fluxcd.io", "v1beta2", "ocirepositories", "OCIRepository", 1 } }, .nres = 2 },
 	{ .res = { { "source.toolkit.fluxcd.io", "v1", "buckets", "Bucket", 1 },
 	    { "source.toolkit.fluxcd.io", "v1beta2", "buckets", "Bucket", 1 } }, .nres = 2 },
+};
+static const struct stack_kind program_kind_init = {
+	.res = { { "pulumi.com", "v1", "programs", "Program", 1 } }, .nres = 1,
 };
 static const struct stack_kind configmap_kind_init = {
 	.res = { { "", "v1", "configmaps", "ConfigMap", 1 } }, .nres = 1,
@@ -84,6 +89,9 @@ static int source_index(const cJSON *obj, char **out, int max)
 
 	if (cJSON_IsObject(ref))
 		return add_value(out, 0, max, str_or_empty(kube_obj_str(ref, "kind")), ns, kube_obj_str(ref, "name"));
+	/* The operator's programRef {name}: a Program of the Stack's namespace. */
+	if (kube_obj_str(at(spec, "programRef"), "name") != NULL && at(at(spec, "programRef"), "repo") == NULL)
+		return add_value(out, 0, max, "Program", ns, kube_obj_str(at(spec, "programRef"), "name"));
 	if ((cJSON_IsObject(at(spec, "programRef")) || cJSON_IsString(at(spec, "projectRepo"))) && name != NULL) {
 		char src[300];
 		snprintf(src, sizeof(src), "%s-program", name);
@@ -268,6 +276,18 @@ static void on_source(void *ud, struct kube_informer *inf, enum kube_change ch, 
 	    !verified_changed(old, obj))
 		return;
 	enqueue_dependents(ud, "source", kube_informer_resource(inf)->kind, obj);
+}
+
+/* A Program changed what it renders to only when its generation moved (it
+ * has no spec: `program` is the object's content; status is not ours). */
+static void on_program(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
+    const cJSON *obj)
+{
+	log_change(inf, ch, obj);
+	if (ch == KUBE_CHANGE_UPDATE && old != NULL && cJSON_Compare(at(at(old, "metadata"), "generation"),
+	    at(at(obj, "metadata"), "generation"), 1))
+		return;
+	enqueue_dependents(ud, "source", "Program", obj);
 }
 
 static void on_reference(void *ud, struct kube_informer *inf, enum kube_change ch, const cJSON *old,
@@ -522,6 +542,7 @@ struct stack_ctl *stack_ctl_new(struct kube_client *c, struct kube_queue *q,
 	sc->o = *o;
 	sc->stacks = stack_kind_init;
 	memcpy(sc->sources, source_kinds_init, sizeof(sc->sources));
+	sc->programs = program_kind_init;
 	sc->configmaps = configmap_kind_init;
 	sc->secrets = secret_kind_init;
 	sc->jobs = job_kind_init;
@@ -604,9 +625,23 @@ static int make_informer(struct stack_ctl *sc, struct stack_kind *k, const char 
 	return 0;
 }
 
+/* The kinds that may be served or not, and appear later (a CRD installed
+ * while the controller runs): the Flux sources and Program. */
+#define OPTIONAL_KINDS 4
+
+static struct stack_kind *optional_kind(struct stack_ctl *sc, int i)
+{
+	return i < 3 ? &sc->sources[i] : &sc->programs;
+}
+
+static kube_handler_fn optional_handler(struct stack_ctl *sc, const struct stack_kind *k)
+{
+	return k == &sc->programs ? on_program : on_source;
+}
+
 int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 {
-	struct stack_kind *all[7];
+	struct stack_kind *all[STACK_KINDS_MAX];
 	int rc, n;
 
 	if ((rc = discover(sc->client, &sc->stacks, e)) != 0)
@@ -617,8 +652,8 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 	    kube_informer_add_index(sc->stacks.inf, "ref", ref_index) < 0 ||
 	    kube_informer_add_index(sc->stacks.inf, "prereq", stack_prereq_index) < 0)
 		return err_set(e, ERR_INVALID, "cannot index the Stack cache"), -1;
-	for (int i = 0; i < 3; i++) {
-		struct stack_kind *k = &sc->sources[i];
+	for (int i = 0; i < OPTIONAL_KINDS; i++) {
+		struct stack_kind *k = optional_kind(sc, i);
 		if ((rc = discover(sc->client, k, e)) < 0)
 			return err_prefix(e, "discovering %s: ", k->res[0].kind), -1;
 		if (rc == 1) {
@@ -626,7 +661,7 @@ int stack_ctl_watch(struct stack_ctl *sc, struct err *e)
 			    "group", k->res[0].group, NULL);
 			continue;
 		}
-		if (make_informer(sc, k, NULL, 0, on_source, e) < 0)
+		if (make_informer(sc, k, NULL, 0, optional_handler(sc, k), e) < 0)
 			return -1;
 	}
 	sc->configmaps.served = &sc->configmaps.res[0];
@@ -658,8 +693,8 @@ int stack_ctl_rediscover(struct stack_ctl *sc)
 	int missing = 0, found = 0;
 	struct err e;
 
-	for (int i = 0; i < 3; i++) {
-		struct stack_kind *k = &sc->sources[i];
+	for (int i = 0; i < OPTIONAL_KINDS; i++) {
+		struct stack_kind *k = optional_kind(sc, i);
 		int rc;
 		if (atomic_load(&k->live))
 			continue;
@@ -673,7 +708,8 @@ int stack_ctl_rediscover(struct stack_ctl *sc)
 		/* Live before it starts: a Stack reconciled meanwhile finds its
 		 * source not yet cached (SourceNotFound, retried), and the first
 		 * list's events queue the Stacks on each source. */
-		if (make_informer(sc, k, NULL, 0, on_source, &e) < 0 || kube_informer_start(k->inf, &e) < 0) {
+		if (make_informer(sc, k, NULL, 0, optional_handler(sc, k), &e) < 0 ||
+		    kube_informer_start(k->inf, &e) < 0) {
 			log_error("cannot watch a newly served kind", "kind", k->res[0].kind, "error", e.msg, NULL);
 			missing++;
 			continue;
@@ -689,7 +725,7 @@ int stack_ctl_rediscover(struct stack_ctl *sc)
 
 void stack_ctl_unwatch(struct stack_ctl *sc)
 {
-	struct stack_kind *all[7];
+	struct stack_kind *all[STACK_KINDS_MAX];
 	int n = stack_ctl_kinds(sc, all);
 
 	for (int i = 0; i < n; i++) {
@@ -728,7 +764,7 @@ void stack_ctl_leading(struct stack_ctl *sc)
 
 void stack_ctl_metrics(struct stack_ctl *sc, FILE *out)
 {
-	struct stack_kind *all[7];
+	struct stack_kind *all[STACK_KINDS_MAX];
 	int n = stack_ctl_kinds(sc, all);
 	static const char *names[] = { "watch_events_total", "lists_total", "watch_errors_total" };
 	static const char *helps[] = { "Watch events received.", "Lists (initial and relists).",
@@ -779,7 +815,7 @@ static void dump_one(void *ud, const char *key, const char *rv)
 
 int stack_ctl_dump_cache(struct stack_ctl *sc, const char *path)
 {
-	struct stack_kind *all[7];
+	struct stack_kind *all[STACK_KINDS_MAX];
 	int n = stack_ctl_kinds(sc, all);
 	cJSON *doc = cJSON_CreateObject();
 	char tmp[4096], *text;

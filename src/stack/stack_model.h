@@ -110,6 +110,7 @@ struct stack_ctl {
 	struct stack_kind stacks;
 	struct stack_kind sources[3];     /* GitRepository, OCIRepository, Bucket */
 	struct stack_kind configmaps, secrets;   /* metadata only */
+	struct stack_kind programs;       /* pulumi.com/v1 Program, when served */
 
 	pthread_mutex_t lock;             /* guards running and interrupted */
 	struct stack_running *running;
@@ -134,7 +135,9 @@ struct stack_ctl {
 /* The informer of a served source kind ("GitRepository"...), or NULL when
  * the server does not serve it. */
 struct stack_kind *stack_ctl_source_kind(struct stack_ctl *sc, const char *kind);
-/* The kinds being watched (a Flux kind not served is left out) into out[7]; their count. */
+/* The kinds being watched (a Flux kind or Program not served is left out)
+ * into out[STACK_KINDS_MAX]; their count. */
+#define STACK_KINDS_MAX 8
 int stack_ctl_kinds(struct stack_ctl *sc, struct stack_kind **out);
 int stack_ctl_refresh(struct stack_pass *p);
 /* Registers a pulumi stack as running (so interrupt reaches it); returns -1
@@ -173,7 +176,10 @@ struct stack_env_from {
 	const char *field;             /* "spec.envs", "spec.envSecrets" (static) */
 };
 
-enum stack_source_type { STACK_SRC_FLUX, STACK_SRC_OCI, STACK_SRC_PROGRAM };
+/* PROGRAM is the classic programRef {repo} (and projectRepo): a GitRepository
+ * the controller makes; PROGRAM_OBJECT is the operator's programRef {name}:
+ * a Program (pulumi.com/v1) rendered into Pulumi.yaml (stack_program.c). */
+enum stack_source_type { STACK_SRC_FLUX, STACK_SRC_OCI, STACK_SRC_PROGRAM, STACK_SRC_PROGRAM_OBJECT };
 
 /* One Stack that must be Ready first (spec.prerequisites, or Flux's
  * dependsOn).  within_ms: its last success at most this old (0: any). */
@@ -216,7 +222,8 @@ struct stack_git_auth {
 struct stack_spec {
 	char *stack;
 	enum stack_source_type source;
-	char *src_kind, *src_name;        /* FLUX and PROGRAM (GitRepository <name>-program) */
+	char *src_kind, *src_name;        /* FLUX and PROGRAM (GitRepository <name>-program);
+	                                   * PROGRAM_OBJECT: "Program" and programRef.name */
 	char *dir;                        /* NULL: the artifact's root */
 	char *oci_url, *oci_tag, *oci_digest, *oci_semver, *oci_media_type;
 	char *oci_secret, *oci_cert_secret;
@@ -345,6 +352,8 @@ struct stack_artifact {
 	char *url;          /* Flux only */
 	char *index_digest; /* OCI: the index the tag named, whose signature may vouch for
 	                     * the manifest (stack_verify.c); NULL when none */
+	char *content;      /* a Program: its rendered Pulumi.yaml, which the fetch
+	                     * writes into the store under digest; else NULL */
 };
 void stack_artifact_free(struct stack_artifact *a);
 

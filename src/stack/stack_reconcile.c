@@ -39,6 +39,8 @@
  *               or the prerequisites form a cycle         Stalled PrerequisiteCycle
  *   source      no source object / no artifact / kind     Reconciling SourceNotFound, ArtifactNotReady;
  *               not served                                Stalled SourceKindNotServed
+ *               programRef.name: no Program / it cannot   Reconciling ProgramMissing; Stalled
+ *               be rendered or is too large               ProgramInvalid (stack_program.c)
  *               (verify) the revision's signature does    Reconciling SignatureNotFound,
  *               not verify, or a Flux OCIRepository has   VerificationUnavailable, ReferenceNotFound,
  *               not verified it (stack_verify.c; also     VerificationError (Flux, not yet verified);
@@ -317,7 +319,7 @@ static int step_finalize(struct stack_pass *p)
 	else
 		have_program = stack_source_resolve(p) == 0 && stack_source_fetch(p) == 0 &&
 		    stack_workspace_prepare(p) == 0;
-	source_gone = !have_program && str_eq(p->v.reason, "SourceNotFound");
+	source_gone = !have_program && (str_eq(p->v.reason, "SourceNotFound") || str_eq(p->v.reason, "ProgramMissing"));
 	snprintf(gone, sizeof(gone), "%s", p->v.message);
 	memset(&p->v, 0, sizeof(p->v));
 	if (!have_program && (!p->exec->fetches || !last_workspace(p))) {

@@ -35,11 +35,11 @@ void stack_opts_default(struct stack_opts *o)
 /* The kinds being watched (a Flux kind not served is left out). */
 int stack_ctl_kinds(struct stack_ctl *sc, struct stack_kind **out)
 {
-	struct stack_kind *every[7] = { &sc->stacks, &sc->sources[0], &sc->sources[1], &sc->sources[2],
-	    &sc->configmaps, &sc->secrets, &sc->jobs };
+	struct stack_kind *every[STACK_KINDS_MAX] = { &sc->stacks, &sc->sources[0], &sc->sources[1],
+	    &sc->sources[2], &sc->configmaps, &sc->secrets, &sc->jobs, &sc->programs };
 	int n = 0;
 
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < STACK_KINDS_MAX; i++)
 		if (atomic_load(&every[i]->live))
 			out[n++] = every[i];
 	return n;
@@ -71,7 +71,7 @@ int stack_ctl_has_stack(struct stack_ctl *sc, const char *key)
 
 int stack_ctl_synced(struct stack_ctl *sc)
 {
-	struct stack_kind *all[7];
+	struct stack_kind *all[STACK_KINDS_MAX];
 	int n = stack_ctl_kinds(sc, all);
 
 	if (sc->stacks.inf == NULL)

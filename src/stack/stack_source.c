@@ -11,6 +11,7 @@
  *   projectRepo  the operator's Git source: the same GitRepository, its ref
  *                from branch or commit, its secretRef the Secret
  *                stack_git_auth.c writes from gitAuth / gitAuthSecret;
+ *   programRef {name}  a Program rendered into the store (stack_program.c);
  *   ociSource    straight from the registry: the reference (tag, digest or
  *                semver) resolved to a manifest and its layer, at most once
  *                per interval per repository and reference however many
@@ -462,10 +463,14 @@ out:
 
 int stack_source_resolve(struct stack_pass *p)
 {
+	if (p->spec.source == STACK_SRC_PROGRAM_OBJECT)
+		return stack_program_resolve(p);
 	return p->spec.source == STACK_SRC_OCI ? resolve_oci(p) : resolve_flux(p);
 }
 
 int stack_source_fetch(struct stack_pass *p)
 {
+	if (p->spec.source == STACK_SRC_PROGRAM_OBJECT)
+		return stack_program_fetch(p);
 	return p->spec.source == STACK_SRC_OCI ? fetch_oci(p) : fetch_flux(p);
 }

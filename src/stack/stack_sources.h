@@ -12,7 +12,8 @@
  *                      GitRepository reads
  *   stack_workspace.c  each Stack's own copy of the program tree
  *   stack_gc.c         the artifact store's garbage collection
- *   stack_program.c    a PKO Program as the Pulumi.yaml it means
+ *   stack_program.c    a PKO Program (programRef.name) as the Pulumi.yaml
+ *                      it means, a revision in the store
  */
 #ifndef PC_STACK_SOURCES_H
 #define PC_STACK_SOURCES_H
@@ -28,6 +29,14 @@ int stack_source_fetch(struct stack_pass *p);
  * (metadata.name, the sections of its top-level `program`); the same
  * stored object gives the same bytes.  Caller frees it; NULL with e set. */
 char *stack_program_render(const cJSON *program, struct err *e);
+/* The largest rendering of a Program that is used (docs/stack-api.md). */
+#define STACK_PROGRAM_MAX_BYTES (1 << 20)
+/* spec.programRef {name}: the Program rendered into p->art (its content
+ * kept for the fetch), then written into the store as p->tree.  1 when the
+ * pass is decided (ProgramMissing, ProgramInvalid, SourceKindNotServed,
+ * ArtifactFailed), 0 to go on. */
+int stack_program_resolve(struct stack_pass *p);
+int stack_program_fetch(struct stack_pass *p);
 /* Frees the shared OCI resolutions (at stack_ctl_free). */
 void stack_source_cleanup(struct stack_ctl *sc);
 /* The cache key of s's ociSource lookups in namespace ns, into out (at

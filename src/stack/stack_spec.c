@@ -545,6 +545,6 @@ void stack_spec_free(struct stack_spec *s)
 
 void stack_artifact_free(struct stack_artifact *a)
 {
-	mem_free_all(a->revision, a->digest, a->url, a->index_digest);
+	mem_free_all(a->revision, a->digest, a->url, a->index_digest, a->content);
 	memset(a, 0, sizeof(*a));
 }

@@ -2,6 +2,8 @@
  * stack_spec_git.c - a Stack whose program is in Git, in either shape:
  *
  *   programRef {repo, ref, dir}       the classic shape
+ *   programRef {name}                 the operator's: a Program, not Git at
+ *                                     all (stack_program.c renders it)
  *   projectRepo, branch|commit,       the operator's (PKO) shape, with its
  *   repoDir, gitAuth|gitAuthSecret    credentials
  *
@@ -16,14 +18,45 @@
 
 #include "stack/stack_model.h"
 
+/* A DNS subdomain starts and ends with a letter or digit. */
+static int dns_end(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* programRef {name}: a Program of the Stack's own namespace.  The
+ * operator's ProgramReference has no namespace, and none is taken: a Stack
+ * never reads another namespace's Program. */
+static int parse_program_object(const cJSON *pr, struct stack_spec *s, struct err *e)
+{
+	static const char *classic[] = { "repo", "ref", "dir" };
+
+	s->source = STACK_SRC_PROGRAM_OBJECT;
+	if (stack_field_present(pr, "namespace"))
+		return err_set(e, ERR_INVALID, "spec.programRef.namespace: the Program must be in the Stack's "
+		    "namespace (programRef has no namespace)"), -1;
+	for (size_t i = 0; i < sizeof(classic) / sizeof(classic[0]); i++)
+		if (stack_field_present(pr, classic[i]))
+			return err_set(e, ERR_INVALID, "spec.programRef.%s: not with programRef.name (a Program "
+			    "names no repository; set name or repo, not both)", classic[i]), -1;
+	if (stack_field_str(pr, "name", "spec.programRef.name", &s->src_name, e) < 0)
+		return -1;
+	if (s->src_name == NULL || !stack_object_name_ok(s->src_name) || !dns_end(s->src_name[0]) ||
+	    !dns_end(s->src_name[strlen(s->src_name) - 1]))
+		return err_set(e, ERR_INVALID, "spec.programRef.name: must be the name of a Program (a DNS "
+		    "subdomain: lower-case letters, digits, '-' and '.', at most 253)"), -1;
+	if ((s->src_kind = strdup("Program")) == NULL)
+		return err_set(e, ERR_NOMEM, "out of memory"), -1;
+	return 0;
+}
+
 int stack_spec_parse_program_ref(const cJSON *pr, const char *name, struct stack_spec *s, struct err *e)
 {
 	size_t n = strlen(name) + sizeof("-program");
 
+	if (stack_field_present(pr, "name"))
+		return parse_program_object(pr, s, e);
 	s->source = STACK_SRC_PROGRAM;
-	if (stack_field(pr, "name") != NULL && stack_field(pr, "repo") == NULL)
-		return err_set(e, ERR_INVALID, "spec.programRef.name: the operator's Program kind is not "
-		    "supported; put the program in Git (programRef.repo) or an OCI artifact (ociSource)"), -1;
 	if (stack_field_str(pr, "repo", "spec.programRef.repo", &s->prog_repo, e) < 0 ||
 	    stack_field_str(pr, "ref", "spec.programRef.ref", &s->prog_ref, e) < 0 ||
 	    stack_field_str(pr, "dir", "spec.programRef.dir", &s->dir, e) < 0)

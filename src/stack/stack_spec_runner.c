@@ -407,6 +407,11 @@ int stack_runner_parse(const cJSON *spec, const struct stack_opts *o, struct sta
 	s->job_mode = s->runner.type == STACK_RUNNER_JOB || (s->runner.type == STACK_RUNNER_DEFAULT && o->runner_job);
 	if (!s->job_mode)
 		return 0;
+	/* The Job's pod fetches its program from a URL or a registry; a
+	 * rendered Program exists only in this controller's store. */
+	if (s->source == STACK_SRC_PROGRAM_OBJECT)
+		return err_set(e, ERR_INVALID, "spec.programRef.name: a Program's Stack runs with the local "
+		    "runner only (spec.runner.type: Local), not yet in a Job"), -1;
 	if (o->job_image == NULL)
 		return err_set(e, ERR_INVALID, "spec.runner.type: Job, but this controller runs without "
 		    "--job-image (the image the Job's pod runs)"), -1;

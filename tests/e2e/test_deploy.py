@@ -237,6 +237,7 @@ EXPECTED_RULES = {
     ("pulumi.com", "stacks"): ["get", "list", "patch", "watch"],
     ("pulumi.com", "stacks/status"): ["update"],
     ("pulumi.com", "stacks/finalizers"): ["update"],
+    ("pulumi.com", "programs"): ["get", "list", "watch"],
     ("source.toolkit.fluxcd.io", "gitrepositories"): ["create", "get", "list", "patch", "watch"],
     ("source.toolkit.fluxcd.io", "ocirepositories"): ["get", "list", "watch"],
     ("source.toolkit.fluxcd.io", "buckets"): ["get", "list", "watch"],
@@ -388,7 +389,7 @@ def test_gitrepository_policy_names_what_the_code_writes():
     assert binding["spec"]["validationActions"] == ["Deny"]
     header = (ROOT / "src" / "stack" / "stack_model.h").read_text()
     label = re.search(r'#define STACK_LABEL_NAME "([^"]+)"', header).group(1)
-    spec = (ROOT / "src" / "stack" / "stack_spec.c").read_text()
+    spec = (ROOT / "src" / "stack" / "stack_spec_git.c").read_text()   # the Git sources
     assert '"%s-program"' in spec
     text = yaml.safe_dump(policy)
     assert f"'{label}'" in text and "'-program'" in text
@@ -426,7 +427,7 @@ def test_flux_health_checks_a_stack():
     assert len(stacks) == 1
     ks = stacks[0]["spec"]
     check, = ks["healthChecks"]
-    crd = one(render("crds"), "CustomResourceDefinition")
+    crd = one(render("crds"), "CustomResourceDefinition", "stacks.pulumi.com")
     storage = next(v["name"] for v in crd["spec"]["versions"] if v["storage"])
     assert check["apiVersion"] == f"{crd['spec']['group']}/{storage}"
     assert check["kind"] == crd["spec"]["names"]["kind"] and check["name"] and check["namespace"]
@@ -483,10 +484,21 @@ def test_classic_sample_is_the_tutorial_shape():
         "valueFrom": {"secretKeyRef": {"name": "aws-creds", "key": "access-key-id"}}}
 
 
+def test_crds_are_the_stack_and_the_program_kinds():
+    """deploy/crds installs both kinds the controller serves: Stack, and the operator's
+    Program that spec.programRef.name reads (one pulumi.com group)."""
+    crds = {d["metadata"]["name"]: d for d in render("crds")
+            if d["kind"] == "CustomResourceDefinition"}
+    assert sorted(crds) == ["programs.pulumi.com", "stacks.pulumi.com"]
+    prog = crds["programs.pulumi.com"]["spec"]
+    assert (prog["group"], prog["scope"], prog["names"]["kind"]) == ("pulumi.com", "Namespaced", "Program")
+    assert [v["name"] for v in prog["versions"] if v["served"] and v["storage"]] == ["v1"]
+
+
 def test_crd_versions_share_one_schema():
     """v1 is stored, v1alpha1 is served with the very same schema, columns and status
     subresource, without a conversion webhook."""
-    crd = render("crds")[0]
+    crd = one(render("crds"), "CustomResourceDefinition", "stacks.pulumi.com")
     v1, alpha = crd["spec"]["versions"]
     assert (v1["name"], v1["served"], v1["storage"]) == ("v1", True, True)
     assert (alpha["name"], alpha["served"], alpha["storage"]) == ("v1alpha1", True, False)

@@ -490,8 +490,8 @@ def served(api, api_version, kind):
 
 
 def test_kinds_not_served_are_skipped(any_bare_kubeapi, controllers, tmp_path):
-    """A server with the Stack CRD and none of Flux's (a fresh emulator, or the
-    module's bare real server)."""
+    """A server with the Stack CRD and none of Flux's, nor the Program CRD (a fresh
+    emulator, or the module's bare real server)."""
     api = any_bare_kubeapi
     ns = api.namespace
     for path in CRD_FILES:
@@ -506,7 +506,7 @@ def test_kinds_not_served_are_skipped(any_bare_kubeapi, controllers, tmp_path):
     ctl = controllers(["--kubeconfig", kc, *scope(api)])
     ctl.wait_log("caches synced")
     skipped = {r["kind"] for r in ctl.find("kind not served by the API server; not watching it")}
-    assert skipped == {"GitRepository", "OCIRepository", "Bucket"}
+    assert skipped == {"GitRepository", "OCIRepository", "Bucket", "Program"}
     assert set(ctl.dump()) == {"stacks"}
     assert ctl.dump()["stacks"].keys() == {f"{ns}/only"}
     assert ctl.stop() == 0

@@ -236,7 +236,7 @@ static int mounts_secret(const cJSON *job, const char *vol, const char *secret, 
 static cJSON *build(const char *name, const char *spec, struct stack_spec *s)
 {
 	cJSON *obj = stack_obj(name, spec), *job;
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL, NULL };
 	struct stack_job_in in = { "apps", name, "u-1", "pulumi.com/v1", "up", FP, s, &art, opts.job_image, 600,
 		"/opt/plugins", 0, NULL, NULL, 1LL << 20, NULL };
 	struct err e;
@@ -409,7 +409,7 @@ static void test_drift_checks_and_their_repair_are_jobs(void **state)
 {
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', " FLUX ", 'driftDetection': {'interval': '5m', "
 	    "'remediate': true}, 'runner': {'type': 'Job'}}");
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL, NULL };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "refresh", FP, &s, &art, opts.job_image,
 		600, NULL, 0, NULL, NULL, 0, NULL };
@@ -600,7 +600,7 @@ static void test_an_oci_update_carries_the_index_digest(void **state)
 {
 	cJSON *obj = stack_obj("web", "{'stack': 'dev', 'ociSource': {'url': 'oci://reg.test/app', 'tag': 'v1', "
 	    "'verify': {'provider': 'cosign', 'secretRef': {'name': 'keys'}}}, 'runner': {'type': 'Job'}}");
-	struct stack_artifact art = { "v1@sha256:m1", "sha256:d1", NULL, "sha256:i1" };
+	struct stack_artifact art = { "v1@sha256:m1", "sha256:d1", NULL, "sha256:i1", NULL };
 	struct stack_spec s;
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "up", FP, &s, &art, opts.job_image,
 		600, NULL, 0, NULL, NULL, 0, NULL };
@@ -664,7 +664,7 @@ static void test_a_verified_oci_source_mounts_its_keys(void **state)
 static void test_a_plan_job_and_the_up_job_of_its_plan(void **state)
 {
 	struct stack_spec s;
-	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL };
+	struct stack_artifact art = { "main@sha1:abc", "sha256:d1", "http://src/x.tar.gz", NULL, NULL };
 	const char *id = "0123456789abcdef0123456789abcdef";
 	struct stack_job_in in = { "apps", "web", "u-1", "pulumi.com/v1", "plan", FP, &s, &art, opts.job_image, 600,
 		NULL, 0, NULL, NULL, 0, NULL };

@@ -2,7 +2,10 @@
  * test_stack_program.c - stack_program_render: a Program's Pulumi.yaml is
  * its name, runtime yaml and its sections in a fixed order, the same bytes
  * for the same object (its digest is the revision), and a malformed
- * Program is refused naming the Program and the field.
+ * Program is refused naming the Program and the field.  Then the fetch: the
+ * rendering as a store entry holding Pulumi.yaml alone, under its digest,
+ * written once; and a controller whose server serves no Program kind says
+ * so rather than waiting.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/digest.h"
+#include "base/fs.h"
 #include "stack/stack_sources.h"
 
 static char *render(const char *json, struct err *e)
@@ -79,12 +84,71 @@ static void test_refused(void **state)
 	}
 }
 
+static void test_fetch_writes_one_entry_named_by_the_digest(void **state)
+{
+	const char *text = "{\"name\":\"web\",\"runtime\":\"yaml\"}";
+	char root[] = "/tmp/test_stack_program.XXXXXX", dig[DIGEST_STR_MAX], hex[DIGEST_MAX_RAW * 2 + 1];
+	char want[4096], file[4200], *got = NULL;
+	struct stack_ctl sc;
+	struct stack_pass p;
+	struct digest d;
+	struct err e;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	memset(&sc, 0, sizeof(sc));
+	memset(&p, 0, sizeof(p));
+	sc.o.storage_path = root;
+	p.sc = &sc;
+	snprintf(p.ns, sizeof(p.ns), "apps");
+	p.spec.src_name = "web";
+	digest_bytes(DIGEST_SHA256, text, strlen(text), &d);
+	digest_format(&d, dig, sizeof(dig));
+	digest_hex(&d, hex, sizeof(hex));
+	p.art.digest = dig;
+	p.art.content = (char *)text;
+	snprintf(want, sizeof(want), "%s/artifacts/sha256/%s", root, hex);
+	for (int round = 0; round < 2; round++) {   /* the second finds it there */
+		assert_int_equal(stack_program_fetch(&p), 0);
+		assert_string_equal(p.tree, want);
+		snprintf(file, sizeof(file), "%s/Pulumi.yaml", want);
+		assert_int_equal(fs_read_file(file, 4096, &got, &len, &e), 0);
+		assert_string_equal(got, text);
+		free(got);
+	}
+	/* Nothing was rendered in this pass: no entry is made up. */
+	p.art.content = NULL;
+	assert_int_equal(stack_program_fetch(&p), 1);
+	assert_string_equal(p.v.reason, "ArtifactFailed");
+	assert_int_equal(fs_rm_rf(root, &e), 0);
+}
+
+static void test_kind_not_served_is_said(void **state)
+{
+	struct stack_ctl sc;
+	struct stack_pass p;
+
+	(void)state;
+	memset(&sc, 0, sizeof(sc));
+	memset(&p, 0, sizeof(p));
+	p.sc = &sc;
+	p.spec.src_name = "web";
+	assert_int_equal(stack_program_resolve(&p), 1);
+	assert_int_equal(p.v.state, STACK_STALLED);
+	assert_string_equal(p.v.reason, "SourceKindNotServed");
+	assert_non_null(strstr(p.v.message, "deploy/crds/pulumi.com_programs.yaml"));
+	assert_null(p.art.revision);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sections_in_fixed_order),
 		cmocka_unit_test(test_same_object_same_bytes),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_fetch_writes_one_entry_named_by_the_digest),
+		cmocka_unit_test(test_kind_not_served_is_said),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

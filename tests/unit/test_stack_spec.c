@@ -261,11 +261,39 @@ static void program_ref_makes_its_git_repository(void **state)
 	stack_spec_free(&s);
 }
 
+/* The operator's programRef {name}: a Program of the Stack's namespace,
+ * never of another, and never in a Job (the pod cannot fetch it). */
+static void program_ref_names_a_program(void **state)
+{
+	struct stack_spec s;
+	(void)state;
+
+	accepted("{'stack': 'dev', 'programRef': {'name': 'my-program'}}", &s);
+	assert_int_equal(s.source, STACK_SRC_PROGRAM_OBJECT);
+	assert_string_equal(s.src_kind, "Program");
+	assert_string_equal(s.src_name, "my-program");
+	assert_null(s.prog_repo);
+	assert_null(s.dir);
+	stack_spec_free(&s);
+
+	refused("{'stack': 'dev', 'programRef': {'name': 'p', 'namespace': 'other'}}",
+	    "spec.programRef.namespace", "Stack's namespace");
+	refused("{'stack': 'dev', 'programRef': {'name': 'p', 'repo': 'https://x/y.git'}}",
+	    "spec.programRef.repo", "not with programRef.name");
+	refused("{'stack': 'dev', 'programRef': {'name': 'p', 'dir': 'sub'}}", "spec.programRef.dir");
+	refused("{'stack': 'dev', 'programRef': {'name': ''}}", "spec.programRef.name", "DNS");
+	refused("{'stack': 'dev', 'programRef': {'name': '../secrets'}}", "spec.programRef.name", "DNS");
+	refused("{'stack': 'dev', 'programRef': {'name': 'My_Program'}}", "spec.programRef.name", "DNS");
+	refused("{'stack': 'dev', 'programRef': {'name': '-p'}}", "spec.programRef.name", "DNS");
+	refused("{'stack': 'dev', 'programRef': {'name': 'p.'}}", "spec.programRef.name", "DNS");
+	refused("{'stack': 'dev', 'programRef': {'name': 7}}", "spec.programRef.name", "string");
+	refused("{'stack': 'dev', 'programRef': {'name': 'p'}, 'runner': {'type': 'Job'}}",
+	    "spec.programRef.name", "local runner");
+}
+
 static void program_ref_refusals(void **state)
 {
 	(void)state;
-	/* The operator's Program kind. */
-	refused("{'stack': 'dev', 'programRef': {'name': 'my-program'}}", "spec.programRef.name", "Program");
 	refused("{'stack': 'dev', 'programRef': {}}", "spec.programRef.repo");
 	refused("{'stack': 'dev', 'programRef': {'repo': ''}}", "spec.programRef.repo");
 }
@@ -1284,6 +1312,7 @@ int main(void)
 		cmocka_unit_test(oci_source_options),
 		cmocka_unit_test(oci_source_verify),
 		cmocka_unit_test(program_ref_makes_its_git_repository),
+		cmocka_unit_test(program_ref_names_a_program),
 		cmocka_unit_test(program_ref_refusals),
 		cmocka_unit_test(exactly_one_source),
 		cmocka_unit_test(project_repo_makes_its_git_repository),
